@@ -1,0 +1,112 @@
+//! Devices as the core sees them: the seams every backend fills in.
+//!
+//! - [`Allocator`]: device memory (alloc / free / copyin / copyout, optional offset views and
+//!   device-to-device transfer).
+//! - [`Compiler`]: source text to a binary, with a cache key for the on-disk cache.
+//! - [`Runtime`]: loads a binary as a [`Program`]; a `Program` launches with buffers, integer
+//!   variable values and launch dims.
+//!
+//! A [`RawBuf`] is the handle an allocator hands out: the address kernels see (a host pointer for
+//! CPU devices, a GPU virtual address for HCQ devices), its size, and an owner object that keeps the
+//! memory alive and lets the allocator find its own bookkeeping again.
+//!
+//! Not guaranteed: a `RawBuf` does not free its memory when dropped; the owning `Buffer` returns it
+//! to its allocator.
+
+use std::any::Any;
+use std::fmt;
+use std::sync::Arc;
+
+use crate::Result;
+
+/// Allocation options (tinygrad's `BufferOptions`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct BufferOptions {
+    /// Do not cache in the CPU (write-combined / uncached mapping).
+    pub uncached: bool,
+    /// The CPU must be able to read and write it directly.
+    pub cpu_access: bool,
+    /// Host memory visible to the device.
+    pub host: bool,
+    /// Bypass the LRU cache (free for real on release).
+    pub nolru: bool,
+}
+
+/// A handle to device memory.
+#[derive(Clone)]
+pub struct RawBuf {
+    /// The address a kernel sees: host pointer (CPU devices) or GPU virtual address (HCQ).
+    pub addr: u64,
+    /// Size in bytes.
+    pub size: usize,
+    /// Keeps the memory alive; allocators downcast it to their own type.
+    pub owner: Arc<dyn Any + Send + Sync>,
+}
+
+impl fmt::Debug for RawBuf {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RawBuf(addr={:#x}, size={})", self.addr, self.size)
+    }
+}
+
+/// Device memory.
+pub trait Allocator: Send + Sync {
+    /// Allocate `size` bytes.
+    fn alloc(&self, size: usize, opts: &BufferOptions) -> Result<RawBuf>;
+    /// Release memory from [`Allocator::alloc`] (not views from [`Allocator::offset`]).
+    fn free(&self, buf: RawBuf, size: usize, opts: &BufferOptions);
+    /// Copy host bytes into the buffer (from its start).
+    fn copyin(&self, dst: &RawBuf, src: &[u8]) -> Result<()>;
+    /// Copy the buffer's first `dst.len()` bytes to the host.
+    fn copyout(&self, dst: &mut [u8], src: &RawBuf) -> Result<()>;
+    /// A view of `size` bytes starting `offset` bytes into `buf`, sharing its memory.
+    fn offset(&self, buf: &RawBuf, size: usize, offset: usize) -> Result<RawBuf> {
+        let _ = (buf, size, offset);
+        Err(crate::Error::Device(
+            "this allocator does not support buffer views (offset)".into(),
+        ))
+    }
+    /// Copy `size` bytes from `src` to `dst`, both of this allocator's device family.
+    fn transfer(&self, dst: &RawBuf, src: &RawBuf, size: usize) -> Result<()> {
+        let _ = (dst, src, size);
+        Err(crate::Error::Device(
+            "this allocator does not support device-to-device transfer".into(),
+        ))
+    }
+    /// Wait for every pending operation on the device to finish.
+    fn synchronize(&self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// Source to binary.
+pub trait Compiler: Send + Sync {
+    /// Identifies the compiler and its settings in the disk cache (for example `compile_clang`).
+    /// `None` disables caching.
+    fn cache_key(&self) -> Option<String>;
+    /// Compile `src` to a binary.
+    fn compile(&self, src: &str) -> Result<Vec<u8>>;
+}
+
+/// Launch dims: (x, y, z).
+pub type LaunchDims = [usize; 3];
+
+/// A loaded kernel.
+pub trait Program: Send + Sync {
+    /// Run with buffers (outputs first, as the kernel's parameters), integer variable values (in
+    /// the kernel's variable order), launch dims (ignored by devices without them). With `wait`,
+    /// block until it finished and return the elapsed seconds.
+    fn call(
+        &self,
+        bufs: &[RawBuf],
+        vals: &[i64],
+        global: Option<LaunchDims>,
+        local: Option<LaunchDims>,
+        wait: bool,
+    ) -> Result<Option<f64>>;
+}
+
+/// Loads binaries of one device as programs (tinygrad's runtime class, `ClangProgram(name, lib)`).
+pub trait Runtime: Send + Sync {
+    fn load(&self, name: &str, lib: &[u8]) -> Result<Box<dyn Program>>;
+}

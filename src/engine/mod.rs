@@ -1,0 +1,2 @@
+//! The engine: the scheduler (`schedule.rs`), the memory planner (`memory.rs`) and the realize engine
+//! (`realize.rs`).

@@ -1,0 +1,114 @@
+//! The crate's one error type.
+//!
+//! Every fallible operation returns [`Result`]. The variant says which layer refused, the message
+//! says what was wrong and where (the operation, the shapes or values at fault). Nothing a caller
+//! can reach through the public API is supposed to panic; an internal invariant that breaks is
+//! reported as [`Error::Internal`] so that it surfaces as a value, not an abort.
+//!
+//! Not guaranteed: message texts are for people and may change; match on the variant.
+
+use std::fmt;
+
+/// What went wrong, by layer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Error {
+    /// A caller passed something the operation cannot take (bad shape, axis, dtype, value).
+    InvalidArgument(String),
+    /// Symbolic or ShapeTracker algebra refused (impossible reshape, non-int where an int is needed).
+    Shape(String),
+    /// The scheduler could not order or group the graph (cycle, unsupported assign).
+    Schedule(String),
+    /// An optimization action was illegal for this kernel (the reason strings follow tinygrad's
+    /// `KernelOptError`); the optimizer and BEAM use it as control flow.
+    KernelOpt(String),
+    /// Kernel construction, linearization, UOp verification or rendering failed.
+    Codegen(String),
+    /// A device compiler (cc, clang, libLLVM, ptxas ...) failed or is missing.
+    Compile(String),
+    /// A device could not be opened, or refused an allocation or a transfer.
+    Device(String),
+    /// A kernel or copy failed while running.
+    Runtime(String),
+    /// A wait on the device passed its deadline; the message carries the queue state.
+    Timeout(String),
+    /// The device (real or emulated) reported a fault; the message carries the queue state.
+    Fault(String),
+    /// A driver call (ioctl, mmap, open) failed.
+    Driver(String),
+    /// File system or process errors.
+    Io(String),
+    /// A broken internal invariant: a bug in rawgrad, reported instead of panicking.
+    Internal(String),
+}
+
+/// `std::result::Result` with [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let (kind, msg) = match self {
+            Error::InvalidArgument(m) => ("invalid argument", m),
+            Error::Shape(m) => ("shape", m),
+            Error::Schedule(m) => ("schedule", m),
+            Error::KernelOpt(m) => ("kernel opt", m),
+            Error::Codegen(m) => ("codegen", m),
+            Error::Compile(m) => ("compile", m),
+            Error::Device(m) => ("device", m),
+            Error::Runtime(m) => ("runtime", m),
+            Error::Timeout(m) => ("timeout", m),
+            Error::Fault(m) => ("fault", m),
+            Error::Driver(m) => ("driver", m),
+            Error::Io(m) => ("io", m),
+            Error::Internal(m) => ("internal", m),
+        };
+        write!(f, "{kind}: {msg}")
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<std::io::Error> for Error {
+    fn from(e: std::io::Error) -> Self {
+        Error::Io(e.to_string())
+    }
+}
+
+impl Error {
+    /// The message without the layer prefix.
+    pub fn message(&self) -> &str {
+        match self {
+            Error::InvalidArgument(m)
+            | Error::Shape(m)
+            | Error::Schedule(m)
+            | Error::KernelOpt(m)
+            | Error::Codegen(m)
+            | Error::Compile(m)
+            | Error::Device(m)
+            | Error::Runtime(m)
+            | Error::Timeout(m)
+            | Error::Fault(m)
+            | Error::Driver(m)
+            | Error::Io(m)
+            | Error::Internal(m) => m,
+        }
+    }
+}
+
+/// Return early with an [`Error`] variant built from a format string:
+/// `bail!(InvalidArgument, "reshape: {} elements into {:?}", n, shape)`.
+#[macro_export]
+macro_rules! bail {
+    ($kind:ident, $($arg:tt)*) => {
+        return Err($crate::Error::$kind(format!($($arg)*)))
+    };
+}
+
+/// Like `assert!`, but returns an [`Error`] of the given variant instead of panicking.
+#[macro_export]
+macro_rules! ensure {
+    ($cond:expr, $kind:ident, $($arg:tt)*) => {
+        if !$cond {
+            return Err($crate::Error::$kind(format!($($arg)*)));
+        }
+    };
+}

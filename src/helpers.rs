@@ -1,0 +1,280 @@
+//! Small shared pieces: environment knobs and scoped overrides ([`Context`]), [`GlobalCounters`],
+//! Python-compatible number formatting, kernel-name escaping, and the on-disk cache directory.
+//!
+//! Knobs follow tinygrad's `getenv`/`ContextVar`: the environment gives the default, a
+//! [`Context`] guard overrides it for the current thread until the guard drops. Overrides are
+//! thread-local on purpose: tests run in parallel threads and must not see each other's settings.
+//!
+//! Not guaranteed: environment variables are read once per process (the first time a knob is
+//! asked for); changing the environment afterwards has no effect. Use [`Context`] instead.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::OnceLock;
+
+fn env_cache() -> &'static std::sync::Mutex<HashMap<String, Option<String>>> {
+    static CACHE: OnceLock<std::sync::Mutex<HashMap<String, Option<String>>>> = OnceLock::new();
+    CACHE.get_or_init(|| std::sync::Mutex::new(HashMap::new()))
+}
+
+thread_local! {
+    static OVERRIDES: RefCell<Vec<(String, String)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// The string value of a knob: the innermost [`Context`] override on this thread, else the
+/// process environment (read once and cached).
+pub fn getenv_str(key: &str) -> Option<String> {
+    let over = OVERRIDES.with(|o| {
+        o.borrow()
+            .iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.clone())
+    });
+    if over.is_some() {
+        return over;
+    }
+    let mut cache = env_cache().lock().unwrap_or_else(|e| e.into_inner());
+    cache
+        .entry(key.to_string())
+        .or_insert_with(|| std::env::var(key).ok())
+        .clone()
+}
+
+/// An integer knob (`getenv("DEBUG", 0)`); a value that does not parse as an integer counts as
+/// the default.
+pub fn getenv(key: &str, default: i64) -> i64 {
+    getenv_str(key)
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .unwrap_or(default)
+}
+
+/// `DEBUG` level.
+pub fn debug() -> i64 {
+    getenv("DEBUG", 0)
+}
+
+/// A scoped override of knobs for the current thread, like tinygrad's `Context(DEBUG=2)`.
+/// The override ends when the guard is dropped.
+#[must_use = "the override lasts only while the guard lives"]
+pub struct Context {
+    n: usize,
+}
+
+impl Context {
+    /// Override each `(name, value)` pair until the returned guard is dropped.
+    pub fn new(vars: &[(&str, i64)]) -> Context {
+        OVERRIDES.with(|o| {
+            let mut o = o.borrow_mut();
+            for (k, v) in vars {
+                o.push((k.to_string(), v.to_string()));
+            }
+        });
+        Context { n: vars.len() }
+    }
+
+    /// Override string-valued knobs (device names, paths).
+    pub fn with_str(vars: &[(&str, &str)]) -> Context {
+        OVERRIDES.with(|o| {
+            let mut o = o.borrow_mut();
+            for (k, v) in vars {
+                o.push((k.to_string(), v.to_string()));
+            }
+        });
+        Context { n: vars.len() }
+    }
+}
+
+impl Drop for Context {
+    fn drop(&mut self) {
+        OVERRIDES.with(|o| {
+            let mut o = o.borrow_mut();
+            let keep = o.len().saturating_sub(self.n);
+            o.truncate(keep);
+        });
+    }
+}
+
+/// tinygrad's `GlobalCounters`: operations, memory traffic, kernel count and time of the kernels
+/// run on this thread since the last [`GlobalCounters::reset`]; `mem_used` is process-wide.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GlobalCounters {
+    pub global_ops: i64,
+    pub global_mem: i64,
+    pub time_sum_s: f64,
+    pub kernel_count: i64,
+}
+
+thread_local! {
+    static COUNTERS: RefCell<GlobalCounters> = RefCell::new(GlobalCounters::default());
+}
+static MEM_USED: AtomicI64 = AtomicI64::new(0);
+
+impl GlobalCounters {
+    /// A snapshot of this thread's counters.
+    pub fn get() -> GlobalCounters {
+        COUNTERS.with(|c| *c.borrow())
+    }
+    /// Zero this thread's counters.
+    pub fn reset() {
+        COUNTERS.with(|c| *c.borrow_mut() = GlobalCounters::default());
+    }
+    /// Account one kernel (or copy) run.
+    pub fn add(ops: i64, mem: i64, time_s: f64, kernels: i64) {
+        COUNTERS.with(|c| {
+            let mut c = c.borrow_mut();
+            c.global_ops += ops;
+            c.global_mem += mem;
+            c.time_sum_s += time_s;
+            c.kernel_count += kernels;
+        });
+    }
+    /// Bytes currently allocated on all devices by this process.
+    pub fn mem_used() -> i64 {
+        MEM_USED.load(Ordering::Relaxed)
+    }
+    /// Adjust the process-wide allocated-bytes counter.
+    pub fn add_mem_used(delta: i64) {
+        MEM_USED.fetch_add(delta, Ordering::Relaxed);
+    }
+}
+
+/// Python's `repr(float)`: shortest round-trip digits, scientific notation below 1e-4 and from
+/// 1e16 up, `inf`/`-inf`/`nan`.
+pub fn float_repr(x: f64) -> String {
+    if x.is_nan() {
+        return "nan".into();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "inf".into() } else { "-inf".into() };
+    }
+    if x == 0.0 {
+        return if x.is_sign_negative() {
+            "-0.0".into()
+        } else {
+            "0.0".into()
+        };
+    }
+    // Rust's `{:e}` gives the shortest round-trip digits: "1.2345e-5".
+    let sci = format!("{x:e}");
+    let (mant, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let neg = mant.starts_with('-');
+    let digits: String = mant.chars().filter(|c| c.is_ascii_digit()).collect();
+    let sign = if neg { "-" } else { "" };
+    if !(-4..16).contains(&exp) {
+        let (first, rest) = digits.split_at(1);
+        let frac = if rest.is_empty() {
+            String::new()
+        } else {
+            format!(".{rest}")
+        };
+        let esign = if exp < 0 { '-' } else { '+' };
+        return format!("{sign}{first}{frac}e{esign}{:02}", exp.abs());
+    }
+    let n = digits.len() as i32;
+    if exp >= n - 1 {
+        // Integer-valued: pad with zeros and add ".0".
+        let zeros = "0".repeat((exp - (n - 1)) as usize);
+        format!("{sign}{digits}{zeros}.0")
+    } else if exp >= 0 {
+        let (int, frac) = digits.split_at((exp + 1) as usize);
+        format!("{sign}{int}.{frac}")
+    } else {
+        let zeros = "0".repeat((-exp - 1) as usize);
+        format!("{sign}0.{zeros}{digits}")
+    }
+}
+
+/// tinygrad's `to_function_name`: keep ASCII letters, digits and `_`, write every other
+/// character as two upper-case hex digits (`r_8_<i[1-10]>` -> `r_8_3Ci5B12D105D3E`).
+pub fn to_function_name(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            out.push(c);
+        } else {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("{b:02X}"));
+            }
+        }
+    }
+    out
+}
+
+/// Product of an integer list (1 for an empty list).
+pub fn prod(xs: &[i64]) -> i64 {
+    xs.iter().product()
+}
+
+/// Round `x` up to a multiple of `align`.
+pub fn round_up(x: usize, align: usize) -> usize {
+    x.div_ceil(align) * align
+}
+
+/// The directory for rawgrad's on-disk caches: `$CACHEDIR`, else `$XDG_CACHE_HOME/rawgrad`,
+/// else `$HOME/.cache/rawgrad`, else the system temporary directory.
+pub fn cache_dir() -> PathBuf {
+    if let Some(d) = getenv_str("CACHEDIR") {
+        return PathBuf::from(d);
+    }
+    if let Some(d) = getenv_str("XDG_CACHE_HOME") {
+        return PathBuf::from(d).join("rawgrad");
+    }
+    if let Some(h) = getenv_str("HOME") {
+        return PathBuf::from(h).join(".cache").join("rawgrad");
+    }
+    std::env::temp_dir().join("rawgrad-cache")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn float_repr_matches_python() {
+        let cases = [
+            (1.0, "1.0"),
+            (0.1, "0.1"),
+            (1.4426950408889634, "1.4426950408889634"),
+            (-2.5, "-2.5"),
+            (123456.0, "123456.0"),
+            (1e16, "1e+16"),
+            (1.5e16, "1.5e+16"),
+            (1e15, "1000000000000000.0"),
+            (0.0001, "0.0001"),
+            (0.00001, "1e-05"),
+            (-3.25e-7, "-3.25e-07"),
+            (f64::INFINITY, "inf"),
+            (0.0, "0.0"),
+            (-0.0, "-0.0"),
+        ];
+        for (x, want) in cases {
+            assert_eq!(float_repr(x), want, "repr({x})");
+        }
+    }
+
+    #[test]
+    fn function_names_escape() {
+        assert_eq!(to_function_name("r_8_<i[1-10]>"), "r_8_3Ci5B12D105D3E");
+        assert_eq!(to_function_name("E_4_4"), "E_4_4");
+    }
+
+    #[test]
+    fn context_overrides_are_scoped() {
+        assert_eq!(getenv("RAWGRAD_TEST_KNOB_X", 7), 7);
+        {
+            let _g = Context::new(&[("RAWGRAD_TEST_KNOB_X", 3)]);
+            assert_eq!(getenv("RAWGRAD_TEST_KNOB_X", 7), 3);
+            {
+                let _h = Context::new(&[("RAWGRAD_TEST_KNOB_X", 5)]);
+                assert_eq!(getenv("RAWGRAD_TEST_KNOB_X", 7), 5);
+            }
+            assert_eq!(getenv("RAWGRAD_TEST_KNOB_X", 7), 3);
+        }
+        assert_eq!(getenv("RAWGRAD_TEST_KNOB_X", 7), 7);
+    }
+}

@@ -1,0 +1,2 @@
+//! The CPU devices: `CLANG` (C through clang or cc, dlopen) and `INTERP` (the UOp interpreter, the
+//! reference every other device is checked against).

@@ -1,0 +1,3 @@
+//! Backends, one folder each, with the same file set.
+
+pub mod cpu;

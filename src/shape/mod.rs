@@ -1,0 +1,1 @@
+//! Symbolic integers, `View` and `ShapeTracker`.
