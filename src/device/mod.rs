@@ -10,8 +10,26 @@
 //! CPU devices, a GPU virtual address for HCQ devices), its size, and an owner object that keeps the
 //! memory alive and lets the allocator find its own bookkeeping again.
 //!
+//! Built on these: [`allocator`] (host memory, the LRU cache), [`buffer`] (tinygrad's `Buffer`),
+//! [`registry`] (device names, families, `DEFAULT`, the [`Compiled`] record) and [`compiler`] (the
+//! on-disk compile cache).
+//!
 //! Not guaranteed: a `RawBuf` does not free its memory when dropped; the owning `Buffer` returns it
 //! to its allocator.
+
+pub mod allocator;
+pub mod buffer;
+pub mod compiler;
+pub mod registry;
+#[cfg(test)]
+pub(crate) mod testing;
+
+pub use allocator::{HostAllocator, LruAllocator};
+pub use buffer::{Buffer, BufferRef};
+pub use compiler::compile_cached;
+pub use registry::{
+    canonicalize, default_device, open_device, register_family, Compiled, DeviceOpener,
+};
 
 use std::any::Any;
 use std::fmt;
@@ -77,6 +95,8 @@ pub trait Allocator: Send + Sync {
     fn synchronize(&self) -> Result<()> {
         Ok(())
     }
+    /// Release memory held for reuse (the LRU cache); allocators without a cache do nothing.
+    fn free_cache(&self) {}
 }
 
 /// Source to binary.

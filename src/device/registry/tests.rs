@@ -1,0 +1,120 @@
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::*;
+use crate::device::testing::register_host_family;
+use crate::helpers::Context;
+
+#[test]
+fn canonicalize_like_tinygrad() {
+    let cases = [
+        ("CLANG", "CLANG"),
+        ("clang", "CLANG"),
+        ("GPU:0", "GPU"),
+        ("gpu:0", "GPU"),
+        ("GPU:1", "GPU:1"),
+        ("amd:1", "AMD:1"),
+        ("AMD:10", "AMD:10"),
+        ("disk:/dev/shm/test", "DISK:/dev/shm/test"),
+        ("disk:000.txt", "DISK:000.txt"),
+        ("disk:/tmp/A:0", "DISK:/tmp/A"),
+    ];
+    for (inp, want) in cases {
+        assert_eq!(canonicalize(inp), want, "canonicalize({inp:?})");
+    }
+    assert_eq!(device_family("amd:1"), "AMD");
+    assert_eq!(canonicalize_opt(Some("nv:0")).unwrap(), "NV");
+}
+
+#[test]
+fn opens_once_and_caches() {
+    static OPENS: AtomicUsize = AtomicUsize::new(0);
+    register_family("RGTEST_ONCE", |name| {
+        OPENS.fetch_add(1, Ordering::SeqCst);
+        crate::device::testing::host_compiled(name)
+    });
+    let a = open_device("rgtest_once").unwrap();
+    let b = open_device("RGTEST_ONCE:0").unwrap();
+    assert!(Arc::ptr_eq(&a, &b));
+    assert_eq!(a.name, "RGTEST_ONCE");
+    let c = open_device("rgtest_once:1").unwrap();
+    assert_eq!(c.name, "RGTEST_ONCE:1");
+    assert_eq!(c.family(), "RGTEST_ONCE");
+    assert!(!Arc::ptr_eq(&a, &c));
+    assert_eq!(OPENS.load(Ordering::SeqCst), 2);
+    assert!(opened_devices().contains(&"RGTEST_ONCE:1".to_string()));
+    c.synchronize().unwrap();
+    // Opening from many threads at once still opens once.
+    std::thread::scope(|s| {
+        for _ in 0..4 {
+            s.spawn(|| open_device("RGTEST_ONCE:2").unwrap());
+        }
+    });
+    assert_eq!(OPENS.load(Ordering::SeqCst), 3);
+}
+
+#[test]
+fn unknown_and_failing_devices_are_errors() {
+    let e = open_device("rgtest_nosuch:3").unwrap_err();
+    assert!(matches!(e, Error::Device(_)));
+    assert!(
+        e.message().contains("unknown device RGTEST_NOSUCH:3"),
+        "{e}"
+    );
+    static TRIES: AtomicUsize = AtomicUsize::new(0);
+    register_family("RGTEST_FAIL", |_| {
+        TRIES.fetch_add(1, Ordering::SeqCst);
+        Err(Error::Driver("no /dev/rgtest".into()))
+    });
+    let e = open_device("RGTEST_FAIL").unwrap_err();
+    assert!(
+        e.message()
+            .contains("opening device RGTEST_FAIL: no /dev/rgtest"),
+        "{e}"
+    );
+    // Failures are not cached.
+    assert!(open_device("RGTEST_FAIL").is_err());
+    assert_eq!(TRIES.load(Ordering::SeqCst), 2);
+    assert!(!opened_devices().contains(&"RGTEST_FAIL".to_string()));
+}
+
+#[test]
+fn default_from_knobs() {
+    register_host_family("RGTEST_DEFA");
+    register_host_family("RGTEST_DEFB");
+    {
+        let _g = Context::with_str(&[("DEVICE", "rgtest_defb:1")]);
+        assert_eq!(default_device().unwrap(), "RGTEST_DEFB:1");
+        assert_eq!(canonicalize_opt(None).unwrap(), "RGTEST_DEFB:1");
+    }
+    {
+        let _g = Context::new(&[("RGTEST_DEFA", 1)]);
+        assert_eq!(default_device().unwrap(), "RGTEST_DEFA");
+        // DEVICE wins over family knobs.
+        let _h = Context::with_str(&[("DEVICE", "RGTEST_DEFB")]);
+        assert_eq!(default_device().unwrap(), "RGTEST_DEFB");
+    }
+    {
+        let _g = Context::with_str(&[("DEVICE", "RGTEST_UNREGISTERED")]);
+        let e = default_device().unwrap_err();
+        assert!(e.message().contains("DEVICE=RGTEST_UNREGISTERED"), "{e}");
+    }
+    {
+        // A family knob naming a family of the order list that is not registered is an error.
+        if !is_registered("CUDA") {
+            let _g = Context::new(&[("CUDA", 1)]);
+            let e = default_device().unwrap_err();
+            assert!(e.message().contains("CUDA=1"), "{e}");
+        }
+    }
+}
+
+#[test]
+fn default_by_availability_skips_unregistered_and_failing() {
+    register_family("RGTEST_AVAIL_BAD", |_| Err(Error::Driver("absent".into())));
+    register_host_family("RGTEST_AVAIL_OK");
+    let order = ["RGTEST_AVAIL_UNREG", "RGTEST_AVAIL_BAD", "RGTEST_AVAIL_OK"];
+    assert_eq!(select_available(&order).unwrap(), "RGTEST_AVAIL_OK");
+    let e = select_available(&order[..2]).unwrap_err();
+    assert!(e.message().contains("no usable device"), "{e}");
+    assert!(e.message().contains("absent"), "{e}");
+}
