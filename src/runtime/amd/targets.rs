@@ -1,5 +1,5 @@
 //! The per-gfx table: every fact about an AMD GPU generation that changes how rawgrad builds
-//! packets, sizes queue buffers or picks a compiler lives here, as one `const` [`GfxTarget`] per
+//! packets, sizes queue buffers or picks a compiler lives here, as one `static` [`GfxTarget`] per
 //! chip (in the style of Asahi's `hw/t8103.rs`). Code elsewhere reads fields of the table; it
 //! never branches on a gfx number.
 //!
@@ -193,7 +193,7 @@ const GFX11_SH: ShRegLayout = ShRegLayout {
 const PRIVATE_SEGMENT_WORD3: u32 = 0x14 << 12 | 2 << 28 | 2 << 21 | 1 << 23;
 
 /// MI200 (Aldebaran, CDNA2).
-pub const GFX90A: GfxTarget = GfxTarget {
+pub static GFX90A: GfxTarget = GfxTarget {
     gfx_target_version: 90010,
     name: "gfx90a",
     generation: 9,
@@ -232,7 +232,7 @@ pub const GFX90A: GfxTarget = GfxTarget {
 };
 
 /// MI300 (CDNA3).
-pub const GFX942: GfxTarget = GfxTarget {
+pub static GFX942: GfxTarget = GfxTarget {
     gfx_target_version: 90402,
     name: "gfx942",
     generation: 9,
@@ -278,7 +278,7 @@ pub const GFX942: GfxTarget = GfxTarget {
 };
 
 /// RDNA2 (Navi 21).
-pub const GFX1030: GfxTarget = GfxTarget {
+pub static GFX1030: GfxTarget = GfxTarget {
     gfx_target_version: 100300,
     name: "gfx1030",
     generation: 10,
@@ -358,14 +358,14 @@ const fn gfx11(
 }
 
 /// RDNA3 (Navi 31, 7900 XTX). `elf_mach` 0x41 observed.
-pub const GFX1100: GfxTarget = gfx11(110000, "gfx1100", 0x41, 0x60000, 0);
+pub static GFX1100: GfxTarget = gfx11(110000, "gfx1100", 0x41, 0x60000, 0);
 /// RDNA3 (Navi 32). SDMA revision and `elf_mach` from LLVM ELF.h: NOT CONFIRMED.
-pub const GFX1101: GfxTarget = gfx11(110001, "gfx1101", 0x46, 0x60000, 2);
+pub static GFX1101: GfxTarget = gfx11(110001, "gfx1101", 0x46, 0x60000, 2);
 /// RDNA3 (Navi 33). SDMA revision and `elf_mach` from LLVM ELF.h: NOT CONFIRMED.
-pub const GFX1102: GfxTarget = gfx11(110002, "gfx1102", 0x47, 0x40000, 1);
+pub static GFX1102: GfxTarget = gfx11(110002, "gfx1102", 0x47, 0x40000, 1);
 
 /// RDNA4 (Navi 48). Register-level facts follow gfx11: NOT CONFIRMED (memo 3.2).
-pub const GFX1201: GfxTarget = GfxTarget {
+pub static GFX1201: GfxTarget = GfxTarget {
     gfx_target_version: 120001,
     name: "gfx1201",
     generation: 12,
@@ -380,7 +380,7 @@ pub const GFX1201: GfxTarget = GfxTarget {
 };
 
 /// Every target in the table.
-pub const TARGETS: [&GfxTarget; 7] = [
+pub static TARGETS: [&GfxTarget; 7] = [
     &GFX90A, &GFX942, &GFX1030, &GFX1100, &GFX1101, &GFX1102, &GFX1201,
 ];
 
@@ -541,6 +541,10 @@ mod tests {
             assert_eq!(gfx_name(t.gfx_target_version), t.name);
             assert_eq!(t.generation, t.gfx_target_version / 10000);
         }
+        assert!(
+            std::ptr::eq(lookup(110000).unwrap(), &GFX1100),
+            "one table entry per chip"
+        );
         let e = lookup(90008).unwrap_err();
         assert!(
             e.message().contains("90008 (gfx908)") && e.message().contains("gfx1100 (110000)"),
@@ -553,7 +557,7 @@ mod tests {
     fn per_generation_facts() {
         assert_eq!(GFX942.sh.compute_pgm_rsrc3, 0x22D);
         assert_eq!(GFX1100.sh.compute_pgm_rsrc3, 0x228);
-        const { assert!(!GFX942.sh.static_thread_mgmt_se4_7 && GFX1100.sh.static_thread_mgmt_se4_7) };
+        assert!(!GFX942.sh.static_thread_mgmt_se4_7 && GFX1100.sh.static_thread_mgmt_se4_7);
         assert_eq!(GFX90A.acquire_mem, AcquireMemLayout::Gfx9CoherCntl);
         assert_eq!(GFX1201.acquire_mem, AcquireMemLayout::Gfx10GcrCntl);
         assert_eq!(
@@ -567,7 +571,7 @@ mod tests {
         assert_eq!(GFX1100.sdma.max_copy_bytes, 1 << 30);
         assert_eq!(PRIVATE_SEGMENT_WORD3, 0x20C1_4000);
         assert_eq!(GFX1201.generation, 12);
-        const { assert!(!GFX1201.rsrc1_priv_cwsr_workaround && GFX1101.rsrc1_priv_cwsr_workaround) };
+        assert!(!GFX1201.rsrc1_priv_cwsr_workaround && GFX1101.rsrc1_priv_cwsr_workaround);
     }
 
     #[test]
