@@ -1,3 +1,4 @@
 //! Backends, one folder each, with the same file set.
 
+pub mod amd;
 pub mod cpu;
