@@ -4,9 +4,9 @@
 //! ([`super::emu::EmuDriver`]).
 //!
 //! Also here: the Linux `_IOC` request encoding ([`ioc`], [`ioc_size`], ...), typed requests
-//! ([`Ioctl`]), the [`IoctlArg`] marker for argument structs and [`ioctl_struct`], which passes such
-//! a struct as bytes and turns a failure into an error naming the ioctl, the errno and the struct's
-//! key fields.
+//! ([`Ioctl`]), the [`IoctlArg`] marker for argument structs and [`ioctl_struct`], which passes
+//! such a struct as bytes and turns a failure into an error naming the ioctl, the errno and the
+//! struct's key fields.
 //!
 //! Not guaranteed: pointers *inside* an argument struct (device id arrays, event arrays) are
 //! followed by the kernel (or the emulator) as the C API does; the typed wrappers in

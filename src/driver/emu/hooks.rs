@@ -5,8 +5,8 @@
 //! when a queue is created or destroyed and when the process writes the queue's doorbell. The GPU
 //! reaches back through the [`EmuDevice`] handle it is given: [`EmuDevice::translate`] looks a GPU
 //! virtual address range up in that device's page tables (refusing unmapped or read-only ranges,
-//! as the GPU's MMU would) and returns a [`Mapping`] of the backing memory; [`EmuDevice::interrupt`]
-//! is the interrupt a RELEASE_MEM with INT_SEL / an SDMA TRAP raises (context id = event id), which
+//! as the GPU's MMU would) and returns a [`Mapping`] of the backing memory;
+//! [`EmuDevice::interrupt`] is the interrupt a RELEASE_MEM with INT_SEL / an SDMA TRAP raises (context id = event id), which
 //! wakes WAIT_EVENTS; [`EmuDevice::vm_fault`] reports a page fault as KFD does (MEMORY events).
 //!
 //! Rules for implementors: the callbacks run on the thread that made the ioctl or wrote the

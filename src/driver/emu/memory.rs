@@ -3,9 +3,10 @@
 //!
 //! GPU VA == CPU VA as on hardware: a VRAM/GTT buffer is created at `va_addr`, which must lie in an
 //! address-space reservation the process made with an anonymous mmap through this driver; the
-//! process then maps the render node at the buffer's `mmap_offset` over that reservation (MAP_FIXED)
-//! and gets real memory there. USERPTR buffers wrap memory the process mapped with an anonymous
-//! shared mmap through this driver. Each device has its own page table, filled by MAP_MEMORY_TO_GPU.
+//! process then maps the render node at the buffer's `mmap_offset` over that reservation
+//! (MAP_FIXED) and gets real memory there. USERPTR buffers wrap memory the process mapped with an
+//! anonymous shared mmap through this driver. Each device has its own page table, filled by
+//! MAP_MEMORY_TO_GPU.
 //!
 //! Not guaranteed: page tables are per buffer, so a GPU access spanning two buffers must be split.
 

@@ -8,8 +8,9 @@
 //! - the KFD ioctls a runtime uses (`ioctl.rs`): GET_VERSION, ACQUIRE_VM, ALLOC/FREE/MAP/UNMAP
 //!   memory, CREATE/DESTROY_QUEUE with the Linux >= 6.12 queue-buffer checks, CREATE/DESTROY/SET/
 //!   RESET_EVENT, WAIT_EVENTS, AVAILABLE_MEMORY, GET_CLOCK_COUNTERS;
-//! - memory (`memory.rs`, `buffers.rs`): GPU VA == CPU VA; buffers are memfds, mapped by the process where it
-//!   mmaps them and by the emulator for the software GPU; per-device GPU page tables;
+//! - memory (`memory.rs`, `buffers.rs`): GPU VA == CPU VA; buffers are memfds, mapped by the
+//!   process where it mmaps them and by the emulator for the software GPU; per-device GPU page
+//!   tables;
 //! - doorbells: `/dev/kfd` doorbell pages are real memory; [`Driver::write_doorbell`] finds the
 //!   queue and calls the device's [`EmuGpu`] (or just records the write when none is attached);
 //! - events (`events.rs`): signal events with a user or KFD event page, WAIT_EVENTS with
