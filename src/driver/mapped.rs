@@ -14,8 +14,8 @@
 //!
 //! Not guaranteed: ordering between the CPU and a device beyond what the atomics provide (write
 //! a ring, then `fence(SeqCst)` or a release store, then ring the doorbell:
-//! [`Driver::write_doorbell`] fences for you); concurrent non-atomic writes to the same bytes from two threads are the
-//! caller's race to avoid (as with device memory in C).
+//! [`Driver::write_doorbell`] fences for you); concurrent non-atomic writes to the same bytes
+//! from two threads are the caller's race to avoid (as with device memory in C).
 
 use std::any::Any;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};

@@ -6,8 +6,9 @@
 //! reaches back through the [`EmuDevice`] handle it is given: [`EmuDevice::translate`] looks a GPU
 //! virtual address range up in that device's page tables (refusing unmapped or read-only ranges,
 //! as the GPU's MMU would) and returns a [`Mapping`] of the backing memory;
-//! [`EmuDevice::interrupt`] is the interrupt a RELEASE_MEM with INT_SEL / an SDMA TRAP raises (context id = event id), which
-//! wakes WAIT_EVENTS; [`EmuDevice::vm_fault`] reports a page fault as KFD does (MEMORY events).
+//! [`EmuDevice::interrupt`] is the interrupt a RELEASE_MEM with INT_SEL / an SDMA TRAP raises
+//! (context id = event id), which wakes WAIT_EVENTS; [`EmuDevice::vm_fault`] reports a page
+//! fault as KFD does (MEMORY events).
 //!
 //! Rules for implementors: the callbacks run on the thread that made the ioctl or wrote the
 //! doorbell, with no emulator lock held, so they may call back into the `EmuDevice`; a GPU that
