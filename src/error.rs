@@ -35,6 +35,10 @@ pub enum Error {
     Fault(String),
     /// A driver call (ioctl, mmap, open) failed.
     Driver(String),
+    /// A driver call failed with an OS error number (from the kernel, or mimicked by the emulated
+    /// driver); the message names the call, the errno and the values at fault. Callers branch on
+    /// the number (tinygrad maps ENOMEM to "out of memory", EINVAL on public VRAM to "no large BAR").
+    Errno(i32, String),
     /// File system or process errors.
     Io(String),
     /// A broken internal invariant: a bug in rawgrad, reported instead of panicking.
@@ -58,6 +62,7 @@ impl fmt::Display for Error {
             Error::Timeout(m) => ("timeout", m),
             Error::Fault(m) => ("fault", m),
             Error::Driver(m) => ("driver", m),
+            Error::Errno(_, m) => ("driver", m),
             Error::Io(m) => ("io", m),
             Error::Internal(m) => ("internal", m),
         };
@@ -74,6 +79,14 @@ impl From<std::io::Error> for Error {
 }
 
 impl Error {
+    /// The OS error number of an [`Error::Errno`] (`None` for every other variant).
+    pub fn errno(&self) -> Option<i32> {
+        match self {
+            Error::Errno(e, _) => Some(*e),
+            _ => None,
+        }
+    }
+
     /// The message without the layer prefix.
     pub fn message(&self) -> &str {
         match self {
@@ -88,6 +101,7 @@ impl Error {
             | Error::Timeout(m)
             | Error::Fault(m)
             | Error::Driver(m)
+            | Error::Errno(_, m)
             | Error::Io(m)
             | Error::Internal(m) => m,
         }

@@ -21,6 +21,7 @@ pub mod ops;
 pub mod renderer;
 pub mod runtime;
 pub mod shape;
+pub mod sys;
 pub mod tensor;
 
 pub use dtype::{dtypes, ConstValue, DType};

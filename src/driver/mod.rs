@@ -4,9 +4,47 @@
 //! - [`hostmem`]: owned, aligned host allocations that CPU kernels address directly.
 //! - [`dl`]: `dlopen`ed shared objects and the CPU kernel entry ABI.
 //! - [`process`]: child processes (external compilers) and temporary paths.
-//! - [`emu`]: the emulated kernel drivers and their software GPUs.
+//! - [`api`]: the [`Driver`] trait (open, close, ioctl, mmap, munmap, doorbell, sysfs reads), the
+//!   `_IOC` encoding and [`ioctl_struct`]; [`open_driver`] picks the implementation.
+//! - [`real`]: [`RealDriver`], the syscalls; [`emu`]: [`EmuDriver`], an emulated KFD with virtual
+//!   sysfs and a hook for software GPUs (`MOCKGPU=1`).
+//! - [`kfd`]: the KFD ABI (ioctl table, mmap offsets, typed wrappers, topology, queue sizes).
+//! - [`mapped`]: [`Mapping`], bounds-checked access to memory shared with a device.
+//! - [`vma`]: address-range bookkeeping shared by both drivers.
 
+pub mod api;
 pub mod dl;
 pub mod emu;
 pub mod hostmem;
 pub mod process;
+pub mod kfd;
+pub mod mapped;
+pub mod real;
+pub mod vma;
+
+#[cfg(test)]
+mod hw_tests;
+
+use std::sync::Arc;
+
+pub use api::{
+    errno_error, errno_name, ioc, ioc_dir, ioc_nr, ioc_size, ioc_type, ioctl_request, ioctl_struct,
+    Driver, Fd, Ioctl, IoctlArg, MapFlags, OpenFlags, Prot,
+};
+pub use emu::{EmuConfig, EmuDriver};
+pub use mapped::Mapping;
+pub use real::RealDriver;
+
+use crate::helpers::getenv;
+use crate::Result;
+
+/// The driver for this process: the emulator when `MOCKGPU=1` (configured by `MOCKGPU_COUNT` and
+/// `MOCKGPU_ARCH`), else the kernel. Each call makes a new driver (a new emulated process under
+/// `MOCKGPU`); open it once and share the `Arc`.
+pub fn open_driver() -> Result<Arc<dyn Driver>> {
+    if getenv("MOCKGPU", 0) != 0 {
+        Ok(Arc::new(EmuDriver::from_env()?))
+    } else {
+        Ok(Arc::new(RealDriver::new()))
+    }
+}

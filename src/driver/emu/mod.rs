@@ -1,4 +1,443 @@
-//! The emulated drivers: an in-process KFD (and later RM/UVM) plus the software GPU that
-//! executes the PM4/SDMA streams they are given.
+//! [`EmuDriver`]: an in-process emulated KFD behind the [`Driver`] trait, so the AMD backend runs
+//! (and is tested) without a GPU, under `MOCKGPU=1`.
+//!
+//! What it emulates, checking what amdkfd checks and answering with its errno (plus a message
+//! saying which check failed):
+//! - sysfs topology and device nodes ([`nodes`]): a CPU node and `MOCKGPU_COUNT` GPUs of
+//!   `MOCKGPU_ARCH`; `/dev/kfd` and `/dev/dri/renderD<128+i>` open to fake descriptors;
+//! - the KFD ioctls a runtime uses (`ioctl.rs`): GET_VERSION, ACQUIRE_VM, ALLOC/FREE/MAP/UNMAP
+//!   memory, CREATE/DESTROY_QUEUE with the Linux >= 6.12 queue-buffer checks, CREATE/DESTROY/SET/
+//!   RESET_EVENT, WAIT_EVENTS, AVAILABLE_MEMORY, GET_CLOCK_COUNTERS;
+//! - memory (`memory.rs`, `buffers.rs`): GPU VA == CPU VA; buffers are memfds, mapped by the
+//!   process where it mmaps them and by the emulator for the software GPU; per-device GPU page
+//!   tables;
+//! - doorbells: `/dev/kfd` doorbell pages are real memory; [`Driver::write_doorbell`] finds the
+//!   queue and calls the device's [`EmuGpu`] (or just records the write when none is attached);
+//! - events (`events.rs`): signal events with a user or KFD event page, WAIT_EVENTS with
+//!   timeouts, woken by [`EmuDevice::interrupt`].
+//!
+//! Stricter than KFD (on purpose, to catch bugs): ioctl sizes must equal the 1.11 structs (KFD
+//! zero-extends shorter ones), allocation flags need exactly one memory type and no unknown bits,
+//! non-USERPTR `va_addr` must lie in a reservation the process made through this driver, USERPTR
+//! memory must come from this driver's anonymous shared mmap, rings must be >= 1024 bytes, and
+//! freed handles are never reused.
+//!
+//! Not guaranteed: SVM, CRIU, dmabuf, debugger and GWS ioctls are not emulated (ENOTTY);
+//! process-wide state is per `EmuDriver` (one emulated process each).
 
+/// Return `KErr(libc::$errno, message)` from an emulated-KFD handler.
+macro_rules! kbail {
+    ($errno:ident, $($arg:tt)*) => {
+        return Err($crate::driver::emu::KErr(libc::$errno, format!($($arg)*)))
+    };
+}
+
+pub(crate) mod backing;
+mod buffers;
+mod events;
 pub mod gpu;
+pub mod hooks;
+mod ioctl;
+mod memory;
+pub mod nodes;
+mod queues;
+
+#[cfg(test)]
+pub(crate) mod tests;
+
+use std::any::Any;
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+
+pub use hooks::{DoorbellWrite, EmuDevice, EmuGpu, EmuQueue, QueueKind};
+pub use nodes::{gpu_spec, GpuSpec, GPU_SPECS};
+
+use super::api::{errno_error, Driver, Fd, MapFlags, OpenFlags, Prot};
+use super::vma::VmaMap;
+use crate::helpers::{getenv, getenv_str};
+use crate::Result;
+use backing::Backing;
+use events::Events;
+use memory::{Alloc, CpuVmaKind, GpuMap};
+use nodes::{NodeDesc, VPath};
+
+/// Builds the software GPU of a device when the driver is created.
+pub type GpuFactory = Arc<dyn Fn(&EmuDevice) -> Arc<dyn EmuGpu> + Send + Sync>;
+
+/// How to build an emulated KFD.
+#[derive(Clone)]
+pub struct EmuConfig {
+    /// Number of GPUs (`MOCKGPU_COUNT`, default 2).
+    pub count: usize,
+    /// Architecture of every GPU (`MOCKGPU_ARCH`, default `gfx1100`; see [`GPU_SPECS`]).
+    pub arch: String,
+    /// Print `cwsr_size` / `ctl_stack_size` in `properties` like the newest kernels.
+    pub print_cwsr_props: bool,
+    /// Whether host-visible VRAM (VRAM | PUBLIC) is allowed (large / resizable BAR).
+    pub large_bar: bool,
+    /// Software GPU for each device (`None`: devices accept queues and record doorbells only).
+    pub gpu_factory: Option<GpuFactory>,
+}
+
+impl Default for EmuConfig {
+    fn default() -> Self {
+        EmuConfig {
+            count: 2,
+            arch: "gfx1100".into(),
+            print_cwsr_props: false,
+            large_bar: true,
+            gpu_factory: None,
+        }
+    }
+}
+
+impl EmuConfig {
+    /// The defaults overridden by `MOCKGPU_COUNT` and `MOCKGPU_ARCH`.
+    pub fn from_env() -> EmuConfig {
+        let mut c = EmuConfig::default();
+        c.count = getenv("MOCKGPU_COUNT", c.count as i64).max(0) as usize;
+        if let Some(a) = getenv_str("MOCKGPU_ARCH").filter(|a| !a.is_empty()) {
+            c.arch = a;
+        }
+        c
+    }
+}
+
+/// Bound on the per-device doorbell log.
+const DOORBELL_LOG: usize = 4096;
+
+/// One emulated GPU's live parts (its fixed description is `EmuKfd::descs[i]`).
+pub(crate) struct EmuNode {
+    /// The process doorbell frame of this device (what `/dev/kfd` doorbell mmaps show).
+    pub(crate) doorbell_page: Arc<Backing>,
+    /// The emulator's view of `doorbell_page`.
+    pub(crate) doorbell_view: crate::driver::mapped::Mapping,
+    /// The remapped MMIO page (`KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP`).
+    pub(crate) mmio_page: Arc<Backing>,
+    pub(crate) gpu: RwLock<Option<Arc<dyn EmuGpu>>>,
+    pub(crate) log: Mutex<VecDeque<DoorbellWrite>>,
+}
+
+/// What an emulated descriptor is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum EmuFd {
+    Kfd,
+    Render(usize),
+}
+
+/// Mutable KFD process state.
+pub(crate) struct KfdState {
+    pub(crate) next_fd: i32,
+    pub(crate) fds: HashMap<i32, EmuFd>,
+    /// The render fd ACQUIRE_VM bound, per device.
+    pub(crate) acquired: Vec<Option<i32>>,
+    pub(crate) allocs: HashMap<u64, Alloc>,
+    /// (device, render-node mmap offset) -> handle.
+    pub(crate) by_offset: HashMap<(usize, u64), u64>,
+    /// Per device: GPU VA ranges of its buffers -> handle (allocated, mapped or not).
+    pub(crate) va_ranges: Vec<VmaMap<u64>>,
+    pub(crate) next_idr: Vec<u32>,
+    pub(crate) next_mmap_offset: u64,
+    pub(crate) vram_used: Vec<u64>,
+    /// CPU address ranges the process mapped through this driver.
+    pub(crate) cpu: VmaMap<CpuVmaKind>,
+    pub(crate) queues: BTreeMap<u32, Arc<EmuQueue>>,
+}
+
+/// Doorbell routing, read on every doorbell write.
+#[derive(Default)]
+pub(crate) struct DoorbellTable {
+    /// CPU mappings of doorbell pages -> device index.
+    pub(crate) maps: VmaMap<usize>,
+    /// (device index, slot) -> queue.
+    pub(crate) slots: HashMap<(usize, u32), Arc<EmuQueue>>,
+}
+
+/// The emulated KFD of one process.
+pub(crate) struct EmuKfd {
+    pub(crate) pid: u32,
+    pub(crate) large_bar: bool,
+    pub(crate) descs: Vec<NodeDesc>,
+    pub(crate) nodes: Vec<EmuNode>,
+    pub(crate) state: Mutex<KfdState>,
+    /// Per-device GPU page tables: VA range -> buffer.
+    pub(crate) gpuvm: Vec<RwLock<VmaMap<GpuMap>>>,
+    pub(crate) doorbells: RwLock<DoorbellTable>,
+    pub(crate) events: Events,
+}
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// An errno and the check that failed, as an ioctl handler reports it.
+#[derive(Debug)]
+pub(crate) struct KErr(pub(crate) i32, pub(crate) String);
+
+pub(crate) type KResult<T = ()> = std::result::Result<T, KErr>;
+
+impl From<KErr> for crate::Error {
+    fn from(e: KErr) -> crate::Error {
+        errno_error(e.0, e.1)
+    }
+}
+
+/// First fake descriptor number (far above what the process opens itself).
+pub const EMU_FD_BASE: i32 = 1 << 30;
+
+impl EmuKfd {
+    pub(crate) fn node_by_gpu_id(&self, gpu_id: u32) -> Option<usize> {
+        self.descs.iter().position(|d| d.gpu_id == gpu_id)
+    }
+
+    pub(crate) fn device(self: &Arc<Self>, index: usize) -> EmuDevice {
+        EmuDevice {
+            kfd: Arc::downgrade(self),
+            index,
+            gpu_id: self.descs[index].gpu_id,
+        }
+    }
+
+    pub(crate) fn queues_of(&self, index: usize) -> Vec<Arc<EmuQueue>> {
+        let gpu_id = self.descs[index].gpu_id;
+        lock(&self.state)
+            .queues
+            .values()
+            .filter(|q| q.gpu_id == gpu_id)
+            .cloned()
+            .collect()
+    }
+}
+
+/// The emulated driver (one emulated process).
+#[derive(Clone)]
+pub struct EmuDriver {
+    kfd: Arc<EmuKfd>,
+}
+
+impl EmuDriver {
+    /// An emulated KFD as `cfg` describes.
+    pub fn new(cfg: EmuConfig) -> Result<EmuDriver> {
+        let spec = gpu_spec(&cfg.arch)?;
+        let descs = nodes::build_nodes(spec, cfg.count, cfg.print_cwsr_props)?;
+        let mut nodes = Vec::with_capacity(descs.len());
+        for _ in &descs {
+            let doorbell_page = Backing::new(
+                super::kfd::KFD_DOORBELL_PROCESS_SLICE as u64,
+                "doorbell page",
+            )?;
+            nodes.push(EmuNode {
+                doorbell_view: doorbell_page.view(0, doorbell_page.len(), Prot::RW)?,
+                doorbell_page,
+                mmio_page: Backing::new(4096, "mmio remap page")?,
+                gpu: RwLock::new(None),
+                log: Mutex::new(VecDeque::new()),
+            });
+        }
+        let n = nodes.len();
+        let kfd = Arc::new(EmuKfd {
+            pid: std::process::id(),
+            large_bar: cfg.large_bar,
+            gpuvm: (0..n).map(|_| RwLock::new(VmaMap::new())).collect(),
+            descs,
+            state: Mutex::new(KfdState {
+                next_fd: EMU_FD_BASE,
+                fds: HashMap::new(),
+                acquired: vec![None; n],
+                allocs: HashMap::new(),
+                by_offset: HashMap::new(),
+                va_ranges: (0..n).map(|_| VmaMap::new()).collect(),
+                next_idr: vec![0; n],
+                next_mmap_offset: memory::DRM_MMAP_OFFSET_BASE,
+                vram_used: vec![0; n],
+                cpu: VmaMap::new(),
+                queues: BTreeMap::new(),
+            }),
+            nodes,
+            doorbells: RwLock::new(DoorbellTable::default()),
+            events: Events::new(),
+        });
+        if let Some(factory) = &cfg.gpu_factory {
+            for i in 0..n {
+                let gpu = factory(&kfd.device(i));
+                *kfd.nodes[i].gpu.write().unwrap_or_else(|e| e.into_inner()) = Some(gpu);
+            }
+        }
+        Ok(EmuDriver { kfd })
+    }
+
+    /// [`EmuDriver::new`] with [`EmuConfig::from_env`].
+    pub fn from_env() -> Result<EmuDriver> {
+        EmuDriver::new(EmuConfig::from_env())
+    }
+
+    /// The `gpu_id`s of the emulated GPUs, in node order.
+    pub fn gpu_ids(&self) -> Vec<u32> {
+        self.kfd.descs.iter().map(|d| d.gpu_id).collect()
+    }
+
+    fn index(&self, gpu_id: u32) -> Result<usize> {
+        self.kfd.node_by_gpu_id(gpu_id).ok_or_else(|| {
+            errno_error(libc::EINVAL, format!("emu: no GPU with gpu_id {gpu_id:#x}"))
+        })
+    }
+
+    /// The handle a software GPU for `gpu_id` uses.
+    pub fn device(&self, gpu_id: u32) -> Result<EmuDevice> {
+        Ok(self.kfd.device(self.index(gpu_id)?))
+    }
+
+    /// Attach (or replace) the software GPU of `gpu_id`. Queues created earlier are not replayed.
+    pub fn attach_gpu(&self, gpu_id: u32, gpu: Arc<dyn EmuGpu>) -> Result<()> {
+        let i = self.index(gpu_id)?;
+        *self.kfd.nodes[i]
+            .gpu
+            .write()
+            .unwrap_or_else(|e| e.into_inner()) = Some(gpu);
+        Ok(())
+    }
+
+    /// The doorbell writes seen on `gpu_id` (the last 4096), oldest first.
+    pub fn doorbell_writes(&self, gpu_id: u32) -> Result<Vec<DoorbellWrite>> {
+        let i = self.index(gpu_id)?;
+        Ok(lock(&self.kfd.nodes[i].log).iter().copied().collect())
+    }
+
+    /// The queues alive on all devices.
+    pub fn queues(&self) -> Vec<Arc<EmuQueue>> {
+        lock(&self.kfd.state).queues.values().cloned().collect()
+    }
+
+    fn check_pid(&self, what: &str) -> Result<()> {
+        if std::process::id() != self.kfd.pid {
+            return Err(errno_error(
+                libc::EBADF,
+                format!(
+                    "emu: {what}: KFD state belongs to process {}, not this child",
+                    self.kfd.pid
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn emu_open(kfd: &EmuKfd, path: &str, flags: OpenFlags) -> Result<Fd> {
+    let kind = if path == "/dev/kfd" {
+        EmuFd::Kfd
+    } else if let Some(minor) = path
+        .strip_prefix("/dev/dri/renderD")
+        .and_then(|m| m.parse::<u32>().ok())
+    {
+        match kfd.descs.iter().position(|d| d.render_minor == minor) {
+            Some(i) => EmuFd::Render(i),
+            None => {
+                return Err(errno_error(
+                    libc::ENOENT,
+                    format!("emu: open({path:?}): no such render node"),
+                ))
+            }
+        }
+    } else {
+        return Err(errno_error(
+            libc::ENOENT,
+            format!("emu: open({path:?}): only /dev/kfd and /dev/dri/renderD* are emulated"),
+        ));
+    };
+    if !flags.contains(OpenFlags::RDWR) {
+        return Err(errno_error(
+            libc::EACCES,
+            format!("emu: open({path:?}) needs O_RDWR"),
+        ));
+    }
+    let mut st = lock(&kfd.state);
+    let fd = st.next_fd;
+    st.next_fd += 1;
+    st.fds.insert(fd, kind);
+    Ok(Fd(fd))
+}
+
+impl Driver for EmuDriver {
+    fn name(&self) -> &'static str {
+        "emu"
+    }
+
+    fn open(&self, path: &str, flags: OpenFlags) -> Result<Fd> {
+        self.check_pid("open")?;
+        emu_open(&self.kfd, path, flags)
+    }
+
+    fn close(&self, fd: Fd) -> Result<()> {
+        match lock(&self.kfd.state).fds.remove(&fd.0) {
+            Some(_) => Ok(()),
+            None => Err(errno_error(
+                libc::EBADF,
+                format!("emu: close({}): not an open emulated fd", fd.0),
+            )),
+        }
+    }
+
+    fn ioctl(&self, fd: Fd, request: u64, arg: &mut [u8]) -> Result<()> {
+        self.check_pid("ioctl")?;
+        ioctl::dispatch(&self.kfd, fd, request, arg)
+    }
+
+    fn mmap(
+        &self,
+        addr: Option<u64>,
+        len: usize,
+        prot: Prot,
+        flags: MapFlags,
+        fd: Option<Fd>,
+        offset: u64,
+    ) -> Result<u64> {
+        self.check_pid("mmap")?;
+        self.kfd.mmap(addr, len as u64, prot, flags, fd, offset)
+    }
+
+    fn munmap(&self, addr: u64, len: usize) -> Result<()> {
+        self.kfd.munmap(addr, len as u64)
+    }
+
+    fn write_doorbell(&self, addr: u64, value: u64) -> Result<()> {
+        std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        self.kfd.ring_doorbell(addr, value)
+    }
+
+    fn read_file(&self, path: &str) -> Result<String> {
+        match nodes::lookup(&self.kfd.descs, path) {
+            VPath::File(s) => Ok(s),
+            VPath::Dir(_) => Err(errno_error(
+                libc::EISDIR,
+                format!("emu: read {path}: is a directory"),
+            )),
+            VPath::Missing => Err(errno_error(
+                libc::ENOENT,
+                format!("emu: read {path}: no such file"),
+            )),
+            VPath::Outside => super::real::RealDriver::new().read_file(path),
+        }
+    }
+
+    fn list_dir(&self, path: &str) -> Result<Vec<String>> {
+        match nodes::lookup(&self.kfd.descs, path) {
+            VPath::Dir(mut v) => {
+                v.sort();
+                Ok(v)
+            }
+            VPath::File(_) => Err(errno_error(
+                libc::ENOTDIR,
+                format!("emu: list {path}: not a directory"),
+            )),
+            VPath::Missing => Err(errno_error(
+                libc::ENOENT,
+                format!("emu: list {path}: no such directory"),
+            )),
+            VPath::Outside => super::real::RealDriver::new().list_dir(path),
+        }
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}

@@ -1,0 +1,350 @@
+//! [`Mapping`]: bounds-checked access to memory shared with a device (rings, signals, kernargs,
+//! staging buffers, doorbell pages), the only way code outside `driver/` touches a mapped
+//! address. Reads and writes of single words are volatile (the device may change the memory at
+//! any time); `load_*`/`store_*` are atomics for signal polling; byte copies are plain memcpy.
+//!
+//! A `Mapping` is one of:
+//! - owned through a [`Driver`] ([`Mapping::map`]): unmapped with `Driver::munmap` on drop;
+//! - kept alive by an owner object (the emulator's GPU view of a buffer: the region stays mapped
+//!   while any `Mapping` of it lives, even if the process frees the buffer meanwhile);
+//! - borrowed ([`Mapping::from_raw`], unsafe): the caller vouches the range stays mapped.
+//!
+//! Both drivers hand out real host addresses, so this type serves the real and the emulated
+//! backend alike.
+//!
+//! Not guaranteed: ordering between the CPU and a device beyond what the atomics provide (write
+//! a ring, then `fence(SeqCst)` or a release store, then ring the doorbell:
+//! [`Driver::write_doorbell`] fences for you); concurrent non-atomic writes to the same bytes
+//! from two threads are the caller's race to avoid (as with device memory in C).
+
+use std::any::Any;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use super::api::{Driver, Fd, MapFlags, Prot};
+use crate::{bail, Result};
+
+enum Owner {
+    /// The caller keeps the memory mapped (unsafe constructor).
+    Borrowed,
+    /// Unmapped through this driver on drop.
+    Driver(Arc<dyn Driver>),
+    /// Mapped while this object lives.
+    KeepAlive(#[allow(dead_code)] Arc<dyn Any + Send + Sync>),
+}
+
+/// A mapped range `[addr, addr + len)` with bounds-checked accessors.
+pub struct Mapping {
+    addr: u64,
+    len: usize,
+    prot: Prot,
+    owner: Owner,
+}
+
+// SAFETY: a Mapping is an address range plus an owner that is itself Send + Sync. The memory is
+// only touched through volatile/atomic/copy operations inside the accessors (never through Rust
+// references), exactly as a device sharing it would, so moving or sharing the handle between
+// threads cannot create aliasing references.
+unsafe impl Send for Mapping {}
+// SAFETY: see `Send`: `&Mapping` only permits the raw accessors, which are safe to call from any
+// thread on memory that stays mapped while the Mapping lives.
+unsafe impl Sync for Mapping {}
+
+impl std::fmt::Debug for Mapping {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "Mapping({:#x}+{:#x}, {:?})",
+            self.addr, self.len, self.prot
+        )
+    }
+}
+
+impl Mapping {
+    /// `Driver::mmap` and own the result: it is unmapped through `drv` when dropped.
+    pub fn map(
+        drv: &Arc<dyn Driver>,
+        addr: Option<u64>,
+        len: usize,
+        prot: Prot,
+        flags: MapFlags,
+        fd: Option<Fd>,
+        offset: u64,
+    ) -> Result<Mapping> {
+        let at = drv.mmap(addr, len, prot, flags, fd, offset)?;
+        Ok(Mapping {
+            addr: at,
+            len,
+            prot,
+            owner: Owner::Driver(Arc::clone(drv)),
+        })
+    }
+
+    /// A view of memory someone else keeps mapped.
+    ///
+    /// # Safety
+    /// `[addr, addr + len)` must be mapped with at least `prot` for as long as the returned value
+    /// (or anything derived from it) is used, and must not overlap memory Rust code holds
+    /// references to.
+    pub unsafe fn from_raw(addr: u64, len: usize, prot: Prot) -> Mapping {
+        Mapping {
+            addr,
+            len,
+            prot,
+            owner: Owner::Borrowed,
+        }
+    }
+
+    /// A view kept valid by `owner` (which must keep the range mapped until it is dropped).
+    ///
+    /// # Safety
+    /// As [`Mapping::from_raw`], with `owner`'s lifetime guaranteeing the mapping.
+    pub(crate) unsafe fn with_owner(
+        addr: u64,
+        len: usize,
+        prot: Prot,
+        owner: Arc<dyn Any + Send + Sync>,
+    ) -> Mapping {
+        Mapping {
+            addr,
+            len,
+            prot,
+            owner: Owner::KeepAlive(owner),
+        }
+    }
+
+    /// Start address.
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+    /// Length in bytes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    /// Whether the length is zero.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Protection the accessors enforce.
+    pub fn prot(&self) -> Prot {
+        self.prot
+    }
+    /// Whether `[addr, addr + len)` lies inside this mapping.
+    pub fn contains(&self, addr: u64, len: usize) -> bool {
+        addr >= self.addr
+            && (addr - self.addr)
+                .checked_add(len as u64)
+                .is_some_and(|e| e <= self.len as u64)
+    }
+    /// The offset of address `addr` (with `len` bytes after it) in this mapping.
+    pub fn offset_of(&self, addr: u64, len: usize) -> Result<usize> {
+        if !self.contains(addr, len) {
+            bail!(
+                InvalidArgument,
+                "address {addr:#x}+{len:#x} is outside mapping {:#x}+{:#x}",
+                self.addr,
+                self.len
+            );
+        }
+        Ok((addr - self.addr) as usize)
+    }
+
+    /// Unmap now (owned mappings) and report the result; borrowed views are just dropped.
+    pub fn unmap(mut self) -> Result<()> {
+        let owner = std::mem::replace(&mut self.owner, Owner::Borrowed);
+        match owner {
+            Owner::Driver(drv) => drv.munmap(self.addr, self.len),
+            _ => Ok(()),
+        }
+    }
+
+    fn ptr(&self, off: usize, len: usize, align: usize, need: Prot, what: &str) -> Result<*mut u8> {
+        if !matches!(off.checked_add(len), Some(e) if e <= self.len) {
+            bail!(
+                InvalidArgument,
+                "{what} of {len} bytes at offset {off:#x} is outside mapping {:#x}+{:#x}",
+                self.addr,
+                self.len
+            );
+        }
+        if !self.prot.contains(need) {
+            bail!(
+                InvalidArgument,
+                "{what} at offset {off:#x}: mapping {:#x} has protection {:?}, needs {:?}",
+                self.addr,
+                self.prot,
+                need
+            );
+        }
+        let addr = self.addr + off as u64;
+        if addr % align as u64 != 0 {
+            bail!(
+                InvalidArgument,
+                "{what} at {addr:#x}: not {align}-byte aligned"
+            );
+        }
+        Ok(addr as *mut u8)
+    }
+
+    /// Volatile 32-bit read at byte offset `off` (4-byte aligned).
+    pub fn read_u32(&self, off: usize) -> Result<u32> {
+        let p = self.ptr(off, 4, 4, Prot::READ, "read_u32")?;
+        // SAFETY: `ptr` checked that the 4 bytes lie inside this readable mapping, which stays
+        // mapped while `self` lives, and that the address is 4-byte aligned.
+        Ok(unsafe { std::ptr::read_volatile(p.cast::<u32>()) })
+    }
+
+    /// Volatile 64-bit read at byte offset `off` (8-byte aligned).
+    pub fn read_u64(&self, off: usize) -> Result<u64> {
+        let p = self.ptr(off, 8, 8, Prot::READ, "read_u64")?;
+        // SAFETY: in bounds, readable, 8-byte aligned (checked by `ptr`); mapped while `self` lives.
+        Ok(unsafe { std::ptr::read_volatile(p.cast::<u64>()) })
+    }
+
+    /// Volatile 32-bit write at byte offset `off` (4-byte aligned).
+    pub fn write_u32(&self, off: usize, value: u32) -> Result<()> {
+        let p = self.ptr(off, 4, 4, Prot::WRITE, "write_u32")?;
+        // SAFETY: in bounds, writable, 4-byte aligned (checked by `ptr`); no Rust reference to
+        // this memory exists (it is only reached through these accessors).
+        unsafe { std::ptr::write_volatile(p.cast::<u32>(), value) };
+        Ok(())
+    }
+
+    /// Volatile 64-bit write at byte offset `off` (8-byte aligned).
+    pub fn write_u64(&self, off: usize, value: u64) -> Result<()> {
+        let p = self.ptr(off, 8, 8, Prot::WRITE, "write_u64")?;
+        // SAFETY: in bounds, writable, 8-byte aligned (checked by `ptr`); no Rust reference to it.
+        unsafe { std::ptr::write_volatile(p.cast::<u64>(), value) };
+        Ok(())
+    }
+
+    /// Volatile writes of consecutive dwords from byte offset `off` (a ring segment, a packet).
+    pub fn write_u32s(&self, off: usize, values: &[u32]) -> Result<()> {
+        let p = self.ptr(off, values.len() * 4, 4, Prot::WRITE, "write_u32s")?;
+        for (i, v) in values.iter().enumerate() {
+            // SAFETY: `ptr` checked that all `values.len()` dwords from `p` are in bounds,
+            // writable and 4-byte aligned.
+            unsafe { std::ptr::write_volatile(p.cast::<u32>().add(i), *v) };
+        }
+        Ok(())
+    }
+
+    /// Volatile reads of consecutive dwords from byte offset `off` into `out`.
+    pub fn read_u32s(&self, off: usize, out: &mut [u32]) -> Result<()> {
+        let p = self.ptr(off, out.len() * 4, 4, Prot::READ, "read_u32s")?;
+        for (i, v) in out.iter_mut().enumerate() {
+            // SAFETY: `ptr` checked that all `out.len()` dwords from `p` are in bounds, readable
+            // and 4-byte aligned.
+            *v = unsafe { std::ptr::read_volatile(p.cast::<u32>().add(i)) };
+        }
+        Ok(())
+    }
+
+    /// Copy `dst.len()` bytes from offset `off` into `dst`.
+    pub fn read_bytes(&self, off: usize, dst: &mut [u8]) -> Result<()> {
+        let p = self.ptr(off, dst.len(), 1, Prot::READ, "read_bytes")?;
+        // SAFETY: the source range is in bounds and readable (checked); `dst` is a distinct Rust
+        // buffer, so the ranges cannot overlap.
+        unsafe { std::ptr::copy_nonoverlapping(p, dst.as_mut_ptr(), dst.len()) };
+        Ok(())
+    }
+
+    /// Copy `src` to offset `off`.
+    pub fn write_bytes(&self, off: usize, src: &[u8]) -> Result<()> {
+        let p = self.ptr(off, src.len(), 1, Prot::WRITE, "write_bytes")?;
+        // SAFETY: the destination range is in bounds and writable (checked); `src` is Rust memory
+        // outside any mapping we write through, so the ranges do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), p, src.len()) };
+        Ok(())
+    }
+
+    /// Set `len` bytes at offset `off` to `value`.
+    pub fn fill(&self, off: usize, len: usize, value: u8) -> Result<()> {
+        let p = self.ptr(off, len, 1, Prot::WRITE, "fill")?;
+        // SAFETY: the range is in bounds and writable (checked by `ptr`).
+        unsafe { std::ptr::write_bytes(p, value, len) };
+        Ok(())
+    }
+
+    /// Atomic 64-bit load (signal polling), 8-byte aligned.
+    pub fn load_u64(&self, off: usize, order: Ordering) -> Result<u64> {
+        let p = self.ptr(off, 8, 8, Prot::READ, "load_u64")?;
+        // SAFETY: in bounds, mapped and 8-byte aligned (checked); all accesses to this memory from
+        // Rust go through these raw accessors, never through `&u64`, so the atomic view is valid.
+        Ok(unsafe { AtomicU64::from_ptr(p.cast::<u64>()) }.load(order))
+    }
+
+    /// Atomic 32-bit load, 4-byte aligned.
+    pub fn load_u32(&self, off: usize, order: Ordering) -> Result<u32> {
+        let p = self.ptr(off, 4, 4, Prot::READ, "load_u32")?;
+        // SAFETY: in bounds, mapped and 4-byte aligned (checked); see `load_u64`.
+        Ok(unsafe { AtomicU32::from_ptr(p.cast::<u32>()) }.load(order))
+    }
+
+    /// Atomic 64-bit store, 8-byte aligned.
+    pub fn store_u64(&self, off: usize, value: u64, order: Ordering) -> Result<()> {
+        let p = self.ptr(off, 8, 8, Prot::WRITE, "store_u64")?;
+        // SAFETY: in bounds, writable and 8-byte aligned (checked); see `load_u64`.
+        unsafe { AtomicU64::from_ptr(p.cast::<u64>()) }.store(value, order);
+        Ok(())
+    }
+
+    /// Atomic 32-bit store, 4-byte aligned.
+    pub fn store_u32(&self, off: usize, value: u32, order: Ordering) -> Result<()> {
+        let p = self.ptr(off, 4, 4, Prot::WRITE, "store_u32")?;
+        // SAFETY: in bounds, writable and 4-byte aligned (checked); see `load_u64`.
+        unsafe { AtomicU32::from_ptr(p.cast::<u32>()) }.store(value, order);
+        Ok(())
+    }
+}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        if let Owner::Driver(drv) = &self.owner {
+            // Nothing to report to: a failed munmap leaves the range mapped (a leak, not a fault).
+            let _ = drv.munmap(self.addr, self.len);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accessors_check_bounds_prot_alignment() {
+        let mut buf = vec![0u64; 8];
+        let addr = buf.as_mut_ptr() as u64;
+        // SAFETY: `buf` outlives `m` and is not otherwise accessed while `m` is used.
+        let m = unsafe { Mapping::from_raw(addr, 64, Prot::RW) };
+        m.write_u32(4, 0xdead_beef).unwrap();
+        m.write_u64(8, 0x1122_3344_5566_7788).unwrap();
+        assert_eq!(m.read_u32(4).unwrap(), 0xdead_beef);
+        assert_eq!(
+            m.load_u64(8, Ordering::Acquire).unwrap(),
+            0x1122_3344_5566_7788
+        );
+        m.write_u32s(16, &[1, 2, 3]).unwrap();
+        let mut out = [0u32; 3];
+        m.read_u32s(16, &mut out).unwrap();
+        assert_eq!(out, [1, 2, 3]);
+        m.write_bytes(60, &[9, 8, 7, 6]).unwrap();
+        let mut b = [0u8; 4];
+        m.read_bytes(60, &mut b).unwrap();
+        assert_eq!(b, [9, 8, 7, 6]);
+        assert!(m.read_u32(62).is_err(), "out of bounds");
+        assert!(m.read_u64(4).is_err(), "misaligned");
+        assert!(
+            m.write_bytes(usize::MAX, &[1]).is_err(),
+            "overflowing offset"
+        );
+        assert_eq!(m.offset_of(addr + 8, 8).unwrap(), 8);
+        assert!(m.offset_of(addr + 60, 8).is_err());
+        // SAFETY: as above; read-only view.
+        let ro = unsafe { Mapping::from_raw(addr, 64, Prot::READ) };
+        assert!(ro.write_u32(0, 1).is_err(), "read-only");
+        assert_eq!(ro.read_u32(4).unwrap(), 0xdead_beef);
+        drop((m, ro));
+        assert_eq!(buf[1], 0x1122_3344_5566_7788);
+    }
+}
