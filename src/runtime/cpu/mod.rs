@@ -1,2 +1,4 @@
 //! The CPU devices: `CLANG` (C through clang or cc, dlopen) and `INTERP` (the UOp interpreter, the
 //! reference every other device is checked against).
+
+pub mod interp;
