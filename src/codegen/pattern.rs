@@ -22,13 +22,13 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use crate::codegen::uops::{UArg, UOp, UOps};
+use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
 use crate::dtype::{ConstValue, DType};
 use crate::ops::Op;
 use crate::Result;
 
-/// The deepest chain of pending rewrites [`graph_rewrite`] follows before it reports a rule set
-/// that does not terminate.
+/// The most rule results [`graph_rewrite`] keeps rewriting at once before it reports a rule set
+/// that does not terminate (a chain of results each rewritten again).
 pub const MAX_REWRITE_DEPTH: usize = 200_000;
 
 /// How a pattern matches the sources of a node.
@@ -212,45 +212,57 @@ fn match_pat(u: &UOp, p: &UPat, store: &mut Match) -> bool {
     let Some(src) = &p.src else { return true };
     let n = u.src().len();
     match src {
-        SrcPat::Tuple(v) => try_sources(u, p, v.iter().collect(), store),
-        SrcPat::Repeat(one) => try_sources(u, p, vec![&**one; n], store),
-        SrcPat::Perm(v) => {
-            for perm in permutations(v.len()) {
-                if v.len() != n && !p.allow_len.contains(&n) {
-                    return false;
-                }
-                let order: Vec<&UPat> = perm.iter().map(|&i| &v[i]).collect();
-                if try_sources(u, p, order, store) {
-                    return true;
-                }
-            }
-            false
-        }
+        SrcPat::Tuple(v) => try_sources(u, p, v.iter(), store),
+        SrcPat::Repeat(one) => try_sources(u, p, std::iter::repeat(&**one).take(n), store),
+        SrcPat::Perm(v) => try_permutations(u, p, v, store),
     }
 }
 
-/// Match the sources of `u` against `pats` (zipped, as Python's `zip`), committing the bindings on
-/// success.
-fn try_sources(u: &UOp, p: &UPat, pats: Vec<&UPat>, store: &mut Match) -> bool {
+/// Match the sources of `u` against `pats` (zipped, as Python's `zip`), keeping the bindings only
+/// on success (bindings are append-only, so a failed attempt is undone by truncation).
+fn try_sources<'a>(
+    u: &UOp,
+    p: &UPat,
+    pats: impl ExactSizeIterator<Item = &'a UPat>,
+    store: &mut Match,
+) -> bool {
     let n = u.src().len();
     if n != pats.len() && !p.allow_len.contains(&n) {
         return false;
     }
-    let mut attempt = store.clone();
+    let mark = store.binds.len();
     if u.src()
         .iter()
         .zip(pats)
-        .all(|(s, sp)| match_pat(s, sp, &mut attempt))
+        .all(|(s, sp)| match_pat(s, sp, store))
     {
-        *store = attempt;
         true
     } else {
+        store.binds.truncate(mark);
         false
     }
 }
 
+const PERM1: [[usize; 1]; 1] = [[0]];
+const PERM2: [[usize; 2]; 2] = [[0, 1], [1, 0]];
+const PERM3: [[usize; 3]; 6] = [
+    [0, 1, 2],
+    [0, 2, 1],
+    [1, 0, 2],
+    [1, 2, 0],
+    [2, 0, 1],
+    [2, 1, 0],
+];
+
 /// Index permutations of `0..n` in `itertools.permutations` order (lexicographic).
 fn permutations(n: usize) -> Vec<Vec<usize>> {
+    match n {
+        0 => return vec![vec![]],
+        1 => return PERM1.iter().map(|p| p.to_vec()).collect(),
+        2 => return PERM2.iter().map(|p| p.to_vec()).collect(),
+        3 => return PERM3.iter().map(|p| p.to_vec()).collect(),
+        _ => {}
+    }
     let mut out = Vec::new();
     let mut cur: Vec<usize> = (0..n).collect();
     loop {
@@ -267,16 +279,39 @@ fn permutations(n: usize) -> Vec<Vec<usize>> {
     }
 }
 
+/// Try `v` in every order against the sources of `u`.
+fn try_permutations(u: &UOp, p: &UPat, v: &[UPat], store: &mut Match) -> bool {
+    if v.len() != u.src().len() && !p.allow_len.contains(&u.src().len()) {
+        return false;
+    }
+    match v.len() {
+        1 => PERM1
+            .iter()
+            .any(|o| try_sources(u, p, o.iter().map(|&i| &v[i]), store)),
+        2 => PERM2
+            .iter()
+            .any(|o| try_sources(u, p, o.iter().map(|&i| &v[i]), store)),
+        3 => PERM3
+            .iter()
+            .any(|o| try_sources(u, p, o.iter().map(|&i| &v[i]), store)),
+        n => permutations(n)
+            .iter()
+            .any(|o| try_sources(u, p, o.iter().map(|&i| &v[i]), store)),
+    }
+}
+
 /// A rule's rewrite: the replacement, or `None` to decline.
 pub type RewriteFn = Arc<dyn Fn(&Match) -> Option<UOp> + Send + Sync>;
 
 /// A hashable form of an arg for the rule index: numbers normalised so that `0`, `0.0` and
 /// `False` share a key (as Python's `hash` does).
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum ArgKey {
     Int(i128),
     Float(u64),
-    Other(UArg),
+    Alu(Op),
+    /// Any other arg, by its hash (a collision only costs a failed match: patterns recheck args).
+    Other(u64),
 }
 
 fn arg_key(a: &UArg) -> ArgKey {
@@ -291,7 +326,12 @@ fn arg_key(a: &UArg) -> ArgKey {
             }
         }
         UArg::Const(v) => ArgKey::Int(v.as_i128()),
-        other => ArgKey::Other(other.clone()),
+        UArg::Alu(op) => ArgKey::Alu(*op),
+        other => {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            std::hash::Hash::hash(other, &mut h);
+            ArgKey::Other(std::hash::Hasher::finish(&h))
+        }
     }
 }
 
@@ -352,9 +392,11 @@ impl PatternMatcher {
             .into_iter()
             .flatten()
             .chain(generic.into_iter().flatten());
+        let mut m = Match::default();
         for &i in ids {
             let (pat, f) = &self.rules[i];
-            if let Some(m) = pat.matches(u) {
+            m.binds.clear();
+            if match_pat(u, pat, &mut m) {
                 if let Some(out) = f(&m) {
                     return Some(out);
                 }
@@ -382,11 +424,13 @@ enum Frame {
 /// rebuilt from its rewritten sources and deduplicated on (op, dtype, sources, arg); a rule result
 /// is itself rewritten until no rule applies.
 pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
-    let mut replace: HashMap<UOp, UOp> = HashMap::new();
-    let mut nodes: HashMap<UOp, UOp> = HashMap::new();
+    let mut replace: UOpMap<UOp> = UOpMap::default();
+    let mut nodes: UOpMap<UOp> = UOpMap::default();
     let mut stack = vec![Frame::Start(sink.clone())];
+    // rule results still being rewritten: a rule set that never settles grows this without bound
+    let mut pending = 0usize;
     while let Some(frame) = stack.pop() {
-        if stack.len() > MAX_REWRITE_DEPTH {
+        if pending > MAX_REWRITE_DEPTH {
             crate::bail!(
                 Codegen,
                 "graph_rewrite: more than {MAX_REWRITE_DEPTH} pending rewrites; the rule set does not terminate"
@@ -430,6 +474,7 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
                             nodes.insert(x, done.clone());
                             replace.insert(n, done);
                         } else {
+                            pending += 1;
                             stack.push(Frame::Finish {
                                 node: n,
                                 key: x,
@@ -441,6 +486,7 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
                 }
             }
             Frame::Finish { node, key, target } => {
+                pending -= 1;
                 let Some(done) = replace.get(&target).cloned() else {
                     crate::bail!(Internal, "graph_rewrite: rule result not rewritten");
                 };

@@ -269,6 +269,15 @@ fn graph_rewrite_reports_nontermination() {
 }
 
 #[test]
+fn graph_rewrite_handles_wide_graphs() {
+    let v = UOp::define_var("n", 0, 9);
+    let roots: Vec<UOp> = (0..100_000).map(|i| v.add(i)).collect();
+    let sink = UOp::sink(roots);
+    let out = graph_rewrite(&sink, &PatternMatcher::default()).unwrap();
+    assert_eq!(out.src().len(), 100_000);
+}
+
+#[test]
 fn graph_rewrite_handles_deep_chains() {
     let mut x = UOp::define_var("n", 0, 9);
     for _ in 0..20_000 {

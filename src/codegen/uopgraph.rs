@@ -20,7 +20,7 @@ use std::collections::HashMap;
 
 use crate::codegen::constant_folder::constant_folder;
 use crate::codegen::pattern::{graph_rewrite, PatternMatcher};
-use crate::codegen::uops::{UArg, UOp, UOps};
+use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
 use crate::dtype::{dtypes, ConstValue, DType};
 use crate::ops::{BinaryOps, Op, TernaryOps};
 use crate::{bail, ensure, Result};
@@ -109,6 +109,9 @@ pub fn linearize_with(sinks: &[UOp], pm: &PatternMatcher, verify: bool) -> Resul
 fn order(sink: &UOp, verify: bool) -> Result<Vec<UOp>> {
     let g = Graph::build(sink);
     let uops = toposort(&g)?;
+    if crate::helpers::debug() >= 4 {
+        print!("{}", crate::codegen::uop_serial::print_uops(&uops));
+    }
     if verify {
         type_verify(&uops)?;
     }
@@ -132,8 +135,8 @@ impl Graph {
             in_degree: vec![],
             post: vec![],
         };
-        let mut index: HashMap<UOp, usize> = HashMap::new();
-        let visit = |u: &UOp, g: &mut Graph, index: &mut HashMap<UOp, usize>| -> usize {
+        let mut index: UOpMap<usize> = UOpMap::default();
+        let visit = |u: &UOp, g: &mut Graph, index: &mut UOpMap<usize>| -> usize {
             let id = g.nodes.len();
             index.insert(u.clone(), id);
             g.nodes.push(u.clone());

@@ -6,9 +6,9 @@
 //!
 //! Not guaranteed: a `UOp` built by hand is not verified until `type_verify` runs.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
 
 use crate::dtype::dtypes;
@@ -173,6 +173,28 @@ pub struct UOpInner {
     pub arg: UArg,
     hash: u64,
 }
+
+/// A hasher for maps and sets keyed by [`UOp`]: a node's structural hash is already well mixed, so
+/// it is used as is instead of being hashed again.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UOpHasher(u64);
+
+impl Hasher for UOpHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+/// A `HashMap` keyed by UOp with [`UOpHasher`].
+pub type UOpMap<V> = HashMap<UOp, V, BuildHasherDefault<UOpHasher>>;
 
 /// Dropping a long chain of nodes must not recurse once per link (deep graphs would overflow the
 /// stack): sources whose last reference goes away here are taken apart in a loop.

@@ -141,7 +141,7 @@ fn pairs(s: Scalar) -> (Vec<ConstValue>, Vec<ConstValue>) {
     let v = test_values(s);
     let a = v
         .iter()
-        .flat_map(|x| std::iter::repeat_n(*x, v.len()))
+        .flat_map(|x| std::iter::repeat(*x).take(v.len()))
         .collect();
     let b = (0..v.len()).flat_map(|_| v.iter().copied()).collect();
     (a, b)
