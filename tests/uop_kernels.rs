@@ -304,3 +304,68 @@ fn alu_ops_agree_for_every_dtype() {
         }
     }
 }
+
+#[test]
+fn vectors_casts_and_bitcasts_agree() {
+    // data0[4r..4r+4] = float4 lanes of data1 reversed and scaled; data2[r] = bits of data1[r];
+    // data3[r] = (half)data1[r]; data4[r] = bf16 of data1[r], data5[r] = its bits; data6[r] = (int)
+    let d = |i: usize, dt: DType| UOp::define_global(dt, i, i != 1);
+    let r = UOp::range_const(0, 8, 1, 0, false);
+    let x = UOp::load(&d(1, dtypes::float32), &r, dtypes::float32);
+    let q = r.mul(4).modulo(32);
+    let v = UOp::load(&d(1, dtypes::float32), &q, dtypes::float32.vec(4));
+    let lanes: Vec<UOp> = (0..4)
+        .rev()
+        .map(|i| UOp::gep(&v, i, dtypes::float32).mul(2.0))
+        .collect();
+    let b = x.cast(dtypes::bfloat16);
+    let sinks = vec![
+        UOp::store(
+            &d(0, dtypes::float32),
+            &q,
+            &UOp::vectorize(lanes, dtypes::float32.vec(4)),
+        ),
+        UOp::store(&d(2, dtypes::uint32), &r, &x.bitcast(dtypes::uint32)),
+        UOp::store(&d(3, dtypes::float16), &r, &x.cast(dtypes::float16)),
+        UOp::store(&d(4, dtypes::bfloat16), &r, &b),
+        UOp::store(&d(5, dtypes::int16), &r, &b.bitcast(dtypes::int16)),
+        UOp::store(&d(6, dtypes::int32), &r, &x.cast(dtypes::int32)),
+        UOp::store(
+            &d(7, dtypes::float32),
+            &r,
+            &x.bitcast(dtypes::int32).bitcast(dtypes::float32),
+        ),
+    ];
+    let src: Vec<f64> = (0..32).map(|i| (i as f64 - 9.5) * 1.37).collect();
+    let bufs = vec![
+        vec![0u8; 128],
+        bytes_of(&src, Scalar::Float32),
+        vec![0u8; 32],
+        vec![0u8; 16],
+        vec![0u8; 16],
+        vec![0u8; 16],
+        vec![0u8; 32],
+        vec![0u8; 32],
+    ];
+    let Some((i, c)) = both("E_vec", &sinks, &bufs, &[]) else {
+        return;
+    };
+    for k in [0, 2, 3, 6, 7] {
+        assert_eq!(i[k], c[k], "buffer {k}");
+    }
+    // bfloat16 rounding of a float32 value: C rounds from float, the interpreter from f64
+    let (ib, cb) = (
+        values(&i[4], Scalar::BFloat16),
+        values(&c[4], Scalar::BFloat16),
+    );
+    for k in 0..8 {
+        assert!(
+            close(ib[k], cb[k], 1e-2),
+            "bf16 [{k}] {:?} {:?}",
+            ib[k],
+            cb[k]
+        );
+    }
+    let got = values(&i[0], Scalar::Float32);
+    assert_eq!(got[0].as_f64(), (src[3] as f32 * 2.0) as f64);
+}

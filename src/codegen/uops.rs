@@ -1,8 +1,11 @@
 //! UOps: the linear, typed IR that kernels are lowered to (tinygrad 0.9.1 `codegen/uops.py`).
 //!
 //! Owns: the `UOps` enum (its declaration order is the toposort tie-break order), the UOp node
-//! ([`UOp`], an immutable, structurally compared and hashed DAG node behind an `Arc`), and the
-//! argument record [`UArg`]. The graph algorithms (rewrite, toposort, verification) live beside it.
+//! ([`UOp`], an immutable, structurally compared and hashed DAG node behind an `Arc`), the
+//! argument record [`UArg`], one constructor per UOp kind (`UOp::define_global`, `UOp::range`,
+//! `UOp::load_gated`, `UOp::phi`, ...) and tinygrad's operator helpers (`add`, `sub`, `mul`, `lt`,
+//! `max`, `min`, ... where a number operand becomes a CONST of the other side's dtype). The graph
+//! algorithms (pattern rewrite, toposort, verification, serialization) live beside it.
 //!
 //! Not guaranteed: a `UOp` built by hand is not verified until `type_verify` runs.
 

@@ -186,6 +186,16 @@ impl InterpProgram {
     }
 }
 
+/// A byte buffer of `n` bytes: on the stack when small.
+fn scratch<'b>(small: &'b mut [u8; 64], big: &'b mut Vec<u8>, n: usize) -> &'b mut [u8] {
+    if n <= small.len() {
+        &mut small[..n]
+    } else {
+        big.resize(n, 0);
+        big
+    }
+}
+
 struct Exec<'a> {
     p: &'a InterpProgram,
     mem: &'a mut dyn Memory,
@@ -225,6 +235,9 @@ impl Exec<'_> {
 
     /// The value of `r` shared by every active thread (loop bounds).
     fn uniform(&self, r: &Reg, what: &str) -> Result<i128> {
+        if self.warp == 1 {
+            return Ok(self.int(r, 0));
+        }
         let first = self.first_active().map_or(0, |l| self.int(r, l));
         for l in 0..self.warp {
             if self.active[l] && self.int(r, l) != first {
@@ -425,19 +438,20 @@ impl Exec<'_> {
 
     /// Byte offset of element `idx` (`n` elements of `elem`), checked against the buffer.
     fn address(&self, mem: Mem, elem: Scalar, idx: i128, n: usize, what: &str) -> Result<usize> {
-        let (name, bytes) = match mem {
-            Mem::Global(b) => {
-                let size = self.sizes.iter().find(|(i, _)| *i == b).map_or(0, |s| s.1);
-                (format!("data{b}"), size)
-            }
+        let bytes = match mem {
+            Mem::Global(b) => self.sizes.iter().find(|(i, _)| *i == b).map_or(0, |s| s.1),
             Mem::Local(i) => {
                 let lb = &self.p.low.locals[i];
-                (lb.name.clone(), lb.size * lb.elem.itemsize())
+                lb.size * lb.elem.itemsize()
             }
         };
         let isz = elem.itemsize();
         let count = bytes / isz;
         if idx < 0 || idx as u128 + n as u128 > count as u128 {
+            let name = match mem {
+                Mem::Global(b) => format!("data{b}"),
+                Mem::Local(i) => self.p.low.locals[i].name.clone(),
+            };
             bail!(
                 Runtime,
                 "INTERP {}: {what} out of bounds: {name}[{idx}] ({n} x {}) but {name} holds {count} elements ({bytes} bytes)",
@@ -457,7 +471,8 @@ impl Exec<'_> {
         gate: &Option<(Reg, Reg)>,
     ) -> Result<()> {
         let isz = elem.itemsize();
-        let mut buf = vec![0u8; isz * dst.width];
+        let (mut small, mut big) = ([0u8; 64], vec![]);
+        let buf = scratch(&mut small, &mut big, isz * dst.width);
         for l in 0..self.warp {
             if !self.active[l] {
                 continue;
@@ -473,7 +488,7 @@ impl Exec<'_> {
             }
             let off = self.address(mem, elem, self.int(idx, l), dst.width, "load")?;
             match mem {
-                Mem::Global(b) => self.mem.load(b, off, &mut buf)?,
+                Mem::Global(b) => self.mem.load(b, off, buf)?,
                 Mem::Local(i) => {
                     let n = buf.len();
                     buf.copy_from_slice(&self.locals[i][off..off + n]);
@@ -496,7 +511,8 @@ impl Exec<'_> {
         gate: &Option<Reg>,
     ) -> Result<()> {
         let isz = elem.itemsize();
-        let mut buf = vec![0u8; isz * val.width];
+        let (mut small, mut big) = ([0u8; 64], vec![]);
+        let buf = scratch(&mut small, &mut big, isz * val.width);
         for l in 0..self.warp {
             if !self.active[l] || gate.as_ref().is_some_and(|g| self.get(g, l, 0) == 0) {
                 continue;
@@ -507,8 +523,8 @@ impl Exec<'_> {
                 value::to_bytes(v, elem, &mut buf[k * isz..(k + 1) * isz]);
             }
             match mem {
-                Mem::Global(b) => self.mem.store(b, off, &buf)?,
-                Mem::Local(i) => self.locals[i][off..off + buf.len()].copy_from_slice(&buf),
+                Mem::Global(b) => self.mem.store(b, off, buf)?,
+                Mem::Local(i) => self.locals[i][off..off + buf.len()].copy_from_slice(buf),
             }
         }
         Ok(())

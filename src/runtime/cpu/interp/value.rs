@@ -23,12 +23,31 @@ pub fn decode(bits: u64, s: Scalar) -> ConstValue {
     }
 }
 
+/// The register form of integer `i` wrapped into the integer kind `s` (a C cast; what
+/// [`wrap_int`] computes, without 128-bit division).
+#[inline]
+pub fn wrap(i: i128, s: Scalar) -> u64 {
+    let bits = 8 * s.itemsize() as u32;
+    let x = i as u64;
+    if bits == 64 {
+        return x;
+    }
+    if s.is_unsigned() {
+        x & ((1u64 << bits) - 1)
+    } else {
+        (((x << (64 - bits)) as i64) >> (64 - bits)) as u64
+    }
+}
+
 /// The register form of a constant, truncated to `s` the way tinygrad's `truncate` does.
 pub fn encode(v: ConstValue, s: Scalar) -> u64 {
-    match v.truncate(DType::new(s)) {
-        ConstValue::Bool(b) => b as u64,
-        ConstValue::Float(f) => f.to_bits(),
-        ConstValue::Int(i) => wrap_int(i, s) as u64,
+    match (v, s) {
+        (ConstValue::Int(i), s) if s.is_int() => wrap(i, s),
+        _ => match v.truncate(DType::new(s)) {
+            ConstValue::Bool(b) => b as u64,
+            ConstValue::Float(f) => f.to_bits(),
+            ConstValue::Int(i) => wrap_int(i, s) as u64,
+        },
     }
 }
 
@@ -40,6 +59,9 @@ pub fn from_bytes(bytes: &[u8], s: Scalar) -> u64 {
     let bits = u64::from_le_bytes(raw);
     match s {
         Scalar::Bool => (bits & 0xff != 0) as u64,
+        Scalar::Float32 => (f32::from_bits(bits as u32) as f64).to_bits(),
+        Scalar::Float64 => bits,
+        s if s.is_int() => wrap(bits as i128, s),
         _ => encode(const_from_bits(bits, s), s),
     }
 }
@@ -86,7 +108,7 @@ fn int_fast(op: BinaryOps, s: Scalar, a: u64, b: u64) -> Option<u64> {
         BinaryOps::CMPNE => return Some((x != y) as u64),
         _ => return None,
     };
-    Some(wrap_int(r, s) as u64)
+    Some(wrap(r, s))
 }
 
 /// Direct float path for float32/float64/float16 (not bfloat16): compute in f64, round to the
