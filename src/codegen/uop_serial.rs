@@ -1,4 +1,4 @@
-//! Text forms of a linear UOp list: [`print_uops`] (tinygrad's `UOpGraph.print`, for `DEBUG>=4`)
+//! Text forms of a linear UOp list: [`print_uops`] (tinygrad's `UOpGraph.print`, for the DEBUG dump)
 //! and the exact, versioned [`serialize`] / [`deserialize`] pair that the INTERP device and the
 //! emulated GPUs use as their "binary".
 //!
@@ -42,7 +42,8 @@ fn src_indices(u: &UOp, index: &std::collections::HashMap<UOp, usize>) -> Result
         .collect()
 }
 
-/// tinygrad's `UOpGraph.print`: one line per UOp with index, op, dtype, source indices and arg.
+/// tinygrad's `UOpGraph.print`: one line per UOp with index, op, dtype, source indices and arg
+/// (0.9.1's linearizer prints it at `DEBUG>=5`; the rendered source is printed at 4).
 pub fn print_uops(uops: &[UOp]) -> String {
     let index = index_of(uops);
     let mut out = String::new();

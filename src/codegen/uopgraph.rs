@@ -109,9 +109,6 @@ pub fn linearize_with(sinks: &[UOp], pm: &PatternMatcher, verify: bool) -> Resul
 fn order(sink: &UOp, verify: bool) -> Result<Vec<UOp>> {
     let g = Graph::build(sink);
     let uops = toposort(&g)?;
-    if crate::helpers::debug() >= 4 {
-        print!("{}", crate::codegen::uop_serial::print_uops(&uops));
-    }
     if verify {
         type_verify(&uops)?;
     }
