@@ -596,72 +596,24 @@ fn render_value<L: CStyle + ?Sized>(
     split: bool,
 ) -> Result<()> {
     let d = dtype_of(u)?;
+    match u.op() {
+        UOps::SPECIAL
+        | UOps::DEFINE_LOCAL
+        | UOps::DEFINE_VAR
+        | UOps::DEFINE_GLOBAL
+        | UOps::DEFINE_ACC
+        | UOps::CONST => render_define(l, st, u, d),
+        UOps::CAST | UOps::BITCAST => render_convert(l, st, u, d, children),
+        _ => render_misc(l, st, u, d, children, split),
+    }
+}
+
+fn render_define<L: CStyle + ?Sized>(l: &L, st: &mut State, u: &UOp, d: DType) -> Result<()> {
     match (u.op(), u.arg()) {
-        (UOps::RANGE, _) => render_range(st, u, split, l)?,
-        (UOps::ALU, _) => render_alu(l, st, u, d, children)?,
         (UOps::SPECIAL, UArg::Special { axis, name, size }) => {
             let w = l.code_for_workitem(name, *axis)?;
             st.kk(&format!("int {name} = {w}; /* {size} */"));
             st.r.insert(u.clone(), name.clone());
-        }
-        (UOps::LOAD, _) => {
-            let (buf, idx) = (st.src(u, 0)?, st.src(u, 1)?);
-            let local = u.src()[0].op() == UOps::DEFINE_LOCAL;
-            let mut val = l.render_load(
-                d,
-                &buf,
-                src_dtype(u, 0)?,
-                strip_parens(&idx),
-                local,
-                &mut st.needs,
-            )?;
-            if u.src().len() > 3 && !matches!(u.src()[2].op(), UOps::BARRIER | UOps::IF) {
-                let (g, alt) = (st.src(u, 2)?, st.src(u, 3)?);
-                val = l.code_for_op(TernaryOps::WHERE.into(), &[g, val, alt], d, &mut st.needs)?;
-            }
-            let t = l.render_dtype(d, &mut st.needs)?;
-            let name = st.ssa("val", Some(u));
-            st.kk(&format!("{t} {name} = {val};"));
-        }
-        (UOps::PHI, _) => {
-            let (acc, v) = (st.src(u, 0)?, st.src(u, 1)?);
-            st.kk(&format!("{acc} = {v};"));
-            st.r.insert(u.clone(), acc);
-        }
-        (UOps::CAST, _) => {
-            let xs = (0..u.src().len())
-                .map(|i| st.src(u, i))
-                .collect::<Result<Vec<_>>>()?;
-            let val = if xs.len() == 1 && src_dtype(u, 0)?.count > 1 && d.count > 1 {
-                let t = l.render_dtype(d, &mut st.needs)?;
-                format!("__builtin_convertvector({}, {t})", xs[0])
-            } else {
-                l.render_cast(&xs, d, &mut st.needs)?
-            };
-            if children <= 1 {
-                st.r.insert(u.clone(), val);
-            } else {
-                let t = l.render_dtype(d, &mut st.needs)?;
-                let name = st.ssa("cast", Some(u));
-                st.kk(&format!("{t} {name} = {val};"));
-            }
-        }
-        (UOps::BITCAST, _) => {
-            ensure!(
-                u.src().len() == 1,
-                Codegen,
-                "BITCAST of {} sources",
-                u.src().len()
-            );
-            let (x, from) = (st.src(u, 0)?, src_dtype(u, 0)?);
-            let pre = st.ssa("precast", None);
-            let out = st.ssa("cast", None);
-            let mut lines = vec![];
-            let val = l.render_bitcast(&x, from, d, (&pre, &out), &mut lines, &mut st.needs)?;
-            for line in lines {
-                st.kk(&line);
-            }
-            st.r.insert(u.clone(), val);
         }
         (UOps::DEFINE_LOCAL, UArg::Local { name, size }) => {
             let s = l.render_local(name, d, *size, &mut st.needs)?;
@@ -705,6 +657,94 @@ fn render_value<L: CStyle + ?Sized>(
             let s = l.render_const(*v, d, &mut st.needs)?;
             let neg = v.as_f64() < 0.0 || v.as_f64().is_nan();
             st.r.insert(u.clone(), if neg { format!("({s})") } else { s });
+        }
+        (op, arg) => bail!(Codegen, "cannot render {} with arg {arg}", op.name()),
+    }
+    Ok(())
+}
+
+fn render_convert<L: CStyle + ?Sized>(
+    l: &L,
+    st: &mut State,
+    u: &UOp,
+    d: DType,
+    children: usize,
+) -> Result<()> {
+    match (u.op(), u.arg()) {
+        (UOps::CAST, _) => {
+            let xs = (0..u.src().len())
+                .map(|i| st.src(u, i))
+                .collect::<Result<Vec<_>>>()?;
+            let val = if xs.len() == 1 && src_dtype(u, 0)?.count > 1 && d.count > 1 {
+                let t = l.render_dtype(d, &mut st.needs)?;
+                format!("__builtin_convertvector({}, {t})", xs[0])
+            } else {
+                l.render_cast(&xs, d, &mut st.needs)?
+            };
+            if children <= 1 {
+                st.r.insert(u.clone(), val);
+            } else {
+                let t = l.render_dtype(d, &mut st.needs)?;
+                let name = st.ssa("cast", Some(u));
+                st.kk(&format!("{t} {name} = {val};"));
+            }
+        }
+        (UOps::BITCAST, _) => {
+            ensure!(
+                u.src().len() == 1,
+                Codegen,
+                "BITCAST of {} sources",
+                u.src().len()
+            );
+            let (x, from) = (st.src(u, 0)?, src_dtype(u, 0)?);
+            let pre = st.ssa("precast", None);
+            let out = st.ssa("cast", None);
+            let mut lines = vec![];
+            let val = l.render_bitcast(&x, from, d, (&pre, &out), &mut lines, &mut st.needs)?;
+            for line in lines {
+                st.kk(&line);
+            }
+            st.r.insert(u.clone(), val);
+        }
+        (op, arg) => bail!(Codegen, "cannot render {} with arg {arg}", op.name()),
+    }
+    Ok(())
+}
+
+fn render_misc<L: CStyle + ?Sized>(
+    l: &L,
+    st: &mut State,
+    u: &UOp,
+    d: DType,
+    children: usize,
+    split: bool,
+) -> Result<()> {
+    match (u.op(), u.arg()) {
+        (UOps::RANGE, _) => render_range(st, u, split, l)?,
+        (UOps::ALU, _) => render_alu(l, st, u, d, children)?,
+        (UOps::LOAD, _) => {
+            let (buf, idx) = (st.src(u, 0)?, st.src(u, 1)?);
+            let local = u.src()[0].op() == UOps::DEFINE_LOCAL;
+            let mut val = l.render_load(
+                d,
+                &buf,
+                src_dtype(u, 0)?,
+                strip_parens(&idx),
+                local,
+                &mut st.needs,
+            )?;
+            if u.src().len() > 3 && !matches!(u.src()[2].op(), UOps::BARRIER | UOps::IF) {
+                let (g, alt) = (st.src(u, 2)?, st.src(u, 3)?);
+                val = l.code_for_op(TernaryOps::WHERE.into(), &[g, val, alt], d, &mut st.needs)?;
+            }
+            let t = l.render_dtype(d, &mut st.needs)?;
+            let name = st.ssa("val", Some(u));
+            st.kk(&format!("{t} {name} = {val};"));
+        }
+        (UOps::PHI, _) => {
+            let (acc, v) = (st.src(u, 0)?, st.src(u, 1)?);
+            st.kk(&format!("{acc} = {v};"));
+            st.r.insert(u.clone(), acc);
         }
         (UOps::GEP, UArg::Gep(i)) => {
             let x = st.src(u, 0)?;

@@ -234,6 +234,22 @@ impl Lower<'_> {
     }
 
     fn lower_one(&mut self, i: usize, u: &UOp, ends: &HashMap<usize, usize>) -> Result<Inst> {
+        match u.op() {
+            UOps::DEFINE_GLOBAL
+            | UOps::DEFINE_LOCAL
+            | UOps::DEFINE_VAR
+            | UOps::CONST
+            | UOps::DEFINE_ACC
+            | UOps::SPECIAL => self.lower_define(i, u),
+            UOps::ALU | UOps::CAST | UOps::BITCAST | UOps::GEP | UOps::PHI => {
+                self.lower_value(i, u)
+            }
+            UOps::LOAD | UOps::STORE | UOps::WMMA => self.lower_memory(i, u),
+            _ => self.lower_control(i, u, ends),
+        }
+    }
+
+    fn lower_define(&mut self, i: usize, u: &UOp) -> Result<Inst> {
         let inst = match u.op() {
             UOps::DEFINE_GLOBAL => {
                 let UArg::Global { idx, .. } = u.arg() else {
@@ -306,6 +322,13 @@ impl Lower<'_> {
                     axis: *axis,
                 }
             }
+            op => bail!(Codegen, "INTERP: {} is not handled here", op.name()),
+        };
+        Ok(inst)
+    }
+
+    fn lower_control(&mut self, i: usize, u: &UOp, ends: &HashMap<usize, usize>) -> Result<Inst> {
+        let inst = match u.op() {
             UOps::RANGE => {
                 let dst = self.fresh(scalar_dtype(u)?);
                 self.regs[i] = Some(dst);
@@ -337,6 +360,21 @@ impl Lower<'_> {
                 }
             }
             UOps::ENDIF => Inst::EndIf,
+            UOps::NOOP | UOps::BARRIER => Inst::Nop,
+            UOps::SINK | UOps::VAR | UOps::UNMUL => {
+                bail!(
+                    Codegen,
+                    "INTERP: {} cannot be executed (not a linearized kernel)",
+                    u.op().name()
+                )
+            }
+            op => bail!(Codegen, "INTERP: {} is not handled here", op.name()),
+        };
+        Ok(inst)
+    }
+
+    fn lower_value(&mut self, i: usize, u: &UOp) -> Result<Inst> {
+        let inst = match u.op() {
             UOps::ALU => {
                 let Some(op) = u.alu_op() else {
                     bail!(Codegen, "INTERP: ALU without an op")
@@ -415,6 +453,13 @@ impl Lower<'_> {
                     src: self.src(u, 1)?,
                 }
             }
+            op => bail!(Codegen, "INTERP: {} is not handled here", op.name()),
+        };
+        Ok(inst)
+    }
+
+    fn lower_memory(&mut self, i: usize, u: &UOp) -> Result<Inst> {
+        let inst = match u.op() {
             UOps::LOAD => {
                 let (mem, elem) = self.mem(u)?;
                 let dst = self.fresh(scalar_dtype(u)?);
@@ -455,14 +500,7 @@ impl Lower<'_> {
                     layout,
                 }
             }
-            UOps::NOOP | UOps::BARRIER => Inst::Nop,
-            UOps::SINK | UOps::VAR | UOps::UNMUL => {
-                bail!(
-                    Codegen,
-                    "INTERP: {} cannot be executed (not a linearized kernel)",
-                    u.op().name()
-                )
-            }
+            op => bail!(Codegen, "INTERP: {} is not handled here", op.name()),
         };
         Ok(inst)
     }
