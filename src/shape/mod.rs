@@ -19,4 +19,3 @@ pub use symbolic::{
     Sint, VarVals,
 };
 pub use view::{canonicalize_strides, strides_for_shape, Mask, View};
-
