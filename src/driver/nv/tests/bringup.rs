@@ -131,6 +131,13 @@ fn h200_bringup_on_580() {
         vec![q.compute.engine]
     );
     assert_ne!(nv.uvm_mm.fd(), nv.uvm.fd());
+}
+
+#[test]
+fn h200_signals_usermode_controls_and_doorbell_log() {
+    let (drv, emu) = emu_nv("hopper", "580.142");
+    let nv = open_nv(&drv).unwrap();
+    let q = nv.queues().unwrap();
     // The signal page is CPU- and GPU-visible at one address; the usermode object maps again.
     q.signals.cpu.as_ref().unwrap().write_u64(16, 42).unwrap();
     let dev = emu.nv_device(0).unwrap();
@@ -156,7 +163,10 @@ fn h200_bringup_on_580() {
         0,
     )
     .unwrap();
-    assert_eq!(chans[1].engine_class(false), Some(HOPPER_DMA_COPY_A));
+    assert_eq!(
+        emu.nv_channels(0)[1].engine_class(false),
+        Some(HOPPER_DMA_COPY_A)
+    );
     assert_eq!(q.dma.engine_class, HOPPER_DMA_COPY_A);
     let bv = nv.ctl.get_build_version_v2(nv.client).unwrap();
     assert_eq!(

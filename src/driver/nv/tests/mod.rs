@@ -102,77 +102,16 @@ pub(crate) fn open_nv(drv: &Arc<dyn Driver>) -> Result<Nv> {
         .ok_or_else(|| crate::Error::Device("CARD_INFO lists no GPU".into()))?;
     let gpu_fd = NvGpuFd::open(drv.clone(), card.minor_number)?;
     gpu_fd.register_fd(ctl.fd())?;
-    let info = ctl.get_id_info_v2(client, card.gpu_id)?;
-    let mut dp = NV0080_ALLOC_PARAMETERS {
-        deviceId: info.deviceInstance,
-        hClientShare: client,
-        vaMode: NV_DEVICE_ALLOCATION_VAMODE_MULTIPLE_VASPACES,
-        ..Default::default()
-    };
-    let device = ctl.rm_alloc_with(client, client, 0, NV01_DEVICE_0, &mut dp)?;
-    let mut sp = NV2080_ALLOC_PARAMETERS { subDeviceId: 0 };
-    let subdevice = ctl.rm_alloc_with(client, device, 0, NV20_SUBDEVICE_0, &mut sp)?;
+    let (device, subdevice) = alloc_device(&ctl, client, card.gpu_id)?;
     let classes = ctl.get_classlist(client, device)?;
-    let um_class = pick(
-        &classes,
-        &[HOPPER_USERMODE_A, AMPERE_USERMODE_A, TURING_USERMODE_A],
-    )?;
-    let usermode = ctl.rm_alloc(client, subdevice, 0, um_class, None)?;
-    let map_fd = NvGpuFd::open(drv.clone(), card.minor_number)?;
-    map_fd.register_fd(ctl.fd())?;
-    let size = u64::from(NV_USERMODE_MAP_SIZE);
-    ctl.rm_map_memory(
-        client,
-        device,
-        usermode,
-        0,
-        size,
-        NVOS33_FLAGS_ACCESS_WRITE_ONLY,
-        map_fd.fd(),
-    )?;
-    let doorbell = Mapping::map(
-        drv,
-        None,
-        size as usize,
-        Prot::RW,
-        MapFlags::SHARED,
-        Some(map_fd.fd()),
-        0,
-    )?;
-    drop(map_fd);
-    let boost = (NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_YES << NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_SHIFT)
-        | (NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_PRIORITY_HIGH
-            << NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_PRIORITY_SHIFT)
-        | NV2080_CTRL_PERF_BOOST_FLAGS_CMD_BOOST_TO_MAX;
-    // Optional (refused in some VMs): ignore failure, as tinygrad does.
-    let _ = ctl.perf_boost(
-        client,
-        subdevice,
-        boost,
-        NV2080_CTRL_PERF_BOOST_DURATION_INFINITE,
-    );
-    let vaspace = ctl.alloc_vaspace(
-        client,
-        device,
-        &VaSpaceParams {
-            va_base: 0x1000,
-            va_size: 0x1_FFFF_FB00_0000,
-            flags: NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED
-                | NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING,
-            ..Default::default()
-        },
-    )?;
+    let (usermode, doorbell) =
+        map_usermode(drv, &ctl, &card, (client, device, subdevice), &classes)?;
+    let vaspace = boost_and_vaspace(&ctl, client, device, subdevice)?;
     let uuid = ctl.get_gid_info(client, subdevice)?;
     uvm.register_gpu(uuid, -1, 0, 0)?;
     uvm.register_gpu_vaspace(uuid, ctl.fd(), client, vaspace)?;
-    let base = drv.mmap(
-        None,
-        WINDOW as usize,
-        Prot::empty(),
-        MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::NORESERVE,
-        None,
-        0,
-    )?;
+    let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::NORESERVE;
+    let base = drv.mmap(None, WINDOW as usize, Prot::empty(), flags, None, 0)?;
     Ok(Nv {
         drv: drv.clone(),
         ctl,
@@ -190,6 +129,72 @@ pub(crate) fn open_nv(drv: &Arc<dyn Driver>) -> Result<Nv> {
         uuid,
         window: Mutex::new((base.next_multiple_of(2 << 20), base + WINDOW)),
     })
+}
+
+/// Steps 7-8: GET_ID_INFO_V2, then NV01_DEVICE_0 and NV20_SUBDEVICE_0.
+fn alloc_device(ctl: &NvCtl, client: u32, gpu_id: u32) -> Result<(u32, u32)> {
+    let info = ctl.get_id_info_v2(client, gpu_id)?;
+    let mut dp = NV0080_ALLOC_PARAMETERS {
+        deviceId: info.deviceInstance,
+        hClientShare: client,
+        vaMode: NV_DEVICE_ALLOCATION_VAMODE_MULTIPLE_VASPACES,
+        ..Default::default()
+    };
+    let device = ctl.rm_alloc_with(client, client, 0, NV01_DEVICE_0, &mut dp)?;
+    let mut sp = NV2080_ALLOC_PARAMETERS { subDeviceId: 0 };
+    let subdevice = ctl.rm_alloc_with(client, device, 0, NV20_SUBDEVICE_0, &mut sp)?;
+    Ok((device, subdevice))
+}
+
+/// Step 10: the newest usermode class, mapped (64 KiB, write-only access) through a fresh
+/// registered GPU node that is closed after the mmap.
+fn map_usermode(
+    drv: &Arc<dyn Driver>,
+    ctl: &NvCtl,
+    card: &nv_ioctl_card_info_t,
+    (client, device, subdevice): (u32, u32, u32),
+    classes: &[u32],
+) -> Result<(u32, Mapping)> {
+    let um_class = pick(
+        classes,
+        &[HOPPER_USERMODE_A, AMPERE_USERMODE_A, TURING_USERMODE_A],
+    )?;
+    let usermode = ctl.rm_alloc(client, subdevice, 0, um_class, None)?;
+    let map_fd = NvGpuFd::open(drv.clone(), card.minor_number)?;
+    map_fd.register_fd(ctl.fd())?;
+    let size = u64::from(NV_USERMODE_MAP_SIZE);
+    let access = NVOS33_FLAGS_ACCESS_WRITE_ONLY;
+    ctl.rm_map_memory(client, device, usermode, 0, size, access, map_fd.fd())?;
+    let flags = MapFlags::SHARED;
+    let doorbell = Mapping::map(
+        drv,
+        None,
+        size as usize,
+        Prot::RW,
+        flags,
+        Some(map_fd.fd()),
+        0,
+    )?;
+    Ok((usermode, doorbell))
+}
+
+/// Steps 11-12: an optional PERF_BOOST (refused in some VMs: ignored, as tinygrad does), then
+/// the externally owned FERMI_VASPACE_A UVM will manage.
+fn boost_and_vaspace(ctl: &NvCtl, client: u32, device: u32, subdevice: u32) -> Result<u32> {
+    let boost = (NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_YES << NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_SHIFT)
+        | (NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_PRIORITY_HIGH
+            << NV2080_CTRL_PERF_BOOST_FLAGS_CUDA_PRIORITY_SHIFT)
+        | NV2080_CTRL_PERF_BOOST_FLAGS_CMD_BOOST_TO_MAX;
+    let infinite = NV2080_CTRL_PERF_BOOST_DURATION_INFINITE;
+    let _ = ctl.perf_boost(client, subdevice, boost, infinite);
+    let params = VaSpaceParams {
+        va_base: 0x1000,
+        va_size: 0x1_FFFF_FB00_0000,
+        flags: NV_VASPACE_ALLOCATION_FLAGS_IS_EXTERNALLY_OWNED
+            | NV_VASPACE_ALLOCATION_FLAGS_ENABLE_PAGE_FAULTING,
+        ..Default::default()
+    };
+    ctl.alloc_vaspace(client, device, &params)
 }
 
 impl Nv {

@@ -291,7 +291,6 @@ fn wrong_parents_are_invalid_object_parent() {
 fn bad_allocation_parameters() {
     let (drv, _emu) = emu_nv("hopper", "580.142");
     let nv = open_nv(&drv).unwrap();
-    let q = nv.queues().unwrap();
     let mut dp = NV0080_ALLOC_PARAMETERS {
         deviceId: 3,
         ..Default::default()
@@ -360,6 +359,13 @@ fn bad_allocation_parameters() {
         NV_ERR_INVALID_ARGUMENT,
         &["engineType 19"],
     );
+}
+
+#[test]
+fn bad_channel_and_vaspace_parameters() {
+    let (drv, _emu) = emu_nv("hopper", "580.142");
+    let nv = open_nv(&drv).unwrap();
+    let q = nv.queues().unwrap();
     let good = ChannelParams {
         h_object_error: q.compute.notifier.handle,
         h_object_buffer: q.gpfifo.handle,
@@ -538,6 +544,12 @@ fn cpu_mapping_rules() {
         NV_ERR_INVALID_ARGUMENT,
         &["no RM_MAP_MEMORY"],
     );
+}
+
+#[test]
+fn os_descriptors_wrap_shared_memory_mapped_through_the_driver() {
+    let (drv, _emu) = emu_nv("hopper", "580.142");
+    let nv = open_nv(&drv).unwrap();
     // OS descriptors must wrap memory the process mapped (shared, through the driver).
     let va = nv.va(0x2000).unwrap();
     fails_nv(

@@ -190,8 +190,8 @@ fn vaspace_and_channel_registration_rules() {
 }
 
 #[test]
-fn external_range_and_map_rules() {
-    let (drv, emu) = emu_nv("hopper", "580.142");
+fn external_range_rules() {
+    let (drv, _emu) = emu_nv("hopper", "580.142");
     let nv = open_nv(&drv).unwrap();
     let base = nv.va(8 << 20).unwrap();
     nv.uvm.create_external_range(base, 4 << 20).unwrap();
@@ -219,11 +219,31 @@ fn external_range_and_map_rules() {
         NV_ERR_INVALID_ADDRESS,
         &["non-empty"],
     );
+}
+
+/// An NV bring-up with a 4 MiB external range at `base` and 2 MiB of VRAM (`mem`).
+fn with_range() -> (
+    std::sync::Arc<dyn crate::driver::api::Driver>,
+    crate::driver::emu::EmuDriver,
+    Nv,
+    u64,
+    u32,
+) {
+    let (drv, emu) = emu_nv("hopper", "580.142");
+    let nv = open_nv(&drv).unwrap();
+    let base = nv.va(8 << 20).unwrap();
+    nv.uvm.create_external_range(base, 4 << 20).unwrap();
     let mut mp = nv.mem_params(2 << 20, true);
     let mem = nv
         .ctl
         .rm_alloc_with(nv.client, nv.device, 0, NV01_MEMORY_LOCAL_USER, &mut mp)
         .unwrap();
+    (drv, emu, nv, base, mem)
+}
+
+#[test]
+fn map_external_allocation_rules() {
+    let (_drv, _emu, nv, base, mem) = with_range();
     let attr = [mapping_attributes(
         nv.uuid,
         UvmGpuMappingTypeReadWriteAtomic,
@@ -282,6 +302,20 @@ fn external_range_and_map_rules() {
         NV_ERR_INVALID_ARGUMENT,
         &["mapping type 9"],
     );
+}
+
+#[test]
+fn mapping_permissions_owners_and_teardown() {
+    let (drv, emu, nv, base, mem) = with_range();
+    let attr = [mapping_attributes(
+        nv.uuid,
+        UvmGpuMappingTypeReadWriteAtomic,
+        0,
+    )];
+    let map = |va: u64, len: u64, off: u64, attrs: &[UvmGpuMappingAttributes], h: u32| {
+        nv.uvm
+            .map_external_allocation(va, len, off, attrs, nv.ctl.fd(), nv.client, h)
+    };
     // Read-only mappings refuse GPU writes; remapping inside the same range replaces.
     map(
         base,
