@@ -4,7 +4,7 @@
 //!
 //! UVM requests are plain numbers (no `_IOC` size), issued through [`Driver::ioctl_raw`] with the
 //! exact struct; every struct ends with an `rmStatus` that is checked in addition to the ioctl's
-//! return ([`Error::NvStatus`](crate::Error::NvStatus) naming the call and the status). The UVM
+//! return ([`Error::NvStatus`] naming the call and the status). The UVM
 //! structs are the same in 550, 570 and 580 (memo 1.4).
 //!
 //! Not guaranteed: UVM_INITIALIZE must come first on an fd; UVM_MM_INITIALIZE goes on a second
