@@ -16,9 +16,9 @@ pub mod api;
 pub mod dl;
 pub mod emu;
 pub mod hostmem;
-pub mod process;
 pub mod kfd;
 pub mod mapped;
+pub mod process;
 pub mod real;
 pub mod vma;
 
