@@ -154,9 +154,14 @@ extern "C" fn write_at_exit() {
     }
 }
 
-/// Arrange (once per process) for the collected trace to be written at exit.
+/// Arrange (once per process) for the collected trace to be written at exit, when the process
+/// was started with `PROFILE` set (profiling switched on from code, e.g. in tests, writes
+/// nothing at exit: call [`write_collected`]).
 pub fn install_exit_writer() {
     static ONCE: Once = Once::new();
+    if std::env::var("PROFILE").map_or(true, |v| v.trim().is_empty() || v.trim() == "0") {
+        return;
+    }
     ONCE.call_once(|| {
         if let Err(e) = crate::driver::process::at_exit(write_at_exit) {
             eprintln!("profile: cannot register the exit writer: {e}");

@@ -338,7 +338,14 @@ impl HcqBackend for AmdBackend {
     fn poll_fault(&self) -> Option<String> {
         let mut seen = lock(&self.seen_fault);
         if seen.is_none() {
-            *seen = self.memory_fault().or_else(|| self.emu_fault());
+            // The emulator's queue state first: a page fault reaches the MEMORY event before the
+            // faulted queue records it, so a queue fault seen here has its event already set.
+            let emu = self.emu_fault();
+            let mem = self.memory_fault();
+            *seen = match (mem, emu) {
+                (Some(m), Some(e)) => Some(format!("{m}; {e}")),
+                (m, e) => m.or(e),
+            };
         }
         seen.clone()
     }

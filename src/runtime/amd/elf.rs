@@ -128,16 +128,17 @@ impl<'a> Elf<'a> {
         let mut sections = Vec::with_capacity(shnum as usize);
         for i in 0..u64::from(shnum) {
             let h = shoff.saturating_add(i * 64);
+            let at = |k: u64| h.saturating_add(k);
             sections.push(Section {
                 name: String::new(),
-                sh_type: u32_at(data, h + 4, "sh_type")?,
-                flags: u64_at(data, h + 8, "sh_flags")?,
-                addr: u64_at(data, h + 16, "sh_addr")?,
-                offset: u64_at(data, h + 24, "sh_offset")?,
-                size: u64_at(data, h + 32, "sh_size")?,
-                link: u32_at(data, h + 40, "sh_link")?,
-                info: u32_at(data, h + 44, "sh_info")?,
-                align: u64_at(data, h + 48, "sh_addralign")?,
+                sh_type: u32_at(data, at(4), "sh_type")?,
+                flags: u64_at(data, at(8), "sh_flags")?,
+                addr: u64_at(data, at(16), "sh_addr")?,
+                offset: u64_at(data, at(24), "sh_offset")?,
+                size: u64_at(data, at(32), "sh_size")?,
+                link: u32_at(data, at(40), "sh_link")?,
+                info: u32_at(data, at(44), "sh_info")?,
+                align: u64_at(data, at(48), "sh_addralign")?,
             });
             let name_off = u32_at(data, h, "sh_name")?;
             sections[i as usize].name = name_off.to_string(); // resolved below

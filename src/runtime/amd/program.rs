@@ -165,7 +165,8 @@ pub struct AmdProgram {
     exec: ExecProgram,
     kd: KernelDescriptor,
     dispatch_ptr: bool,
-    scratch: Option<(ScratchSetup, Arc<AmdBuffer>)>,
+    scratch: Option<ScratchSetup>,
+    _scratch_mem: Option<Arc<AmdBuffer>>,
     _code: Option<AmdBuffer>,
 }
 
@@ -199,10 +200,11 @@ impl AmdProgram {
         view.write_bytes(0, &img.image)?;
         let needs_scratch = kd.private_segment_fixed_size > 0
             || props.contains(KernelCodeProperties::ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER);
-        let scratch = if needs_scratch {
-            Some(dev.ensure_scratch(kd.private_segment_fixed_size)?)
+        let (scratch, scratch_mem) = if needs_scratch {
+            let (s, m) = dev.ensure_scratch(kd.private_segment_fixed_size)?;
+            (Some(s), Some(m))
         } else {
-            None
+            (None, None)
         };
         let exec = exec_program(&kd, code.va() + code_off as u64);
         Ok(AmdProgram {
@@ -211,12 +213,19 @@ impl AmdProgram {
             kd,
             dispatch_ptr: props.contains(KernelCodeProperties::ENABLE_SGPR_DISPATCH_PTR),
             scratch,
+            _scratch_mem: scratch_mem,
             _code: Some(code),
         })
     }
 
-    /// A program that only encodes launches (no device, no code memory): golden tests.
-    pub fn encode_only(name: &str, kd: KernelDescriptor, code_addr: u64) -> AmdProgram {
+    /// A program that only encodes launches (no device, no code or scratch memory): golden
+    /// tests.
+    pub fn encode_only(
+        name: &str,
+        kd: KernelDescriptor,
+        code_addr: u64,
+        scratch: Option<ScratchSetup>,
+    ) -> AmdProgram {
         AmdProgram {
             name: name.to_string(),
             exec: exec_program(&kd, code_addr),
@@ -224,7 +233,8 @@ impl AmdProgram {
                 & KernelCodeProperties::ENABLE_SGPR_DISPATCH_PTR.bits()
                 != 0,
             kd,
-            scratch: None,
+            scratch,
+            _scratch_mem: None,
             _code: None,
         }
     }
@@ -245,7 +255,7 @@ impl AmdProgram {
             kernargs,
             global,
             local,
-            scratch: self.scratch.as_ref().map(|(s, _)| *s),
+            scratch: self.scratch,
             dispatch_ptr: self
                 .dispatch_ptr
                 .then(|| kernargs + align64(self.kd.kernarg_size as usize) as u64),
