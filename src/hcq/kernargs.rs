@@ -60,9 +60,9 @@ impl KernargRing {
         let newest = self
             .live
             .iter()
-            .filter(|(s, e, _)| *s < end && start < *e)
-            .map(|(_, _, p)| *p)
-            .last();
+            .rev()
+            .find(|(s, e, _)| *s < end && start < *e)
+            .map(|(_, _, p)| *p);
         Ok((start, end, newest))
     }
 
@@ -89,7 +89,13 @@ mod tests {
     }
 
     /// plan + (simulated) wait + take.
-    fn alloc(r: &mut KernargRing, n: usize, v: u64, done: &mut u64, waited: &mut Vec<u64>) -> usize {
+    fn alloc(
+        r: &mut KernargRing,
+        n: usize,
+        v: u64,
+        done: &mut u64,
+        waited: &mut Vec<u64>,
+    ) -> usize {
         let d = *done;
         let (s, e, need) = r.plan(n, &|p| Ok(p.value <= d)).unwrap();
         if let Some(p) = need {
