@@ -34,7 +34,7 @@ use crate::sys::kfd::*;
 use crate::{bail, Error, Result};
 
 /// Ring bytes of each hardware queue (tinygrad 0.9.x: 1 MiB).
-const RING_SIZE: usize = 1 << 20;
+pub const RING_SIZE: usize = 1 << 20;
 
 /// A device's scratch area.
 struct Scratch {
@@ -82,20 +82,26 @@ pub fn open_amd_device(
     index: usize,
     name: &str,
 ) -> Result<Arc<HcqDevice<AmdBackend>>> {
-    HcqDevice::new(AmdBackend::open(proc, index, name)?)
+    HcqDevice::new(AmdBackend::open(proc, index, name, RING_SIZE)?)
 }
 
 impl AmdBackend {
-    /// The named steps of memo 1.1 for GPU `index` of `proc`.
-    pub fn open(proc: &Arc<AmdProcess>, index: usize, name: &str) -> Result<AmdBackend> {
+    /// The named steps of memo 1.1 for GPU `index` of `proc`, with hardware rings of
+    /// `ring_size` bytes (a power of two >= 1024; [`RING_SIZE`] normally).
+    pub fn open(
+        proc: &Arc<AmdProcess>,
+        index: usize,
+        name: &str,
+        ring_size: usize,
+    ) -> Result<AmdBackend> {
         let node = proc.node(index)?.clone();
         let target = targets::lookup(node.props.gfx_target_version()?)?;
         let core = proc.core().clone();
         core.acquire_vm(&node)?;
         let (signals, events) = proc.shared_for(node.gpu_id)?;
         let sizes = queue_buffer_sizes(&node.props)?;
-        let mut compute = HwRing::create(&core, node.gpu_id, RingKind::Compute, RING_SIZE, &sizes)?;
-        let mut sdma = HwRing::create(&core, node.gpu_id, RingKind::Sdma, RING_SIZE, &sizes)?;
+        let mut compute = HwRing::create(&core, node.gpu_id, RingKind::Compute, ring_size, &sizes)?;
+        let mut sdma = HwRing::create(&core, node.gpu_id, RingKind::Sdma, ring_size, &sizes)?;
         let doorbells = map_doorbells(&core, &[&compute, &sdma])?;
         compute.attach_doorbell(doorbells.addr());
         sdma.attach_doorbell(doorbells.addr());
@@ -144,6 +150,12 @@ impl AmdBackend {
     /// The KFD queue ids of (compute, SDMA).
     pub fn queue_ids(&self) -> (u32, u32) {
         (lock(&self.compute).queue_id, lock(&self.sdma).queue_id)
+    }
+
+    /// `(wptr, rptr)` of the compute ring (dwords) and of the SDMA ring (bytes).
+    pub fn ring_pointers(&self) -> Result<[(u64, u64); 2]> {
+        let (c, s) = (lock(&self.compute), lock(&self.sdma));
+        Ok([(c.wptr, c.rptr()?), (s.wptr, s.rptr()?)])
     }
 
     /// Write PM4 packets to the compute ring.

@@ -9,6 +9,7 @@ mod golden;
 mod kernels;
 mod profile;
 mod registry;
+mod rings;
 mod waits;
 
 use std::sync::Arc;
