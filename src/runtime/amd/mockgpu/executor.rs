@@ -216,3 +216,109 @@ impl DispatchExecutor for UopExecutor {
         k.prg.run(&mut bufs, &vals, g, l)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codegen::uop_serial::serialize;
+    use crate::driver::emu::gpu::{QueueId, SparseMemory};
+    use crate::dtype::dtypes;
+    use crate::runtime::amd::mockgpu::object::MockBlob;
+    use crate::runtime::amd::tests::add_uops;
+
+    const CODE: u64 = 0x10_0000;
+    const KA: u64 = 0x20_0000;
+    const BUF: u64 = 0x30_0000;
+
+    fn state(props_sgprs: u32, sgprs: [u32; 16]) -> DispatchState {
+        DispatchState {
+            queue: QueueId(0),
+            pgm_addr: CODE,
+            rsrc1: 0,
+            rsrc2: props_sgprs << 1,
+            rsrc3: 0,
+            user_sgprs: sgprs,
+            user_sgpr_count: props_sgprs,
+            workgroup_size: [8, 1, 1],
+            grid: [2, 1, 1],
+            start: [0; 3],
+            wave32: true,
+            lds_bytes: 0,
+            scratch_base: 0,
+            tmpring_size: 0,
+        }
+    }
+
+    fn memory(props: u32) -> SparseMemory {
+        let m = SparseMemory::new();
+        for va in [CODE, KA, BUF] {
+            m.map(va, 0x1000).unwrap();
+        }
+        let blob = MockBlob {
+            kernel_code_properties: props,
+            kernarg_size: 24,
+            name: "E_add".into(),
+            uops: serialize(&add_uops(2, 8, dtypes::int32)).unwrap(),
+        };
+        m.write(CODE, &blob.encode()).unwrap();
+        for (i, b) in [BUF, BUF + 0x100, BUF + 0x200].iter().enumerate() {
+            m.write_u64(KA + 8 * i as u64, *b).unwrap();
+        }
+        for i in 0..16u64 {
+            m.write_u32(BUF + 0x100 + 4 * i, i as u32).unwrap();
+            m.write_u32(BUF + 0x200 + 4 * i, 100).unwrap();
+        }
+        m
+    }
+
+    #[test]
+    fn kernarg_pointer_position_follows_the_properties() {
+        assert_eq!(kernarg_sgpr(0x408, 2).unwrap(), 0);
+        assert_eq!(kernarg_sgpr(0x409, 6).unwrap(), 4);
+        assert_eq!(kernarg_sgpr(0x40B, 8).unwrap(), 6);
+        assert_eq!(kernarg_sgpr(0x40F, 10).unwrap(), 8);
+        assert!(kernarg_sgpr(0x400, 2).is_err(), "no kernarg pointer");
+        assert!(kernarg_sgpr(0x409, 4).is_err(), "USER_SGPR too small");
+    }
+
+    #[test]
+    fn runs_the_blob_and_caches_the_program() {
+        let ex = UopExecutor::new();
+        // Private segment buffer in s0-s3, kernarg pointer in s4-s5.
+        let m = memory(0x409);
+        let mut sg = [0u32; 16];
+        (sg[4], sg[5]) = (KA as u32, (KA >> 32) as u32);
+        ex.dispatch(&m, &state(6, sg)).unwrap();
+        ex.dispatch(&m, &state(6, sg)).unwrap();
+        assert_eq!(ex.cached(), 1);
+        for i in 0..16u64 {
+            assert_eq!(m.read_u32(BUF + 4 * i).unwrap(), 100 + i as u32);
+        }
+        // A different blob at the same address is a different program.
+        m.write_u32(CODE + 16, 0x408).unwrap();
+        let mut sg0 = [0u32; 16];
+        (sg0[0], sg0[1]) = (KA as u32, (KA >> 32) as u32);
+        ex.dispatch(&m, &state(2, sg0)).unwrap();
+        assert_eq!(ex.cached(), 2);
+    }
+
+    #[test]
+    fn unmapped_kernargs_and_buffers_fault_with_the_address() {
+        let ex = UopExecutor::new();
+        let m = memory(0x408);
+        let mut sg = [0u32; 16];
+        (sg[0], sg[1]) = (0x99_0000, 0);
+        let e = ex.dispatch(&m, &state(2, sg)).unwrap_err();
+        assert!(e.message().contains("kernargs at 0x990000"), "{e}");
+        m.write_u64(KA + 8, 0x77_0000).unwrap();
+        (sg[0], sg[1]) = (KA as u32, 0);
+        let e = ex.dispatch(&m, &state(2, sg)).unwrap_err();
+        assert!(
+            matches!(&e, Error::Fault(msg) if msg.contains("read of 4 bytes at 0x770000 (buffer 1 + 0)")),
+            "{e}"
+        );
+        m.write_u32(CODE, 0).unwrap();
+        let e = ex.dispatch(&m, &state(2, sg)).unwrap_err();
+        assert!(e.message().contains("magic"), "{e}");
+    }
+}

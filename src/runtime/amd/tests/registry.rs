@@ -54,3 +54,25 @@ fn hardware_compiler_slot_reports_it_is_not_wired() {
         "{e}"
     );
 }
+
+#[test]
+fn visible_devices_selects_and_orders_gpus() {
+    let emu = crate::runtime::amd::mockgpu::mock_driver(EmuConfig {
+        count: 3,
+        ..Default::default()
+    })
+    .unwrap();
+    let ids = emu.gpu_ids();
+    let drv: Arc<dyn crate::driver::Driver> = Arc::new(emu);
+    let _g = Context::with_str(&[("VISIBLE_DEVICES", "2,0")]);
+    let p = AmdProcess::new(drv.clone()).unwrap();
+    let got: Vec<u32> = p.nodes().iter().map(|n| n.gpu_id).collect();
+    assert_eq!(got, vec![ids[2], ids[0]], "AMD:0 is the third GPU");
+    let dev = open(&p, 0);
+    assert_eq!(dev.backend().gpu_id(), ids[2]);
+    assert!(p.node(2).is_err());
+    drop(_g);
+    let _g = Context::with_str(&[("HIP_VISIBLE_DEVICES", "5")]);
+    let e = AmdProcess::new(drv).err().unwrap();
+    assert!(e.message().contains("VISIBLE_DEVICES names GPU 5"), "{e}");
+}
