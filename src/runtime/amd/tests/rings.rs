@@ -68,13 +68,14 @@ fn both_rings_wrap_many_times() {
 
 #[test]
 fn a_full_ring_waits_for_room_and_times_out_when_blocked() {
-    let _t = Context::new(&[("HCQDEV_WAIT_TIMEOUT_MS", 300)]);
     let (dev, _emu) = small_rings();
     let (gate, done) = (dev.new_signal(0).unwrap(), dev.new_signal(0).unwrap());
     let mut q = dev.backend().compute_queue();
     q.wait(&gate, 1).unwrap();
     q.submit(dev.backend()).unwrap();
     let mut sent = 0;
+    // Short timeout for the submission that must fail only.
+    let short = Context::new(&[("HCQDEV_WAIT_TIMEOUT_MS", 300)]);
     let err = loop {
         let mut q = dev.backend().compute_queue();
         q.signal(&done, sent + 1).unwrap();
@@ -88,6 +89,7 @@ fn a_full_ring_waits_for_room_and_times_out_when_blocked() {
         matches!(&err, Error::Timeout(m) if m.contains("ring full")),
         "{err}"
     );
+    drop(short);
     assert!(sent >= 100, "about 4 KiB of 32-byte signals fit ({sent})");
     gate.set_value(1).unwrap();
     dev.wait_signal(&done, sent, "drain").unwrap();
