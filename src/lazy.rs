@@ -133,6 +133,24 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 // ---------------------------------------------------------------------------------------------
 // The lazy cache
 
+/// A node's identity inside a cache key. It holds a weak handle, which keeps the node's
+/// allocation (not the node) alive, so the address cannot be reused by another node while the
+/// key exists: a key naming a dead source never matches a new one (Python's `ref(x)` keys).
+#[derive(Clone)]
+struct WeakId(Weak<LbInner>);
+
+impl PartialEq for WeakId {
+    fn eq(&self, other: &Self) -> bool {
+        Weak::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for WeakId {}
+impl Hash for WeakId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (self.0.as_ptr() as *const u8 as usize).hash(state);
+    }
+}
+
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum CacheKey {
     Base {
@@ -141,11 +159,11 @@ enum CacheKey {
         dtype: DType,
         op: Op,
         arg: LbArg,
-        srcs: Vec<usize>,
+        srcs: Vec<WeakId>,
     },
     View {
         st: ShapeTracker,
-        base: usize,
+        base: WeakId,
     },
 }
 
@@ -156,8 +174,7 @@ fn lazycache() -> &'static LazyCache {
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// A live node registered under `key`. A live entry keeps its sources (or base) alive, so the
-/// identities in the key still name the same objects.
+/// A live node registered under `key`.
 fn cache_get(key: &CacheKey) -> Option<LazyBuffer> {
     let hit = lock(lazycache()).get(key).and_then(Weak::upgrade);
     hit.map(LazyBuffer)
@@ -256,11 +273,11 @@ fn cache_key(device: &Arc<str>, st: &ShapeTracker, dtype: DType, spec: &Spec) ->
             dtype,
             op: *op,
             arg: arg.clone(),
-            srcs: srcs.iter().map(LazyBuffer::id).collect(),
+            srcs: srcs.iter().map(|x| WeakId(Arc::downgrade(&x.0))).collect(),
         },
         Spec::View(base) => CacheKey::View {
             st: st.clone(),
-            base: base.id(),
+            base: WeakId(Arc::downgrade(&base.0)),
         },
     }
 }
