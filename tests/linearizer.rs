@@ -38,7 +38,10 @@ fn reference_evaluator_is_right() {
     let b = c.initial_buffers();
     let (a, d) = (decode(&b[2], dtypes::int32), decode(&b[3], dtypes::int32));
     let out = c.reference();
-    let (q, m) = (decode(&out[0], dtypes::int32), decode(&out[1], dtypes::int32));
+    let (q, m) = (
+        decode(&out[0], dtypes::int32),
+        decode(&out[1], dtypes::int32),
+    );
     for i in 0..29 {
         let (x, y) = (a[i].as_i128(), d[i].as_i128());
         assert_eq!(q[i].as_i128(), x / y, "{x} / {y}");
@@ -51,7 +54,9 @@ fn reference_evaluator_is_right() {
 /// linearize the same shape first.
 fn undup(name: &str) -> &str {
     match name.rfind('n') {
-        Some(p) if p + 1 < name.len() && name[p + 1..].bytes().all(|b| b.is_ascii_digit()) => &name[..p],
+        Some(p) if p + 1 < name.len() && name[p + 1..].bytes().all(|b| b.is_ascii_digit()) => {
+            &name[..p]
+        }
         _ => name,
     }
 }
@@ -61,7 +66,10 @@ fn kernel_names_and_launch_sizes() {
     let ir = InterpRenderer::new();
     let (_, p) = program(&catalogue::sum_inner(), &ir, &[]).unwrap();
     assert_eq!(undup(&p.name), "r_8_16");
-    assert_eq!(p.global_size, Some(vec![Node::from(8i64), Node::from(1i64), Node::from(1i64)]));
+    assert_eq!(
+        p.global_size,
+        Some(vec![Node::from(8i64), Node::from(1i64), Node::from(1i64)])
+    );
     assert_eq!(p.local_size, Some(vec![Node::from(1i64); 3]));
     let r = ClangRenderer::new();
     let (_, p) = program(&catalogue::multi_output(), &r, &[]).unwrap();
@@ -72,7 +80,11 @@ fn kernel_names_and_launch_sizes() {
     let c = catalogue::symbolic_sum();
     let (_, p) = program(&c, &ir, &[]).unwrap();
     assert!(p.name.starts_with("r_4_<i[1-10]>"), "{}", p.name);
-    assert!(p.function_name.starts_with("r_4_3Ci5B12D105D3E"), "{}", p.function_name);
+    assert!(
+        p.function_name.starts_with("r_4_3Ci5B12D105D3E"),
+        "{}",
+        p.function_name
+    );
     assert_eq!(p.vars.len(), 1);
     assert_eq!(p.vars[0].expr(), Some("i"));
     let (g, l) = p.launch_dims(&c.var_vals).unwrap();
@@ -128,7 +140,11 @@ fn golden_clang_kernels() {
     let r = ClangRenderer::new();
     let s = st(&[4, 4]);
     let add = store(
-        bin(BinaryOps::ADD, ld(1, dtypes::float32, s.clone()), ld(2, dtypes::float32, s.clone())),
+        bin(
+            BinaryOps::ADD,
+            ld(1, dtypes::float32, s.clone()),
+            ld(2, dtypes::float32, s.clone()),
+        ),
         0,
         dtypes::float32,
         s,
@@ -137,7 +153,12 @@ fn golden_clang_kernels() {
     let uops = k.linearize().unwrap().uops.clone();
     golden("linearizer_E_16.c", &r.render("E_16", &uops).unwrap());
     let a = ld(1, dtypes::float32, st(&[4, 8]));
-    let sum = store(red(ReduceOps::SUM, a, &[1]), 0, dtypes::float32, st(&[4, 1]));
+    let sum = store(
+        red(ReduceOps::SUM, a, &[1]),
+        0,
+        dtypes::float32,
+        st(&[4, 1]),
+    );
     let mut k = Kernel::new(&[sum], r.opts()).unwrap();
     let uops = k.linearize().unwrap().uops.clone();
     golden("linearizer_r_4_8.c", &r.render("r_4_8", &uops).unwrap());

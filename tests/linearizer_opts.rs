@@ -51,7 +51,12 @@ fn grouped_and_local_reduce() {
         vec![o(GROUP, 0, 10)],
         vec![o(LOCAL, 0, 2), o(GROUPTOP, 0, 2)],
         vec![o(LOCAL, 0, 3), o(GROUP, 0, 5)],
-        vec![o(LOCAL, 0, 2), o(GROUPTOP, 0, 2), o(UPCAST, 0, 3), o(UNROLL, 1, 5)],
+        vec![
+            o(LOCAL, 0, 2),
+            o(GROUPTOP, 0, 2),
+            o(UPCAST, 0, 3),
+            o(UNROLL, 1, 5),
+        ],
         vec![o(GROUP, 0, 2), o(UNROLL, 0, 0)],
     ];
     for l in &lists {
@@ -64,7 +69,12 @@ fn grouped_and_local_reduce() {
         vec![o(UNROLL, 0, 0), o(LOCAL, 0, 2)],
         vec![o(LOCAL, 0, 2), o(GROUP, 0, 0), o(UNROLL, 0, 2)],
         vec![o(GROUP, 0, 0), o(LOCAL, 0, 2), o(UNROLL, 0, 0)],
-        vec![o(LOCAL, 0, 4), o(LOCAL, 1, 4), o(UPCAST, 0, 2), o(UNROLL, 0, 4)],
+        vec![
+            o(LOCAL, 0, 4),
+            o(LOCAL, 1, 4),
+            o(UPCAST, 0, 2),
+            o(UNROLL, 0, 4),
+        ],
         vec![Opt::nolocals(), o(UPCAST, 0, 2)],
     ] {
         check_opts(&case, &ir, None, &l);
@@ -77,11 +87,40 @@ fn upcasts_and_unrolls_on_both() {
     let cr = ClangRenderer::new();
     let cc = clang();
     let cases = [
-        (catalogue::elementwise_add(), vec![vec![o(UPCAST, 0, 2)], vec![o(UPCAST, 0, 4)], vec![o(UPCAST, 0, 8)]]),
-        (catalogue::sum_inner(), vec![vec![o(UNROLL, 0, 4)], vec![o(UNROLL, 0, 0)], vec![o(UPCAST, 0, 4), o(UNROLL, 0, 2)]]),
-        (catalogue::matmul(), vec![vec![o(UPCAST, 0, 4), o(UPCAST, 1, 4), o(UNROLL, 0, 4)], vec![o(UNROLL, 0, 0), o(UPCAST, 0, 2)]]),
-        (catalogue::padded(), vec![vec![o(UPCAST, 0, 7)], vec![o(UPCAST, 1, 8), o(UPCAST, 0, 7)]]),
-        (catalogue::multi_reduce(), vec![vec![o(UNROLL, 0, 4), o(UPCAST, 0, 2)]]),
+        (
+            catalogue::elementwise_add(),
+            vec![
+                vec![o(UPCAST, 0, 2)],
+                vec![o(UPCAST, 0, 4)],
+                vec![o(UPCAST, 0, 8)],
+            ],
+        ),
+        (
+            catalogue::sum_inner(),
+            vec![
+                vec![o(UNROLL, 0, 4)],
+                vec![o(UNROLL, 0, 0)],
+                vec![o(UPCAST, 0, 4), o(UNROLL, 0, 2)],
+            ],
+        ),
+        (
+            catalogue::matmul(),
+            vec![
+                vec![o(UPCAST, 0, 4), o(UPCAST, 1, 4), o(UNROLL, 0, 4)],
+                vec![o(UNROLL, 0, 0), o(UPCAST, 0, 2)],
+            ],
+        ),
+        (
+            catalogue::padded(),
+            vec![
+                vec![o(UPCAST, 0, 7)],
+                vec![o(UPCAST, 1, 8), o(UPCAST, 0, 7)],
+            ],
+        ),
+        (
+            catalogue::multi_reduce(),
+            vec![vec![o(UNROLL, 0, 4), o(UPCAST, 0, 2)]],
+        ),
     ];
     for (case, lists) in &cases {
         for l in lists {
@@ -100,9 +139,20 @@ fn padto_is_exact() {
     let lists: Vec<(Case, Vec<Opt>)> = vec![
         (catalogue::sum_inner(), vec![o(PADTO, 0, 16)]),
         (catalogue::sum_inner(), vec![o(PADTO, 1, 32)]),
-        (catalogue::sum_outer(), vec![o(PADTO, 0, 12), o(UPCAST, 0, 4)]),
+        (
+            catalogue::sum_outer(),
+            vec![o(PADTO, 0, 12), o(UPCAST, 0, 4)],
+        ),
         (catalogue::max_multi_axis(), vec![o(PADTO, 0, 8)]),
-        (catalogue::matmul(), vec![o(PADTO, 0, 16), o(PADTO, 1, 16), o(UPCAST, 0, 2), o(UPCAST, 1, 2)]),
+        (
+            catalogue::matmul(),
+            vec![
+                o(PADTO, 0, 16),
+                o(PADTO, 1, 16),
+                o(UPCAST, 0, 2),
+                o(UPCAST, 1, 2),
+            ],
+        ),
         (catalogue::elementwise_add(), vec![o(PADTO, 0, 40)]),
         (catalogue::padded_sum(), vec![o(PADTO, 1, 16)]),
     ];
@@ -131,7 +181,10 @@ fn float4_loads_and_stores_are_vectors() {
     check_opts(&case, &ir, None, &[o(UPCAST, 0, 4)]);
     // CLANG groups nothing
     let (_, p) = program(&case, &ClangRenderer::new(), &[o(UPCAST, 0, 4)]).unwrap();
-    assert!(p.uops.iter().all(|u| u.dtype().is_none_or(|d| d.count == 1 || d.ptr)));
+    assert!(p
+        .uops
+        .iter()
+        .all(|u| u.dtype().is_none_or(|d| d.count == 1 || d.ptr)));
 }
 
 /// A tiny deterministic generator (xorshift64*).
@@ -150,19 +203,33 @@ impl Rng {
 
 /// Up to `want` legal opts drawn at random; illegal draws must fail with a KernelOpt error and
 /// leave the kernel as it was.
-fn random_opts(case: &Case, r: &dyn Renderer, ops: &[OptOps], rng: &mut Rng, want: usize) -> Vec<Opt> {
+fn random_opts(
+    case: &Case,
+    r: &dyn Renderer,
+    ops: &[OptOps],
+    rng: &mut Rng,
+    want: usize,
+) -> Vec<Opt> {
     let mut k = Kernel::new(&case.ast, r.opts()).unwrap();
     let mut applied = vec![];
     for _ in 0..6 * want {
         if applied.len() == want {
             break;
         }
-        let opt = o(rng.pick(ops), rng.pick(&[0, 0, 1, 1, 2, 3]), rng.pick(&[0, 2, 3, 4, 5, 8, 16, 32]));
+        let opt = o(
+            rng.pick(ops),
+            rng.pick(&[0, 0, 1, 1, 2, 3]),
+            rng.pick(&[0, 2, 3, 4, 5, 8, 16, 32]),
+        );
         let before = (k.sts.clone(), k.upcasted, k.local_dims, k.group_for_reduces);
         match k.apply_opt(opt) {
             Ok(()) => applied.push(opt),
             Err(Error::KernelOpt(_)) => {
-                assert_eq!(before, (k.sts.clone(), k.upcasted, k.local_dims, k.group_for_reduces), "{opt} changed the kernel");
+                assert_eq!(
+                    before,
+                    (k.sts.clone(), k.upcasted, k.local_dims, k.group_for_reduces),
+                    "{opt} changed the kernel"
+                );
             }
             Err(e) => panic!("{}: {opt} after {applied:?}: {e}", case.name),
         }
@@ -196,4 +263,3 @@ fn random_opts_clang() {
         }
     }
 }
-

@@ -45,7 +45,10 @@ pub fn eval_kernel(ast: &[LazyOp], bufs: &mut [Vec<u8>], var_vals: &VarVals) -> 
         }
     }
     for (b, off, bytes) in writes {
-        let Some(dst) = bufs.get_mut(b).and_then(|d| d.get_mut(off..off + bytes.len())) else {
+        let Some(dst) = bufs
+            .get_mut(b)
+            .and_then(|d| d.get_mut(off..off + bytes.len()))
+        else {
             bail!(
                 Runtime,
                 "eval_kernel: store at byte {off} of buffer {b} is out of bounds"
@@ -136,7 +139,11 @@ impl Eval<'_> {
 
     fn read(&self, buf: usize, dt: DType, at: usize) -> Result<ConstValue> {
         let size = dt.itemsize();
-        let Some(bytes) = self.bufs.get(buf).and_then(|b| b.get(at * size..(at + 1) * size)) else {
+        let Some(bytes) = self
+            .bufs
+            .get(buf)
+            .and_then(|b| b.get(at * size..(at + 1) * size))
+        else {
             bail!(
                 Runtime,
                 "eval: element {at} of buffer {buf} is out of bounds"
@@ -187,7 +194,10 @@ impl Eval<'_> {
             bail!(Codegen, "eval: a reduce takes one source");
         };
         let shape = self.ints(&shape_of(src)?)?;
-        let red: Vec<i64> = axis.iter().map(|&a| shape.get(a).copied().unwrap_or(1)).collect();
+        let red: Vec<i64> = axis
+            .iter()
+            .map(|&a| shape.get(a).copied().unwrap_or(1))
+            .collect();
         let (mut acc, op) = match r {
             ReduceOps::SUM => (ConstValue::Int(0).as_const(dt), crate::ops::BinaryOps::ADD),
             ReduceOps::MAX => (dt.min(), crate::ops::BinaryOps::MAX),
@@ -235,12 +245,11 @@ pub fn buffer_nbytes(ast: &[LazyOp], idx: usize, var_vals: &VarVals) -> Result<u
                 continue;
             }
             dt = Some(m.dtype);
-            let shape: Vec<i64> = m
-                .st
-                .shape()
-                .iter()
-                .map(|s| sym_infer(s, var_vals))
-                .collect::<Result<_>>()?;
+            let shape: Vec<i64> =
+                m.st.shape()
+                    .iter()
+                    .map(|s| sym_infer(s, var_vals))
+                    .collect::<Result<_>>()?;
             let ev = Eval {
                 bufs: &[],
                 var_vals,

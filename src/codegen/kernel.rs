@@ -20,7 +20,7 @@ use crate::helpers::to_function_name;
 use crate::ops::{verify_lazyop, BufferOps, ConstBuffer, LazyOp, MemBuffer, Op};
 use crate::renderer::RendererOpts;
 use crate::shape::symbolic::py_gt;
-use crate::shape::{sint_prod, strides_for_shape, Node, ShapeTracker, Sint};
+use crate::shape::{strides_for_shape, Node, ShapeTracker, Sint};
 use crate::{bail, ensure, Error, Result};
 
 pub mod opts;
@@ -62,6 +62,9 @@ impl KernelBuf {
         op.constbuffer().map(|c| KernelBuf::Const(c.clone()))
     }
 }
+
+/// A new shape computed from an old one (`reshape_and_permute`).
+pub(crate) type ShapeFn = dyn Fn(&[Sint]) -> Result<Vec<Sint>>;
 
 /// What `linearize` produced (kept until the applied opts change).
 #[derive(Clone, Debug)]
@@ -138,6 +141,36 @@ fn ordered_lazyops(op: &LazyOp, out: &mut Vec<LazyOp>) {
     }
 }
 
+/// The distinct reduce nodes of all roots, inner first.
+fn collect_reduceops(ast: &[LazyOp]) -> Vec<LazyOp> {
+    let mut reduceops: Vec<LazyOp> = Vec::new();
+    for out in ast {
+        let mut ordered = Vec::new();
+        ordered_lazyops(out, &mut ordered);
+        for x in ordered {
+            if matches!(x.op(), Op::Reduce(_)) && !reduceops.contains(&x) {
+                reduceops.push(x);
+            }
+        }
+    }
+    reduceops
+}
+
+/// The outputs, then the distinct LOAD/CONST args in traversal order.
+fn collect_bufs(outbufs: &[MemBuffer], lazyops: &[LazyOp]) -> Vec<KernelBuf> {
+    let mut bufs: Vec<KernelBuf> = outbufs.iter().cloned().map(KernelBuf::Mem).collect();
+    for x in lazyops {
+        if matches!(x.op(), Op::Buffer(BufferOps::LOAD | BufferOps::CONST)) {
+            if let Some(b) = KernelBuf::of(x) {
+                if !bufs[outbufs.len()..].contains(&b) {
+                    bufs.push(b);
+                }
+            }
+        }
+    }
+    bufs
+}
+
 fn is_buffer_op(op: &LazyOp) -> bool {
     matches!(op.op(), Op::Buffer(_))
 }
@@ -147,41 +180,19 @@ impl Kernel {
     pub fn new(ast: &[LazyOp], opts: &RendererOpts) -> Result<Kernel> {
         verify_lazyop(ast)?;
         let lazyops: Vec<LazyOp> = ast.iter().flat_map(|x| x.lazyops()).collect();
-        let mut reduceops: Vec<LazyOp> = Vec::new();
-        for out in ast {
-            let mut ordered = Vec::new();
-            ordered_lazyops(out, &mut ordered);
-            for x in ordered {
-                if matches!(x.op(), Op::Reduce(_)) && !reduceops.contains(&x) {
-                    reduceops.push(x);
-                }
-            }
-        }
-        let mut outbufs = Vec::with_capacity(ast.len());
-        for x in ast {
-            match x.membuffer() {
-                Some(m) => outbufs.push(m.clone()),
-                None => bail!(Codegen, "Kernel: a root is not a STORE"),
-            }
-        }
+        let reduceops = collect_reduceops(ast);
+        let outbufs = ast
+            .iter()
+            .map(|x| x.membuffer().cloned())
+            .collect::<Option<Vec<MemBuffer>>>()
+            .ok_or_else(|| Error::Codegen("Kernel: a root is not a STORE".into()))?;
         let mut vars: Vec<Node> = Vec::new();
-        for x in ast {
-            for v in x.vars() {
-                if !vars.contains(&v) {
-                    vars.push(v);
-                }
+        for v in ast.iter().flat_map(|x| x.vars()) {
+            if !vars.contains(&v) {
+                vars.push(v);
             }
         }
-        let mut bufs: Vec<KernelBuf> = outbufs.iter().cloned().map(KernelBuf::Mem).collect();
-        for x in &lazyops {
-            if matches!(x.op(), Op::Buffer(BufferOps::LOAD | BufferOps::CONST)) {
-                if let Some(b) = KernelBuf::of(x) {
-                    if !bufs[outbufs.len()..].contains(&b) {
-                        bufs.push(b);
-                    }
-                }
-            }
-        }
+        let bufs = collect_bufs(&outbufs, &lazyops);
         let earlybufs: Vec<KernelBuf> = reduceops
             .iter()
             .flat_map(|r| r.lazyops())
@@ -194,14 +205,16 @@ impl Kernel {
             })?,
             None => 0,
         };
-        let mut sts = Vec::with_capacity(bufs.len());
-        for b in &bufs {
-            sts.push(match b {
-                KernelBuf::Mem(m) => m.st.clone(),
-                KernelBuf::Const(c) => c.st.clone(),
-                KernelBuf::Local(_) => bail!(Internal, "Kernel: a local buffer in the AST"),
-            });
-        }
+        let sts = bufs
+            .iter()
+            .map(|b| match b {
+                KernelBuf::Mem(m) => Ok(m.st.clone()),
+                KernelBuf::Const(c) => Ok(c.st.clone()),
+                KernelBuf::Local(_) => {
+                    Err(Error::Internal("Kernel: a local buffer in the AST".into()))
+                }
+            })
+            .collect::<Result<Vec<_>>>()?;
         let mut k = Kernel {
             opts: opts.clone(),
             ast: ast.to_vec(),
@@ -262,7 +275,10 @@ impl Kernel {
     /// The full shape without the upcasted dims.
     pub fn full_unupcasted_shape(&self) -> &[Sint] {
         let full = self.full_shape();
-        &full[..self.shape_len().saturating_sub(self.upcasted).min(full.len())]
+        &full[..self
+            .shape_len()
+            .saturating_sub(self.upcasted)
+            .min(full.len())]
     }
 
     /// The first reduce op (inner first), if any.
@@ -274,9 +290,7 @@ impl Kernel {
     pub fn first_reduce(&self) -> usize {
         let n = self.shape_len().saturating_sub(self.upcasted);
         let (out, full) = (self.output_shape(), self.full_shape());
-        (0..n)
-            .find(|&i| out.get(i) != full.get(i))
-            .unwrap_or(n)
+        (0..n).find(|&i| out.get(i) != full.get(i)).unwrap_or(n)
     }
 
     pub fn global_dims(&self) -> usize {
@@ -412,7 +426,12 @@ impl Kernel {
         let start = self.shape_len().saturating_sub(self.upcasted);
         let mut out = vec![];
         for x in st.unit_stride_axes(false)? {
-            if x >= start && st.shape().get(x).is_some_and(|s| py_gt(s, &Node::Num(1)).unwrap_or(false)) {
+            if x >= start
+                && st
+                    .shape()
+                    .get(x)
+                    .is_some_and(|s| py_gt(s, &Node::Num(1)).unwrap_or(false))
+            {
                 out.push(x);
             }
         }
@@ -420,9 +439,9 @@ impl Kernel {
     }
 
     pub(crate) fn st(&self, i: usize) -> Result<&ShapeTracker> {
-        self.sts
-            .get(i)
-            .ok_or_else(|| Error::Internal(format!("Kernel: no ShapeTracker {i} of {}", self.sts.len())))
+        self.sts.get(i).ok_or_else(|| {
+            Error::Internal(format!("Kernel: no ShapeTracker {i} of {}", self.sts.len()))
+        })
     }
 
     pub(crate) fn buf(&self, i: usize) -> Result<&KernelBuf> {
@@ -436,7 +455,7 @@ impl Kernel {
     /// Reshape (with `new_shape` of each ST's shape) and then permute every ShapeTracker.
     pub(crate) fn reshape_and_permute(
         &mut self,
-        new_shape: Option<&dyn Fn(&[Sint]) -> Result<Vec<Sint>>>,
+        new_shape: Option<&ShapeFn>,
         axis: Option<&[usize]>,
     ) -> Result<()> {
         let mut new_sts = Vec::with_capacity(self.sts.len());
@@ -457,7 +476,9 @@ impl Kernel {
     /// Count the last dim as upcasted.
     pub(crate) fn upcast(&mut self) -> Result<()> {
         if self.full_shape().last() == Some(&Node::Num(1)) {
-            return Err(Error::KernelOpt("can't upcast a dimension with size 1".into()));
+            return Err(Error::KernelOpt(
+                "can't upcast a dimension with size 1".into(),
+            ));
         }
         self.upcasted += 1;
         Ok(())

@@ -13,11 +13,10 @@
 
 use std::collections::HashMap;
 
-use crate::codegen::kernel::{dedup_kernel_name, Kernel, KernelBuf, LocalBuffer, Linearized};
+use crate::codegen::kernel::{dedup_kernel_name, Kernel, KernelBuf, Linearized, LocalBuffer};
 use crate::codegen::uopgraph;
-use crate::codegen::uops::{UOp, UOps};
-use crate::dtype::dtypes;
-use crate::ops::{BufferOps, LazyOp, Op, ReduceOps, UnaryOps};
+use crate::codegen::uops::UOp;
+use crate::ops::{LazyOp, Op, ReduceOps, UnaryOps};
 use crate::shape::{Node, ShapeTracker, Sint};
 use crate::{bail, Error, Result};
 
@@ -100,6 +99,9 @@ impl Lin {
         }
         let stores = self.render_final_block(&accs, &mut loaded)?;
         let uops = uopgraph::linearize(&stores, None, true)?;
+        if crate::helpers::debug() >= 5 {
+            println!("{}", crate::codegen::uop_serial::print_uops(&uops));
+        }
         Ok(Linearized {
             name,
             uops,
@@ -121,7 +123,12 @@ impl Lin {
             return Ok(());
         }
         let k = &self.k;
-        let (gd, ld, gfr, fr) = (k.global_dims(), k.local_dims, k.group_for_reduces, k.first_reduce());
+        let (gd, ld, gfr, fr) = (
+            k.global_dims(),
+            k.local_dims,
+            k.group_for_reduces,
+            k.first_reduce(),
+        );
         let mut shape: Vec<Sint> = vec![Node::Num(1); gd];
         shape.extend_from_slice(&k.full_shape()[gd..gd + ld + gfr]);
         let ones = k.shape_len() - k.upcasted - gfr - fr;
@@ -134,10 +141,17 @@ impl Lin {
             let st = ShapeTracker::from_shape(&shape)?;
             let size = usize::try_from(st.size()?)
                 .map_err(|_| Error::Codegen("linearize: negative temp size".into()))?;
-            let name = if n > 1 { format!("temp{i}") } else { "temp".into() };
-            self.buf_uops.push(Some(UOp::define_local(dtype, &name, size)));
+            let name = if n > 1 {
+                format!("temp{i}")
+            } else {
+                "temp".into()
+            };
+            self.buf_uops
+                .push(Some(UOp::define_local(dtype, &name, size)));
             self.k.sts.push(st);
-            self.k.bufs.push(KernelBuf::Local(LocalBuffer { name, size, dtype }));
+            self.k
+                .bufs
+                .push(KernelBuf::Local(LocalBuffer { name, size, dtype }));
         }
         Ok(())
     }
@@ -192,7 +206,10 @@ impl Lin {
                 size = size.max().clone();
             }
             let Some(size) = size.as_int() else {
-                bail!(Codegen, "linearize: launch index {x:?} has no integer bound");
+                bail!(
+                    Codegen,
+                    "linearize: launch index {x:?} has no integer bound"
+                );
             };
             self.loop_uops
                 .insert(name.to_string(), UOp::special(i, name, size));
@@ -201,7 +218,12 @@ impl Lin {
     }
 
     /// A RANGE per variable (numbers skipped), at loop depth `depth`; returns the new loops.
-    pub(crate) fn render_loop(&mut self, xx: &[Node], depth: usize, reduce: bool) -> Result<Vec<UOp>> {
+    pub(crate) fn render_loop(
+        &mut self,
+        xx: &[Node],
+        depth: usize,
+        reduce: bool,
+    ) -> Result<Vec<UOp>> {
         let mut out = Vec::with_capacity(xx.len());
         for (i, x) in xx.iter().enumerate() {
             let Some(name) = x.expr() else { continue };
@@ -224,7 +246,12 @@ impl Lin {
     }
 
     /// One reduce op's block (`render_block((reduceop,))`).
-    fn render_reduce_block(&mut self, ri: usize, accs: &mut Values, loaded: &mut Values) -> Result<()> {
+    fn render_reduce_block(
+        &mut self,
+        ri: usize,
+        accs: &mut Values,
+        loaded: &mut Values,
+    ) -> Result<()> {
         let reduce_idxs = self.reduce_idxs()?;
         let fake: Vec<Node> = reduce_idxs.iter().map(|_| Node::Num(0)).collect();
         let (nlidx, nuidx) = self.render_reduceop(ri, accs, loaded, &reduce_idxs, &fake)?;
@@ -238,7 +265,12 @@ impl Lin {
     /// Late loads, the output expressions, and one store per output.
     fn render_final_block(&mut self, accs: &Values, loaded: &mut Values) -> Result<Vec<UOp>> {
         let fake: Vec<Node> = self.reduce_idxs()?.iter().map(|_| Node::Num(0)).collect();
-        let idxs = self.cat(&[&self.global_idxs, &self.local_idxs, &fake, &self.upcast_idxs]);
+        let idxs = self.cat(&[
+            &self.global_idxs,
+            &self.local_idxs,
+            &fake,
+            &self.upcast_idxs,
+        ]);
         for i in 0..self.k.bufs.len() {
             let b = &self.k.bufs[i];
             if !self.k.earlybufs.contains(b) && !matches!(b, KernelBuf::Local(_)) {
@@ -253,7 +285,12 @@ impl Lin {
                 bail!(Internal, "linearize: a root is not a STORE of one value");
             };
             let vals = self.ast_parse(src, accs, None, loaded, None, &mut HashMap::new())?;
-            let Some(i) = self.k.bufs.iter().position(|b| matches!(b, KernelBuf::Mem(x) if x.idx == m.idx)) else {
+            let Some(i) = self
+                .k
+                .bufs
+                .iter()
+                .position(|b| matches!(b, KernelBuf::Mem(x) if x.idx == m.idx))
+            else {
                 bail!(Internal, "linearize: output {} is not a buffer", m.idx);
             };
             stores.extend(self.global_store(i, &idxs, &vals)?);
@@ -296,39 +333,10 @@ impl Lin {
         if let Some(c) = cache.get(x) {
             return Ok(c.clone());
         }
-        match x.op() {
-            Op::Buffer(_) => {
-                let i = self.buf_index(x)?;
-                return loaded
-                    .get(&i)
-                    .cloned()
-                    .ok_or_else(|| Error::Internal(format!("linearize: buffer {i} not loaded")));
+        if reduce_acc.is_none() {
+            if let Some(v) = self.parse_leaf(x, accs, offs, loaded)? {
+                return Ok(v);
             }
-            Op::Unary(u @ (UnaryOps::CAST | UnaryOps::BITCAST)) => {
-                let dt = x.dtype()?;
-                let Some(src) = x.src().first() else {
-                    bail!(Codegen, "linearize: {u:?} without a source");
-                };
-                let vals = self.ast_parse(src, accs, offs, loaded, None, &mut HashMap::new())?;
-                return Ok(vals
-                    .iter()
-                    .map(|v| if u == UnaryOps::BITCAST { v.bitcast(dt) } else { v.cast(dt) })
-                    .collect());
-            }
-            Op::Reduce(_) if reduce_acc.is_none() => {
-                let ri = self.reduce_index(x)?;
-                let a = accs.get(&ri).ok_or_else(|| {
-                    Error::Internal(format!("linearize: reduce {ri} has no accumulators"))
-                })?;
-                return match offs {
-                    Some(o) => o
-                        .iter()
-                        .map(|&i| a.get(i).cloned().ok_or_else(|| Error::Internal("linearize: accumulator offset out of range".into())))
-                        .collect(),
-                    None => Ok(a.clone()),
-                };
-            }
-            _ => {}
         }
         let mut values = Vec::with_capacity(x.src().len());
         for s in x.src() {
@@ -347,7 +355,11 @@ impl Lin {
             (op, _) => {
                 let n = values.first().map_or(0, Vec::len);
                 if values.iter().any(|v| v.len() != n) {
-                    bail!(Internal, "linearize: {} sources expand to different counts", op.name());
+                    bail!(
+                        Internal,
+                        "linearize: {} sources expand to different counts",
+                        op.name()
+                    );
                 }
                 (0..n)
                     .map(|j| UOp::alu_auto(op, values.iter().map(|v| v[j].clone()).collect()))
@@ -359,9 +371,64 @@ impl Lin {
     }
 }
 
+impl Lin {
+    /// Buffer reads, casts, and reads of an earlier reduce's accumulators; `None` for ALU ops.
+    fn parse_leaf(
+        &mut self,
+        x: &LazyOp,
+        accs: &Values,
+        offs: Option<&[usize]>,
+        loaded: &Values,
+    ) -> Result<Option<Vec<UOp>>> {
+        Ok(Some(match x.op() {
+            Op::Buffer(_) => {
+                let i = self.buf_index(x)?;
+                loaded
+                    .get(&i)
+                    .cloned()
+                    .ok_or_else(|| Error::Internal(format!("linearize: buffer {i} not loaded")))?
+            }
+            Op::Unary(u @ (UnaryOps::CAST | UnaryOps::BITCAST)) => {
+                let dt = x.dtype()?;
+                let Some(src) = x.src().first() else {
+                    bail!(Codegen, "linearize: {u:?} without a source");
+                };
+                let vals = self.ast_parse(src, accs, offs, loaded, None, &mut HashMap::new())?;
+                let bitcast = u == UnaryOps::BITCAST;
+                vals.iter()
+                    .map(|v| if bitcast { v.bitcast(dt) } else { v.cast(dt) })
+                    .collect()
+            }
+            Op::Reduce(_) => {
+                let ri = self.reduce_index(x)?;
+                let a = accs.get(&ri).ok_or_else(|| {
+                    Error::Internal(format!("linearize: reduce {ri} has no accumulators"))
+                })?;
+                match offs {
+                    Some(o) => o
+                        .iter()
+                        .map(|&i| {
+                            a.get(i).cloned().ok_or_else(|| {
+                                Error::Internal("linearize: accumulator offset out of range".into())
+                            })
+                        })
+                        .collect::<Result<_>>()?,
+                    None => a.clone(),
+                }
+            }
+            _ => return Ok(None),
+        }))
+    }
+}
+
 /// Accumulate `vals` into `acc` at `offs` with the reduce's ALU op, then wrap every changed
 /// accumulator in a PHI (the loop-carried update).
-pub(crate) fn reduce_step(r: ReduceOps, vals: &[UOp], offs: &[usize], acc: &mut [UOp]) -> Result<Vec<UOp>> {
+pub(crate) fn reduce_step(
+    r: ReduceOps,
+    vals: &[UOp],
+    offs: &[usize],
+    acc: &mut [UOp],
+) -> Result<Vec<UOp>> {
     let op = match r {
         ReduceOps::SUM => crate::ops::BinaryOps::ADD,
         ReduceOps::MAX => crate::ops::BinaryOps::MAX,

@@ -15,7 +15,7 @@ use crate::codegen::kernel::{Kernel, Opt};
 use crate::codegen::uopgraph::{flops_mem, globals};
 use crate::codegen::uops::{UArg, UOp, UOps};
 use crate::helpers::to_function_name;
-use crate::ops::{BinaryOps, BufferOps, LazyOp, LazyOpArg, Op, UnaryOps};
+use crate::ops::{BufferOps, LazyOp, LazyOpArg, Op, UnaryOps};
 use crate::renderer::Renderer;
 use crate::shape::symbolic::py_lt;
 use crate::shape::{sint_prod, sym_infer, Node, Sint, VarVals};
@@ -67,7 +67,10 @@ fn dims3(sizes: &Option<Vec<Sint>>, var_vals: &VarVals, what: &str) -> Result<Op
 impl ProgramSpec {
     /// (global, local) launch sizes for these variable values.
     #[allow(clippy::type_complexity)]
-    pub fn launch_dims(&self, var_vals: &VarVals) -> Result<(Option<[usize; 3]>, Option<[usize; 3]>)> {
+    pub fn launch_dims(
+        &self,
+        var_vals: &VarVals,
+    ) -> Result<(Option<[usize; 3]>, Option<[usize; 3]>)> {
         Ok((
             dims3(&self.global_size, var_vals, "global")?,
             dims3(&self.local_size, var_vals, "local")?,
@@ -121,7 +124,10 @@ impl Kernel {
         launch.extend(lin.local_size.clone().unwrap_or_default());
         let run_count = sint_prod(&launch)?;
         let op_estimate = sint_min(&info.flops, &Node::Num(ops).try_mul(&run_count)?)?;
-        let mem_estimate = sint_min(&Node::Num(info.mem_estimate()), &Node::Num(mem).try_mul(&run_count)?)?;
+        let mem_estimate = sint_min(
+            &Node::Num(info.mem_estimate()),
+            &Node::Num(mem).try_mul(&run_count)?,
+        )?;
         let vars = kernel_vars(&lin.uops)?;
         let outs = globals(&lin.uops)
             .into_iter()
@@ -226,22 +232,43 @@ fn run_flop_counter(x: &LazyOp, memo: &mut HashMap<LazyOp, FlopCounter>) -> Resu
             mem: vec![],
         },
         (Op::Buffer(BufferOps::STORE), LazyOpArg::Mem(m)) => {
-            merge_mem(&mut mem, &[(m.idx, m.dtype.itemsize() as i64 * m.st.real_size()?)]);
-            FlopCounter { shape: m.st.shape().to_vec(), flops, mem }
+            merge_mem(
+                &mut mem,
+                &[(m.idx, m.dtype.itemsize() as i64 * m.st.real_size()?)],
+            );
+            FlopCounter {
+                shape: m.st.shape().to_vec(),
+                flops,
+                mem,
+            }
         }
-        (Op::Unary(UnaryOps::CAST | UnaryOps::BITCAST), _) => FlopCounter { shape: first_shape, flops, mem },
+        (Op::Unary(UnaryOps::CAST | UnaryOps::BITCAST), _) => FlopCounter {
+            shape: first_shape,
+            flops,
+            mem,
+        },
         (Op::Reduce(_), LazyOpArg::Axis(axis)) => {
             let shape: Vec<Sint> = first_shape
                 .iter()
                 .enumerate()
-                .map(|(i, s)| if axis.contains(&i) { Node::Num(1) } else { s.clone() })
+                .map(|(i, s)| {
+                    if axis.contains(&i) {
+                        Node::Num(1)
+                    } else {
+                        s.clone()
+                    }
+                })
                 .collect();
             let flops = flops.try_add(&sint_prod(&first_shape)?)?;
             FlopCounter { shape, flops, mem }
         }
         (Op::Unary(_) | Op::Binary(_) | Op::Ternary(_), _) => {
             let flops = flops.try_add(&sint_prod(&first_shape)?)?;
-            FlopCounter { shape: first_shape, flops, mem }
+            FlopCounter {
+                shape: first_shape,
+                flops,
+                mem,
+            }
         }
         (op, _) => bail!(Codegen, "FlopCounter: {} has no estimate", op.name()),
     })

@@ -56,7 +56,10 @@ pub fn casts() -> Case {
     let o0 = bin(ADD, cast(i.clone(), f32()), cast(h.clone(), f32()));
     let o1 = bin(ADD, cast(f.clone(), dtypes::int32), cast(i8, dtypes::int32));
     let o2 = cast(bin(MUL, f.clone(), cast(u8, f32())), dtypes::float16);
-    let o3 = cast(bin(CMPLT, i, cst(0, dtypes::int32, s.clone())), dtypes::int32);
+    let o3 = cast(
+        bin(CMPLT, i, cst(0, dtypes::int32, s.clone())),
+        dtypes::int32,
+    );
     let o4 = cast(h, dtypes::float64);
     Case::new(
         "casts",
@@ -73,18 +76,28 @@ pub fn casts() -> Case {
 pub fn bitcasts() -> Case {
     let s = st(&[12]);
     let f = ld(1, f32(), s.clone());
-    let out = bin(ADD, bitcast(f, dtypes::int32), cst(1, dtypes::int32, s.clone()));
+    let out = bin(
+        ADD,
+        bitcast(f, dtypes::int32),
+        cst(1, dtypes::int32, s.clone()),
+    );
     Case::new("bitcast", vec![store(out, 0, dtypes::int32, s)])
 }
 
 pub fn sum_inner() -> Case {
     let a = ld(1, f32(), st(&[8, 16]));
-    Case::new("sum_inner", vec![store(red(SUM, a, &[1]), 0, f32(), st(&[8, 1]))])
+    Case::new(
+        "sum_inner",
+        vec![store(red(SUM, a, &[1]), 0, f32(), st(&[8, 1]))],
+    )
 }
 
 pub fn sum_outer() -> Case {
     let a = ld(1, f32(), st(&[16, 8]));
-    Case::new("sum_outer", vec![store(red(SUM, a, &[0]), 0, f32(), st(&[1, 8]))])
+    Case::new(
+        "sum_outer",
+        vec![store(red(SUM, a, &[0]), 0, f32(), st(&[1, 8]))],
+    )
 }
 
 pub fn max_multi_axis() -> Case {
@@ -95,7 +108,10 @@ pub fn max_multi_axis() -> Case {
 
 pub fn sum_all() -> Case {
     let a = ld(1, dtypes::int32, st(&[64]));
-    Case::new("sum_all", vec![store(red(SUM, a, &[0]), 0, dtypes::int32, st(&[1]))])
+    Case::new(
+        "sum_all",
+        vec![store(red(SUM, a, &[0]), 0, dtypes::int32, st(&[1]))],
+    )
 }
 
 pub fn int_max() -> Case {
@@ -119,13 +135,20 @@ pub fn reduce_epilogue() -> Case {
     let c = ld(3, f32(), st(&[6, 1]));
     let rc = bin(ADD, r, c);
     let sq = bin(MUL, rc.clone(), rc);
-    Case::new("reduce_epilogue", vec![store(un(SQRT, sq), 0, f32(), st(&[6, 1]))])
+    Case::new(
+        "reduce_epilogue",
+        vec![store(un(SQRT, sq), 0, f32(), st(&[6, 1]))],
+    )
 }
 
 /// (M, K) @ (K, N) through expanded views, reduced over K.
 pub fn matmul() -> Case {
     let (m, n, k) = (8i64, 12i64, 16i64);
-    let va = st(&[m, k]).reshape(&sints(&[m, 1, k])).unwrap().expand(&sints(&[m, n, k])).unwrap();
+    let va = st(&[m, k])
+        .reshape(&sints(&[m, 1, k]))
+        .unwrap()
+        .expand(&sints(&[m, n, k]))
+        .unwrap();
     let vb = st(&[k, n])
         .permute(&[1, 0])
         .unwrap()
@@ -185,7 +208,11 @@ pub fn padded_sum() -> Case {
 pub fn movement() -> Case {
     let z = |a: i64, b: i64| (Node::from(a), Node::from(b));
     let shrunk = st(&[9, 10]).shrink(&[z(2, 8), z(1, 9)]).unwrap();
-    let flipped = st(&[6, 8]).stride(&[-1, 1]).unwrap().stride(&[1, -1]).unwrap();
+    let flipped = st(&[6, 8])
+        .stride(&[-1, 1])
+        .unwrap()
+        .stride(&[1, -1])
+        .unwrap();
     let expanded = st(&[1, 8]).expand(&sints(&[6, 8])).unwrap();
     let out = bin(
         ADD,
@@ -234,7 +261,10 @@ pub fn one_element() -> Case {
 
 pub fn one_element_reduce() -> Case {
     let a = ld(1, f32(), st(&[1, 1]));
-    Case::new("one_element_reduce", vec![store(red(SUM, a, &[1]), 0, f32(), st(&[1, 1]))])
+    Case::new(
+        "one_element_reduce",
+        vec![store(red(SUM, a, &[1]), 0, f32(), st(&[1, 1]))],
+    )
 }
 
 fn nonzero_divisor(b: usize, i: usize, dt: DType) -> ConstValue {
@@ -300,8 +330,13 @@ pub fn nan_inf() -> Case {
 /// The fixture of tinygrad's test_failure_1: a reduce over an expanded axis plus two late loads.
 pub fn failure_1() -> Case {
     let v = |shape: &[i64], strides: &[i64]| {
-        let view = rawgrad::shape::View::create(&sints(shape), Some(&sints(strides)), Node::from(0i64), None)
-            .unwrap();
+        let view = rawgrad::shape::View::create(
+            &sints(shape),
+            Some(&sints(strides)),
+            Node::from(0i64),
+            None,
+        )
+        .unwrap();
         ShapeTracker::new(vec![view]).unwrap()
     };
     let r = red(SUM, ld(1, f32(), v(&[32, 16, 16], &[16, 1, 0])), &[2]);
@@ -310,13 +345,19 @@ pub fn failure_1() -> Case {
         bin(ADD, r, ld(2, f32(), v(&[32, 16, 1], &[0, 1, 0]))),
         ld(1, f32(), v(&[32, 16, 1], &[16, 1, 0])),
     );
-    Case::new("failure_1", vec![store(out, 0, f32(), v(&[32, 16, 1], &[16, 1, 0]))])
+    Case::new(
+        "failure_1",
+        vec![store(out, 0, f32(), v(&[32, 16, 1], &[16, 1, 0]))],
+    )
 }
 
 /// A sum of int8 cast to int32 (the accumulator dtype differs from the input).
 pub fn cast_sum() -> Case {
     let a = cast(ld(1, dtypes::int8, st(&[7, 9])), dtypes::int32);
-    Case::new("cast_sum", vec![store(red(SUM, a, &[0]), 0, dtypes::int32, st(&[1, 9]))])
+    Case::new(
+        "cast_sum",
+        vec![store(red(SUM, a, &[0]), 0, dtypes::int32, st(&[1, 9]))],
+    )
 }
 
 /// Every catalogue case.

@@ -204,7 +204,8 @@ impl Case {
 
     pub fn reference(&self) -> Buffers {
         let mut b = self.initial_buffers();
-        eval_kernel(&self.ast, &mut b, &self.var_vals).unwrap_or_else(|e| panic!("{}: reference: {e}", self.name));
+        eval_kernel(&self.ast, &mut b, &self.var_vals)
+            .unwrap_or_else(|e| panic!("{}: reference: {e}", self.name));
         b
     }
 
@@ -302,10 +303,7 @@ pub fn assert_outputs(case: &Case, want: &Buffers, got: &Buffers, rtol: f64, wha
 
 /// Tolerance for a case: exact for ints, looser for half and for reductions that may reorder.
 pub fn rtol_for(case: &Case) -> f64 {
-    let half = case
-        .buffers()
-        .iter()
-        .any(|b| b.1.scalar == Scalar::Float16);
+    let half = case.buffers().iter().any(|b| b.1.scalar == Scalar::Float16);
     if half {
         2e-3
     } else {

@@ -151,55 +151,27 @@ impl Kernel {
             "not using locals",
         )?;
         if opt.op == TC {
-            check(self.applied_opts.is_empty(), "tensor core opts must be first")?;
-            check(
-                opt.axis.is_some() && opt.amt.is_some(),
-                "tensor core opts must have an axis and amt",
-            )?;
-            check(
-                getenv("TC", 1) == 2 || !self.opts.tensor_cores.is_empty(),
-                "must have tensor cores or TC=2",
-            )?;
-            // Matching and applying tensor cores is not implemented: none is available.
-            return Err(Error::KernelOpt("no tensor core available".into()));
+            return self.apply_tc(&opt);
         }
         let axis = match opt.real_axis(self) {
             Some(a) => a,
             None if opt.op == NOLOCALS => 0,
             None => return Err(Error::KernelOpt("invalid axis".into())),
         };
-        check(axis < self.full_shape().len() || opt.op == NOLOCALS, "invalid axis")?;
+        check(
+            axis < self.full_shape().len() || opt.op == NOLOCALS,
+            "invalid axis",
+        )?;
         let amt = self.opt_amount(&opt, axis)?;
         self.check_shared_memory(&opt, amt)?;
         match opt.op {
-            LOCAL => {
-                check(self.opts.has_local, "target does not support local")?;
-                check(axis < self.global_dims(), "local is for globals")?;
-                let fr = self.first_reduce();
-                self.shift_to(axis, amt, false, Some(fr))?;
-                self.local_dims += 1;
-            }
+            LOCAL => self.apply_local(axis, amt)?,
             GROUP | GROUPTOP => self.apply_group(axis, amt, opt.op == GROUPTOP)?,
             UNROLL => self.apply_unroll(axis, amt)?,
-            UPCAST => {
-                check(axis < self.first_reduce(), "upcast is for non-reduce")?;
-                check(amt <= 8, "don't upcast more than 8")?;
-                self.shift_to(axis, amt, false, None)?;
-                self.upcast()?;
-            }
+            UPCAST => self.apply_upcast(axis, amt)?,
             // UPCASTMID needs an image output; rawgrad has no image dtypes.
             UPCASTMID => check(false, "invalid upcast mid reduce")?,
-            NOLOCALS => {
-                check(
-                    self.opts.has_local && !self.dont_use_locals,
-                    "NOLOCALS is meaningless if target does not support local or already not using locals",
-                )?;
-                check(
-                    self.local_dims == 0 && self.group_for_reduces == 0,
-                    "can't have no locals with locals",
-                )?;
-                self.dont_use_locals = true;
-            }
+            NOLOCALS => self.apply_nolocals()?,
             PADTO => self.apply_padto(axis, amt)?,
             TC => {}
         }
@@ -219,12 +191,10 @@ impl Kernel {
             }
             return Err(Error::KernelOpt(format!("{} needs an amt", opt)));
         };
-        let full = &self.full_shape()[axis];
-        let amt_s = if a != 0 {
-            Node::from(a)
-        } else {
-            full.clone()
+        let Some(full) = self.full_shape().get(axis) else {
+            return Err(Error::KernelOpt("invalid axis".into()));
         };
+        let amt_s = if a != 0 { Node::from(a) } else { full.clone() };
         check(
             amt_s.is_int() && amt_s != 1,
             "shift/padto of amt 1 or Node is meaningless",
@@ -270,6 +240,53 @@ impl Kernel {
                 self.opts.shared_max
             ),
         )
+    }
+
+    /// TC: tinygrad's first checks; matching and applying tensor cores is not implemented, so
+    /// no tensor core is available.
+    fn apply_tc(&mut self, opt: &Opt) -> Result<()> {
+        check(
+            self.applied_opts.is_empty(),
+            "tensor core opts must be first",
+        )?;
+        check(
+            opt.axis.is_some() && opt.amt.is_some(),
+            "tensor core opts must have an axis and amt",
+        )?;
+        check(
+            getenv("TC", 1) == 2 || !self.opts.tensor_cores.is_empty(),
+            "must have tensor cores or TC=2",
+        )?;
+        Err(Error::KernelOpt("no tensor core available".into()))
+    }
+
+    fn apply_local(&mut self, axis: usize, amt: i64) -> Result<()> {
+        check(self.opts.has_local, "target does not support local")?;
+        check(axis < self.global_dims(), "local is for globals")?;
+        let fr = self.first_reduce();
+        self.shift_to(axis, amt, false, Some(fr))?;
+        self.local_dims += 1;
+        Ok(())
+    }
+
+    fn apply_upcast(&mut self, axis: usize, amt: i64) -> Result<()> {
+        check(axis < self.first_reduce(), "upcast is for non-reduce")?;
+        check(amt <= 8, "don't upcast more than 8")?;
+        self.shift_to(axis, amt, false, None)?;
+        self.upcast()
+    }
+
+    fn apply_nolocals(&mut self) -> Result<()> {
+        check(
+            self.opts.has_local && !self.dont_use_locals,
+            "NOLOCALS is meaningless if target does not support local or already not using locals",
+        )?;
+        check(
+            self.local_dims == 0 && self.group_for_reduces == 0,
+            "can't have no locals with locals",
+        )?;
+        self.dont_use_locals = true;
+        Ok(())
     }
 
     fn apply_group(&mut self, axis: usize, amt: i64, top: bool) -> Result<()> {

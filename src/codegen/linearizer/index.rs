@@ -83,8 +83,16 @@ pub fn get_grouped_dims(
     let mut idxs = vec![Node::Num(0); dims.len()];
     let mut size_vars = Vec::with_capacity(n);
     for (i, s) in sizes.iter().enumerate() {
-        let num = if reverse_dims { n - 1 - (i + off) } else { i + off };
-        size_vars.push(Node::var(&format!("{prefix}{num}"), 0, s.try_sub(&Node::Num(1))?)?);
+        let num = if reverse_dims {
+            n - 1 - (i + off)
+        } else {
+            i + off
+        };
+        size_vars.push(Node::var(
+            &format!("{prefix}{num}"),
+            0,
+            s.try_sub(&Node::Num(1))?,
+        )?);
     }
     for (size_idx, size_var) in size_vars.iter().enumerate() {
         let mut v = size_var.clone();

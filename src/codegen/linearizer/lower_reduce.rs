@@ -38,7 +38,11 @@ impl Lin {
         } else {
             0
         };
-        let (gi, li, ui) = (self.global_idxs.clone(), self.local_idxs.clone(), self.upcast_idxs.clone());
+        let (gi, li, ui) = (
+            self.global_idxs.clone(),
+            self.local_idxs.clone(),
+            self.upcast_idxs.clone(),
+        );
         let acc_idxs = self.cat(&[&gi, &li, fake_reduce_idxs, &ui]);
         let mut acc = self.global_load(out_buf, &acc_idxs, Some(&reduceop), None, &loop_ctx)?;
         let fui = self.full_upcast_idxs.clone();
@@ -51,7 +55,14 @@ impl Lin {
         }
         let local_accs = self.gate_accs(accs, &full_idxs)?;
         let offs = self.k.acc_offsets(self.k.full_buf_index)?;
-        self.ast_parse(&reduceop, &local_accs, Some(&offs), loaded, Some(&mut acc), &mut HashMap::new())?;
+        self.ast_parse(
+            &reduceop,
+            &local_accs,
+            Some(&offs),
+            loaded,
+            Some(&mut acc),
+            &mut HashMap::new(),
+        )?;
         self.load_cache.clear();
         if gfr == 0 {
             accs.insert(ri, acc);
@@ -86,6 +97,52 @@ impl Lin {
         Ok(out)
     }
 
+    /// Store the partial accumulators to `temp`, then a BARRIER, and (with locals) an IF that
+    /// keeps the first thread of each group.
+    fn group_barrier(
+        &mut self,
+        out_buf: usize,
+        acc: &[UOp],
+        fake_global: &[Node],
+        fake_reduce_idxs: &[Node],
+    ) -> Result<UOp> {
+        let (gd, ld) = (self.k.global_dims(), self.k.local_dims);
+        let (li, ui) = (self.local_idxs.clone(), self.upcast_idxs.clone());
+        let idxs = self.cat(&[fake_global, &li, fake_reduce_idxs, &ui]);
+        let stores = self.global_store(out_buf, &idxs, acc)?;
+        let barrier = UOp::barrier(stores);
+        if !self.k.opts.has_local {
+            return Ok(barrier);
+        }
+        let temp_st = self.k.st(self.k.sts.len() - 1)?.clone();
+        let mut fake_idxs = vec![Node::Num(0); temp_st.shape().len()];
+        for (j, x) in li.iter().skip(ld).enumerate() {
+            if let Some(slot) = fake_idxs.get_mut(gd + ld + j) {
+                *slot = x.clone();
+            }
+        }
+        let (tidx, _) = temp_st.expr_idxs(Some(&fake_idxs))?;
+        let cond = create_lt_node(&tidx, &Node::Num(1))?;
+        let cond = super::index::render_node(&cond, &self.loop_uops)?;
+        Ok(UOp::if_(&cond, Some(&barrier)))
+    }
+
+    /// The late loop variables `tidx{i}`: over the group dims, 0 elsewhere.
+    fn end_local_idxs(&self) -> Result<Vec<Node>> {
+        let fr = self.k.first_reduce();
+        let full = self.k.full_shape();
+        let mut out = Vec::with_capacity(fr + self.k.group_for_reduces);
+        for (i, d) in full.iter().enumerate().take(fr + self.k.group_for_reduces) {
+            let max = if i >= fr {
+                d.try_sub(&Node::Num(1))?
+            } else {
+                Node::Num(0)
+            };
+            out.push(Node::var(&format!("tidx{i}"), 0, max)?);
+        }
+        Ok(out)
+    }
+
     /// The grouped part: partial results through local memory, reduced again by one thread.
     fn render_group_reduce(
         &mut self,
@@ -97,7 +154,10 @@ impl Lin {
         fake_reduce_idxs: &[Node],
     ) -> Result<(Vec<Node>, Vec<Node>)> {
         if !self.k.upcast_in_mid_reduce_axes().is_empty() {
-            bail!(Codegen, "linearize: upcast mid reduce axes need image outputs");
+            bail!(
+                Codegen,
+                "linearize: upcast mid reduce axes need image outputs"
+            );
         }
         let reduceop = self.k.reduceops[ri].clone();
         let Op::Reduce(rop) = reduceop.op() else {
@@ -105,33 +165,11 @@ impl Lin {
         };
         let (gd, ld) = (self.k.global_dims(), self.k.local_dims);
         let fake_global: Vec<Node> = self.global_idxs.iter().map(|_| Node::Num(0)).collect();
-        let mut local_idxs = self.local_idxs.clone();
         let ui = self.upcast_idxs.clone();
-        let idxs = self.cat(&[&fake_global, &local_idxs, fake_reduce_idxs, &ui]);
-        let stores = self.global_store(out_buf, &idxs, &acc)?;
-        let mut barrier = UOp::barrier(stores);
-        if self.k.opts.has_local {
-            let temp_st = self.k.st(self.k.sts.len() - 1)?.clone();
-            let mut fake_idxs = vec![Node::Num(0); temp_st.shape().len()];
-            for (j, x) in local_idxs[ld..].iter().enumerate() {
-                if let Some(slot) = fake_idxs.get_mut(gd + ld + j) {
-                    *slot = x.clone();
-                }
-            }
-            let (tidx, _) = temp_st.expr_idxs(Some(&fake_idxs))?;
-            let cond = create_lt_node(&tidx, &Node::Num(1))?;
-            let cond = super::index::render_node(&cond, &self.loop_uops)?;
-            barrier = UOp::if_(&cond, Some(&barrier));
-        }
-        let fr = self.k.first_reduce();
-        let full = self.k.full_shape().to_vec();
-        let mut end_local_idxs = Vec::with_capacity(fr + self.k.group_for_reduces);
-        for (i, d) in full.iter().enumerate().take(fr + self.k.group_for_reduces) {
-            let max = if i >= fr { d.try_sub(&Node::Num(1))? } else { Node::Num(0) };
-            end_local_idxs.push(Node::var(&format!("tidx{i}"), 0, max)?);
-        }
-        local_idxs.truncate(ld);
-        local_idxs.extend(end_local_idxs[(gd + ld).min(end_local_idxs.len())..].iter().cloned());
+        let barrier = self.group_barrier(out_buf, &acc, &fake_global, fake_reduce_idxs)?;
+        let end_local_idxs = self.end_local_idxs()?;
+        let mut local_idxs = self.local_idxs[..ld].to_vec();
+        local_idxs.extend(end_local_idxs.iter().skip(gd + ld).cloned());
         let loop_ctx = self.render_loop(&end_local_idxs, ri * 2 + 3, true)?;
         let late_idxs = self.cat(&[&fake_global, &local_idxs, fake_reduce_idxs, &ui]);
         let mut late_acc = self.global_load(0, &late_idxs, Some(&reduceop), None, &loop_ctx)?;

@@ -22,6 +22,18 @@ use crate::ops::{ConstArg, LazyOp};
 use crate::shape::Node;
 use crate::{bail, Error, Result};
 
+/// What every access of one `global_load` shares.
+struct LoadCtx<'a> {
+    i: usize,
+    buf: KernelBuf,
+    dtype: DType,
+    /// (reduce index, initial value) when defining accumulators.
+    acc: Option<(usize, ConstValue)>,
+    konst: Option<ConstArg>,
+    barrier: Option<&'a UOp>,
+    loop_ctx: &'a [UOp],
+}
+
 /// A float4 group: the upcast dim, its lane count and the first lane's index.
 struct Float4 {
     dim: usize,
@@ -51,6 +63,23 @@ impl Lin {
         }))
     }
 
+    /// Index and validity of buffer `i` at `idxs`, with the float4 group when the first lane's
+    /// index is aligned.
+    fn load_index(&self, i: usize, idxs: &[Node]) -> Result<(Node, Node, Option<Float4>)> {
+        let st = self.k.st(i)?;
+        if let Some(f) = self.float4_dim(i, idxs)? {
+            let mut sub = idxs.to_vec();
+            sub[f.dim] = f.first.clone();
+            let (g_idx, g_valid) = st.expr_idxs(Some(&sub))?;
+            let amt = Node::from(f.amt);
+            if g_idx == g_idx.floordiv(&amt)?.try_mul(&amt)? {
+                return Ok((g_idx, g_valid, Some(f)));
+            }
+        }
+        let (g_idx, g_valid) = st.expr_idxs(Some(idxs))?;
+        Ok((g_idx, g_valid, None))
+    }
+
     /// Load buffer `i` at `idxs`, one UOp per upcast combination (first upcast variable fastest).
     /// With `acc`, define that reduce's accumulators instead (hoisted above `loop_ctx`);
     /// `barrier` orders a local-memory read after it.
@@ -63,7 +92,7 @@ impl Lin {
         loop_ctx: &[UOp],
     ) -> Result<Vec<UOp>> {
         let buf = self.k.buf(i)?.clone();
-        let (mut localtype, acc_info) = match acc {
+        let (mut dtype, acc) = match acc {
             Some(r) => {
                 let (dt, init) = acc_init(r)?;
                 let ri = self.k.reduceops.iter().position(|x| x == r).unwrap_or(0);
@@ -76,74 +105,78 @@ impl Lin {
             _ => None,
         };
         let expand_vars = expand_idxs(idxs);
-        let st = self.k.st(i)?.clone();
-        let mut f4 = self.float4_dim(i, idxs)?;
-        let mut gv = None;
+        let (g_idx, g_valid, f4) = self.load_index(i, idxs)?;
         if let Some(f) = &f4 {
-            let mut sub = idxs.to_vec();
-            sub[f.dim] = f.first.clone();
-            let (g_idx, g_valid) = st.expr_idxs(Some(&sub))?;
-            let amt = Node::from(f.amt);
-            if g_idx != g_idx.floordiv(&amt)?.try_mul(&amt)? {
-                f4 = None;
-            } else {
-                gv = Some((g_idx, g_valid));
-            }
-        }
-        let (g_idx, g_valid) = match gv {
-            Some(x) => x,
-            None => st.expr_idxs(Some(idxs))?,
-        };
-        if let Some(f) = &f4 {
-            localtype = localtype.vec(f.amt as u16);
+            dtype = dtype.vec(f.amt as u16);
         }
         let e_idxs = expand_node(&g_idx, Some(&expand_vars))?;
         let e_valids = expand_node(&g_valid, Some(&expand_vars))?;
         let reps = iter_idxs(&expand_vars)?;
+        let ctx = LoadCtx {
+            i,
+            buf,
+            dtype,
+            acc,
+            konst,
+            barrier,
+            loop_ctx,
+        };
         let mut acc_count = 0usize;
         let mut ret = Vec::with_capacity(reps.len());
         for ((idx, valid), rep) in e_idxs.into_iter().zip(e_valids).zip(reps) {
-            let (this_const, idx, valid) = if *valid.max() == 0 {
-                (Some(ConstArg::Value(ConstValue::Int(0))), Node::Num(0), Node::Num(1))
-            } else {
-                (konst.clone(), idx, valid)
-            };
-            let what = match (&this_const, acc_info.is_none(), &buf) {
-                (Some(c), true, _) => format!("CONST{c}"),
-                (_, _, KernelBuf::Mem(m)) => m.idx.to_string(),
-                (_, _, KernelBuf::Local(l)) => l.name.clone(),
-                (_, _, KernelBuf::Const(_)) => "CONSTBUF".to_string(),
-            };
-            let key = format!(
-                "{}{localtype:?}{what}{}{}",
-                acc_info.map_or(String::new(), |a| a.0.to_string()),
-                idx.render(),
-                valid.render()
-            );
-            if !self.load_cache.contains_key(&key) {
-                let u = if let Some((_, init)) = acc_info {
-                    let u = UOp::define_acc(localtype, init, loop_ctx, i, acc_count);
-                    acc_count += 1;
-                    u
-                } else if let Some(c) = &this_const {
-                    self.const_value(c, localtype, &valid)?
-                } else {
-                    self.load_value(i, localtype, &idx, &valid, barrier)?
-                };
-                self.load_cache.insert(key.clone(), u);
-            }
-            let u = self.load_cache[&key].clone();
+            let u = self.load_cached(&ctx, idx, valid, &mut acc_count)?;
             ret.push(match &f4 {
                 Some(f) => {
-                    let lane = usize::try_from(rep[f.dim]).map_err(|_| {
-                        Error::Internal("global_load: negative float4 lane".into())
-                    })?;
-                    UOp::gep(&u, lane, localtype.scalar())
+                    let lane = usize::try_from(rep[f.dim])
+                        .map_err(|_| Error::Internal("global_load: negative float4 lane".into()))?;
+                    UOp::gep(&u, lane, dtype.scalar())
                 }
                 None => u,
             });
         }
         Ok(ret)
+    }
+
+    /// One access of a load (or accumulator), deduplicated through the load cache.
+    fn load_cached(
+        &mut self,
+        c: &LoadCtx,
+        idx: Node,
+        valid: Node,
+        acc_count: &mut usize,
+    ) -> Result<UOp> {
+        let (this_const, idx, valid) = if *valid.max() == 0 {
+            let zero = Some(ConstArg::Value(ConstValue::Int(0)));
+            (zero, Node::Num(0), Node::Num(1))
+        } else {
+            (c.konst.clone(), idx, valid)
+        };
+        let what = match (&this_const, c.acc.is_none(), &c.buf) {
+            (Some(k), true, _) => format!("CONST{k}"),
+            (_, _, KernelBuf::Mem(m)) => m.idx.to_string(),
+            (_, _, KernelBuf::Local(l)) => l.name.clone(),
+            (_, _, KernelBuf::Const(_)) => "CONSTBUF".to_string(),
+        };
+        let key = format!(
+            "{}{:?}{what}{}{}",
+            c.acc.map_or(String::new(), |a| a.0.to_string()),
+            c.dtype,
+            idx.render(),
+            valid.render()
+        );
+        if let Some(u) = self.load_cache.get(&key) {
+            return Ok(u.clone());
+        }
+        let u = if let Some((_, init)) = c.acc {
+            *acc_count += 1;
+            UOp::define_acc(c.dtype, init, c.loop_ctx, c.i, *acc_count - 1)
+        } else if let Some(k) = &this_const {
+            self.const_value(k, c.dtype, &valid)?
+        } else {
+            self.load_value(c.i, c.dtype, &idx, &valid, c.barrier)?
+        };
+        self.load_cache.insert(key, u.clone());
+        Ok(u)
     }
 
     /// A CONST buffer's value (a number, or a DEFINE_VAR cast to the dtype), WHERE-gated to 0
@@ -198,7 +231,12 @@ impl Lin {
 
     /// Store `vals` (one per upcast combination of `idxs`) into buffer `i`, grouping float4
     /// lanes into vector stores.
-    pub(crate) fn global_store(&mut self, i: usize, idxs: &[Node], vals: &[UOp]) -> Result<Vec<UOp>> {
+    pub(crate) fn global_store(
+        &mut self,
+        i: usize,
+        idxs: &[Node],
+        vals: &[UOp],
+    ) -> Result<Vec<UOp>> {
         let Some(Some(buf_uop)) = self.buf_uops.get(i).cloned() else {
             bail!(Internal, "global_store: buffer {i} wasn't UOped");
         };
@@ -227,7 +265,10 @@ impl Lin {
                 let amt = Node::from(lanes.len());
                 let (idx, _) = st.expr_idxs(Some(&k))?;
                 if idx != idx.floordiv(&amt)?.try_mul(&amt)? {
-                    bail!(Codegen, "global_store: float4 store of buffer {i} at {idx:?} is not aligned");
+                    bail!(
+                        Codegen,
+                        "global_store: float4 store of buffer {i} at {idx:?} is not aligned"
+                    );
                 }
                 let vt = dtype.vec(lanes.len() as u16);
                 new.insert(k, UOp::vectorize(lanes, vt));

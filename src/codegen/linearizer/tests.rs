@@ -15,7 +15,11 @@ fn grouped(dims: &[Node], max: &[i64], reverse: bool, want: &[Node]) {
     assert_eq!(g.idxs.len(), dims.len());
     assert_eq!(g.loop_idxs.len(), sizes.len().min(dims.len()));
     for (i, d) in dims.iter().enumerate() {
-        assert_eq!(&g.idxs[i].max().try_add(&Node::Num(1)).unwrap(), d, "idx {i}");
+        assert_eq!(
+            &g.idxs[i].max().try_add(&Node::Num(1)).unwrap(),
+            d,
+            "idx {i}"
+        );
     }
     for (i, l) in g.loop_idxs.iter().enumerate() {
         assert!(l.expr().unwrap().starts_with("gidx"));
@@ -43,7 +47,12 @@ fn grouped_dims_like_tinygrad() {
     grouped(&n(&[2, 3, 4, 5]), &m, true, &n(&[5, 12, 2]));
     let sp = v("start_pos", 1, 2);
     let dims = [sp.clone(), Node::Num(3), Node::Num(4), Node::Num(5)];
-    grouped(&dims, &[32, 16, 16], true, &[Node::Num(20), Node::Num(3), sp.clone()]);
+    grouped(
+        &dims,
+        &[32, 16, 16],
+        true,
+        &[Node::Num(20), Node::Num(3), sp.clone()],
+    );
     // refused: a symbolic collapse, a dim too large and non-factorable, too many dims, a variable
     // too large
     assert!(get_grouped_dims("gidx", 0, &dims, Some(&m), false).is_err());
@@ -90,23 +99,42 @@ fn expand_node_like_tinygrad() {
     let u1 = v("_uidx0", 1, 3);
     let b5 = v("b", 5, 7);
     let s1 = u1.try_add(&b5).unwrap();
-    let want: Vec<Node> = (1..4).map(|i| Node::sum(vec![Node::Num(i), b5.clone()]).unwrap()).collect();
+    let want: Vec<Node> = (1..4)
+        .map(|i| Node::sum(vec![Node::Num(i), b5.clone()]).unwrap())
+        .collect();
     assert_eq!(expand_node(&s1, None).unwrap(), want);
     // the first variable varies fastest
     let (a, b) = (v("a", 1, 3), v("b", 14, 17));
     let s = a.try_add(&b).unwrap();
-    let want: Vec<Node> = (14..18).flat_map(|x| (1..4).map(move |y| Node::Num(x + y))).collect();
+    let want: Vec<Node> = (14..18)
+        .flat_map(|x| (1..4).map(move |y| Node::Num(x + y)))
+        .collect();
     assert_eq!(expand_node(&s, Some(&[a.clone(), b])).unwrap(), want);
     let n = Node::Num(3).try_mul(&v("b", 1, 3)).unwrap();
-    assert_eq!(expand_node(&n, Some(&[a])).unwrap(), vec![n.clone(), n.clone(), n]);
+    assert_eq!(
+        expand_node(&n, Some(&[a])).unwrap(),
+        vec![n.clone(), n.clone(), n]
+    );
 }
 
 #[test]
 fn expand_idxs_keeps_first_occurrence() {
     let u0 = v("_uidx0", 0, 6);
     let u1 = v("_uidx1", 0, 1);
-    let idxs = [u0.floordiv(&Node::Num(5)).unwrap(), u0.try_mul(&Node::Num(5)).unwrap(), u1.clone()];
+    let idxs = [
+        u0.floordiv(&Node::Num(5)).unwrap(),
+        u0.try_mul(&Node::Num(5)).unwrap(),
+        u1.clone(),
+    ];
     assert_eq!(expand_idxs(&idxs), vec![u0, Node::Num(0), u1]);
-    assert_eq!(iter_idxs(&[v("_uidx0", 0, 1), v("_uidx1", 0, 2)]).unwrap().len(), 6);
-    assert_eq!(iter_idxs(&[v("_uidx0", 0, 1), v("_uidx1", 0, 1)]).unwrap()[1], vec![1, 0]);
+    assert_eq!(
+        iter_idxs(&[v("_uidx0", 0, 1), v("_uidx1", 0, 2)])
+            .unwrap()
+            .len(),
+        6
+    );
+    assert_eq!(
+        iter_idxs(&[v("_uidx0", 0, 1), v("_uidx1", 0, 1)]).unwrap()[1],
+        vec![1, 0]
+    );
 }
