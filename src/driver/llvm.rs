@@ -138,29 +138,56 @@ impl fmt::Display for LlvmVersion {
     }
 }
 
-/// The version a file name spells out fully (`libLLVM-14.0.6.so.1`), else `major.0.0`.
-fn version_from_name(path: &Path, major: u32) -> LlvmVersion {
-    let real = std::fs::canonicalize(path).unwrap_or(path.to_path_buf());
-    let name = real
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let parts: Vec<u32> = name
-        .strip_prefix("libLLVM-")
-        .and_then(|r| r.split(".so").next())
-        .map(|v| v.split('.').filter_map(|p| p.parse().ok()).collect())
-        .unwrap_or_default();
+/// `major.minor.patch` from a name such as `libLLVM-14.0.6.so.1`.
+fn full_version(name: &str, major: u32) -> Option<LlvmVersion> {
+    let v = name.strip_prefix("libLLVM-")?.split(".so").next()?;
+    let parts: Vec<u32> = v
+        .split('.')
+        .map(|p| p.parse().ok())
+        .collect::<Option<_>>()?;
     match parts.as_slice() {
-        [m, minor, patch] if *m == major => LlvmVersion {
+        [m, minor, patch] if *m == major => Some(LlvmVersion {
             major,
             minor: *minor,
             patch: *patch,
-        },
-        _ => LlvmVersion {
-            major,
-            minor: 0,
-            patch: 0,
-        },
+        }),
+        _ => None,
+    }
+}
+
+/// The full version of the library at `path`: from its own (resolved) name, else from a sibling
+/// `libLLVM-M.m.p.so*` name that resolves to the same file (Debian installs those as links),
+/// else `major.0.0`.
+fn version_from_name(path: &Path, major: u32) -> LlvmVersion {
+    let real = std::fs::canonicalize(path).unwrap_or(path.to_path_buf());
+    let name_of = |p: &Path| {
+        p.file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    };
+    for p in [path, real.as_path()] {
+        if let Some(v) = full_version(&name_of(p), major) {
+            return v;
+        }
+    }
+    let dirs = [path.parent(), real.parent()];
+    for dir in dirs.into_iter().flatten() {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let v = full_version(&e.file_name().to_string_lossy(), major);
+            if let Some(v) =
+                v.filter(|_| std::fs::canonicalize(e.path()).ok().as_ref() == Some(&real))
+            {
+                return v;
+            }
+        }
+    }
+    LlvmVersion {
+        major,
+        minor: 0,
+        patch: 0,
     }
 }
 

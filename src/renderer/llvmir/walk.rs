@@ -447,23 +447,31 @@ impl<'a> Walk<'a> {
 
     /// The share `[start + n*core/ncores, start + n*(core+1)/ncores)` of a loop (64-bit math).
     fn split_bounds(&mut self, c: &str, start: &str, end: &str, t: &str) -> (String, String) {
-        let lines = [
-            format!("  {c}.n = sub {t} {end}, {start}"),
-            format!("  {c}.n64 = sext {t} {c}.n to i64"),
+        let zero = start == "0";
+        let n = if zero {
+            end.to_string()
+        } else {
+            self.emit(format!("  {c}.n = sub {t} {end}, {start}"));
+            format!("{c}.n")
+        };
+        self.lines.extend([
+            format!("  {c}.n64 = sext {t} {n} to i64"),
             format!("  {c}.core = sext i32 %core to i64"),
             format!("  {c}.ncores = sext i32 %ncores to i64"),
             format!("  {c}.core1 = add i64 {c}.core, 1"),
             format!("  {c}.lom = mul i64 {c}.n64, {c}.core"),
             format!("  {c}.lod = sdiv i64 {c}.lom, {c}.ncores"),
-            format!("  {c}.lot = trunc i64 {c}.lod to {t}"),
-            format!("  {c}.lo = add {t} {start}, {c}.lot"),
+            format!("  {c}.lo = trunc i64 {c}.lod to {t}"),
             format!("  {c}.him = mul i64 {c}.n64, {c}.core1"),
             format!("  {c}.hid = sdiv i64 {c}.him, {c}.ncores"),
-            format!("  {c}.hit = trunc i64 {c}.hid to {t}"),
-            format!("  {c}.hi = add {t} {start}, {c}.hit"),
-        ];
-        self.lines.extend(lines);
-        (format!("{c}.lo"), format!("{c}.hi"))
+            format!("  {c}.hi = trunc i64 {c}.hid to {t}"),
+        ]);
+        if zero {
+            return (format!("{c}.lo"), format!("{c}.hi"));
+        }
+        self.emit(format!("  {c}.lo0 = add {t} {start}, {c}.lo"));
+        self.emit(format!("  {c}.hi0 = add {t} {start}, {c}.hi"));
+        (format!("{c}.lo0"), format!("{c}.hi0"))
     }
 
     fn endrange(&mut self, u: &UOp) -> Result<()> {
