@@ -1,6 +1,6 @@
 //! The op set of tinygrad 0.9.1 (`UnaryOps`, `BinaryOps`, `TernaryOps`, `ReduceOps`, `BufferOps`,
 //! `LoadOps`), the ALU semantics every device must reproduce ([`exec_alu`], tinygrad's
-//! `python_alu` followed by `truncate`).
+//! `python_alu` followed by `truncate`), and the kernel AST ([`LazyOp`], in `ops/ast.rs`).
 //!
 //! Owns: op identity and constant-evaluation semantics. Does not own: how a backend emits an op
 //! (renderers) or when ops fuse (the scheduler).
@@ -10,6 +10,9 @@
 
 use crate::dtype::{ConstValue, DType, Scalar};
 use crate::{bail, Result};
+
+mod ast;
+pub use ast::*;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum UnaryOps {

@@ -1,17 +1,22 @@
 //! UOps: the linear, typed IR that kernels are lowered to (tinygrad 0.9.1 `codegen/uops.py`).
 //!
 //! Owns: the `UOps` enum (its declaration order is the toposort tie-break order), the UOp node
-//! ([`UOp`], an immutable, structurally compared and hashed DAG node behind an `Arc`), and the
-//! argument record [`UArg`]. The graph algorithms (rewrite, toposort, verification) live beside it.
+//! ([`UOp`], an immutable, structurally compared and hashed DAG node behind an `Arc`), the
+//! argument record [`UArg`], one constructor per UOp kind (`UOp::define_global`, `UOp::range`,
+//! `UOp::load_gated`, `UOp::phi`, ...) and tinygrad's operator helpers (`add`, `sub`, `mul`, `lt`,
+//! `max`, `min`, ... where a number operand becomes a CONST of the other side's dtype). The graph
+//! algorithms (pattern rewrite, toposort, verification, serialization) live beside it.
 //!
 //! Not guaranteed: a `UOp` built by hand is not verified until `type_verify` runs.
 
+use std::collections::{HashMap, HashSet};
 use std::fmt;
-use std::hash::{Hash, Hasher};
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
 
+use crate::dtype::dtypes;
 use crate::dtype::{ConstValue, DType};
-use crate::ops::Op;
+use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
 
 /// The UOp kinds of 0.9.1, in their enum order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -39,6 +44,70 @@ pub enum UOps {
     RANGE,
     ENDRANGE,
     ENDIF,
+}
+
+impl UOps {
+    /// Every kind, in enum order.
+    pub const ALL: [UOps; 23] = [
+        UOps::SINK,
+        UOps::VAR,
+        UOps::DEFINE_GLOBAL,
+        UOps::DEFINE_VAR,
+        UOps::DEFINE_LOCAL,
+        UOps::DEFINE_ACC,
+        UOps::CONST,
+        UOps::SPECIAL,
+        UOps::NOOP,
+        UOps::UNMUL,
+        UOps::GEP,
+        UOps::CAST,
+        UOps::BITCAST,
+        UOps::ALU,
+        UOps::WMMA,
+        UOps::LOAD,
+        UOps::STORE,
+        UOps::PHI,
+        UOps::BARRIER,
+        UOps::IF,
+        UOps::RANGE,
+        UOps::ENDRANGE,
+        UOps::ENDIF,
+    ];
+
+    /// The bare name (`DEFINE_GLOBAL`).
+    pub fn name(self) -> &'static str {
+        match self {
+            UOps::SINK => "SINK",
+            UOps::VAR => "VAR",
+            UOps::DEFINE_GLOBAL => "DEFINE_GLOBAL",
+            UOps::DEFINE_VAR => "DEFINE_VAR",
+            UOps::DEFINE_LOCAL => "DEFINE_LOCAL",
+            UOps::DEFINE_ACC => "DEFINE_ACC",
+            UOps::CONST => "CONST",
+            UOps::SPECIAL => "SPECIAL",
+            UOps::NOOP => "NOOP",
+            UOps::UNMUL => "UNMUL",
+            UOps::GEP => "GEP",
+            UOps::CAST => "CAST",
+            UOps::BITCAST => "BITCAST",
+            UOps::ALU => "ALU",
+            UOps::WMMA => "WMMA",
+            UOps::LOAD => "LOAD",
+            UOps::STORE => "STORE",
+            UOps::PHI => "PHI",
+            UOps::BARRIER => "BARRIER",
+            UOps::IF => "IF",
+            UOps::RANGE => "RANGE",
+            UOps::ENDRANGE => "ENDRANGE",
+            UOps::ENDIF => "ENDIF",
+        }
+    }
+
+    /// Parse a bare name (`DEFINE_GLOBAL`) or tinygrad's printed form (`UOps.DEFINE_GLOBAL`).
+    pub fn from_name(name: &str) -> Option<UOps> {
+        let bare = name.strip_prefix("UOps.").unwrap_or(name);
+        UOps::ALL.iter().copied().find(|u| u.name() == bare)
+    }
 }
 
 /// The WMMA argument: (name, dims (N, M, K), dtype_in, dtype_out, per-thread sizes, device).
@@ -108,6 +177,41 @@ pub struct UOpInner {
     hash: u64,
 }
 
+/// A hasher for maps and sets keyed by [`UOp`]: a node's structural hash is already well mixed, so
+/// it is used as is instead of being hashed again.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct UOpHasher(u64);
+
+impl Hasher for UOpHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x100_0000_01b3);
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+/// A `HashMap` keyed by UOp with [`UOpHasher`].
+pub type UOpMap<V> = HashMap<UOp, V, BuildHasherDefault<UOpHasher>>;
+
+/// Dropping a long chain of nodes must not recurse once per link (deep graphs would overflow the
+/// stack): sources whose last reference goes away here are taken apart in a loop.
+impl Drop for UOpInner {
+    fn drop(&mut self) {
+        let mut stack = std::mem::take(&mut self.src);
+        while let Some(u) = stack.pop() {
+            if let Ok(mut inner) = Arc::try_unwrap(u.0) {
+                stack.append(&mut inner.src);
+            }
+        }
+    }
+}
+
 /// A UOp: cheap to clone, compared and hashed by structure (op, dtype, sources, arg).
 #[derive(Clone)]
 pub struct UOp(Arc<UOpInner>);
@@ -140,6 +244,232 @@ impl UOp {
     /// An ALU node whose output dtype is `dtype`.
     pub fn alu(op: impl Into<Op>, dtype: DType, src: Vec<UOp>) -> UOp {
         UOp::new(UOps::ALU, Some(dtype), src, UArg::Alu(op.into()))
+    }
+
+    /// A CONST whose dtype may be unknown (tinygrad's `UOp.const(None, v)`, used in patterns and
+    /// by rules that copy the dtype of a node that has none).
+    pub fn const_opt(dtype: Option<DType>, v: impl Into<ConstValue>) -> UOp {
+        let v = v.into();
+        let v = match dtype {
+            Some(d) => v.as_const(d),
+            None => v,
+        };
+        UOp::new(UOps::CONST, dtype, vec![], UArg::Const(v))
+    }
+
+    /// tinygrad's `UOp.alu(op, *src)`: the output dtype is bool for CMPLT/CMPNE, else the dtype of
+    /// the last source.
+    pub fn alu_auto(op: impl Into<Op>, src: Vec<UOp>) -> UOp {
+        let op = op.into();
+        let dtype = if matches!(op, Op::Binary(BinaryOps::CMPLT | BinaryOps::CMPNE)) {
+            Some(dtypes::bool)
+        } else {
+            src.last().and_then(|s| s.dtype())
+        };
+        UOp::new(UOps::ALU, dtype, src, UArg::Alu(op))
+    }
+
+    /// The SINK holding the kernel's roots (stores).
+    pub fn sink(src: Vec<UOp>) -> UOp {
+        UOp::new(UOps::SINK, None, src, UArg::None)
+    }
+
+    /// A kernel buffer parameter: element dtype `dtype` (stored as its pointer form), buffer index,
+    /// written by the kernel or not.
+    pub fn define_global(dtype: DType, idx: usize, is_output: bool) -> UOp {
+        UOp::new(
+            UOps::DEFINE_GLOBAL,
+            Some(dtype.ptr()),
+            vec![],
+            UArg::Global { idx, is_output },
+        )
+    }
+
+    /// An integer kernel parameter (a bound symbolic variable) with its bounds.
+    pub fn define_var(name: &str, min: i64, max: i64) -> UOp {
+        let arg = UArg::Var {
+            name: name.to_string(),
+            min,
+            max,
+        };
+        UOp::new(UOps::DEFINE_VAR, Some(dtypes::int32), vec![], arg)
+    }
+
+    /// A workgroup-shared buffer of `size` elements of `dtype`.
+    pub fn define_local(dtype: DType, name: &str, size: usize) -> UOp {
+        let arg = UArg::Local {
+            name: name.to_string(),
+            size,
+        };
+        UOp::new(UOps::DEFINE_LOCAL, Some(dtype.ptr()), vec![], arg)
+    }
+
+    /// An accumulator of `dtype` starting at `init`, hoisted above the loops in `loops`; `buf` is
+    /// the reduce index and `idx` the accumulator number.
+    pub fn define_acc(
+        dtype: DType,
+        init: impl Into<ConstValue>,
+        loops: &[UOp],
+        buf: usize,
+        idx: usize,
+    ) -> UOp {
+        let mut src = vec![UOp::cnst(dtype.scalar(), init)];
+        src.extend(loops.iter().cloned());
+        UOp::new(UOps::DEFINE_ACC, Some(dtype), src, UArg::Acc { buf, idx })
+    }
+
+    /// A launch index (`gidx0`, `lidx1`, or `idx0` for a global id) on launch axis `axis` with
+    /// `size` threads or groups.
+    pub fn special(axis: usize, name: &str, size: i64) -> UOp {
+        let arg = UArg::Special {
+            axis,
+            name: name.to_string(),
+            size,
+        };
+        UOp::new(UOps::SPECIAL, Some(dtypes::int32), vec![], arg)
+    }
+
+    /// A loop `for idx in start..end`, at loop depth `depth`, number `idx` among its siblings.
+    pub fn range(start: UOp, end: UOp, depth: usize, idx: usize, is_reduce: bool) -> UOp {
+        let arg = UArg::Range {
+            depth,
+            idx,
+            is_reduce,
+        };
+        UOp::new(UOps::RANGE, Some(dtypes::int32), vec![start, end], arg)
+    }
+
+    /// A loop over the constant range `start..end`.
+    pub fn range_const(start: i64, end: i64, depth: usize, idx: usize, is_reduce: bool) -> UOp {
+        let (s, e) = (
+            UOp::cnst(dtypes::int32, start),
+            UOp::cnst(dtypes::int32, end),
+        );
+        UOp::range(s, e, depth, idx, is_reduce)
+    }
+
+    /// `buf[idx]` as `dtype` (a vector dtype loads consecutive elements).
+    pub fn load(buf: &UOp, idx: &UOp, dtype: DType) -> UOp {
+        UOp::new(
+            UOps::LOAD,
+            Some(dtype),
+            vec![buf.clone(), idx.clone()],
+            UArg::None,
+        )
+    }
+
+    /// `gate ? buf[idx] : alt` (the load does not happen when the gate is false).
+    pub fn load_gated(buf: &UOp, idx: &UOp, gate: &UOp, alt: &UOp, dtype: DType) -> UOp {
+        let src = vec![buf.clone(), idx.clone(), gate.clone(), alt.clone()];
+        UOp::new(UOps::LOAD, Some(dtype), src, UArg::None)
+    }
+
+    /// A load of local memory ordered after `barrier` (a BARRIER or IF), optionally gated.
+    pub fn load_after(
+        buf: &UOp,
+        idx: &UOp,
+        gate: Option<(&UOp, &UOp)>,
+        barrier: &UOp,
+        dtype: DType,
+    ) -> UOp {
+        let mut src = vec![buf.clone(), idx.clone()];
+        if let Some((g, alt)) = gate {
+            src.push(g.clone());
+            src.push(alt.clone());
+        }
+        src.push(barrier.clone());
+        UOp::new(UOps::LOAD, Some(dtype), src, UArg::None)
+    }
+
+    /// `buf[idx] = val`.
+    pub fn store(buf: &UOp, idx: &UOp, val: &UOp) -> UOp {
+        UOp::new(
+            UOps::STORE,
+            None,
+            vec![buf.clone(), idx.clone(), val.clone()],
+            UArg::None,
+        )
+    }
+
+    /// `if (gate) buf[idx] = val`.
+    pub fn store_gated(buf: &UOp, idx: &UOp, val: &UOp, gate: &UOp) -> UOp {
+        let src = vec![buf.clone(), idx.clone(), val.clone(), gate.clone()];
+        UOp::new(UOps::STORE, None, src, UArg::None)
+    }
+
+    /// The loop-carried update `acc = val`.
+    pub fn phi(acc: &UOp, val: &UOp) -> UOp {
+        UOp::new(
+            UOps::PHI,
+            acc.dtype(),
+            vec![acc.clone(), val.clone()],
+            UArg::None,
+        )
+    }
+
+    /// Lane `lane` of the vector `x`, as `dtype`.
+    pub fn gep(x: &UOp, lane: usize, dtype: DType) -> UOp {
+        UOp::new(UOps::GEP, Some(dtype), vec![x.clone()], UArg::Gep(lane))
+    }
+
+    /// A value conversion to `dtype`.
+    pub fn cast(&self, dtype: DType) -> UOp {
+        UOp::new(UOps::CAST, Some(dtype), vec![self.clone()], UArg::None)
+    }
+
+    /// A CAST whose dtype may be unknown (patterns: `x.cast()`).
+    pub fn cast_opt(&self, dtype: Option<DType>) -> UOp {
+        UOp::new(UOps::CAST, dtype, vec![self.clone()], UArg::None)
+    }
+
+    /// A vector built from scalars (a CAST with one source per lane).
+    pub fn vectorize(src: Vec<UOp>, dtype: DType) -> UOp {
+        UOp::new(UOps::CAST, Some(dtype), src, UArg::None)
+    }
+
+    /// A reinterpretation of the bits of `self` as `dtype` (same size).
+    pub fn bitcast(&self, dtype: DType) -> UOp {
+        UOp::new(UOps::BITCAST, Some(dtype), vec![self.clone()], UArg::None)
+    }
+
+    /// A workgroup barrier after the stores in `src`.
+    pub fn barrier(src: Vec<UOp>) -> UOp {
+        UOp::new(UOps::BARRIER, None, src, UArg::None)
+    }
+
+    /// `if (cond) {` ordered after `barrier`; the scope ends when its stores are placed.
+    pub fn if_(cond: &UOp, barrier: Option<&UOp>) -> UOp {
+        let mut src = vec![cond.clone()];
+        if let Some(b) = barrier {
+            src.push(b.clone());
+        }
+        UOp::new(UOps::IF, None, src, UArg::None)
+    }
+
+    /// A tensor-core multiply-accumulate `c + a*b` on warp-distributed vectors.
+    pub fn wmma(a: &UOp, b: &UOp, c: &UOp, arg: WmmaArg, dtype: DType) -> UOp {
+        let src = vec![a.clone(), b.clone(), c.clone()];
+        UOp::new(UOps::WMMA, Some(dtype), src, UArg::Wmma(Box::new(arg)))
+    }
+
+    /// A node that does nothing (removed from the SINK by the constant folder).
+    pub fn noop() -> UOp {
+        UOp::new(UOps::NOOP, None, vec![], UArg::None)
+    }
+
+    /// A pattern placeholder (tinygrad's `UOp.var`); never part of a kernel.
+    pub fn pattern_var(dtype: Option<DType>) -> UOp {
+        UOp::new(UOps::VAR, dtype, vec![], UArg::None)
+    }
+
+    /// The end of a loop (the linearizer's output only).
+    pub fn endrange(range: &UOp) -> UOp {
+        UOp::new(UOps::ENDRANGE, None, vec![range.clone()], UArg::None)
+    }
+
+    /// The end of an IF (the linearizer's output only).
+    pub fn endif(if_: &UOp) -> UOp {
+        UOp::new(UOps::ENDIF, None, vec![if_.clone()], UArg::None)
     }
 
     pub fn op(&self) -> UOps {
@@ -178,6 +508,141 @@ impl UOp {
     }
 }
 
+/// Something that can be an ALU operand: a UOp, or a Python-style number that becomes a CONST of
+/// the other operand's dtype (tinygrad's `ufix`).
+pub trait IntoOperand {
+    fn into_operand(self, dtype: Option<DType>) -> UOp;
+}
+impl IntoOperand for UOp {
+    fn into_operand(self, _: Option<DType>) -> UOp {
+        self
+    }
+}
+impl IntoOperand for &UOp {
+    fn into_operand(self, _: Option<DType>) -> UOp {
+        self.clone()
+    }
+}
+macro_rules! operand_number {
+    ($($t:ty),*) => {$(
+        impl IntoOperand for $t {
+            fn into_operand(self, dtype: Option<DType>) -> UOp {
+                UOp::const_opt(dtype, self)
+            }
+        }
+    )*};
+}
+operand_number!(i32, i64, f32, f64, bool, ConstValue);
+
+/// Arithmetic that builds ALU nodes the way tinygrad's operator overloads do.
+impl UOp {
+    pub fn neg(&self) -> UOp {
+        UOp::alu_auto(UnaryOps::NEG, vec![self.clone()])
+    }
+    pub fn recip(&self) -> UOp {
+        UOp::alu_auto(UnaryOps::RECIP, vec![self.clone()])
+    }
+    pub fn add(&self, x: impl IntoOperand) -> UOp {
+        let x = x.into_operand(self.dtype());
+        UOp::alu_auto(BinaryOps::ADD, vec![self.clone(), x])
+    }
+    /// `self + (-x)`, as tinygrad spells subtraction.
+    pub fn sub(&self, x: impl IntoOperand) -> UOp {
+        let x = x.into_operand(self.dtype());
+        UOp::alu_auto(BinaryOps::ADD, vec![self.clone(), x.neg()])
+    }
+    pub fn mul(&self, x: impl IntoOperand) -> UOp {
+        let x = x.into_operand(self.dtype());
+        UOp::alu_auto(BinaryOps::MUL, vec![self.clone(), x])
+    }
+    pub fn idiv(&self, x: impl IntoOperand) -> UOp {
+        let x = x.into_operand(self.dtype());
+        UOp::alu_auto(BinaryOps::IDIV, vec![self.clone(), x])
+    }
+    /// `self * (1/x)`, as tinygrad spells true division.
+    pub fn div(&self, x: impl IntoOperand) -> UOp {
+        let x = x.into_operand(self.dtype());
+        UOp::alu_auto(BinaryOps::MUL, vec![self.clone(), x.recip()])
+    }
+    pub fn modulo(&self, x: impl IntoOperand) -> UOp {
+        let x = x.into_operand(self.dtype());
+        UOp::alu_auto(BinaryOps::MOD, vec![self.clone(), x])
+    }
+    pub fn lt(&self, x: impl IntoOperand) -> UOp {
+        let x = x.into_operand(self.dtype());
+        UOp::alu_auto(BinaryOps::CMPLT, vec![self.clone(), x])
+    }
+    pub fn ne(&self, x: impl IntoOperand) -> UOp {
+        let x = x.into_operand(self.dtype());
+        UOp::alu_auto(BinaryOps::CMPNE, vec![self.clone(), x])
+    }
+    /// `!(self < x)`.
+    pub fn ge(&self, x: impl IntoOperand) -> UOp {
+        self.lt(x).neg()
+    }
+    pub fn max(&self, x: impl IntoOperand) -> UOp {
+        let x = x.into_operand(self.dtype());
+        UOp::alu_auto(BinaryOps::MAX, vec![self.clone(), x])
+    }
+    /// `-max(-self, -x)`, as tinygrad spells minimum.
+    pub fn min(&self, x: impl IntoOperand) -> UOp {
+        let x = x.into_operand(self.dtype());
+        UOp::alu_auto(BinaryOps::MAX, vec![self.neg(), x.neg()]).neg()
+    }
+    pub fn xor(&self, x: impl IntoOperand) -> UOp {
+        let x = x.into_operand(self.dtype());
+        UOp::alu_auto(BinaryOps::XOR, vec![self.clone(), x])
+    }
+    /// `cond ? a : b`, with the dtype of `b`.
+    pub fn where_(cond: &UOp, a: impl IntoOperand, b: impl IntoOperand) -> UOp {
+        let b = b.into_operand(None);
+        let a = a.into_operand(b.dtype());
+        UOp::alu_auto(TernaryOps::WHERE, vec![cond.clone(), a, b])
+    }
+
+    /// Is `target` among the transitive sources of `self` (tinygrad's `target in self.parents`)?
+    pub fn has_parent(&self, target: &UOp) -> bool {
+        let mut seen: HashSet<*const UOpInner> = HashSet::new();
+        let mut stack: Vec<&UOp> = self.src().iter().collect();
+        while let Some(u) = stack.pop() {
+            if u == target {
+                return true;
+            }
+            if seen.insert(Arc::as_ptr(&u.0)) {
+                stack.extend(u.src().iter());
+            }
+        }
+        false
+    }
+
+    /// Every transitive source of `self`, and `self` (tinygrad's `sparents`).
+    pub fn sparents(&self) -> HashSet<UOp> {
+        let mut out: HashSet<UOp> = HashSet::new();
+        let mut stack = vec![self.clone()];
+        while let Some(u) = stack.pop() {
+            if out.insert(u.clone()) {
+                stack.extend(u.src().iter().cloned());
+            }
+        }
+        out
+    }
+
+    /// The RANGE arg (depth, index, is a reduce loop).
+    pub fn range_arg(&self) -> Option<(usize, usize, bool)> {
+        match (&self.0.op, &self.0.arg) {
+            (
+                UOps::RANGE,
+                UArg::Range {
+                    depth,
+                    idx,
+                    is_reduce,
+                },
+            ) => Some((*depth, *idx, *is_reduce)),
+            _ => None,
+        }
+    }
+}
+
 impl PartialEq for UOp {
     fn eq(&self, other: &UOp) -> bool {
         if Arc::ptr_eq(&self.0, &other.0) {
@@ -209,5 +674,47 @@ impl fmt::Debug for UOp {
             write!(f, "{:?}", s.0.op)?;
         }
         write!(f, "))")
+    }
+}
+
+fn py_bool(b: bool) -> &'static str {
+    if b {
+        "True"
+    } else {
+        "False"
+    }
+}
+
+/// Python-like rendering of an arg, as tinygrad's `print_uops` shows it.
+impl fmt::Display for UArg {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            UArg::None => write!(f, "None"),
+            UArg::Const(v) => write!(f, "{v}"),
+            UArg::Alu(op) => write!(f, "{}", op.name()),
+            UArg::Global { idx, is_output } => write!(f, "({idx}, {})", py_bool(*is_output)),
+            UArg::Var { name, min, max } => write!(f, "<{name}[{min}-{max}]>"),
+            UArg::Local { name, size } => write!(f, "('{name}', {size})"),
+            UArg::Acc { buf, idx } => write!(f, "({buf}, {idx})"),
+            UArg::Special { axis, name, size } => write!(f, "({axis}, '{name}', {size})"),
+            UArg::Range {
+                depth,
+                idx,
+                is_reduce,
+            } => write!(f, "({depth}, {idx}, {})", py_bool(*is_reduce)),
+            UArg::Gep(i) => write!(f, "{i}"),
+            UArg::Wmma(w) => write!(
+                f,
+                "('{}', ({}, {}, {}), {}, {}, {:?}, '{}')",
+                w.name,
+                w.dims[0],
+                w.dims[1],
+                w.dims[2],
+                w.dtype_in,
+                w.dtype_out,
+                w.upcast_sizes,
+                w.device
+            ),
+        }
     }
 }

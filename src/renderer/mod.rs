@@ -5,6 +5,7 @@
 //! Not guaranteed: a renderer accepts only UOp lists that passed `type_verify`; anything else is an
 //! `Error::Codegen`, never undefined output.
 
+pub mod cstyle;
 pub mod llvmir;
 
 use crate::codegen::uops::UOp;

@@ -2,3 +2,4 @@
 //! reference every other device is checked against).
 
 pub mod clang;
+pub mod interp;

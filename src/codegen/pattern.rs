@@ -1,0 +1,506 @@
+//! Pattern matching and rewriting of UOp graphs (tinygrad 0.9.1 `UPat`, `PatternMatcher`,
+//! `graph_rewrite`).
+//!
+//! Owns: [`UPat`] (a pattern over one node and, recursively, its sources), [`PatternMatcher`] (an
+//! ordered list of `(pattern, rewrite function)` rules, indexed by op and arg), and
+//! [`graph_rewrite`] (one bottom-up pass that rebuilds every node from its rewritten sources,
+//! deduplicates structurally equal nodes, and rewrites each rule result again until no rule
+//! applies).
+//!
+//! Semantics follow 0.9.1: a pattern's op, arg and dtype are each a set of accepted values (or
+//! anything); a dtype constraint is ignored for nodes without a dtype; CONST args compare as
+//! Python numbers (`0 == 0.0 == False`); sources are an exact tuple, any permutation of a list
+//! (commutative ops), or one pattern repeated for every source; a name binds one node and a second
+//! use of the name must see the same node. Rules for a specific arg are tried before arg-agnostic
+//! rules, each group in list order. One deliberate difference: when a rule matches but its
+//! function declines (returns `None`), the next rule is tried (0.9.1 stopped there; later
+//! tinygrad tries on, and it can only fold more).
+//!
+//! Not guaranteed: termination of user rule sets; a rewrite chain deeper than
+//! [`MAX_REWRITE_DEPTH`] is reported as an error instead of looping forever.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
+use crate::dtype::{ConstValue, DType};
+use crate::ops::Op;
+use crate::Result;
+
+/// The most rule results [`graph_rewrite`] keeps rewriting at once before it reports a rule set
+/// that does not terminate (a chain of results each rewritten again).
+pub const MAX_REWRITE_DEPTH: usize = 200_000;
+
+/// How a pattern matches the sources of a node.
+#[derive(Clone, Debug)]
+pub enum SrcPat {
+    /// Exactly these, in this order (Python tuple).
+    Tuple(Vec<UPat>),
+    /// These in any order (Python list: commutative ops).
+    Perm(Vec<UPat>),
+    /// This pattern for every source, however many (a single Python UPat).
+    Repeat(Box<UPat>),
+}
+
+/// A pattern over a UOp. Build with the constructors and chain the modifiers:
+/// `UPat::alu(BinaryOps::ADD, vec![UPat::var("x"), UPat::konst(0)])`.
+#[derive(Clone, Debug, Default)]
+pub struct UPat {
+    /// Accepted ops (`None`: any).
+    pub op: Option<Vec<UOps>>,
+    /// Accepted args (`None`: any).
+    pub arg: Option<Vec<UArg>>,
+    pub src: Option<SrcPat>,
+    pub name: Option<&'static str>,
+    /// Accepted dtypes (`None`: any); ignored for nodes without a dtype.
+    pub dtype: Option<Vec<DType>>,
+    /// Source counts accepted besides the pattern's own.
+    pub allow_len: Vec<usize>,
+}
+
+impl UPat {
+    /// Matches any node.
+    pub fn any() -> UPat {
+        UPat::default()
+    }
+    /// Matches any node and binds it to `name`.
+    pub fn var(name: &'static str) -> UPat {
+        UPat::any().named(name)
+    }
+    /// Matches nodes of this op.
+    pub fn op(op: UOps) -> UPat {
+        UPat {
+            op: Some(vec![op]),
+            ..UPat::default()
+        }
+    }
+    /// Matches nodes of any of these ops.
+    pub fn ops(ops: &[UOps]) -> UPat {
+        UPat {
+            op: Some(ops.to_vec()),
+            ..UPat::default()
+        }
+    }
+    /// Matches any CONST and binds it to `name`.
+    pub fn cvar(name: &'static str) -> UPat {
+        UPat::op(UOps::CONST).named(name)
+    }
+    /// Matches a CONST numerically equal to `v` (Python `==`: `1 == 1.0 == True`).
+    pub fn konst(v: impl Into<ConstValue>) -> UPat {
+        UPat::op(UOps::CONST).arg(UArg::Const(v.into()))
+    }
+    /// Matches an ALU node of `op` over `src`: any order for commutative ops, exact order
+    /// otherwise (what tinygrad's `UPat.compile` makes of a UOp template).
+    pub fn alu(op: impl Into<Op>, src: Vec<UPat>) -> UPat {
+        let op = op.into();
+        let p = UPat::op(UOps::ALU).arg(UArg::Alu(op));
+        if op.is_commutative() {
+            p.src_perm(src)
+        } else {
+            p.src(src)
+        }
+    }
+    /// An ALU node of `op` with any sources.
+    pub fn alu_any(op: impl Into<Op>) -> UPat {
+        UPat::op(UOps::ALU).arg(UArg::Alu(op.into()))
+    }
+
+    pub fn named(mut self, name: &'static str) -> UPat {
+        self.name = Some(name);
+        self
+    }
+    pub fn arg(mut self, arg: UArg) -> UPat {
+        self.arg = Some(vec![arg]);
+        self
+    }
+    pub fn args(mut self, args: Vec<UArg>) -> UPat {
+        self.arg = Some(args);
+        self
+    }
+    pub fn dtype(mut self, dtype: DType) -> UPat {
+        self.dtype = Some(vec![dtype]);
+        self
+    }
+    pub fn dtypes(mut self, dtypes: Vec<DType>) -> UPat {
+        self.dtype = Some(dtypes);
+        self
+    }
+    /// Sources as an exact tuple.
+    pub fn src(mut self, src: Vec<UPat>) -> UPat {
+        self.src = Some(SrcPat::Tuple(src));
+        self
+    }
+    /// Sources in any order.
+    pub fn src_perm(mut self, src: Vec<UPat>) -> UPat {
+        self.src = Some(SrcPat::Perm(src));
+        self
+    }
+    /// One pattern for every source.
+    pub fn src_repeat(mut self, p: UPat) -> UPat {
+        self.src = Some(SrcPat::Repeat(Box::new(p)));
+        self
+    }
+    pub fn allow_len(mut self, lens: &[usize]) -> UPat {
+        self.allow_len = lens.to_vec();
+        self
+    }
+
+    /// Match `u`, returning the bindings.
+    pub fn matches(&self, u: &UOp) -> Option<Match> {
+        let mut store = Match::default();
+        match_pat(u, self, &mut store).then_some(store)
+    }
+}
+
+/// Python `==` between two args: CONST values compare as numbers, everything else structurally.
+pub fn arg_eq(a: &UArg, b: &UArg) -> bool {
+    match (a, b) {
+        (UArg::Const(x), UArg::Const(y)) => const_num_eq(*x, *y),
+        _ => a == b,
+    }
+}
+
+/// Python numeric equality of two constants (`1 == 1.0 == True`, `nan != nan`).
+pub fn const_num_eq(x: ConstValue, y: ConstValue) -> bool {
+    match (x, y) {
+        (ConstValue::Float(_), _) | (_, ConstValue::Float(_)) => x.as_f64() == y.as_f64(),
+        _ => x.as_i128() == y.as_i128(),
+    }
+}
+
+/// The nodes a pattern bound, by name.
+#[derive(Clone, Debug, Default)]
+pub struct Match {
+    binds: Vec<(&'static str, UOp)>,
+}
+
+impl Match {
+    /// The node bound to `name` (None when the pattern has no such name).
+    pub fn get(&self, name: &str) -> Option<&UOp> {
+        self.binds.iter().find(|(n, _)| *n == name).map(|(_, u)| u)
+    }
+    /// The CONST value bound to `name`.
+    pub fn cv(&self, name: &str) -> Option<ConstValue> {
+        self.get(name).and_then(|u| u.const_value())
+    }
+}
+
+fn match_pat(u: &UOp, p: &UPat, store: &mut Match) -> bool {
+    if let Some(name) = p.name {
+        match store.get(name) {
+            Some(bound) if bound != u => return false,
+            Some(_) => {}
+            None => store.binds.push((name, u.clone())),
+        }
+    }
+    if let Some(args) = &p.arg {
+        if !args.iter().any(|a| arg_eq(a, u.arg())) {
+            return false;
+        }
+    }
+    if let (Some(dts), Some(dt)) = (&p.dtype, u.dtype()) {
+        // tinygrad's PtrDType compares equal to its base dtype.
+        if !dts.iter().any(|d| d.base() == dt.base()) {
+            return false;
+        }
+    }
+    if let Some(ops) = &p.op {
+        if !ops.contains(&u.op()) {
+            return false;
+        }
+    }
+    let Some(src) = &p.src else { return true };
+    let n = u.src().len();
+    match src {
+        SrcPat::Tuple(v) => try_sources(u, p, v.iter(), store),
+        SrcPat::Repeat(one) => try_sources(u, p, std::iter::repeat(&**one).take(n), store),
+        SrcPat::Perm(v) => try_permutations(u, p, v, store),
+    }
+}
+
+/// Match the sources of `u` against `pats` (zipped, as Python's `zip`), keeping the bindings only
+/// on success (bindings are append-only, so a failed attempt is undone by truncation).
+fn try_sources<'a>(
+    u: &UOp,
+    p: &UPat,
+    pats: impl ExactSizeIterator<Item = &'a UPat>,
+    store: &mut Match,
+) -> bool {
+    let n = u.src().len();
+    if n != pats.len() && !p.allow_len.contains(&n) {
+        return false;
+    }
+    let mark = store.binds.len();
+    if u.src()
+        .iter()
+        .zip(pats)
+        .all(|(s, sp)| match_pat(s, sp, store))
+    {
+        true
+    } else {
+        store.binds.truncate(mark);
+        false
+    }
+}
+
+const PERM1: [[usize; 1]; 1] = [[0]];
+const PERM2: [[usize; 2]; 2] = [[0, 1], [1, 0]];
+const PERM3: [[usize; 3]; 6] = [
+    [0, 1, 2],
+    [0, 2, 1],
+    [1, 0, 2],
+    [1, 2, 0],
+    [2, 0, 1],
+    [2, 1, 0],
+];
+
+/// Index permutations of `0..n` in `itertools.permutations` order (lexicographic).
+fn permutations(n: usize) -> Vec<Vec<usize>> {
+    match n {
+        0 => return vec![vec![]],
+        1 => return PERM1.iter().map(|p| p.to_vec()).collect(),
+        2 => return PERM2.iter().map(|p| p.to_vec()).collect(),
+        3 => return PERM3.iter().map(|p| p.to_vec()).collect(),
+        _ => {}
+    }
+    let mut out = Vec::new();
+    let mut cur: Vec<usize> = (0..n).collect();
+    loop {
+        out.push(cur.clone());
+        // next lexicographic permutation
+        let Some(i) = (1..n).rev().find(|&i| cur[i - 1] < cur[i]) else {
+            return out;
+        };
+        let Some(j) = (i..n).rev().find(|&j| cur[j] > cur[i - 1]) else {
+            return out;
+        };
+        cur.swap(i - 1, j);
+        cur[i..].reverse();
+    }
+}
+
+/// Try `v` in every order against the sources of `u`.
+fn try_permutations(u: &UOp, p: &UPat, v: &[UPat], store: &mut Match) -> bool {
+    if v.len() != u.src().len() && !p.allow_len.contains(&u.src().len()) {
+        return false;
+    }
+    match v.len() {
+        1 => PERM1
+            .iter()
+            .any(|o| try_sources(u, p, o.iter().map(|&i| &v[i]), store)),
+        2 => PERM2
+            .iter()
+            .any(|o| try_sources(u, p, o.iter().map(|&i| &v[i]), store)),
+        3 => PERM3
+            .iter()
+            .any(|o| try_sources(u, p, o.iter().map(|&i| &v[i]), store)),
+        n => permutations(n)
+            .iter()
+            .any(|o| try_sources(u, p, o.iter().map(|&i| &v[i]), store)),
+    }
+}
+
+/// A rule's rewrite: the replacement, or `None` to decline.
+pub type RewriteFn = Arc<dyn Fn(&Match) -> Option<UOp> + Send + Sync>;
+
+/// A hashable form of an arg for the rule index: numbers normalised so that `0`, `0.0` and
+/// `False` share a key (as Python's `hash` does).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum ArgKey {
+    Int(i128),
+    Float(u64),
+    Alu(Op),
+    /// Any other arg, by its hash (a collision only costs a failed match: patterns recheck args).
+    Other(u64),
+}
+
+fn arg_key(a: &UArg) -> ArgKey {
+    match a {
+        UArg::Const(ConstValue::Float(f)) => {
+            if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e30 {
+                ArgKey::Int(*f as i128)
+            } else if *f == 0.0 {
+                ArgKey::Int(0)
+            } else {
+                ArgKey::Float(f.to_bits())
+            }
+        }
+        UArg::Const(v) => ArgKey::Int(v.as_i128()),
+        UArg::Alu(op) => ArgKey::Alu(*op),
+        other => {
+            let mut h = std::collections::hash_map::DefaultHasher::new();
+            std::hash::Hash::hash(other, &mut h);
+            ArgKey::Other(std::hash::Hasher::finish(&h))
+        }
+    }
+}
+
+/// An ordered rule list. Rules are data: `rules()` hands them out so another matcher (a renderer's
+/// extra rules) can be built on top with [`PatternMatcher::extend`].
+#[derive(Clone, Default)]
+pub struct PatternMatcher {
+    rules: Vec<(UPat, RewriteFn)>,
+    /// (op, arg) -> rule indices, for rules with an arg.
+    by_arg: HashMap<(UOps, ArgKey), Vec<usize>>,
+    /// op -> rule indices, for rules without an arg.
+    by_op: HashMap<UOps, Vec<usize>>,
+}
+
+impl PatternMatcher {
+    /// Index `rules`. A rule whose pattern has no op can never be found and is reported.
+    pub fn new(rules: Vec<(UPat, RewriteFn)>) -> Result<PatternMatcher> {
+        let mut pm = PatternMatcher::default();
+        for (i, (p, _)) in rules.iter().enumerate() {
+            let Some(ops) = &p.op else {
+                crate::bail!(
+                    Codegen,
+                    "PatternMatcher: rule {i} has a pattern without an op ({p:?})"
+                );
+            };
+            for &op in ops {
+                match &p.arg {
+                    Some(args) => {
+                        for a in args {
+                            pm.by_arg.entry((op, arg_key(a))).or_default().push(i);
+                        }
+                    }
+                    None => pm.by_op.entry(op).or_default().push(i),
+                }
+            }
+        }
+        pm.rules = rules;
+        Ok(pm)
+    }
+
+    /// The rules, in order.
+    pub fn rules(&self) -> &[(UPat, RewriteFn)] {
+        &self.rules
+    }
+
+    /// A matcher with this one's rules followed by `more`.
+    pub fn extend(&self, more: Vec<(UPat, RewriteFn)>) -> Result<PatternMatcher> {
+        let mut all = self.rules.clone();
+        all.extend(more);
+        PatternMatcher::new(all)
+    }
+
+    /// The first rule result for `u` (rules for `u`'s arg first, then arg-agnostic ones).
+    pub fn rewrite(&self, u: &UOp) -> Option<UOp> {
+        let specific = self.by_arg.get(&(u.op(), arg_key(u.arg())));
+        let generic = self.by_op.get(&u.op());
+        let ids = specific
+            .into_iter()
+            .flatten()
+            .chain(generic.into_iter().flatten());
+        let mut m = Match::default();
+        for &i in ids {
+            let (pat, f) = &self.rules[i];
+            m.binds.clear();
+            if match_pat(u, pat, &mut m) {
+                if let Some(out) = f(&m) {
+                    return Some(out);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Wrap a closure as a [`RewriteFn`].
+pub fn rule(f: impl Fn(&Match) -> Option<UOp> + Send + Sync + 'static) -> RewriteFn {
+    Arc::new(f)
+}
+
+enum Frame {
+    /// Rewrite this node: first its sources.
+    Start(UOp),
+    /// Sources are rewritten; rebuild and match.
+    Rebuild(UOp),
+    /// The rule result `target` is being rewritten; then record it for `node` (and `key`).
+    Finish { node: UOp, key: UOp, target: UOp },
+}
+
+/// Rewrite the graph under `sink` bottom-up with `pm` (tinygrad's `graph_rewrite`): every node is
+/// rebuilt from its rewritten sources and deduplicated on (op, dtype, sources, arg); a rule result
+/// is itself rewritten until no rule applies.
+pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
+    let mut replace: UOpMap<UOp> = UOpMap::default();
+    let mut nodes: UOpMap<UOp> = UOpMap::default();
+    let mut stack = vec![Frame::Start(sink.clone())];
+    // rule results still being rewritten: a rule set that never settles grows this without bound
+    let mut pending = 0usize;
+    while let Some(frame) = stack.pop() {
+        if pending > MAX_REWRITE_DEPTH {
+            crate::bail!(
+                Codegen,
+                "graph_rewrite: more than {MAX_REWRITE_DEPTH} pending rewrites; the rule set does not terminate"
+            );
+        }
+        match frame {
+            Frame::Start(n) => {
+                if replace.contains_key(&n) {
+                    continue;
+                }
+                stack.push(Frame::Rebuild(n.clone()));
+                for s in n.src().iter().rev() {
+                    if !replace.contains_key(s) {
+                        stack.push(Frame::Start(s.clone()));
+                    }
+                }
+            }
+            Frame::Rebuild(n) => {
+                if replace.contains_key(&n) {
+                    continue;
+                }
+                let mut src = Vec::with_capacity(n.src().len());
+                for s in n.src() {
+                    match replace.get(s) {
+                        Some(r) => src.push(r.clone()),
+                        None => crate::bail!(Internal, "graph_rewrite: source not rewritten"),
+                    }
+                }
+                let x = UOp::new(n.op(), n.dtype(), src, n.arg().clone());
+                if let Some(found) = nodes.get(&x) {
+                    replace.insert(n, found.clone());
+                    continue;
+                }
+                match pm.rewrite(&x) {
+                    None => {
+                        nodes.insert(x.clone(), x.clone());
+                        replace.insert(n, x);
+                    }
+                    Some(target) => {
+                        if let Some(done) = replace.get(&target).cloned() {
+                            nodes.insert(x, done.clone());
+                            replace.insert(n, done);
+                        } else {
+                            pending += 1;
+                            stack.push(Frame::Finish {
+                                node: n,
+                                key: x,
+                                target: target.clone(),
+                            });
+                            stack.push(Frame::Start(target));
+                        }
+                    }
+                }
+            }
+            Frame::Finish { node, key, target } => {
+                pending -= 1;
+                let Some(done) = replace.get(&target).cloned() else {
+                    crate::bail!(Internal, "graph_rewrite: rule result not rewritten");
+                };
+                nodes.insert(key, done.clone());
+                replace.insert(node, done);
+            }
+        }
+    }
+    match replace.get(sink) {
+        Some(r) => Ok(r.clone()),
+        None => crate::bail!(Internal, "graph_rewrite: the sink was not rewritten"),
+    }
+}
+
+#[cfg(test)]
+#[path = "pattern_tests.rs"]
+mod tests;

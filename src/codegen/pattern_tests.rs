@@ -1,0 +1,288 @@
+//! Pattern matcher semantics (cases from tinygrad 0.9.1 test_pattern_matcher.py and the
+//! TestGraphRewrite cases of test_uop_graph.py).
+
+use super::*;
+use crate::codegen::uops::{UArg, UOp, UOps};
+use crate::dtype::{dtypes, ConstValue};
+use crate::ops::{BinaryOps, TernaryOps, UnaryOps};
+
+fn pm(rules: Vec<(UPat, RewriteFn)>) -> PatternMatcher {
+    PatternMatcher::new(rules).unwrap()
+}
+
+fn ident() -> RewriteFn {
+    rule(|m| m.get("x").cloned())
+}
+
+fn cf(v: f64) -> UOp {
+    UOp::cnst(dtypes::float32, v)
+}
+
+#[test]
+fn simple_match_and_dtype() {
+    let m = pm(vec![(UPat::cvar("x").dtype(dtypes::float32), ident())]);
+    let c1 = cf(1.0);
+    let c2 = UOp::cnst(dtypes::int32, 1);
+    assert_eq!(m.rewrite(&c1), Some(c1.clone()));
+    assert_eq!(m.rewrite(&c2), None);
+    assert_eq!(m.rewrite(&UOp::cnst(dtypes::float64, 1.0)), None);
+    let m = pm(vec![(
+        UPat::cvar("x").dtypes(vec![dtypes::float32, dtypes::float64]),
+        ident(),
+    )]);
+    assert!(m.rewrite(&UOp::cnst(dtypes::float64, 1.0)).is_some());
+    assert!(m.rewrite(&UOp::cnst(dtypes::float16, 1.0)).is_none());
+    assert!(m.rewrite(&UOp::cnst(dtypes::int32, 1)).is_none());
+}
+
+#[test]
+fn op_sets() {
+    let m = pm(vec![(
+        UPat::ops(&[UOps::CONST, UOps::CAST]).named("x"),
+        ident(),
+    )]);
+    let c1 = UOp::cnst(dtypes::bool, false);
+    let c2 = c1.cast(dtypes::int32);
+    let c4 = UOp::alu(BinaryOps::ADD, dtypes::float32, vec![cf(1.0), cf(1.0)]);
+    assert_eq!(m.rewrite(&c1), Some(c1.clone()));
+    assert_eq!(m.rewrite(&c2), Some(c2.clone()));
+    assert_eq!(m.rewrite(&c4), None);
+}
+
+#[test]
+fn args_compare_as_python_numbers() {
+    let m = pm(vec![
+        (UPat::konst(0).named("x"), ident()),
+        (UPat::konst(false).named("x"), ident()),
+        (UPat::alu_any(BinaryOps::MAX).named("x"), ident()),
+    ]);
+    let c1 = cf(0.0);
+    let c2 = UOp::cnst(dtypes::bool, false);
+    let c3 = UOp::alu(
+        BinaryOps::MAX,
+        dtypes::float32,
+        vec![c1.clone(), c1.clone()],
+    );
+    let c4 = UOp::alu(
+        BinaryOps::MUL,
+        dtypes::float32,
+        vec![c1.clone(), c1.clone()],
+    );
+    assert_eq!(m.rewrite(&c1), Some(c1.clone()));
+    assert_eq!(m.rewrite(&c2), Some(c2.clone()));
+    assert_eq!(m.rewrite(&c3), Some(c3.clone()));
+    assert_eq!(m.rewrite(&c4), None);
+    assert_eq!(m.rewrite(&UOp::cnst(dtypes::int32, -1)), None);
+    // -0.0 == 0 in Python too
+    assert!(m.rewrite(&cf(-0.0)).is_some());
+}
+
+#[test]
+fn arg_sets() {
+    let c = |v: i64| UOp::cnst(dtypes::int32, v);
+    let m = pm(vec![(
+        UPat::alu_any(BinaryOps::MUL).named("x").src(vec![
+            UPat::op(UOps::CONST).args(vec![
+                UArg::Const(ConstValue::Int(-1)),
+                UArg::Const(ConstValue::Int(1)),
+            ]),
+            UPat::konst(2),
+        ]),
+        ident(),
+    )]);
+    let mul = |a, b| UOp::alu(BinaryOps::MUL, dtypes::int32, vec![a, b]);
+    assert!(m.rewrite(&mul(c(1), c(2))).is_some());
+    assert!(m.rewrite(&mul(c(2), c(2))).is_none());
+    assert!(m.rewrite(&mul(c(-1), c(2))).is_some());
+}
+
+#[test]
+fn duplicate_names_bind_the_same_node() {
+    let m = pm(vec![(
+        UPat::op(UOps::ALU)
+            .named("x")
+            .src(vec![UPat::cvar("y"), UPat::cvar("y")]),
+        ident(),
+    )]);
+    let y1 = cf(1.0);
+    let y2 = cf(2.0);
+    let add =
+        |a: &UOp, b: &UOp| UOp::alu(BinaryOps::ADD, dtypes::float32, vec![a.clone(), b.clone()]);
+    assert!(m.rewrite(&add(&y1, &y1)).is_some());
+    assert!(m.rewrite(&add(&y1, &y2)).is_none());
+}
+
+#[test]
+fn tuple_permutation_and_repeat_sources() {
+    let (c1, c2) = (cf(1.0), cf(2.0));
+    let add =
+        |a: &UOp, b: &UOp| UOp::alu(BinaryOps::ADD, dtypes::float32, vec![a.clone(), b.clone()]);
+    let c3 = add(&c1, &c2);
+    let tuple = pm(vec![(
+        UPat::op(UOps::ALU)
+            .named("x")
+            .src(vec![UPat::op(UOps::CONST), UPat::op(UOps::ALU)]),
+        ident(),
+    )]);
+    let (c4, c5) = (add(&c1, &c3), add(&c3, &c1));
+    assert!(tuple.rewrite(&c3).is_none());
+    assert!(tuple.rewrite(&c4).is_some());
+    assert!(tuple.rewrite(&c5).is_none());
+    let perm = pm(vec![(
+        UPat::op(UOps::ALU)
+            .named("x")
+            .src_perm(vec![UPat::op(UOps::CONST), UPat::op(UOps::ALU)]),
+        ident(),
+    )]);
+    let (p4, p5) = (add(&c3, &c2), add(&c2, &c3));
+    assert!(perm.rewrite(&c3).is_none());
+    assert!(perm.rewrite(&p4).is_some());
+    assert!(perm.rewrite(&p5).is_some());
+    assert!(perm.rewrite(&add(&c3, &p4)).is_none());
+    let rep = pm(vec![(
+        UPat::op(UOps::ALU)
+            .named("x")
+            .src_repeat(UPat::op(UOps::CONST)),
+        ident(),
+    )]);
+    assert!(rep.rewrite(&c3).is_some());
+    assert!(rep.rewrite(&add(&c2, &c3)).is_none());
+}
+
+#[test]
+fn allow_len() {
+    let m = pm(vec![(
+        UPat::op(UOps::ALU)
+            .named("x")
+            .src(vec![UPat::op(UOps::CONST)])
+            .allow_len(&[3]),
+        ident(),
+    )]);
+    let (c1, c2, c3) = (cf(1.0), cf(2.0), cf(3.0));
+    let neg = UOp::alu(UnaryOps::NEG, dtypes::float32, vec![c1.clone()]);
+    let add = UOp::alu(
+        BinaryOps::ADD,
+        dtypes::float32,
+        vec![c1.clone(), c2.clone()],
+    );
+    let mulacc = UOp::alu(TernaryOps::MULACC, dtypes::float32, vec![c1, c2, c3]);
+    assert!(m.rewrite(&neg).is_some());
+    assert!(m.rewrite(&add).is_none());
+    assert!(m.rewrite(&mulacc).is_some());
+}
+
+#[test]
+fn declining_rule_lets_the_next_one_try() {
+    let m = pm(vec![
+        (UPat::cvar("x"), rule(|_| None)),
+        (UPat::cvar("x"), rule(|_| Some(UOp::cnst(dtypes::int32, 7)))),
+    ]);
+    assert_eq!(m.rewrite(&cf(1.0)), Some(UOp::cnst(dtypes::int32, 7)));
+}
+
+#[test]
+fn rule_without_op_is_an_error() {
+    assert!(PatternMatcher::new(vec![(UPat::var("x"), ident())]).is_err());
+}
+
+/// The `simple_pm` of test_uop_graph.py.
+fn simple_pm() -> PatternMatcher {
+    let fsum = |a: ConstValue, b: ConstValue| a.as_f64() + b.as_f64();
+    pm(vec![
+        (
+            UPat::cvar("x").dtype(dtypes::int32),
+            rule(|_| Some(cf(1.0).add(cf(2.0)))),
+        ),
+        (
+            UPat::alu(BinaryOps::ADD, vec![UPat::cvar("x"), UPat::cvar("y")]),
+            rule(move |m| Some(cf(fsum(m.cv("x")?, m.cv("y")?)))),
+        ),
+        (
+            UPat::alu(
+                BinaryOps::MUL,
+                vec![
+                    UPat::alu(BinaryOps::MUL, vec![UPat::cvar("x"), UPat::cvar("y")]),
+                    UPat::cvar("z"),
+                ],
+            ),
+            rule(|m| {
+                let p = m.cv("x")?.as_f64() * m.cv("y")?.as_f64() * m.cv("z")?.as_f64();
+                Some(cf(p))
+            }),
+        ),
+        (
+            UPat::alu(
+                BinaryOps::ADD,
+                vec![
+                    UPat::alu(BinaryOps::ADD, vec![UPat::var("x"), UPat::cvar("c1")]),
+                    UPat::cvar("c2"),
+                ],
+            ),
+            rule(move |m| {
+                let x = m.get("x")?;
+                Some(x.add(UOp::const_opt(x.dtype(), fsum(m.cv("c1")?, m.cv("c2")?))))
+            }),
+        ),
+    ])
+}
+
+fn rewrite_const(u: &UOp) -> f64 {
+    let out = graph_rewrite(u, &simple_pm()).unwrap();
+    assert_eq!(out.op(), UOps::CONST, "{out:?}");
+    out.const_value().unwrap().as_f64()
+}
+
+#[test]
+fn graph_rewrite_dedups() {
+    let v1 = UOp::new(UOps::DEFINE_VAR, Some(dtypes::float32), vec![], UArg::None);
+    let v2 = UOp::new(UOps::DEFINE_VAR, Some(dtypes::float32), vec![], UArg::None);
+    let out = graph_rewrite(&v1.add(&v2), &PatternMatcher::default()).unwrap();
+    assert!(out.src()[0].ptr_eq(&out.src()[1]));
+}
+
+#[test]
+fn graph_rewrite_folds_bottom_up_and_reruns_results() {
+    let (c1, c2, c3, c4) = (cf(1.0), cf(2.0), cf(3.0), cf(4.0));
+    assert_eq!(rewrite_const(&c1.add(&c2)), 3.0);
+    assert_eq!(rewrite_const(&c1.mul(&c2).mul(c3.add(&c3))), 12.0);
+    assert_eq!(rewrite_const(&c1.add(&c2).add(&c3)), 6.0);
+    assert_eq!(rewrite_const(&c1.add(&c2).add(&c3).add(&c4)), 10.0);
+    assert_eq!(rewrite_const(&c1.add(&c2).add(c1.add(&c3))), 7.0);
+    // the int const becomes 1.0+2.0, which is rewritten again to 3.0
+    assert_eq!(rewrite_const(&UOp::cnst(dtypes::int32, 4)), 3.0);
+    let v = UOp::new(UOps::DEFINE_VAR, Some(dtypes::float32), vec![], UArg::None);
+    let out = graph_rewrite(&v.add(&c1).add(&c2), &simple_pm()).unwrap();
+    assert_eq!(out.op(), UOps::ALU);
+    assert_eq!(out.src()[0].op(), UOps::DEFINE_VAR);
+    assert_eq!(out.src()[1].const_value(), Some(ConstValue::Float(3.0)));
+}
+
+#[test]
+fn graph_rewrite_reports_nontermination() {
+    // x -> x+0 -> x+0+0 ... never settles
+    let m = pm(vec![(
+        UPat::op(UOps::DEFINE_VAR).named("x"),
+        rule(|m| Some(m.get("x")?.add(0))),
+    )]);
+    let v = UOp::define_var("n", 0, 9);
+    assert!(graph_rewrite(&v, &m).is_err());
+}
+
+#[test]
+fn graph_rewrite_handles_wide_graphs() {
+    let v = UOp::define_var("n", 0, 9);
+    let roots: Vec<UOp> = (0..100_000).map(|i| v.add(i)).collect();
+    let sink = UOp::sink(roots);
+    let out = graph_rewrite(&sink, &PatternMatcher::default()).unwrap();
+    assert_eq!(out.src().len(), 100_000);
+}
+
+#[test]
+fn graph_rewrite_handles_deep_chains() {
+    let mut x = UOp::define_var("n", 0, 9);
+    for _ in 0..20_000 {
+        x = x.add(1);
+    }
+    let out = graph_rewrite(&x, &PatternMatcher::default()).unwrap();
+    assert_eq!(out, x);
+}

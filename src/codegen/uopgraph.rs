@@ -1,0 +1,738 @@
+//! From a UOp graph to the linear UOp list a renderer walks (tinygrad 0.9.1 `UOpGraph`).
+//!
+//! Owns: [`linearize`] (wrap the roots in a SINK, rewrite with the constant folder and any extra
+//! rules, keep what the SINK reaches, order it with tinygrad's heap toposort, hoist accumulators,
+//! insert ENDRANGE/ENDIF when a scope empties, drop the SINK), [`type_verify`], [`flops_mem`], and
+//! [`uop_cmp`] (tinygrad's `cmp_tuple` order, the toposort tie-break).
+//!
+//! The order is tinygrad's exactly: the heap is a copy of Python's `heapq` algorithm with the same
+//! push order, so ties resolve the same way. Priority is minus the sum of `depth*1000 + index` over
+//! the RANGE scopes holding a node (loop bodies are placed as soon as they can be); ties go by op
+//! enum order, then arg (ignored for ALU, as in 0.9.1), dtype, and sources. A RANGE scope holds the
+//! transitive children of the RANGE up to and including PHIs; an IF scope up to and including
+//! STOREs.
+//!
+//! Not guaranteed: the output of a graph with a cycle-free but malformed structure (for example a
+//! DEFINE_ACC whose loop sources are not RANGEs) is only rejected by [`type_verify`] where it checks.
+
+use std::cmp::Ordering;
+use std::collections::HashMap;
+
+use crate::codegen::constant_folder::constant_folder;
+use crate::codegen::pattern::{graph_rewrite, PatternMatcher};
+use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
+use crate::dtype::{dtypes, ConstValue, DType};
+use crate::ops::{BinaryOps, Op, TernaryOps};
+use crate::{bail, ensure, Result};
+
+/// A linear UOp list with its roots (tinygrad's `UOpGraph`).
+#[derive(Clone, Debug)]
+pub struct UOpGraph {
+    pub sinks: Vec<UOp>,
+    uops: Option<Vec<UOp>>,
+}
+
+impl UOpGraph {
+    pub fn new(sinks: Vec<UOp>) -> UOpGraph {
+        UOpGraph { sinks, uops: None }
+    }
+
+    /// Linearize (constant folder plus `extra_pm` rules), optionally verifying the result.
+    pub fn linearize(
+        &mut self,
+        extra_pm: Option<&PatternMatcher>,
+        type_verify: bool,
+    ) -> Result<&[UOp]> {
+        let uops = linearize(&self.sinks, extra_pm, type_verify)?;
+        Ok(self.uops.insert(uops))
+    }
+
+    /// The linear list (linearized and verified on first use).
+    pub fn uops(&mut self) -> Result<&[UOp]> {
+        if self.uops.is_none() {
+            self.uops = Some(linearize(&self.sinks, None, true)?);
+        }
+        match &self.uops {
+            Some(u) => Ok(u),
+            None => bail!(Internal, "UOpGraph: linearize left no list"),
+        }
+    }
+}
+
+/// The integer variables of a kernel as (name, min, max), sorted by name (the parameter order).
+pub fn vars(uops: &[UOp]) -> Vec<(String, i64, i64)> {
+    let mut out: Vec<(String, i64, i64)> = uops
+        .iter()
+        .filter_map(|u| match u.arg() {
+            UArg::Var { name, min, max } if u.op() == UOps::DEFINE_VAR => {
+                Some((name.clone(), *min, *max))
+            }
+            _ => None,
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// The buffers of a kernel as (index, is an output), in list order.
+pub fn globals(uops: &[UOp]) -> Vec<(usize, bool)> {
+    uops.iter()
+        .filter_map(|u| match u.arg() {
+            UArg::Global { idx, is_output } => Some((*idx, *is_output)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Linearize `sinks` with the constant folder, followed by a second pass with the constant
+/// folder plus `extra_pm` when given (as tinygrad does for renderer rules).
+pub fn linearize(
+    sinks: &[UOp],
+    extra_pm: Option<&PatternMatcher>,
+    verify: bool,
+) -> Result<Vec<UOp>> {
+    let cf = constant_folder()?;
+    let mut sink = graph_rewrite(&UOp::sink(sinks.to_vec()), cf)?;
+    if let Some(extra) = extra_pm {
+        let both = cf.extend(extra.rules().to_vec())?;
+        sink = graph_rewrite(&sink, &both)?;
+    }
+    order(&sink, verify)
+}
+
+/// Linearize with exactly the rules of `pm` (an empty matcher orders the graph as built).
+pub fn linearize_with(sinks: &[UOp], pm: &PatternMatcher, verify: bool) -> Result<Vec<UOp>> {
+    let sink = graph_rewrite(&UOp::sink(sinks.to_vec()), pm)?;
+    order(&sink, verify)
+}
+
+fn order(sink: &UOp, verify: bool) -> Result<Vec<UOp>> {
+    let g = Graph::build(sink);
+    let uops = toposort(&g)?;
+    if verify {
+        type_verify(&uops)?;
+    }
+    Ok(uops)
+}
+
+/// The reachable graph: nodes in DFS pre-order (tinygrad's `children` dict order), children lists,
+/// in-degrees, and the post-order (its `in_degree` dict order).
+struct Graph {
+    nodes: Vec<UOp>,
+    children: Vec<Vec<usize>>,
+    in_degree: Vec<usize>,
+    post: Vec<usize>,
+}
+
+impl Graph {
+    fn build(sink: &UOp) -> Graph {
+        let mut g = Graph {
+            nodes: vec![],
+            children: vec![],
+            in_degree: vec![],
+            post: vec![],
+        };
+        let mut index: UOpMap<usize> = UOpMap::default();
+        let visit = |u: &UOp, g: &mut Graph, index: &mut UOpMap<usize>| -> usize {
+            let id = g.nodes.len();
+            index.insert(u.clone(), id);
+            g.nodes.push(u.clone());
+            g.children.push(vec![]);
+            g.in_degree.push(0);
+            id
+        };
+        let root = visit(sink, &mut g, &mut index);
+        let mut stack: Vec<(usize, usize)> = vec![(root, 0)];
+        while let Some(&mut (id, ref mut i)) = stack.last_mut() {
+            let u = g.nodes[id].clone();
+            if let Some(x) = u.src().get(*i) {
+                if let Some(&xid) = index.get(x) {
+                    g.children[xid].push(id);
+                    *i += 1;
+                } else {
+                    let xid = visit(x, &mut g, &mut index);
+                    stack.push((xid, 0));
+                }
+                continue;
+            }
+            stack.pop();
+            g.in_degree[id] = u.src().len();
+            g.post.push(id);
+            if let Some((pid, pi)) = stack.last_mut() {
+                g.children[id].push(*pid);
+                *pi += 1;
+            }
+        }
+        g
+    }
+}
+
+/// A scope: its RANGE/IF node, membership, members left, and its toposort weight.
+struct Scope {
+    node: usize,
+    member: Vec<bool>,
+    left: usize,
+    weight: Option<i64>,
+}
+
+fn scopes(g: &Graph) -> Vec<Scope> {
+    let n = g.nodes.len();
+    let kind = |op: UOps| {
+        g.post
+            .iter()
+            .copied()
+            .filter(move |&i| g.nodes[i].op() == op)
+    };
+    let mut owners: Vec<usize> = kind(UOps::RANGE).chain(kind(UOps::IF)).collect();
+    owners.reverse();
+    owners
+        .into_iter()
+        .map(|p| {
+            let u = &g.nodes[p];
+            let end = if u.op() == UOps::RANGE {
+                UOps::PHI
+            } else {
+                UOps::STORE
+            };
+            let mut member = vec![false; n];
+            let mut left = 0;
+            let mut stack: Vec<usize> = g.children[p].clone();
+            while let Some(c) = stack.pop() {
+                if member[c] || g.nodes[c].op() == UOps::SINK {
+                    continue;
+                }
+                member[c] = true;
+                left += 1;
+                if g.nodes[c].op() != end {
+                    stack.extend(g.children[c].iter().copied());
+                }
+            }
+            let weight = u.range_arg().map(|(d, i, _)| (d * 1000 + i) as i64);
+            Scope {
+                node: p,
+                member,
+                left,
+                weight,
+            }
+        })
+        .collect()
+}
+
+/// Python `heapq` over (priority, node) with tinygrad's UOp order as the tie-break.
+struct PyHeap<'a> {
+    items: Vec<(i64, usize)>,
+    nodes: &'a [UOp],
+}
+
+impl PyHeap<'_> {
+    fn lt(&self, a: (i64, usize), b: (i64, usize)) -> bool {
+        if a.0 != b.0 {
+            return a.0 < b.0;
+        }
+        a.1 != b.1 && uop_cmp(&self.nodes[a.1], &self.nodes[b.1]) == Ordering::Less
+    }
+
+    fn sift_down(&mut self, start: usize, mut pos: usize) {
+        let item = self.items[pos];
+        while pos > start {
+            let parent = (pos - 1) >> 1;
+            if self.lt(item, self.items[parent]) {
+                self.items[pos] = self.items[parent];
+                pos = parent;
+                continue;
+            }
+            break;
+        }
+        self.items[pos] = item;
+    }
+
+    fn sift_up(&mut self, mut pos: usize) {
+        let end = self.items.len();
+        let start = pos;
+        let item = self.items[pos];
+        let mut child = 2 * pos + 1;
+        while child < end {
+            let right = child + 1;
+            if right < end && !self.lt(self.items[child], self.items[right]) {
+                child = right;
+            }
+            self.items[pos] = self.items[child];
+            pos = child;
+            child = 2 * pos + 1;
+        }
+        self.items[pos] = item;
+        self.sift_down(start, pos);
+    }
+
+    fn push(&mut self, item: (i64, usize)) {
+        self.items.push(item);
+        let last = self.items.len() - 1;
+        self.sift_down(0, last);
+    }
+
+    fn pop(&mut self) -> Option<(i64, usize)> {
+        let last = self.items.pop()?;
+        if self.items.is_empty() {
+            return Some(last);
+        }
+        let top = std::mem::replace(&mut self.items[0], last);
+        self.sift_up(0);
+        Some(top)
+    }
+}
+
+enum Item {
+    Node(usize),
+    End(UOp),
+}
+
+fn toposort(g: &Graph) -> Result<Vec<UOp>> {
+    let mut scopes = scopes(g);
+    let mut in_degree = g.in_degree.clone();
+    let mut heap = PyHeap {
+        items: vec![],
+        nodes: &g.nodes,
+    };
+    let priority = |scopes: &[Scope], u: usize| -> i64 {
+        scopes
+            .iter()
+            .filter(|s| s.member[u])
+            .filter_map(|s| s.weight)
+            .map(|w| -w)
+            .sum()
+    };
+    for (u, &d) in in_degree.iter().enumerate() {
+        if d == 0 {
+            heap.push((priority(&scopes, u), u));
+        }
+    }
+    let mut out: Vec<Item> = Vec::with_capacity(g.nodes.len() + scopes.len());
+    while let Some((_, x)) = heap.pop() {
+        let u = &g.nodes[x];
+        if u.op() == UOps::DEFINE_ACC && u.src().len() > 1 {
+            let pos = out.iter().position(|it| match it {
+                Item::Node(i) => g.nodes[*i].op() == UOps::RANGE && u.src().contains(&g.nodes[*i]),
+                Item::End(_) => false,
+            });
+            match pos {
+                Some(p) => out.insert(p, Item::Node(x)),
+                None => bail!(
+                    Codegen,
+                    "linearize: DEFINE_ACC {:?} has extra sources but none is a placed RANGE",
+                    u.arg()
+                ),
+            }
+        } else {
+            out.push(Item::Node(x));
+        }
+        for s in scopes.iter_mut() {
+            if s.member[x] {
+                s.member[x] = false;
+                s.left -= 1;
+                if s.left == 0 {
+                    let owner = &g.nodes[s.node];
+                    out.push(Item::End(if owner.op() == UOps::RANGE {
+                        UOp::endrange(owner)
+                    } else {
+                        UOp::endif(owner)
+                    }));
+                }
+            }
+        }
+        for &c in &g.children[x] {
+            in_degree[c] -= 1;
+            if in_degree[c] == 0 {
+                heap.push((priority(&scopes, c), c));
+            }
+        }
+    }
+    let placed = out.iter().filter(|it| matches!(it, Item::Node(_))).count();
+    ensure!(
+        placed == g.nodes.len(),
+        Internal,
+        "linearize: the toposort placed {placed} of {} nodes (a cycle?)",
+        g.nodes.len()
+    );
+    let mut uops: Vec<UOp> = out
+        .into_iter()
+        .map(|it| match it {
+            Item::Node(i) => g.nodes[i].clone(),
+            Item::End(u) => u,
+        })
+        .collect();
+    match uops.pop() {
+        Some(last) if last.op() == UOps::SINK => Ok(uops),
+        other => bail!(
+            Internal,
+            "linearize: the list did not end with the SINK but with {other:?}"
+        ),
+    }
+}
+
+fn num_cmp(a: ConstValue, b: ConstValue) -> Ordering {
+    match (a, b) {
+        (ConstValue::Float(_), _) | (_, ConstValue::Float(_)) => a
+            .as_f64()
+            .partial_cmp(&b.as_f64())
+            .unwrap_or(Ordering::Equal),
+        _ => a.as_i128().cmp(&b.as_i128()),
+    }
+}
+
+fn arg_rank(a: &UArg) -> u8 {
+    match a {
+        UArg::None => 0,
+        UArg::Const(_) => 1,
+        UArg::Alu(_) => 2,
+        UArg::Global { .. } => 3,
+        UArg::Var { .. } => 4,
+        UArg::Local { .. } => 5,
+        UArg::Acc { .. } => 6,
+        UArg::Special { .. } => 7,
+        UArg::Range { .. } => 8,
+        UArg::Gep(_) => 9,
+        UArg::Wmma(_) => 10,
+    }
+}
+
+/// Python comparison of two args of the same op (tuples lexicographically, numbers numerically,
+/// variables by name).
+fn arg_cmp(a: &UArg, b: &UArg) -> Ordering {
+    use UArg::*;
+    match (a, b) {
+        (Const(x), Const(y)) => num_cmp(*x, *y),
+        (Alu(x), Alu(y)) => x.cmp(y),
+        (
+            Global {
+                idx: i,
+                is_output: o,
+            },
+            Global {
+                idx: j,
+                is_output: p,
+            },
+        ) => (i, o).cmp(&(j, p)),
+        (Var { name: x, .. }, Var { name: y, .. }) => x.cmp(y),
+        (Local { name: x, size: s }, Local { name: y, size: t }) => (x, s).cmp(&(y, t)),
+        (Acc { buf: x, idx: i }, Acc { buf: y, idx: j }) => (x, i).cmp(&(y, j)),
+        (
+            Special {
+                axis: a1,
+                name: n1,
+                size: s1,
+            },
+            Special {
+                axis: a2,
+                name: n2,
+                size: s2,
+            },
+        ) => (a1, n1, s1).cmp(&(a2, n2, s2)),
+        (
+            Range {
+                depth: d1,
+                idx: i1,
+                is_reduce: r1,
+            },
+            Range {
+                depth: d2,
+                idx: i2,
+                is_reduce: r2,
+            },
+        ) => (d1, i1, r1).cmp(&(d2, i2, r2)),
+        (Gep(x), Gep(y)) => x.cmp(y),
+        (Wmma(x), Wmma(y)) => x.cmp(y),
+        _ => arg_rank(a).cmp(&arg_rank(b)),
+    }
+}
+
+/// tinygrad's `UOp.__lt__` as an ordering: (op enum order, arg (not for ALU), dtype, sources).
+pub fn uop_cmp(a: &UOp, b: &UOp) -> Ordering {
+    let (mut a, mut b) = (a, b);
+    loop {
+        if a.ptr_eq(b) {
+            return Ordering::Equal;
+        }
+        let argo = if a.op() == UOps::ALU && b.op() == UOps::ALU {
+            Ordering::Equal
+        } else {
+            arg_cmp(a.arg(), b.arg())
+        };
+        let o = a
+            .op()
+            .cmp(&b.op())
+            .then(argo)
+            .then(a.dtype().cmp(&b.dtype()));
+        if o != Ordering::Equal {
+            return o;
+        }
+        match a.src().iter().zip(b.src()).find(|(x, y)| x != y) {
+            Some((x, y)) => {
+                a = x;
+                b = y;
+            }
+            None => return a.src().len().cmp(&b.src().len()),
+        }
+    }
+}
+
+fn dt(u: &UOp) -> String {
+    u.dtype().map_or("None".into(), |d| format!("{d}"))
+}
+
+/// Check dtypes the way tinygrad's `type_verify` does; the error names the first bad UOp.
+pub fn type_verify(uops: &[UOp]) -> Result<()> {
+    for (i, u) in uops.iter().enumerate() {
+        verify_one(u).map_err(|e| {
+            crate::Error::Codegen(format!(
+                "type_verify: uop {i} ({}): {}",
+                u.op().name(),
+                e.message()
+            ))
+        })?;
+    }
+    Ok(())
+}
+
+fn const_class_ok(v: ConstValue, d: DType) -> bool {
+    matches!(
+        (v, d.is_float(), d.is_bool()),
+        (ConstValue::Float(_), true, _) | (ConstValue::Bool(_), false, true)
+    ) || matches!(v, ConstValue::Int(_)) && !d.is_float() && !d.is_bool()
+}
+
+fn verify_one(u: &UOp) -> Result<()> {
+    let src_dt = |i: usize| u.src().get(i).and_then(|s| s.dtype());
+    match u.op() {
+        UOps::CONST | UOps::DEFINE_ACC => {
+            let Some(d) = u.dtype() else {
+                bail!(Codegen, "{} has no dtype", u.op().name())
+            };
+            let v = if u.op() == UOps::DEFINE_ACC {
+                ensure!(
+                    src_dt(0) == Some(d.scalar()),
+                    Codegen,
+                    "the initial value has dtype {:?}, not the scalar {}",
+                    src_dt(0),
+                    d.scalar()
+                );
+                u.src().first().and_then(|s| s.const_value())
+            } else {
+                u.const_value()
+            };
+            let Some(v) = v else {
+                bail!(Codegen, "no constant value")
+            };
+            ensure!(
+                const_class_ok(v, d),
+                Codegen,
+                "value {v} does not match {d}"
+            );
+        }
+        UOps::CAST | UOps::BITCAST => {
+            ensure!(*u.arg() == UArg::None, Codegen, "has an arg {}", u.arg());
+        }
+        UOps::LOAD if u.src().len() > 2 => {
+            let gate = &u.src()[2];
+            if !matches!(gate.op(), UOps::IF | UOps::BARRIER) {
+                ensure!(
+                    gate.dtype() == Some(dtypes::bool),
+                    Codegen,
+                    "the gate has dtype {}",
+                    dt(gate)
+                );
+            }
+        }
+        UOps::STORE if u.src().len() == 4 => {
+            ensure!(
+                src_dt(3) == Some(dtypes::bool),
+                Codegen,
+                "the gate has dtype {}",
+                dt(&u.src()[3])
+            );
+        }
+        UOps::ALU => verify_alu(u)?,
+        _ => {}
+    }
+    Ok(())
+}
+
+fn verify_alu(u: &UOp) -> Result<()> {
+    let Some(op) = u.alu_op() else {
+        bail!(Codegen, "ALU without an op arg")
+    };
+    let want = match op {
+        Op::Unary(_) => 1,
+        Op::Binary(_) => 2,
+        Op::Ternary(_) => 3,
+        _ => bail!(Codegen, "{} is not an ALU op", op.name()),
+    };
+    ensure!(
+        u.src().len() == want,
+        Codegen,
+        "{} takes {want} sources, has {}",
+        op.name(),
+        u.src().len()
+    );
+    let d = u.dtype();
+    let s: Vec<Option<DType>> = u.src().iter().map(|x| x.dtype()).collect();
+    let is_int = |x: Option<DType>| x.is_some_and(|x| x.is_int());
+    match op {
+        Op::Unary(_) => ensure!(
+            d == s[0],
+            Codegen,
+            "{} dtype {d:?} != {:?}",
+            op.name(),
+            s[0]
+        ),
+        Op::Binary(BinaryOps::CMPLT | BinaryOps::CMPNE) => {
+            ensure!(
+                d == Some(dtypes::bool),
+                Codegen,
+                "{} output dtype {d:?} is not bool",
+                op.name()
+            );
+            ensure!(
+                s[0] == s[1],
+                Codegen,
+                "{} inputs {:?} != {:?}",
+                op.name(),
+                s[0],
+                s[1]
+            );
+        }
+        Op::Binary(BinaryOps::IDIV) => {
+            ensure!(
+                is_int(s[0]) && is_int(s[1]),
+                Codegen,
+                "IDIV inputs {:?}, {:?} are not ints",
+                s[0],
+                s[1]
+            );
+            ensure!(is_int(d), Codegen, "IDIV output dtype {d:?} is not an int");
+        }
+        Op::Binary(BinaryOps::SHL | BinaryOps::SHR) => {
+            ensure!(
+                d == s[0],
+                Codegen,
+                "{} dtype {d:?} != {:?}",
+                op.name(),
+                s[0]
+            );
+        }
+        Op::Binary(_) => ensure!(
+            d == s[0] && s[0] == s[1],
+            Codegen,
+            "{} dtype mismatch {d:?}, {:?}, {:?}",
+            op.name(),
+            s[0],
+            s[1]
+        ),
+        Op::Ternary(TernaryOps::WHERE) => {
+            ensure!(
+                s[0] == Some(dtypes::bool),
+                Codegen,
+                "WHERE selector dtype {:?} is not bool",
+                s[0]
+            );
+            ensure!(
+                d == s[1] && s[1] == s[2],
+                Codegen,
+                "WHERE choices {d:?}, {:?}, {:?} differ",
+                s[1],
+                s[2]
+            );
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+/// The value of a loop bound for [`flops_mem`] (tinygrad's `uop_alu_resolve`): constants,
+/// variables (their value in `var_vals`, else their maximum), SPECIAL (size-1), and MUL/SHL/ADD.
+pub fn uop_alu_resolve(u: &UOp, var_vals: &HashMap<String, i64>) -> Result<i64> {
+    let rec = |i: usize| match u.src().get(i) {
+        Some(s) => uop_alu_resolve(s, var_vals),
+        None => bail!(
+            Codegen,
+            "uop_alu_resolve: {} lacks source {i}",
+            u.op().name()
+        ),
+    };
+    match (u.op(), u.arg()) {
+        (UOps::CONST, UArg::Const(v)) => Ok(v.as_i128() as i64),
+        (UOps::DEFINE_VAR, UArg::Var { name, max, .. }) => Ok(*var_vals.get(name).unwrap_or(max)),
+        (UOps::SPECIAL, UArg::Special { size, .. }) => Ok(size - 1),
+        (UOps::ALU, UArg::Alu(Op::Binary(BinaryOps::MUL))) => Ok(rec(0)?.wrapping_mul(rec(1)?)),
+        (UOps::ALU, UArg::Alu(Op::Binary(BinaryOps::SHL))) => {
+            Ok(rec(0)?.wrapping_mul(1i64.wrapping_shl(rec(1)?.clamp(0, 63) as u32)))
+        }
+        (UOps::ALU, UArg::Alu(Op::Binary(BinaryOps::ADD))) => Ok(rec(0)?.wrapping_add(rec(1)?)),
+        _ => bail!(Codegen, "uop_alu_resolve: cannot resolve {:?}", u),
+    }
+}
+
+/// (ALU ops, bytes loaded and stored), each weighted by the trip counts of the enclosing loops.
+/// With `ignore_indexing`, ALU ops that only compute load/store addresses and gates are skipped.
+pub fn flops_mem(
+    uops: &[UOp],
+    ignore_indexing: bool,
+    var_vals: &HashMap<String, i64>,
+) -> Result<(i64, i64)> {
+    let mut dont_count = std::collections::HashSet::new();
+    if ignore_indexing {
+        for u in uops {
+            let idx_srcs: &[usize] = match (u.op(), u.src().len()) {
+                (UOps::LOAD, n) if n > 3 => &[1, 2],
+                (UOps::STORE, n) if n > 3 => &[1, 3],
+                (UOps::LOAD | UOps::STORE, _) => &[1],
+                _ => &[],
+            };
+            for &i in idx_srcs {
+                if let Some(s) = u.src().get(i) {
+                    dont_count.extend(s.sparents());
+                }
+            }
+        }
+    }
+    let (mut flops, mut mem, mut mults) = (0i64, 0i64, 1i64);
+    let mut stack = vec![];
+    for u in uops {
+        match u.op() {
+            UOps::RANGE => {
+                stack.push(mults);
+                let end = u
+                    .src()
+                    .get(1)
+                    .map(|e| uop_alu_resolve(e, var_vals))
+                    .transpose()?;
+                mults = mults.wrapping_mul(end.unwrap_or(1));
+            }
+            UOps::ENDRANGE => mults = stack.pop().unwrap_or(1),
+            UOps::LOAD => mem += u.dtype().map_or(0, |d| d.itemsize() as i64) * mults,
+            UOps::STORE => {
+                let d = u.src().get(2).and_then(|v| v.dtype());
+                mem += d.map_or(0, |d| d.itemsize() as i64) * mults;
+            }
+            UOps::ALU if !dont_count.contains(u) => {
+                let w = if u.alu_op() == Some(Op::Ternary(TernaryOps::MULACC)) {
+                    2
+                } else {
+                    1
+                };
+                flops += mults * w;
+            }
+            UOps::WMMA if !dont_count.contains(u) => {
+                if let UArg::Wmma(w) = u.arg() {
+                    let p: usize = w.dims.iter().product();
+                    flops += 2 * (p as i64) / 32 * mults;
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok((flops, mem))
+}
+
+#[cfg(test)]
+#[path = "uopgraph_tests.rs"]
+mod tests;

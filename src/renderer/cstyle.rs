@@ -1,0 +1,771 @@
+//! C-style rendering of linear UOp lists (tinygrad 0.9.1 `CStyleLanguage`), and the CLANG
+//! dialect ([`ClangRenderer`], in `cstyle/clang.rs`).
+//!
+//! Owns: the walk over the UOp list that every C-like dialect shares ([`render_cstyle`]): SSA names
+//! (`val`, `alu`, `acc`, `ridx`, `cast`, `precast`), ALU expressions inlined when used once (except
+//! MAX), parentheses dropped inside same-op ADD/MUL/XOR chains, loops, gated loads (`g?load:alt`)
+//! and stores (`if (g) { ... }`), accumulators and PHI assignments. A dialect is a [`CStyle`]
+//! implementation: its knobs ([`CStyleLanguage`]) and overridable pieces (types, constants, casts,
+//! loads, stores, ops, the kernel frame).
+//!
+//! Not guaranteed: only lists that passed `type_verify` are meant to be rendered; other input gives
+//! an `Error::Codegen` or C that does not compile, never a panic.
+
+mod clang;
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::codegen::uops::{UArg, UOp, UOps};
+use crate::dtype::{ConstValue, DType, Scalar};
+use crate::helpers::float_repr;
+use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
+use crate::{bail, ensure, Result};
+
+pub use clang::ClangRenderer;
+
+/// The knobs of a C-like dialect (tinygrad's `CStyleLanguage` class attributes).
+#[derive(Clone, Debug, Default)]
+pub struct CStyleLanguage {
+    pub kernel_prefix: String,
+    pub buffer_prefix: String,
+    pub buffer_suffix: String,
+    pub smem_align: String,
+    pub smem_prefix: String,
+    pub smem_prefix_for_cast: bool,
+    pub arg_int_prefix: String,
+    pub barrier: String,
+    pub extra_args: Vec<String>,
+    pub uses_ptr_arithmetic: bool,
+    /// Split the outermost global loop across `core`/`ncores` parameters (CPU devices).
+    pub split_outer_loop: bool,
+}
+
+/// What a rendered kernel needs in front of it (includes, typedefs, helpers).
+#[derive(Clone, Debug, Default)]
+pub struct Needs {
+    pub math: bool,
+    pub half: bool,
+    pub bf16: bool,
+    pub vectors: BTreeSet<DType>,
+}
+
+/// A kernel parameter: a buffer pointer (element dtype) or an integer variable.
+#[derive(Clone, Debug)]
+pub struct Param {
+    pub name: String,
+    pub dtype: DType,
+    pub is_buffer: bool,
+    pub mutable: bool,
+}
+
+/// tinygrad's `strip_parens`: drop one pair of outer parentheses when they enclose the whole text.
+pub fn strip_parens(s: &str) -> &str {
+    let b = s.as_bytes();
+    if b.len() >= 2 && b[0] == b'(' && b[b.len() - 1] == b')' {
+        let inner = &s[1..s.len() - 1];
+        let open = inner.find('(').map_or(-1, |i| i as i64);
+        let close = inner.find(')').map_or(-1, |i| i as i64);
+        if open <= close {
+            return inner;
+        }
+    }
+    s
+}
+
+/// A C-like dialect. The defaults are tinygrad's base `CStyleLanguage` behaviour.
+pub trait CStyle {
+    fn lang(&self) -> &CStyleLanguage;
+
+    /// The type of a value of `dtype` (registers, variables).
+    fn render_dtype(&self, d: DType, needs: &mut Needs) -> Result<String> {
+        let _ = needs;
+        Ok(d.name())
+    }
+
+    /// The element type of a buffer pointer.
+    fn render_buf_dtype(&self, d: DType, needs: &mut Needs) -> Result<String> {
+        self.render_dtype(d.base(), needs)
+    }
+
+    /// The expression of an ALU op over rendered operands.
+    fn code_for_op(&self, op: Op, a: &[String], d: DType, needs: &mut Needs) -> Result<String> {
+        base_code_for_op(op, a, d, needs)
+    }
+
+    /// The launch index for SPECIAL `name` (`gidx0`, `lidx1`, `idx0`) on `axis`.
+    fn code_for_workitem(&self, name: &str, axis: usize) -> Result<String> {
+        bail!(
+            Codegen,
+            "this renderer has no launch indices ({name} on axis {axis})"
+        )
+    }
+
+    /// A value conversion: one source casts, several build a vector.
+    fn render_cast(&self, x: &[String], d: DType, needs: &mut Needs) -> Result<String> {
+        let t = self.render_dtype(d, needs)?;
+        match x {
+            [one] => Ok(format!("({t})({one})")),
+            many => {
+                ensure!(
+                    many.len() == d.count as usize,
+                    Codegen,
+                    "cast to {d} from {} values",
+                    many.len()
+                );
+                Ok(format!("({t}){{{}}}", many.join(",")))
+            }
+        }
+    }
+
+    /// A constant of `d`.
+    fn render_const(&self, v: ConstValue, d: DType, needs: &mut Needs) -> Result<String> {
+        base_render_const(self, v, d, needs)
+    }
+
+    /// The expression loading `buf[idx]` as `out`.
+    fn render_load(
+        &self,
+        out: DType,
+        buf: &str,
+        buf_dtype: DType,
+        idx: &str,
+        local: bool,
+        needs: &mut Needs,
+    ) -> Result<String> {
+        let l = self.lang();
+        let val = if out.count > 1 {
+            let prefix = if local && l.smem_prefix_for_cast {
+                &l.smem_prefix
+            } else {
+                &l.buffer_prefix
+            };
+            let t = self.render_dtype(buf_dtype.base().scalar().vec(out.count), needs)?;
+            format!("*(({prefix}{t}*)({buf}+{idx}))")
+        } else if l.uses_ptr_arithmetic {
+            format!("*({buf}+{idx})")
+        } else {
+            format!("{buf}[{idx}]")
+        };
+        if out.scalar != buf_dtype.scalar {
+            return self.render_cast(&[val], out, needs);
+        }
+        Ok(val)
+    }
+
+    /// The statement storing `var` at `buf[idx]`.
+    #[allow(clippy::too_many_arguments)]
+    fn render_store(
+        &self,
+        buf: &str,
+        buf_dtype: DType,
+        var: &str,
+        var_dtype: DType,
+        idx: &str,
+        local: bool,
+        needs: &mut Needs,
+    ) -> Result<String> {
+        let l = self.lang();
+        if var_dtype.count > 1 {
+            let prefix = if local && l.smem_prefix_for_cast {
+                &l.smem_prefix
+            } else {
+                &l.buffer_prefix
+            };
+            let t = self.render_dtype(buf_dtype.base().scalar().vec(var_dtype.count), needs)?;
+            return Ok(format!("*(({prefix}{t}*)({buf}+{idx})) = {var};"));
+        }
+        Ok(if l.uses_ptr_arithmetic {
+            format!("*({buf}+{idx}) = {var};")
+        } else {
+            format!("{buf}[{idx}] = {var};")
+        })
+    }
+
+    /// Statements reinterpreting `x` (of `from`) as `to`, defining `out`; returns the expression
+    /// that reads the result.
+    fn render_bitcast(
+        &self,
+        x: &str,
+        from: DType,
+        to: DType,
+        names: (&str, &str),
+        lines: &mut Vec<String>,
+        needs: &mut Needs,
+    ) -> Result<String> {
+        let (pre, out) = names;
+        let (ft, tt) = (
+            self.render_dtype(from, needs)?,
+            self.render_dtype(to, needs)?,
+        );
+        lines.push(format!("{ft} {pre} = {x};"));
+        lines.push(format!("{tt} {out};"));
+        lines.push(format!("__builtin_memcpy(&{out}, &{pre}, sizeof({out}));"));
+        Ok(out.to_string())
+    }
+
+    /// A workgroup-local buffer declaration.
+    fn render_local(&self, name: &str, d: DType, size: usize, needs: &mut Needs) -> Result<String> {
+        let l = self.lang();
+        let t = self.render_dtype(d.base(), needs)?;
+        Ok(format!(
+            "{}{}{t} {name}[{size}];",
+            l.smem_align, l.smem_prefix
+        ))
+    }
+
+    /// The whole source: the function around the body lines.
+    fn render_kernel(
+        &self,
+        name: &str,
+        body: &[String],
+        params: &[Param],
+        split: bool,
+        needs: &mut Needs,
+    ) -> Result<String> {
+        let _ = split;
+        let args = base_params(self, params, needs)?;
+        Ok(format!(
+            "{}void {name}({}) {{\n{}\n}}",
+            self.lang().kernel_prefix,
+            args.join(", "),
+            body.join("\n")
+        ))
+    }
+}
+
+/// The parameter declarations of the base language (plus its extra args).
+pub fn base_params<L: CStyle + ?Sized>(
+    l: &L,
+    params: &[Param],
+    needs: &mut Needs,
+) -> Result<Vec<String>> {
+    let lang = l.lang();
+    let mut out = vec![];
+    for p in params {
+        if p.is_buffer {
+            let c = if p.mutable { "" } else { "const " };
+            let t = l.render_buf_dtype(p.dtype, needs)?;
+            out.push(format!(
+                "{c}{}{t}*{} {}",
+                lang.buffer_prefix, lang.buffer_suffix, p.name
+            ));
+        } else {
+            out.push(format!("{} {}", lang.arg_int_prefix, p.name));
+        }
+    }
+    out.extend(lang.extra_args.iter().cloned());
+    Ok(out)
+}
+
+/// tinygrad's base `code_for_op` table (plus shifts and MULACC).
+pub fn base_code_for_op(op: Op, a: &[String], d: DType, needs: &mut Needs) -> Result<String> {
+    let _ = needs;
+    let arg = |i: usize| a.get(i).map(String::as_str).unwrap_or("");
+    let (x, y, z) = (arg(0), arg(1), arg(2));
+    Ok(match op {
+        Op::Unary(UnaryOps::NEG) if d.is_bool() => format!("(!{x})"),
+        Op::Unary(UnaryOps::NEG) => format!("(-{x})"),
+        Op::Unary(UnaryOps::SQRT) => format!("sqrt({x})"),
+        Op::Unary(UnaryOps::RECIP) => format!("(1/{x})"),
+        Op::Unary(UnaryOps::EXP2) => format!("exp2({x})"),
+        Op::Unary(UnaryOps::LOG2) => format!("log2({x})"),
+        Op::Unary(UnaryOps::SIN) => format!("sin({x})"),
+        Op::Binary(BinaryOps::ADD) => format!("({x}+{y})"),
+        Op::Binary(BinaryOps::MAX) => format!("max({x},{y})"),
+        Op::Binary(BinaryOps::IDIV) => format!("({x}/{y})"),
+        Op::Binary(BinaryOps::MUL) => format!("({x}*{y})"),
+        Op::Binary(BinaryOps::MOD) => format!("({x}%{y})"),
+        Op::Binary(BinaryOps::CMPLT) => format!("({x}<{y})"),
+        Op::Binary(BinaryOps::CMPNE) => format!("({x}!={y})"),
+        Op::Binary(BinaryOps::XOR) => format!("({x}^{y})"),
+        Op::Binary(BinaryOps::SHR) => format!("({x}>>{y})"),
+        Op::Binary(BinaryOps::SHL) => format!("({x}<<{y})"),
+        Op::Ternary(TernaryOps::WHERE) => format!("({x}?{y}:{z})"),
+        Op::Ternary(TernaryOps::MULACC) => format!("(({x}*{y})+{z})"),
+        other => bail!(Codegen, "no C code for {}", other.name()),
+    })
+}
+
+/// tinygrad's base `render_const`: NAN/INFINITY, `1.0f` floats, 0/1 bools, plain ints; other dtypes
+/// (and vectors) through a cast.
+pub fn base_render_const<L: CStyle + ?Sized>(
+    l: &L,
+    v: ConstValue,
+    d: DType,
+    needs: &mut Needs,
+) -> Result<String> {
+    let s = d.scalar;
+    let val = match v {
+        ConstValue::Float(f) if f.is_nan() => {
+            needs.math = true;
+            "NAN".to_string()
+        }
+        ConstValue::Float(f) if f.is_infinite() => {
+            needs.math = true;
+            format!("{}INFINITY", if f < 0.0 { "-" } else { "" })
+        }
+        _ if s == Scalar::Bool => (if v.as_bool() { "1" } else { "0" }).to_string(),
+        ConstValue::Float(f) if s == Scalar::Float32 => format!("{}f", float_repr(f)),
+        ConstValue::Float(f) => float_repr(f),
+        _ if s.is_float() => float_repr(v.as_f64()),
+        _ => int_literal(v.as_i128(), s),
+    };
+    let plain = [Scalar::Float32, Scalar::Int32, Scalar::Bool].contains(&s);
+    if d.count > 1 || !plain {
+        let lanes = vec![val; d.count as usize];
+        return l.render_cast(&lanes, d, needs);
+    }
+    Ok(val)
+}
+
+/// An integer literal that C reads as the intended value without warnings.
+pub fn int_literal(i: i128, s: Scalar) -> String {
+    match s {
+        Scalar::Int32 if i == i32::MIN as i128 => "(-2147483647-1)".into(),
+        Scalar::Int64 if i == i64::MIN as i128 => "(-9223372036854775807L-1)".into(),
+        Scalar::Int64 => format!("{i}L"),
+        Scalar::Uint32 => format!("{i}u"),
+        Scalar::Uint64 => format!("{i}ul"),
+        _ => i.to_string(),
+    }
+}
+
+/// Rendering state: SSA counters and names, body lines and what the preamble needs.
+struct State {
+    lines: Vec<String>,
+    depth: usize,
+    counters: HashMap<&'static str, usize>,
+    r: HashMap<UOp, String>,
+    params: Vec<Param>,
+    needs: Needs,
+}
+
+impl State {
+    fn kk(&mut self, s: &str) {
+        self.lines.push(format!("{}{s}", "  ".repeat(self.depth)));
+    }
+    fn ssa(&mut self, prefix: &'static str, u: Option<&UOp>) -> String {
+        let c = self.counters.entry(prefix).or_insert(0);
+        let name = format!("{prefix}{c}");
+        *c += 1;
+        if let Some(u) = u {
+            self.r.insert(u.clone(), name.clone());
+        }
+        name
+    }
+    fn get(&self, u: &UOp) -> Result<String> {
+        match self.r.get(u) {
+            Some(s) => Ok(s.clone()),
+            None => bail!(
+                Codegen,
+                "render: {} is used before it is rendered",
+                u.op().name()
+            ),
+        }
+    }
+    fn src(&self, u: &UOp, i: usize) -> Result<String> {
+        match u.src().get(i) {
+            Some(s) => self.get(s),
+            None => bail!(Codegen, "render: {} lacks source {i}", u.op().name()),
+        }
+    }
+}
+
+fn dtype_of(u: &UOp) -> Result<DType> {
+    match u.dtype() {
+        Some(d) => Ok(d),
+        None => bail!(Codegen, "render: {} has no dtype", u.op().name()),
+    }
+}
+
+fn src_dtype(u: &UOp, i: usize) -> Result<DType> {
+    match u.src().get(i) {
+        Some(s) => dtype_of(s),
+        None => bail!(Codegen, "render: {} lacks source {i}", u.op().name()),
+    }
+}
+
+/// The position of the RANGE to split across cores: the first non-reduce RANGE at nesting 0 whose
+/// body holds every STORE of the kernel.
+pub fn split_range(uops: &[UOp]) -> Option<usize> {
+    let mut nest = 0usize;
+    let mut found = None;
+    for (i, u) in uops.iter().enumerate() {
+        match u.op() {
+            UOps::RANGE => {
+                if nest == 0 && found.is_none() && u.range_arg().is_some_and(|(_, _, red)| !red) {
+                    found = Some(i);
+                }
+                nest += 1;
+            }
+            UOps::IF => nest += 1,
+            UOps::ENDRANGE | UOps::ENDIF => nest = nest.saturating_sub(1),
+            _ => {}
+        }
+    }
+    let start = found?;
+    let range = &uops[start];
+    let end = uops
+        .iter()
+        .position(|u| u.op() == UOps::ENDRANGE && u.src().first() == Some(range))?;
+    let all_inside = uops
+        .iter()
+        .enumerate()
+        .filter(|(_, u)| u.op() == UOps::STORE)
+        .all(|(i, _)| i > start && i < end);
+    all_inside.then_some(start)
+}
+
+fn check_name(name: &str) -> Result<()> {
+    let ok = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    ensure!(
+        ok,
+        Codegen,
+        "render: kernel name {name:?} is not a C identifier"
+    );
+    Ok(())
+}
+
+/// Render a linear UOp list in dialect `l` (tinygrad's `CStyleLanguage.render`).
+pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Result<String> {
+    check_name(name)?;
+    let mut st = State {
+        lines: vec![],
+        depth: 1,
+        counters: HashMap::new(),
+        r: HashMap::new(),
+        params: vec![],
+        needs: Needs::default(),
+    };
+    let mut child_count: HashMap<&UOp, usize> = HashMap::new();
+    for u in uops {
+        for s in u.src() {
+            *child_count.entry(s).or_insert(0) += 1;
+        }
+    }
+    let split = if l.lang().split_outer_loop {
+        split_range(uops)
+    } else {
+        None
+    };
+    for (i, u) in uops.iter().enumerate() {
+        let n = child_count.get(u).copied().unwrap_or(0);
+        render_uop(l, &mut st, u, n, split == Some(i)).map_err(|e| {
+            crate::Error::Codegen(format!(
+                "render {name}: uop {i} ({}): {}",
+                u.op().name(),
+                e.message()
+            ))
+        })?;
+    }
+    let mut params = std::mem::take(&mut st.params);
+    params.sort_by(|a, b| {
+        (!a.is_buffer, buf_index(a), &a.name).cmp(&(!b.is_buffer, buf_index(b), &b.name))
+    });
+    l.render_kernel(name, &st.lines, &params, split.is_some(), &mut st.needs)
+}
+
+fn buf_index(p: &Param) -> usize {
+    p.name
+        .strip_prefix("data")
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0)
+}
+
+fn render_uop<L: CStyle + ?Sized>(
+    l: &L,
+    st: &mut State,
+    u: &UOp,
+    children: usize,
+    split: bool,
+) -> Result<()> {
+    match u.op() {
+        UOps::IF => {
+            let c = st.src(u, 0)?;
+            st.kk(&format!("if ({c}) {{"));
+            st.depth += 1;
+        }
+        UOps::BARRIER => {
+            if !l.lang().barrier.is_empty() {
+                let b = l.lang().barrier.clone();
+                st.kk(&b);
+            }
+        }
+        UOps::ENDRANGE | UOps::ENDIF => {
+            st.depth = st.depth.saturating_sub(1);
+            st.kk("}");
+        }
+        UOps::STORE => render_store_uop(l, st, u)?,
+        UOps::NOOP => {}
+        _ => render_value(l, st, u, children, split)?,
+    }
+    Ok(())
+}
+
+fn render_store_uop<L: CStyle + ?Sized>(l: &L, st: &mut State, u: &UOp) -> Result<()> {
+    let (buf, idx, val) = (st.src(u, 0)?, st.src(u, 1)?, st.src(u, 2)?);
+    let local = u.src()[0].op() == UOps::DEFINE_LOCAL;
+    let s = l.render_store(
+        &buf,
+        src_dtype(u, 0)?,
+        &val,
+        src_dtype(u, 2)?,
+        strip_parens(&idx),
+        local,
+        &mut st.needs,
+    )?;
+    if u.src().len() > 3 {
+        let g = st.src(u, 3)?;
+        st.kk(&format!("if ({g}) {{ {s} }}"));
+    } else {
+        st.kk(&s);
+    }
+    Ok(())
+}
+
+fn render_range<L: CStyle + ?Sized>(st: &mut State, u: &UOp, split: bool, _l: &L) -> Result<()> {
+    let (start, end) = (st.src(u, 0)?, st.src(u, 1)?);
+    let x = st.ssa("ridx", Some(u));
+    let (lo, hi) = if split {
+        let n = if start == "0" {
+            end.clone()
+        } else {
+            format!("({end}-{start})")
+        };
+        let base = if start == "0" {
+            String::new()
+        } else {
+            format!("{start}+")
+        };
+        (
+            format!("{base}(int)(((long long){n}*core)/ncores)"),
+            format!("{base}(int)(((long long){n}*(core+1))/ncores)"),
+        )
+    } else {
+        (start, end)
+    };
+    st.kk(&format!("for (int {x} = {lo}; {x} < {hi}; {x}++) {{"));
+    st.depth += 1;
+    Ok(())
+}
+
+fn render_alu<L: CStyle + ?Sized>(
+    l: &L,
+    st: &mut State,
+    u: &UOp,
+    d: DType,
+    children: usize,
+) -> Result<()> {
+    let Some(op) = u.alu_op() else {
+        bail!(Codegen, "ALU without an op")
+    };
+    let chain = matches!(
+        op,
+        Op::Binary(BinaryOps::ADD | BinaryOps::MUL | BinaryOps::XOR)
+    );
+    let mut operands = vec![];
+    for s in u.src() {
+        let r = st.get(s)?;
+        operands.push(if chain && s.alu_op() == Some(op) {
+            strip_parens(&r).to_string()
+        } else {
+            r
+        });
+    }
+    let val = l.code_for_op(op, &operands, d, &mut st.needs)?;
+    ensure!(children > 0, Codegen, "childless ALU op {}", op.name());
+    if children <= 1 && op != Op::Binary(BinaryOps::MAX) {
+        st.r.insert(u.clone(), val);
+    } else {
+        let t = l.render_dtype(d, &mut st.needs)?;
+        let name = st.ssa("alu", Some(u));
+        st.kk(&format!("{t} {name} = {val};"));
+    }
+    Ok(())
+}
+
+fn render_value<L: CStyle + ?Sized>(
+    l: &L,
+    st: &mut State,
+    u: &UOp,
+    children: usize,
+    split: bool,
+) -> Result<()> {
+    let d = dtype_of(u)?;
+    match u.op() {
+        UOps::SPECIAL
+        | UOps::DEFINE_LOCAL
+        | UOps::DEFINE_VAR
+        | UOps::DEFINE_GLOBAL
+        | UOps::DEFINE_ACC
+        | UOps::CONST => render_define(l, st, u, d),
+        UOps::CAST | UOps::BITCAST => render_convert(l, st, u, d, children),
+        _ => render_misc(l, st, u, d, children, split),
+    }
+}
+
+fn render_define<L: CStyle + ?Sized>(l: &L, st: &mut State, u: &UOp, d: DType) -> Result<()> {
+    match (u.op(), u.arg()) {
+        (UOps::SPECIAL, UArg::Special { axis, name, size }) => {
+            let w = l.code_for_workitem(name, *axis)?;
+            st.kk(&format!("int {name} = {w}; /* {size} */"));
+            st.r.insert(u.clone(), name.clone());
+        }
+        (UOps::DEFINE_LOCAL, UArg::Local { name, size }) => {
+            let s = l.render_local(name, d, *size, &mut st.needs)?;
+            st.kk(&s);
+            st.r.insert(u.clone(), name.clone());
+        }
+        (UOps::DEFINE_VAR, UArg::Var { name, .. }) => {
+            ensure!(
+                !st.params.iter().any(|p| &p.name == name),
+                Codegen,
+                "duplicate variable {name}"
+            );
+            st.params.push(Param {
+                name: name.clone(),
+                dtype: d,
+                is_buffer: false,
+                mutable: false,
+            });
+            st.r.insert(u.clone(), name.clone());
+        }
+        (UOps::DEFINE_GLOBAL, UArg::Global { idx, is_output }) => {
+            let name = format!("data{idx}");
+            st.params.push(Param {
+                name: name.clone(),
+                dtype: d,
+                is_buffer: true,
+                mutable: *is_output,
+            });
+            st.r.insert(u.clone(), name);
+        }
+        (UOps::DEFINE_ACC, _) => {
+            let Some(init) = u.src().first().and_then(|s| s.const_value()) else {
+                bail!(Codegen, "DEFINE_ACC without a constant initial value")
+            };
+            let t = l.render_dtype(d, &mut st.needs)?;
+            let v = l.render_const(init, d, &mut st.needs)?;
+            let name = st.ssa("acc", Some(u));
+            st.kk(&format!("{t} {name} = {v};"));
+        }
+        (UOps::CONST, UArg::Const(v)) => {
+            let s = l.render_const(*v, d, &mut st.needs)?;
+            let neg = v.as_f64() < 0.0 || v.as_f64().is_nan();
+            st.r.insert(u.clone(), if neg { format!("({s})") } else { s });
+        }
+        (op, arg) => bail!(Codegen, "cannot render {} with arg {arg}", op.name()),
+    }
+    Ok(())
+}
+
+fn render_convert<L: CStyle + ?Sized>(
+    l: &L,
+    st: &mut State,
+    u: &UOp,
+    d: DType,
+    children: usize,
+) -> Result<()> {
+    match (u.op(), u.arg()) {
+        (UOps::CAST, _) => {
+            let xs = (0..u.src().len())
+                .map(|i| st.src(u, i))
+                .collect::<Result<Vec<_>>>()?;
+            let val = if xs.len() == 1 && src_dtype(u, 0)?.count > 1 && d.count > 1 {
+                let t = l.render_dtype(d, &mut st.needs)?;
+                format!("__builtin_convertvector({}, {t})", xs[0])
+            } else {
+                l.render_cast(&xs, d, &mut st.needs)?
+            };
+            if children <= 1 {
+                st.r.insert(u.clone(), val);
+            } else {
+                let t = l.render_dtype(d, &mut st.needs)?;
+                let name = st.ssa("cast", Some(u));
+                st.kk(&format!("{t} {name} = {val};"));
+            }
+        }
+        (UOps::BITCAST, _) => {
+            ensure!(
+                u.src().len() == 1,
+                Codegen,
+                "BITCAST of {} sources",
+                u.src().len()
+            );
+            let (x, from) = (st.src(u, 0)?, src_dtype(u, 0)?);
+            let pre = st.ssa("precast", None);
+            let out = st.ssa("cast", None);
+            let mut lines = vec![];
+            let val = l.render_bitcast(&x, from, d, (&pre, &out), &mut lines, &mut st.needs)?;
+            for line in lines {
+                st.kk(&line);
+            }
+            st.r.insert(u.clone(), val);
+        }
+        (op, arg) => bail!(Codegen, "cannot render {} with arg {arg}", op.name()),
+    }
+    Ok(())
+}
+
+fn render_misc<L: CStyle + ?Sized>(
+    l: &L,
+    st: &mut State,
+    u: &UOp,
+    d: DType,
+    children: usize,
+    split: bool,
+) -> Result<()> {
+    match (u.op(), u.arg()) {
+        (UOps::RANGE, _) => render_range(st, u, split, l)?,
+        (UOps::ALU, _) => render_alu(l, st, u, d, children)?,
+        (UOps::LOAD, _) => {
+            let (buf, idx) = (st.src(u, 0)?, st.src(u, 1)?);
+            let local = u.src()[0].op() == UOps::DEFINE_LOCAL;
+            let mut val = l.render_load(
+                d,
+                &buf,
+                src_dtype(u, 0)?,
+                strip_parens(&idx),
+                local,
+                &mut st.needs,
+            )?;
+            if u.src().len() > 3 && !matches!(u.src()[2].op(), UOps::BARRIER | UOps::IF) {
+                let (g, alt) = (st.src(u, 2)?, st.src(u, 3)?);
+                val = l.code_for_op(TernaryOps::WHERE.into(), &[g, val, alt], d, &mut st.needs)?;
+            }
+            let t = l.render_dtype(d, &mut st.needs)?;
+            let name = st.ssa("val", Some(u));
+            st.kk(&format!("{t} {name} = {val};"));
+        }
+        (UOps::PHI, _) => {
+            let (acc, v) = (st.src(u, 0)?, st.src(u, 1)?);
+            st.kk(&format!("{acc} = {v};"));
+            st.r.insert(u.clone(), acc);
+        }
+        (UOps::GEP, UArg::Gep(i)) => {
+            let x = st.src(u, 0)?;
+            let from_ssa = matches!(
+                u.src()[0].op(),
+                UOps::LOAD | UOps::WMMA | UOps::DEFINE_ACC | UOps::PHI
+            );
+            let base = if from_ssa { x } else { format!("({x})") };
+            st.r.insert(u.clone(), format!("{base}[{i}]"));
+        }
+        (UOps::WMMA, UArg::Wmma(w)) => {
+            let (a, b, c) = (st.src(u, 0)?, st.src(u, 1)?, st.src(u, 2)?);
+            let t = l.render_dtype(d, &mut st.needs)?;
+            let name = st.ssa("wmma", Some(u));
+            st.kk(&format!("{t} {name} = __{}({a}, {b}, {c});", w.name));
+        }
+        (op, arg) => bail!(Codegen, "cannot render {} with arg {arg}", op.name()),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "cstyle/tests.rs"]
+mod tests;

@@ -1,0 +1,369 @@
+//! The CLANG dialect (tinygrad's `ClangRenderer`), for C compiled by gcc 12+ or clang 14+ on the
+//! host: no launch dims (global dims are loops), no locals, no float4 grouping; pointers are
+//! ` restrict` and `const` for inputs; MAX is a ternary; bool is `_Bool`.
+//!
+//! Where rawgrad differs from tinygrad (so the source builds warning-free under both gcc and clang
+//! with `-O2 -Wall`, without `-include tgmath.h`):
+//! - half is a `half` typedef of `_Float16` (`__fp16` for clang < 15, which lacks `_Float16` on
+//!   x86); math on half goes through the float functions.
+//! - bfloat16 values are held as `float` (tinygrad's constant folder does not round them either)
+//!   and stored as `unsigned short` through round-to-nearest-even helpers.
+//! - math calls are typed (`sqrtf`, `exp2`, ...) and `<math.h>` is included when needed.
+//! - integer types are spelled in C (`signed char`, `unsigned int`, ...); literals carry the
+//!   suffixes that keep 64-bit and extreme values warning-free.
+//! - bool ADD and MUL are `||` and `&&` (gcc warns about `*` on `_Bool`).
+//! - vector types are `__attribute__((vector_size(N), aligned(scalar)))` typedefs, emitted only when
+//!   used; lanes are read with `[i]`.
+//! - multi-core: when the kernel's outermost loop is a non-reduce RANGE that holds every store, it
+//!   runs only the slice `[N*core/ncores, N*(core+1)/ncores)` of its `N` iterations, with `core`
+//!   and `ncores` as two extra trailing parameters. Every kernel also gets the fixed-ABI entry point
+//!   `void NAME_rg(void **bufs, const int *vals, int core, int ncores)`: `bufs[i]` is buffer `i`
+//!   (DEFINE_GLOBAL index), `vals[j]` the j-th variable in name order; a kernel without a split loop
+//!   runs on core 0 only, and an invalid (core, ncores) pair runs nothing.
+//!
+//! Not guaranteed: vector ALU beyond what the GNU vector extension offers in C (no vector MAX,
+//! comparisons or WHERE), bool and bfloat16 vectors, WMMA and launch indices are refused.
+
+use crate::codegen::uops::UOp;
+use crate::dtype::{ConstValue, DType, Scalar};
+use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
+use crate::renderer::{Renderer, RendererOpts};
+use crate::{bail, Result};
+
+use super::{
+    base_code_for_op, base_params, base_render_const, render_cstyle, CStyle, CStyleLanguage, Needs,
+    Param,
+};
+
+/// The CLANG renderer.
+#[derive(Clone, Debug)]
+pub struct ClangRenderer {
+    opts: RendererOpts,
+    lang: CStyleLanguage,
+}
+
+impl Default for ClangRenderer {
+    fn default() -> Self {
+        ClangRenderer::new()
+    }
+}
+
+impl ClangRenderer {
+    pub fn new() -> ClangRenderer {
+        ClangRenderer {
+            opts: RendererOpts {
+                device: "CLANG".into(),
+                suffix: "CLANG".into(),
+                supports_float4: false,
+                has_local: false,
+                has_shared: false,
+                global_max: None,
+                local_max: None,
+                shared_max: 0,
+                tensor_cores: vec![],
+            },
+            lang: CStyleLanguage {
+                buffer_suffix: " restrict".into(),
+                arg_int_prefix: "const int".into(),
+                smem_prefix_for_cast: true,
+                split_outer_loop: true,
+                ..CStyleLanguage::default()
+            },
+        }
+    }
+}
+
+impl Renderer for ClangRenderer {
+    fn opts(&self) -> &RendererOpts {
+        &self.opts
+    }
+    fn render(&self, name: &str, uops: &[UOp]) -> Result<String> {
+        render_cstyle(self, name, uops)
+    }
+}
+
+fn scalar_c(s: Scalar) -> &'static str {
+    match s {
+        Scalar::Bool => "_Bool",
+        Scalar::Int8 => "signed char",
+        Scalar::Uint8 => "unsigned char",
+        Scalar::Int16 => "short",
+        Scalar::Uint16 => "unsigned short",
+        Scalar::Int32 => "int",
+        Scalar::Uint32 => "unsigned int",
+        Scalar::Int64 => "long",
+        Scalar::Uint64 => "unsigned long",
+        Scalar::Float16 => "half",
+        // registers hold bfloat16 values as float
+        Scalar::BFloat16 | Scalar::Float32 => "float",
+        Scalar::Float64 => "double",
+    }
+}
+
+/// The typedef name of a vector type (tinygrad's names: `float4`, `uchar4`, `half8`).
+fn vector_name(d: DType) -> String {
+    format!("{}{}", d.scalar.name(), d.count)
+}
+
+const HALF_TYPEDEF: &str = "#if defined(__clang__) && __clang_major__ < 15
+typedef __fp16 half;
+#else
+typedef _Float16 half;
+#endif";
+
+const BF16_HELPERS: &str = "#ifndef RG_BF16_HELPERS
+#define RG_BF16_HELPERS
+static inline float rg_bf16_to_float(unsigned short x) { unsigned int u = ((unsigned int)x) << 16; float f; __builtin_memcpy(&f, &u, 4); return f; }
+static inline unsigned short rg_float_to_bf16(float f) { unsigned int u; __builtin_memcpy(&u, &f, 4); if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); u += 0x7fffu + ((u >> 16) & 1u); return (unsigned short)(u >> 16); }
+#endif";
+
+fn preamble(needs: &Needs) -> Vec<String> {
+    let mut out = vec![];
+    if needs.math {
+        out.push("#include <math.h>".to_string());
+    }
+    if needs.half {
+        out.push(HALF_TYPEDEF.to_string());
+    }
+    if needs.bf16 {
+        out.push(BF16_HELPERS.to_string());
+    }
+    for v in &needs.vectors {
+        out.push(format!(
+            "typedef {} {} __attribute__((vector_size({}), aligned({})));",
+            scalar_c(v.scalar),
+            vector_name(*v),
+            v.itemsize(),
+            v.scalar.itemsize()
+        ));
+    }
+    out
+}
+
+impl ClangRenderer {
+    fn math(&self, f: &str, x: &str, d: DType, needs: &mut Needs) -> Result<String> {
+        needs.math = true;
+        Ok(match d.scalar {
+            Scalar::Float64 => format!("{f}({x})"),
+            Scalar::Float32 | Scalar::BFloat16 => format!("{f}f({x})"),
+            Scalar::Float16 => format!("(half)({f}f((float)({x})))"),
+            s => bail!(Codegen, "CLANG: {f} of {}", s.long_name()),
+        })
+    }
+}
+
+impl CStyle for ClangRenderer {
+    fn lang(&self) -> &CStyleLanguage {
+        &self.lang
+    }
+
+    fn render_dtype(&self, d: DType, needs: &mut Needs) -> Result<String> {
+        let d = d.base();
+        if d.scalar == Scalar::Float16 {
+            needs.half = true;
+        }
+        if d.count > 1 {
+            if matches!(d.scalar, Scalar::Bool | Scalar::BFloat16) {
+                bail!(Codegen, "CLANG: no vector type for {d}");
+            }
+            needs.vectors.insert(d);
+            return Ok(vector_name(d));
+        }
+        Ok(scalar_c(d.scalar).to_string())
+    }
+
+    fn render_buf_dtype(&self, d: DType, needs: &mut Needs) -> Result<String> {
+        if d.scalar == Scalar::BFloat16 {
+            needs.bf16 = true;
+            return Ok("unsigned short".into());
+        }
+        self.render_dtype(d.base(), needs)
+    }
+
+    fn code_for_op(&self, op: Op, a: &[String], d: DType, needs: &mut Needs) -> Result<String> {
+        let x = a.first().map(String::as_str).unwrap_or("");
+        let vector_ok = matches!(
+            op,
+            Op::Unary(UnaryOps::NEG)
+                | Op::Binary(BinaryOps::ADD | BinaryOps::MUL | BinaryOps::IDIV | BinaryOps::XOR)
+                | Op::Ternary(TernaryOps::MULACC)
+        );
+        if d.count > 1 && !vector_ok {
+            bail!(Codegen, "CLANG: no vector form of {} on {d}", op.name());
+        }
+        let y = a.get(1).map(String::as_str).unwrap_or("");
+        match op {
+            // bool arithmetic as logic (`*` on _Bool trips -Wint-in-bool-context)
+            Op::Binary(BinaryOps::MUL) if d.is_bool() => Ok(format!("({x}&&{y})")),
+            Op::Binary(BinaryOps::ADD) if d.is_bool() => Ok(format!("({x}||{y})")),
+            Op::Binary(BinaryOps::MAX) => Ok(format!("(({x}>{y})?{x}:{y})")),
+            Op::Binary(BinaryOps::MOD) if d.is_float() => {
+                let t = self.render_dtype(d, needs)?;
+                Ok(format!("(({t})((long)({x})%(long)({y})))"))
+            }
+            Op::Unary(UnaryOps::SQRT) => self.math("sqrt", x, d, needs),
+            Op::Unary(UnaryOps::EXP2) => self.math("exp2", x, d, needs),
+            Op::Unary(UnaryOps::LOG2) => self.math("log2", x, d, needs),
+            Op::Unary(UnaryOps::SIN) => self.math("sin", x, d, needs),
+            _ => base_code_for_op(op, a, d, needs),
+        }
+    }
+
+    fn render_const(&self, v: ConstValue, d: DType, needs: &mut Needs) -> Result<String> {
+        if d.scalar == Scalar::BFloat16 {
+            return base_render_const(
+                self,
+                v,
+                DType {
+                    scalar: Scalar::Float32,
+                    ..d
+                },
+                needs,
+            );
+        }
+        base_render_const(self, v, d, needs)
+    }
+
+    fn render_load(
+        &self,
+        out: DType,
+        buf: &str,
+        buf_dtype: DType,
+        idx: &str,
+        local: bool,
+        needs: &mut Needs,
+    ) -> Result<String> {
+        if buf_dtype.scalar == Scalar::BFloat16 {
+            if out.count > 1 {
+                bail!(Codegen, "CLANG: vector loads of bfloat16");
+            }
+            needs.bf16 = true;
+            let v = format!("rg_bf16_to_float({buf}[{idx}])");
+            return if out.scalar == Scalar::BFloat16 {
+                Ok(v)
+            } else {
+                self.render_cast(&[v], out, needs)
+            };
+        }
+        let l = &self.lang;
+        let val = if out.count > 1 {
+            let t = self.render_dtype(buf_dtype.base().scalar().vec(out.count), needs)?;
+            format!("*(({t}*)({buf}+{idx}))")
+        } else if l.uses_ptr_arithmetic {
+            format!("*({buf}+{idx})")
+        } else {
+            format!("{buf}[{idx}]")
+        };
+        let _ = local;
+        if out.scalar != buf_dtype.scalar {
+            return self.render_cast(&[val], out, needs);
+        }
+        Ok(val)
+    }
+
+    fn render_store(
+        &self,
+        buf: &str,
+        buf_dtype: DType,
+        var: &str,
+        var_dtype: DType,
+        idx: &str,
+        local: bool,
+        needs: &mut Needs,
+    ) -> Result<String> {
+        if buf_dtype.scalar == Scalar::BFloat16 {
+            if var_dtype.count > 1 {
+                bail!(Codegen, "CLANG: vector stores of bfloat16");
+            }
+            needs.bf16 = true;
+            return Ok(format!("{buf}[{idx}] = rg_float_to_bf16({var});"));
+        }
+        if var_dtype.count > 1 {
+            let t = self.render_dtype(buf_dtype.base().scalar().vec(var_dtype.count), needs)?;
+            return Ok(format!("*(({t}*)({buf}+{idx})) = {var};"));
+        }
+        let _ = local;
+        Ok(format!("{buf}[{idx}] = {var};"))
+    }
+
+    fn render_bitcast(
+        &self,
+        x: &str,
+        from: DType,
+        to: DType,
+        names: (&str, &str),
+        lines: &mut Vec<String>,
+        needs: &mut Needs,
+    ) -> Result<String> {
+        let (pre, out) = names;
+        let storage = |d: DType, needs: &mut Needs| -> Result<String> {
+            if d.scalar == Scalar::BFloat16 {
+                needs.bf16 = true;
+                return Ok("unsigned short".into());
+            }
+            self.render_dtype(d, needs)
+        };
+        let (ft, tt) = (storage(from, needs)?, storage(to, needs)?);
+        let xv = if from.scalar == Scalar::BFloat16 {
+            format!("rg_float_to_bf16({x})")
+        } else {
+            x.to_string()
+        };
+        lines.push(format!("{ft} {pre} = {xv};"));
+        lines.push(format!("{tt} {out};"));
+        lines.push(format!("__builtin_memcpy(&{out}, &{pre}, sizeof({out}));"));
+        Ok(if to.scalar == Scalar::BFloat16 {
+            format!("rg_bf16_to_float({out})")
+        } else {
+            out.to_string()
+        })
+    }
+
+    fn render_kernel(
+        &self,
+        name: &str,
+        body: &[String],
+        params: &[Param],
+        split: bool,
+        needs: &mut Needs,
+    ) -> Result<String> {
+        let mut args = base_params(self, params, needs)?;
+        if split {
+            args.push("int core".into());
+            args.push("int ncores".into());
+        }
+        let mut call = vec![];
+        let mut nvar = 0;
+        for p in params {
+            if p.is_buffer {
+                let c = if p.mutable { "" } else { "const " };
+                let t = self.render_buf_dtype(p.dtype, needs)?;
+                let idx = p.name.trim_start_matches("data");
+                call.push(format!("({c}{t}*)bufs[{idx}]"));
+            } else {
+                call.push(format!("vals[{nvar}]"));
+                nvar += 1;
+            }
+        }
+        if split {
+            call.push("core".into());
+            call.push("ncores".into());
+        }
+        let mut src = preamble(needs);
+        src.push(format!(
+            "void {name}({}) {{\n{}\n}}",
+            args.join(", "),
+            body.join("\n")
+        ));
+        let guard = if split {
+            ""
+        } else {
+            "\n  if (core != 0) return;"
+        };
+        src.push(format!(
+            "void {name}_rg(void **bufs, const int *vals, int core, int ncores) {{\n  if (ncores < 1 || core < 0 || core >= ncores) return;{guard}\n  {name}({});\n}}",
+            call.join(", ")
+        ));
+        Ok(src.join("\n"))
+    }
+}

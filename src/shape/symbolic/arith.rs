@@ -1,0 +1,234 @@
+//! Addition, multiplication, `Node.sum` and `Node.ands`, plus the `std::ops` conveniences.
+//!
+//! The `try_*` methods follow Python's operator dispatch between ints and nodes (`int + Node`
+//! goes through `Node.__radd__`, `NumNode * Node` through `Node * int`, ...), so results match
+//! tinygrad's structure, not only its values.
+
+use indexmap::IndexMap;
+
+use super::{ck_add, ck_mul, ck_neg, Kind, Node};
+use crate::Result;
+
+impl Node {
+    /// Python `self + b`.
+    pub fn try_add(&self, b: &Node) -> Result<Node> {
+        match (self, b) {
+            (Node::Num(x), Node::Num(y)) => Ok(Node::Num(ck_add(*x, *y)?)),
+            (Node::Num(_), _) => Node::sum(vec![b.clone(), self.clone()]),
+            _ => Node::sum(vec![self.clone(), b.clone()]),
+        }
+    }
+
+    /// Python `self - b` (`self + -b`).
+    pub fn try_sub(&self, b: &Node) -> Result<Node> {
+        match (self, b) {
+            (Node::Num(x), Node::Num(y)) => Ok(Node::Num(super::ck_sub(*x, *y)?)),
+            _ => self.try_add(&b.try_neg()?),
+        }
+    }
+
+    /// Python `-self` (`self * -1`).
+    pub fn try_neg(&self) -> Result<Node> {
+        match self {
+            Node::Num(x) => Ok(Node::Num(ck_neg(*x)?)),
+            _ => self.try_mul(&Node::Num(-1)),
+        }
+    }
+
+    /// Python `self * b`.
+    pub fn try_mul(&self, b: &Node) -> Result<Node> {
+        match (self, b) {
+            (Node::Num(x), Node::Num(y)) => Ok(Node::Num(ck_mul(*x, *y)?)),
+            // NumNode.__mul__(node) and int.__rmul__ both become `node * int`.
+            (Node::Num(_), _) => b.mul_op(self),
+            _ => self.mul_op(b),
+        }
+    }
+
+    /// The class-specific `__mul__` of a non-number node.
+    fn mul_op(&self, b: &Node) -> Result<Node> {
+        match self.inner() {
+            // (a*c)*b -> a*(c*b)
+            Some(Kind::Mul(a, c)) => a.try_mul(&c.try_mul(b)?),
+            // distribute over the sum
+            Some(Kind::Sum(nodes)) => {
+                let terms = nodes
+                    .iter()
+                    .map(|x| x.try_mul(b))
+                    .collect::<Result<Vec<_>>>()?;
+                Node::sum(terms)
+            }
+            _ => {
+                if *b == 0 {
+                    return Ok(Node::Num(0));
+                }
+                if *b == 1 {
+                    return Ok(self.clone());
+                }
+                Node::create(Node::raw_mul(self.clone(), b.clone()))
+            }
+        }
+    }
+
+    /// tinygrad's `Node.sum`: drop zero terms, flatten nested sums, combine like terms (summing
+    /// coefficients of equal bases and all numbers), and return a single term bare.
+    pub fn sum(nodes: Vec<Node>) -> Result<Node> {
+        let mut nodes: Vec<Node> = nodes
+            .into_iter()
+            .filter(|x| x.max().truthy() || x.min().truthy())
+            .collect();
+        match nodes.len() {
+            0 => return Ok(Node::Num(0)),
+            1 => return Ok(nodes.swap_remove(0)),
+            _ => {}
+        }
+        let mut flat = Vec::with_capacity(nodes.len());
+        flatten_sum(&nodes, &mut flat);
+        let mut groups: IndexMap<Node, Node> = IndexMap::new();
+        let mut num_sum = 0i64;
+        for node in flat {
+            match (&node, node.inner()) {
+                (Node::Num(v), _) => num_sum = ck_add(num_sum, *v)?,
+                (_, Some(Kind::Mul(a, c))) => add_coefficient(&mut groups, a, c)?,
+                _ => add_coefficient(&mut groups, &node, &Node::Num(1))?,
+            }
+        }
+        let mut new_nodes = Vec::with_capacity(groups.len() + 1);
+        for (a, c) in groups {
+            if c == 0 {
+                continue;
+            }
+            new_nodes.push(if c == 1 { a } else { Node::raw_mul(a, c)? });
+        }
+        if num_sum != 0 {
+            new_nodes.push(Node::Num(num_sum));
+        }
+        match new_nodes.len() {
+            0 => Ok(Node::Num(0)),
+            1 => Ok(new_nodes.swap_remove(0)),
+            _ => Node::create(Node::raw_sum(new_nodes)),
+        }
+    }
+
+    /// tinygrad's `Node.ands`: empty is 1, any provably false term gives 0, provably true terms
+    /// are dropped.
+    pub fn ands(mut nodes: Vec<Node>) -> Result<Node> {
+        match nodes.len() {
+            0 => return Ok(Node::Num(1)),
+            1 => return Ok(nodes.swap_remove(0)),
+            _ => {}
+        }
+        if nodes.iter().any(|x| !x.truthy()) {
+            return Ok(Node::Num(0));
+        }
+        let mut nodes: Vec<Node> = nodes.into_iter().filter(|x| x.min() != x.max()).collect();
+        match nodes.len() {
+            0 => Ok(Node::Num(1)),
+            1 => Ok(nodes.swap_remove(0)),
+            _ => Node::create(Node::raw_and(nodes)),
+        }
+    }
+
+    /// The terms of a sum with nested sums expanded (`flat_components`).
+    pub(crate) fn flat_components(nodes: &[Node]) -> Vec<Node> {
+        let mut out = Vec::with_capacity(nodes.len());
+        flatten_sum(nodes, &mut out);
+        out
+    }
+}
+
+fn flatten_sum(nodes: &[Node], out: &mut Vec<Node>) {
+    for x in nodes {
+        match x.inner() {
+            Some(Kind::Sum(inner)) => flatten_sum(inner, out),
+            _ => out.push(x.clone()),
+        }
+    }
+}
+
+fn add_coefficient(groups: &mut IndexMap<Node, Node>, base: &Node, c: &Node) -> Result<()> {
+    let slot = groups.entry(base.clone()).or_insert(Node::Num(0));
+    *slot = slot.try_add(c)?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// std::ops conveniences. They panic on i64 overflow (like integer arithmetic in debug builds);
+// use the try_* methods where values come from users.
+
+fn unwrap_op(r: Result<Node>, op: &str) -> Node {
+    match r {
+        Ok(n) => n,
+        Err(e) => panic!("symbolic {op} failed: {e} (use the try_* methods to handle this)"),
+    }
+}
+
+macro_rules! impl_binop {
+    ($trait:ident, $method:ident, $try:ident, $name:literal) => {
+        impl std::ops::$trait<&Node> for &Node {
+            type Output = Node;
+            fn $method(self, b: &Node) -> Node {
+                unwrap_op(self.$try(b), $name)
+            }
+        }
+        impl std::ops::$trait<Node> for Node {
+            type Output = Node;
+            fn $method(self, b: Node) -> Node {
+                unwrap_op(self.$try(&b), $name)
+            }
+        }
+        impl std::ops::$trait<&Node> for Node {
+            type Output = Node;
+            fn $method(self, b: &Node) -> Node {
+                unwrap_op(self.$try(b), $name)
+            }
+        }
+        impl std::ops::$trait<Node> for &Node {
+            type Output = Node;
+            fn $method(self, b: Node) -> Node {
+                unwrap_op(self.$try(&b), $name)
+            }
+        }
+        impl std::ops::$trait<i64> for Node {
+            type Output = Node;
+            fn $method(self, b: i64) -> Node {
+                unwrap_op(self.$try(&Node::Num(b)), $name)
+            }
+        }
+        impl std::ops::$trait<i64> for &Node {
+            type Output = Node;
+            fn $method(self, b: i64) -> Node {
+                unwrap_op(self.$try(&Node::Num(b)), $name)
+            }
+        }
+        impl std::ops::$trait<Node> for i64 {
+            type Output = Node;
+            fn $method(self, b: Node) -> Node {
+                unwrap_op(Node::Num(self).$try(&b), $name)
+            }
+        }
+        impl std::ops::$trait<&Node> for i64 {
+            type Output = Node;
+            fn $method(self, b: &Node) -> Node {
+                unwrap_op(Node::Num(self).$try(b), $name)
+            }
+        }
+    };
+}
+
+impl_binop!(Add, add, try_add, "+");
+impl_binop!(Sub, sub, try_sub, "-");
+impl_binop!(Mul, mul, try_mul, "*");
+
+impl std::ops::Neg for Node {
+    type Output = Node;
+    fn neg(self) -> Node {
+        unwrap_op(self.try_neg(), "neg")
+    }
+}
+impl std::ops::Neg for &Node {
+    type Output = Node;
+    fn neg(self) -> Node {
+        unwrap_op(self.try_neg(), "neg")
+    }
+}
