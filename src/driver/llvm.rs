@@ -72,7 +72,7 @@ fn search_dirs() -> Vec<PathBuf> {
                 Some((v, e.path().join("lib")))
             })
             .collect();
-        versioned.sort_by(|a, b| b.0.cmp(&a.0));
+        versioned.sort_by_key(|v| std::cmp::Reverse(v.0));
         dirs.extend(versioned.into_iter().map(|(_, p)| p));
     }
     let multiarch = format!("/usr/lib/{}-linux-gnu", std::env::consts::ARCH);
@@ -120,7 +120,7 @@ pub fn find_libraries() -> Vec<LlvmLibrary> {
     }
     let mut seen = HashSet::new();
     found.retain(|l| seen.insert(std::fs::canonicalize(&l.path).unwrap_or(l.path.clone())));
-    found.sort_by(|a, b| b.major.cmp(&a.major));
+    found.sort_by_key(|l| std::cmp::Reverse(l.major));
     found
 }
 

@@ -172,7 +172,10 @@ impl P<'_> {
     fn number(&mut self) -> R<Json> {
         let start = self.i;
         while self.i < self.s.len()
-            && matches!(self.s[self.i], b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9')
+            && matches!(
+                self.s[self.i],
+                b'-' | b'+' | b'.' | b'e' | b'E' | b'0'..=b'9'
+            )
         {
             self.i += 1;
         }
@@ -201,12 +204,23 @@ pub(crate) fn parse(text: &str) -> Result<Json, String> {
 fn parses_and_rejects() {
     let v = parse(r#" {"a": [1, -2.5e3, true, null, "x\u0041\n"], "b": {}} "#).unwrap();
     assert_eq!(v.get("a").and_then(Json::as_array).map(Vec::len), Some(5));
-    assert_eq!(v.get("a").unwrap().as_array().unwrap()[1], Json::Num(-2500.0));
+    assert_eq!(
+        v.get("a").unwrap().as_array().unwrap()[1],
+        Json::Num(-2500.0)
+    );
     assert_eq!(
         v.get("a").unwrap().as_array().unwrap()[4].as_str(),
         Some("xA\n")
     );
-    for bad in ["[1,]", "{\"a\":1,}", "[1] x", "\"a\nb\"", "{a:1}", "[01x]", "\"\\q\""] {
+    for bad in [
+        "[1,]",
+        "{\"a\":1,}",
+        "[1] x",
+        "\"a\nb\"",
+        "{a:1}",
+        "[01x]",
+        "\"\\q\"",
+    ] {
         assert!(parse(bad).is_err(), "{bad}");
     }
 }

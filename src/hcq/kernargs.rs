@@ -89,7 +89,13 @@ mod tests {
     }
 
     /// plan + (simulated) wait + take.
-    fn alloc(r: &mut KernargRing, n: usize, v: u64, done: &mut u64, waited: &mut Vec<u64>) -> usize {
+    fn alloc(
+        r: &mut KernargRing,
+        n: usize,
+        v: u64,
+        done: &mut u64,
+        waited: &mut Vec<u64>,
+    ) -> usize {
         let d = *done;
         let (s, e, need) = r.plan(n, &|p| Ok(p.value <= d)).unwrap();
         if let Some(p) = need {

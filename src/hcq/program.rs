@@ -40,14 +40,11 @@ fn dims(what: &str, d: Option<LaunchDims>) -> Result<[u32; 3]> {
     let d = d.unwrap_or([1, 1, 1]);
     let mut out = [0u32; 3];
     for (o, v) in out.iter_mut().zip(d) {
-        *o = u32::try_from(v)
-            .ok()
-            .filter(|&v| v >= 1)
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "{what} size {d:?}: every dimension must be in 1..=2^32-1"
-                ))
-            })?;
+        *o = u32::try_from(v).ok().filter(|&v| v >= 1).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{what} size {d:?}: every dimension must be in 1..=2^32-1"
+            ))
+        })?;
     }
     Ok(out)
 }

@@ -65,8 +65,7 @@ pub trait HwQueue<B: HcqBackend>: Send + Sized {
     fn wait(&mut self, sig: &B::Signal, value: u64) -> Result<Cmd<'_, Self, Self::WaitPatch>>;
     /// Write `value` to `sig` once everything before it finished (and wake CPU sleepers if the
     /// signal has an event).
-    fn signal(&mut self, sig: &B::Signal, value: u64)
-        -> Result<Cmd<'_, Self, Self::SignalPatch>>;
+    fn signal(&mut self, sig: &B::Signal, value: u64) -> Result<Cmd<'_, Self, Self::SignalPatch>>;
     /// Write the GPU clock into `sig`'s timestamp once everything before it finished.
     fn timestamp(&mut self, sig: &B::Signal) -> Result<Cmd<'_, Self, Self::TimestampPatch>>;
     /// Rewrite a `wait`: another signal and/or value.

@@ -67,7 +67,9 @@ impl WaitFailure {
                 "{sig} is {last}, waited {} ms for >= {value}",
                 waited.as_millis()
             ),
-            WaitFailure::Fault(f) => format!("device fault while waiting for {sig} >= {value}: {f}"),
+            WaitFailure::Fault(f) => {
+                format!("device fault while waiting for {sig} >= {value}: {f}")
+            }
             WaitFailure::Error(e) => format!("waiting for {sig} >= {value}: {e}"),
         }
     }

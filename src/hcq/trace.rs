@@ -110,9 +110,8 @@ pub fn chrome_trace_json(events: &[TraceEvent]) -> String {
 
 /// Write `events` as a Chrome trace to `path`.
 pub fn write_chrome_trace(path: &Path, events: &[TraceEvent]) -> Result<()> {
-    std::fs::write(path, chrome_trace_json(events)).map_err(|e| {
-        crate::Error::Io(format!("writing the profile trace {}: {e}", path.display()))
-    })
+    std::fs::write(path, chrome_trace_json(events))
+        .map_err(|e| crate::Error::Io(format!("writing the profile trace {}: {e}", path.display())))
 }
 
 fn collected() -> &'static Mutex<Vec<TraceEvent>> {

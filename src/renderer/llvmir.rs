@@ -31,9 +31,10 @@ mod alu;
 mod types;
 mod walk;
 
-use crate::codegen::uops::{UArg, UOp, UOps};
+use crate::codegen::uops::UOp;
 use crate::driver::llvm::Llvm;
 use crate::helpers::to_function_name;
+use crate::renderer::cstyle::split_range;
 use crate::renderer::{Renderer, RendererOpts};
 use crate::runtime::amd::targets::GfxTarget;
 use crate::{Error, Result};
@@ -252,37 +253,6 @@ impl LLVMRenderer {
             ),
         }
     }
-}
-
-/// The position of the RANGE to split across cores: the first non-reduce RANGE at nesting 0
-/// whose body holds every STORE of the kernel (the CLANG renderer's rule).
-pub fn split_range(uops: &[UOp]) -> Option<usize> {
-    let mut nest = 0usize;
-    let mut found = None;
-    for (i, u) in uops.iter().enumerate() {
-        match (u.op(), u.arg()) {
-            (UOps::RANGE, UArg::Range { is_reduce, .. }) => {
-                if nest == 0 && found.is_none() && !is_reduce {
-                    found = Some(i);
-                }
-                nest += 1;
-            }
-            (UOps::RANGE | UOps::IF, _) => nest += 1,
-            (UOps::ENDRANGE | UOps::ENDIF, _) => nest = nest.saturating_sub(1),
-            _ => {}
-        }
-    }
-    let start = found?;
-    let range = &uops[start];
-    let end = uops
-        .iter()
-        .position(|u| u.op() == UOps::ENDRANGE && u.src().first() == Some(range))?;
-    let all_inside = uops
-        .iter()
-        .enumerate()
-        .filter(|(_, u)| u.op() == UOps::STORE)
-        .all(|(i, _)| i > start && i < end);
-    all_inside.then_some(start)
 }
 
 impl Renderer for LLVMRenderer {

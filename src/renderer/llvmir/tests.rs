@@ -1,7 +1,6 @@
 use super::*;
-use crate::codegen::uops::UArg;
 use crate::dtype::{dtypes, ConstValue, DType};
-use crate::ops::{BinaryOps, TernaryOps, UnaryOps};
+use crate::ops::{BinaryOps, UnaryOps};
 use crate::runtime::amd::targets::GFX1030;
 
 // Hand-linearized UOp lists (the order the linearizer would produce).
@@ -13,46 +12,19 @@ fn ci(v: i64) -> UOp {
     c(dtypes::int32, v)
 }
 fn global(d: DType, idx: usize, out: bool) -> UOp {
-    UOp::new(
-        UOps::DEFINE_GLOBAL,
-        Some(d.ptr()),
-        vec![],
-        UArg::Global {
-            idx,
-            is_output: out,
-        },
-    )
+    UOp::define_global(d, idx, out)
 }
 fn range(end: UOp, depth: usize, idx: usize, red: bool) -> UOp {
-    UOp::new(
-        UOps::RANGE,
-        Some(dtypes::int32),
-        vec![ci(0), end],
-        UArg::Range {
-            depth,
-            idx,
-            is_reduce: red,
-        },
-    )
+    UOp::range(ci(0), end, depth, idx, red)
 }
 fn endrange(r: &UOp) -> UOp {
-    UOp::new(UOps::ENDRANGE, None, vec![r.clone()], UArg::None)
+    UOp::endrange(r)
 }
 fn load(buf: &UOp, idx: &UOp, d: DType) -> UOp {
-    UOp::new(
-        UOps::LOAD,
-        Some(d),
-        vec![buf.clone(), idx.clone()],
-        UArg::None,
-    )
+    UOp::load(buf, idx, d)
 }
 fn store(buf: &UOp, idx: &UOp, v: &UOp) -> UOp {
-    UOp::new(
-        UOps::STORE,
-        None,
-        vec![buf.clone(), idx.clone(), v.clone()],
-        UArg::None,
-    )
+    UOp::store(buf, idx, v)
 }
 fn alu(op: impl Into<crate::ops::Op>, d: DType, src: &[&UOp]) -> UOp {
     UOp::alu(op, d, src.iter().map(|u| (*u).clone()).collect())
@@ -76,27 +48,17 @@ fn reduce_kernel(m: i64, k: i64, d: DType, acc_d: DType) -> Vec<UOp> {
     let r0 = range(cm.clone(), 1, 0, false);
     let r1 = range(ck.clone(), 2, 1, true);
     let init = c(acc_d, 0.0);
-    let acc = UOp::new(
-        UOps::DEFINE_ACC,
-        Some(acc_d),
-        vec![init.clone(), r1.clone()],
-        UArg::Acc { buf: 0, idx: 0 },
-    );
+    let acc = UOp::define_acc(acc_d, 0.0, std::slice::from_ref(&r1), 0, 0);
     let i0 = alu(BinaryOps::MUL, dtypes::int32, &[&r0, &ck]);
     let idx = alu(BinaryOps::ADD, dtypes::int32, &[&i0, &r1]);
     let x = load(&d1, &idx, d);
-    let xc = UOp::new(UOps::CAST, Some(acc_d), vec![x.clone()], UArg::None);
+    let xc = x.cast(acc_d);
     let two = c(acc_d, 2.0);
     let one = c(acc_d, 1.0);
     let m2 = alu(BinaryOps::MUL, acc_d, &[&xc, &two]);
     let p1 = alu(BinaryOps::ADD, acc_d, &[&m2, &one]);
     let sum = alu(BinaryOps::ADD, acc_d, &[&p1, &acc]);
-    let phi = UOp::new(
-        UOps::PHI,
-        Some(acc_d),
-        vec![acc.clone(), sum.clone()],
-        UArg::None,
-    );
+    let phi = UOp::phi(&acc, &sum);
     let st = store(&d0, &r0, &phi);
     vec![
         d0,
@@ -175,16 +137,7 @@ fn reduce_carries_the_accumulator() {
 #[test]
 fn refuses_what_it_cannot_render() {
     let d0 = global(dtypes::float32, 0, true);
-    let g = UOp::new(
-        UOps::SPECIAL,
-        Some(dtypes::int32),
-        vec![],
-        UArg::Special {
-            axis: 0,
-            name: "gidx0".into(),
-            size: 4,
-        },
-    );
+    let g = UOp::special(0, "gidx0", 4);
     let one = c(dtypes::float32, 1.0);
     let st = store(&d0, &g, &one);
     let e = LLVMRenderer::cpu(true)
@@ -214,13 +167,17 @@ fn refuses_what_it_cannot_render() {
     assert!(LLVMRenderer::cpu(true)
         .render("x", &[d1, x, ci(0), e2, st])
         .is_ok());
-    let _ = TernaryOps::WHERE;
 }
 
 #[test]
-fn split_range_matches_the_clang_rule() {
+fn the_split_loop_is_the_clang_one() {
     let k = add_kernel(16, dtypes::float32);
     assert_eq!(split_range(&k), Some(5));
+    let ir = LLVMRenderer::cpu(true).render("E_16", &k).unwrap();
+    assert!(
+        ir.contains("%ridx0.lo = trunc i64 %ridx0.lod to i32"),
+        "{ir}"
+    );
     let r = reduce_kernel(4, 8, dtypes::float32, dtypes::float32);
     assert_eq!(split_range(&r), Some(8));
 }

@@ -58,7 +58,12 @@ impl HwQueue<AmdBackend> for AmdCopyQueue {
         Ok(Cmd::new(self, p))
     }
 
-    fn update_wait(&mut self, p: &WaitPatch, sig: Option<&AmdSignal>, v: Option<u64>) -> Result<()> {
+    fn update_wait(
+        &mut self,
+        p: &WaitPatch,
+        sig: Option<&AmdSignal>,
+        v: Option<u64>,
+    ) -> Result<()> {
         if let Some(s) = sig {
             self.buf.patch(&p.addr, s.va())?;
             self.keep.push(s.keep());

@@ -185,14 +185,28 @@ impl AmdBackend {
         let lane = u64::from(lane_bytes.max(16)).next_multiple_of(16);
         let unit = u64::from(self.target.tmpring.wavesize_unit_bytes);
         let wave_bytes = (lane * u64::from(self.target.wave_size)).next_multiple_of(unit);
-        let per = if self.target.tmpring.waves_per_se { ses } else { 1 };
+        let per = if self.target.tmpring.waves_per_se {
+            ses
+        } else {
+            1
+        };
         let field = (waves_total / per).clamp(1, 4095);
         let size = field * per * wave_bytes;
         let tmpring = self.target.tmpring_size(field as u32, wave_bytes)?;
         let Ok(bytes) = usize::try_from(size) else {
-            bail!(Device, "{}: scratch of {size} bytes is too large", self.name)
+            bail!(
+                Device,
+                "{}: scratch of {size} bytes is too large",
+                self.name
+            )
         };
-        let buf = Arc::new(alloc_memory(&self.core, self.gpu_id(), bytes, MemKind::Vram, false)?);
+        let buf = Arc::new(alloc_memory(
+            &self.core,
+            self.gpu_id(),
+            bytes,
+            MemKind::Vram,
+            false,
+        )?);
         let setup = ScratchSetup {
             va: buf.va(),
             tmpring_size: tmpring,
@@ -251,7 +265,10 @@ fn create_plain_event(core: &Arc<KfdCore>, ty: u32) -> Result<u32> {
 fn map_doorbells(core: &Arc<KfdCore>, rings: &[&HwRing]) -> Result<Mapping> {
     let base = rings[0].doorbell_page_offset();
     if rings.iter().any(|r| r.doorbell_page_offset() != base) {
-        bail!(Device, "the queues' doorbells are on different doorbell pages");
+        bail!(
+            Device,
+            "the queues' doorbells are on different doorbell pages"
+        );
     }
     Mapping::map(
         &core.drv,

@@ -185,14 +185,21 @@ impl<'a> Elf<'a> {
 
     /// The first section named `name`.
     pub fn section(&self, name: &str) -> Option<(usize, &Section)> {
-        self.sections.iter().enumerate().find(|(_, s)| s.name == name)
+        self.sections
+            .iter()
+            .enumerate()
+            .find(|(_, s)| s.name == name)
     }
 
     /// The symbols of a SYMTAB/DYNSYM section.
     pub fn symbols(&self, table: &Section) -> Result<Vec<Symbol>> {
         let data = self.section_data(table)?;
         let Some(strs) = self.sections.get(table.link as usize) else {
-            bail!(InvalidArgument, "ELF: {} links to no string table", table.name)
+            bail!(
+                InvalidArgument,
+                "ELF: {} links to no string table",
+                table.name
+            )
         };
         let strs = self.section_data(strs)?;
         let mut out = Vec::with_capacity(data.len() / 24);
@@ -330,7 +337,10 @@ fn apply_relocations(elf: &Elf, addrs: &[Option<u64>], image: &mut [u8]) -> Resu
                 rs.name
             );
             let Some(s) = syms.get(sym) else {
-                bail!(InvalidArgument, "ELF: relocation names symbol {sym}, which does not exist")
+                bail!(
+                    InvalidArgument,
+                    "ELF: relocation names symbol {sym}, which does not exist"
+                )
             };
             let Some(Some(base)) = addrs.get(s.shndx as usize) else {
                 bail!(
@@ -345,7 +355,10 @@ fn apply_relocations(elf: &Elf, addrs: &[Option<u64>], image: &mut [u8]) -> Resu
                 .wrapping_sub(p as i64);
             let at = usize::try_from(p).ok().filter(|p| p + 8 <= image.len());
             let Some(at) = at else {
-                bail!(InvalidArgument, "ELF: relocation at {p:#x} is outside the image")
+                bail!(
+                    InvalidArgument,
+                    "ELF: relocation at {p:#x} is outside the image"
+                )
             };
             image[at..at + 8].copy_from_slice(&v.to_le_bytes());
         }

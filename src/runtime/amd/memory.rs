@@ -129,14 +129,15 @@ pub fn alloc_memory(
     } else {
         let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::NORESERVE;
         let va = drv.mmap(None, size, Prot::empty(), flags, None, 0)?;
-        let a = match ops::alloc_memory_of_gpu(drv, core.kfd, gpu_id, va, size as u64, kind.flags(), 0)
-        {
-            Ok(a) => a,
-            Err(e) => {
-                let _ = drv.munmap(va, size);
-                return Err(e);
-            }
-        };
+        let a =
+            match ops::alloc_memory_of_gpu(drv, core.kfd, gpu_id, va, size as u64, kind.flags(), 0)
+            {
+                Ok(a) => a,
+                Err(e) => {
+                    let _ = drv.munmap(va, size);
+                    return Err(e);
+                }
+            };
         (va, a.handle, a.mmap_offset, None)
     };
     let mut buf = AmdBuffer {

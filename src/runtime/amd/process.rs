@@ -38,7 +38,12 @@ pub struct KfdCore {
 
 impl std::fmt::Debug for KfdCore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "KfdCore({} driver, kfd fd {})", self.drv.name(), self.kfd.0)
+        write!(
+            f,
+            "KfdCore({} driver, kfd fd {})",
+            self.drv.name(),
+            self.kfd.0
+        )
     }
 }
 
@@ -81,7 +86,10 @@ impl KfdCore {
     pub fn render_fd(&self, gpu_id: u32) -> Result<Fd> {
         match lock(&self.render).get(&gpu_id) {
             Some(fd) => Ok(*fd),
-            None => bail!(Internal, "gpu {gpu_id:#x}: no render node (ACQUIRE_VM not done)"),
+            None => bail!(
+                Internal,
+                "gpu {gpu_id:#x}: no render node (ACQUIRE_VM not done)"
+            ),
         }
     }
 
@@ -137,7 +145,10 @@ fn visible_devices() -> Result<Option<Vec<usize>>> {
     for part in v.split(',') {
         match part.trim().parse::<usize>() {
             Ok(i) => out.push(i),
-            Err(_) => bail!(InvalidArgument, "VISIBLE_DEVICES={v:?}: {part:?} is not an index"),
+            Err(_) => bail!(
+                InvalidArgument,
+                "VISIBLE_DEVICES={v:?}: {part:?} is not an index"
+            ),
         }
     }
     Ok(Some(out))

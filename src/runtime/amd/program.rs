@@ -129,7 +129,8 @@ pub fn check_descriptor(
         "kernel {name}: compiled for wave32, which this chip does not run"
     );
     ensure!(
-        kd.kernarg_size == 0 || props.contains(KernelCodeProperties::ENABLE_SGPR_KERNARG_SEGMENT_PTR),
+        kd.kernarg_size == 0
+            || props.contains(KernelCodeProperties::ENABLE_SGPR_KERNARG_SEGMENT_PTR),
         InvalidArgument,
         "kernel {name}: takes {} bytes of kernargs but does not enable the kernarg pointer",
         kd.kernarg_size
@@ -172,7 +173,11 @@ pub struct AmdProgram {
 
 impl std::fmt::Debug for AmdProgram {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "AmdProgram({}, code {:#x})", self.name, self.exec.code_addr)
+        write!(
+            f,
+            "AmdProgram({}, code {:#x})",
+            self.name, self.exec.code_addr
+        )
     }
 }
 
@@ -262,7 +267,13 @@ impl AmdProgram {
         }
     }
 
-    fn write_dispatch_packet(&self, dst: &Mapping, off: usize, ka: u64, a: &KernargInput) -> Result<()> {
+    fn write_dispatch_packet(
+        &self,
+        dst: &Mapping,
+        off: usize,
+        ka: u64,
+        a: &KernargInput,
+    ) -> Result<()> {
         let mut p = [0u8; 64];
         p[2..4].copy_from_slice(&3u16.to_le_bytes()); // setup: 3 dimensions
         for i in 0..3 {

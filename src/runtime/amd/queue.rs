@@ -91,8 +91,20 @@ impl HwRing {
         };
         let (mut eop, mut cwsr) = (None, None);
         if kind == RingKind::Compute {
-            let e = alloc_memory(core, gpu_id, sizes.eop_buffer_size as usize, MemKind::Vram, false)?;
-            let c = alloc_memory(core, gpu_id, sizes.cwsr_total_size as usize, MemKind::Vram, false)?;
+            let e = alloc_memory(
+                core,
+                gpu_id,
+                sizes.eop_buffer_size as usize,
+                MemKind::Vram,
+                false,
+            )?;
+            let c = alloc_memory(
+                core,
+                gpu_id,
+                sizes.cwsr_total_size as usize,
+                MemKind::Vram,
+                false,
+            )?;
             args.queue_type = KFD_IOC_QUEUE_TYPE_COMPUTE;
             args.eop_buffer_address = e.va();
             args.eop_buffer_size = sizes.eop_buffer_size;
@@ -197,7 +209,11 @@ impl HwRing {
     /// Publish the new write pointer and ring the doorbell.
     fn kick(&mut self, wptr: u64) -> Result<()> {
         if self.doorbell_page == 0 {
-            bail!(Internal, "queue {}: no doorbell page attached", self.queue_id);
+            bail!(
+                Internal,
+                "queue {}: no doorbell page attached",
+                self.queue_id
+            );
         }
         self.rw_view()?.store_u64(0, wptr, Ordering::Release)?;
         self.wptr = wptr;
@@ -225,7 +241,9 @@ impl HwRing {
         let ring = self.ring.size() as u64;
         self.wait_room(b.ring_bytes_needed(ring, self.wptr)?)?;
         let view = self.ring_view()?;
-        let w = b.copy_to_ring(ring, self.wptr, &mut |at, d| view.write_u32s(at as usize, d))?;
+        let w = b.copy_to_ring(ring, self.wptr, &mut |at, d| {
+            view.write_u32s(at as usize, d)
+        })?;
         self.kick(w)
     }
 
@@ -260,10 +278,18 @@ impl HwRing {
         let rptr = self
             .rptr()
             .map_or_else(|e| format!("unreadable ({e})"), |r| r.to_string());
-        let unit = if self.kind == RingKind::Compute { "dwords" } else { "bytes" };
+        let unit = if self.kind == RingKind::Compute {
+            "dwords"
+        } else {
+            "bytes"
+        };
         format!(
             "{} queue {}: wptr {} rptr {rptr} ({unit})",
-            if self.kind == RingKind::Compute { "compute" } else { "SDMA" },
+            if self.kind == RingKind::Compute {
+                "compute"
+            } else {
+                "SDMA"
+            },
             self.queue_id,
             self.wptr
         )
@@ -322,7 +348,12 @@ impl HwQueue<AmdBackend> for AmdComputeQueue {
         Ok(Cmd::new(self, p))
     }
 
-    fn update_wait(&mut self, p: &WaitPatch, sig: Option<&AmdSignal>, v: Option<u64>) -> Result<()> {
+    fn update_wait(
+        &mut self,
+        p: &WaitPatch,
+        sig: Option<&AmdSignal>,
+        v: Option<u64>,
+    ) -> Result<()> {
         if let Some(s) = sig {
             self.buf.patch(&p.addr, s.va())?;
             self.keep.push(s.keep());
@@ -416,7 +447,10 @@ impl HwComputeQueue<AmdBackend> for AmdComputeQueue {
     ) -> Result<()> {
         if let Some(k) = kernargs {
             let Some(kp) = &p.kernarg else {
-                bail!(InvalidArgument, "update_exec: the kernel takes no kernarg pointer");
+                bail!(
+                    InvalidArgument,
+                    "update_exec: the kernel takes no kernarg pointer"
+                );
             };
             self.buf.patch(kp, k)?;
         }

@@ -136,7 +136,10 @@ impl AmdSignal {
         event: Option<(&Arc<KfdCore>, &EventPage)>,
     ) -> Result<AmdSignal> {
         let Some(index) = lock(&pool.free).pop() else {
-            bail!(Device, "out of signals: all {SIGNAL_SLOTS} slots are in use");
+            bail!(
+                Device,
+                "out of signals: all {SIGNAL_SLOTS} slots are in use"
+            );
         };
         let mut slot = SignalSlot {
             pool: Some(pool.clone()),

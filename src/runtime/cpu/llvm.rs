@@ -154,7 +154,7 @@ pub fn open_llvm(name: &str) -> Result<Compiled> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::{Allocator, BufferOptions, Program, Runtime};
+    use crate::device::{Allocator, BufferOptions, Runtime};
     use crate::helpers::Context;
 
     /// `out[0] = in[0] + exp2(vals[0])` with the `_rg` entry ABI, opaque pointers (LLVM >= 15).

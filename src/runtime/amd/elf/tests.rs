@@ -25,7 +25,13 @@ fn et_dyn_round_trip() {
     let bytes = object(false);
     let elf = Elf::parse(&bytes).unwrap();
     assert_eq!(
-        (elf.e_type, elf.e_machine, elf.osabi, elf.abi_version, elf.e_flags),
+        (
+            elf.e_type,
+            elf.e_machine,
+            elf.osabi,
+            elf.abi_version,
+            elf.e_flags
+        ),
         (ET_DYN, EM_AMDGPU, 64, 2, 0x41)
     );
     let names: Vec<&str> = elf.sections.iter().map(|s| s.name.as_str()).collect();
@@ -42,7 +48,10 @@ fn et_dyn_round_trip() {
     assert_eq!(img.image.len(), 4096);
     let c = code_addr(&img);
     assert_eq!(c, 0x200);
-    assert_eq!(img.image[c..c + 300], (0..300u32).map(|i| i as u8).collect::<Vec<_>>()[..]);
+    assert_eq!(
+        img.image[c..c + 300],
+        (0..300u32).map(|i| i as u8).collect::<Vec<_>>()[..]
+    );
     assert_eq!(&img.image[0x108..0x10C], &20u32.to_le_bytes());
 }
 
@@ -56,7 +65,11 @@ fn et_rel_applies_the_rel64_relocation() {
     let img = load_code_object(&bytes, "E_4").unwrap();
     // .text is packed first at 0, .rodata after it at its 64-byte alignment.
     assert_eq!(img.descriptor, 320);
-    assert_eq!(code_addr(&img), 0, "descriptor + relocated offset = the kernel's code");
+    assert_eq!(
+        code_addr(&img),
+        0,
+        "descriptor + relocated offset = the kernel's code"
+    );
     assert_eq!(img.image[5], 5);
 }
 

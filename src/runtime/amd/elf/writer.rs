@@ -182,7 +182,11 @@ pub fn write_amdgpu_elf(o: &AmdgpuElf) -> Vec<u8> {
     let mut shstrtab = vec![0u8];
     let mut name_offs = Vec::with_capacity(secs.len() + 1);
     for s in &secs {
-        name_offs.push(if s.name.is_empty() { 0 } else { shstrtab.len() as u32 });
+        name_offs.push(if s.name.is_empty() {
+            0
+        } else {
+            shstrtab.len() as u32
+        });
         shstrtab.extend_from_slice(s.name.as_bytes());
         shstrtab.push(0);
     }

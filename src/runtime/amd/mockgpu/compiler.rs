@@ -56,7 +56,10 @@ impl Renderer for MockAmdRenderer {
     }
     fn render(&self, name: &str, uops: &[UOp]) -> Result<String> {
         if name.is_empty() || name.contains(char::is_whitespace) {
-            bail!(Codegen, "AMD mock renderer: kernel name {name:?} is not a symbol");
+            bail!(
+                Codegen,
+                "AMD mock renderer: kernel name {name:?} is not a symbol"
+            );
         }
         Ok(format!("{MOCK_SOURCE_PREFIX}{name}\n{}", serialize(uops)?))
     }

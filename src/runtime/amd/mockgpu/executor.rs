@@ -134,7 +134,11 @@ impl GpuBufs<'_> {
     fn va(&self, buf: usize, off: usize) -> Result<u64> {
         match self.addrs.get(buf) {
             Some(a) => Ok(a.wrapping_add(off as u64)),
-            None => bail!(Fault, "kernel {}: no buffer {buf} in the kernargs", self.name),
+            None => bail!(
+                Fault,
+                "kernel {}: no buffer {buf} in the kernargs",
+                self.name
+            ),
         }
     }
 

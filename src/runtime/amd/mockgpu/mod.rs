@@ -25,10 +25,10 @@ use std::sync::{Arc, Mutex};
 use crate::driver::emu::gpu::{
     EventSink, Gpu, GpuMemory, InterruptSource, QueueDesc, QueueId, QueueKind as GpuQueueKind,
 };
+use crate::driver::emu::GpuFactory;
 use crate::driver::emu::{
     EmuConfig, EmuDevice, EmuDriver, EmuGpu, EmuQueue, EmuQueueStatus, QueueKind,
 };
-use crate::driver::emu::GpuFactory;
 use crate::driver::errno_error;
 use crate::runtime::amd::targets;
 use crate::{Error, Result};

@@ -95,11 +95,17 @@ impl MockBlob {
         let (props, kernarg_size, name_len) = MockBlob::parse_header(b)?;
         let name_end = MOCK_HEADER + name_len;
         let Some(lenb) = b.get(name_end..name_end + 4) else {
-            bail!(InvalidArgument, "mock code object: truncated after the name")
+            bail!(
+                InvalidArgument,
+                "mock code object: truncated after the name"
+            )
         };
         let n = u32::from_le_bytes([lenb[0], lenb[1], lenb[2], lenb[3]]) as usize;
         let Some(text) = b.get(name_end + 4..name_end + 4 + n) else {
-            bail!(InvalidArgument, "mock code object: UOps ({n} bytes) truncated")
+            bail!(
+                InvalidArgument,
+                "mock code object: UOps ({n} bytes) truncated"
+            )
         };
         let utf8 = |x: &[u8], what: &str| {
             String::from_utf8(x.to_vec()).map_err(|_| {

@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::hcq::allocator::hcq_mem;
-use crate::hcq::{HcqBuffer, HcqSignal, HwQueue};
 use crate::hcq::HcqBackend;
+use crate::hcq::{HcqBuffer, HcqSignal, HwQueue};
 
 fn pattern(n: usize, seed: u32) -> Vec<u8> {
     let mut x = seed.wrapping_mul(2_654_435_761).max(1);
@@ -31,7 +31,10 @@ fn copyin_copyout_roundtrip_small() {
     let mut head = vec![0u8; 10];
     a.copyout(&mut head, &b).unwrap();
     assert_eq!(head, data[..10]);
-    assert!(a.copyin(&b, &[0u8; 1001]).is_err(), "larger than the buffer");
+    assert!(
+        a.copyin(&b, &[0u8; 1001]).is_err(),
+        "larger than the buffer"
+    );
 }
 
 #[test]
@@ -42,12 +45,20 @@ fn multi_chunk_copy_through_the_staging_ring() {
     let data = pattern(n, 7);
     let v0 = dev.timeline_value();
     a.copyin(&b, &data).unwrap();
-    assert_eq!(dev.timeline_value(), v0 + 3, "one timeline submission per chunk");
+    assert_eq!(
+        dev.timeline_value(),
+        v0 + 3,
+        "one timeline submission per chunk"
+    );
     let mut out = vec![0u8; n];
     a.copyout(&mut out, &b).unwrap();
     assert!(out == data, "multi-chunk round trip differs");
     a.synchronize().unwrap();
-    assert_eq!(dev.pending_count(), 0, "everything retired after synchronize");
+    assert_eq!(
+        dev.pending_count(),
+        0,
+        "everything retired after synchronize"
+    );
 }
 
 #[test]
@@ -96,14 +107,20 @@ fn transfer_on_one_device_and_between_two_gpus() {
     let mut out2 = vec![0u8; 5000];
     a0.copyout(&mut out2, &back).unwrap();
     assert_eq!(out2, data);
-    assert!(a0.transfer(&b1, &c0, 6000).is_err(), "larger than the buffers");
+    assert!(
+        a0.transfer(&b1, &c0, 6000).is_err(),
+        "larger than the buffers"
+    );
 }
 
 #[test]
 fn free_defers_until_the_timeline_passes() {
     let (dev, emu) = one_gpu();
     let (a, b) = alloc(&dev, 1 << 20);
-    let va = hcq_mem::<super::super::AmdBackend>(&b).unwrap().buffer().va();
+    let va = hcq_mem::<super::super::AmdBackend>(&b)
+        .unwrap()
+        .buffer()
+        .va();
     // Hold the SDMA queue on a signal so the copy below stays pending.
     let gate = dev.new_signal(0).unwrap();
     let mut q = dev.backend().copy_queue();
@@ -113,11 +130,19 @@ fn free_defers_until_the_timeline_passes() {
     let count = emu.allocation_count();
     a.free(b, 1 << 20, &BufferOptions::default());
     let gpu = emu.device(emu.gpu_ids()[0]).unwrap();
-    assert_eq!(emu.allocation_count(), count, "the pending copy still holds the buffer");
+    assert_eq!(
+        emu.allocation_count(),
+        count,
+        "the pending copy still holds the buffer"
+    );
     assert!(gpu.is_mapped(va, 4));
     gate.set_value(1).unwrap();
     a.synchronize().unwrap();
-    assert_eq!(emu.allocation_count(), count - 1, "released once the copy retired");
+    assert_eq!(
+        emu.allocation_count(),
+        count - 1,
+        "released once the copy retired"
+    );
     assert!(!gpu.is_mapped(va, 4));
 }
 

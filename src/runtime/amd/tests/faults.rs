@@ -3,8 +3,8 @@
 //! the (short) timeout, leak nothing, and leave the device usable.
 
 use super::*;
-use crate::helpers::Context;
 use crate::hcq::{HcqBackend, HwComputeQueue, HwQueue};
+use crate::helpers::Context;
 use crate::runtime::amd::mockgpu::object::mock_code_object;
 use crate::runtime::amd::program::AmdProgram;
 use crate::Error;
@@ -26,7 +26,11 @@ fn check_recovered(dev: &Arc<AmdDevice>, emu: &EmuDriver, baseline: usize) {
     assert_eq!(dev.pending_count(), 0, "pending work dropped");
     dev.synchronize().unwrap();
     assert_eq!(emu.allocation_count(), baseline, "no leaked buffer objects");
-    assert_eq!(emu.queues().len(), 2, "the compute and SDMA queues were recreated, not leaked");
+    assert_eq!(
+        emu.queues().len(),
+        2,
+        "the compute and SDMA queues were recreated, not leaked"
+    );
     let (a, b) = alloc(dev, 64);
     let data: Vec<u8> = (0..64).collect();
     a.copyin(&b, &data).unwrap();
@@ -101,7 +105,13 @@ fn kernel_writing_to_an_unmapped_address_faults() {
     let (a, b) = alloc(&dev, 16);
     let bad = b.addr + 4_000_000_000;
     let e = prg
-        .call(std::slice::from_ref(&b), &[], Some([1, 1, 1]), Some([4, 1, 1]), true)
+        .call(
+            std::slice::from_ref(&b),
+            &[],
+            Some([1, 1, 1]),
+            Some([4, 1, 1]),
+            true,
+        )
         .unwrap_err();
     let Error::Fault(m) = &e else {
         panic!("expected a fault, got {e}")
@@ -134,7 +144,12 @@ fn copy_to_an_unmapped_address_faults() {
     let Error::Fault(m) = &e else {
         panic!("expected a fault, got {e}")
     };
-    for needle in ["0x1000000000", "copy 4096 bytes", "SDMA queue", "COPY_LINEAR"] {
+    for needle in [
+        "0x1000000000",
+        "copy 4096 bytes",
+        "SDMA queue",
+        "COPY_LINEAR",
+    ] {
         assert!(m.contains(needle), "report lacks {needle:?}: {m}");
     }
     drop((a, b, bogus));

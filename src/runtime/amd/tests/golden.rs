@@ -45,7 +45,10 @@ fn program_call_stream() {
         va: 0x7f00_7000_0000,
         tmpring_size: 0x0000_4A00,
     };
-    for (t, name, sc) in [(&GFX1100, "gfx1100", None), (&GFX1030, "gfx1030", Some(scratch))] {
+    for (t, name, sc) in [
+        (&GFX1100, "gfx1100", None),
+        (&GFX1030, "gfx1030", Some(scratch)),
+    ] {
         let prg = Arc::new(AmdProgram::encode_only(
             "E_4",
             mock_descriptor(t, 24, 0),

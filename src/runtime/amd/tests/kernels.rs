@@ -9,7 +9,11 @@ use crate::runtime::amd::program::AmdProgram;
 
 fn run_add(dev: &Arc<AmdDevice>, groups: usize, local: usize) {
     let n = groups * local;
-    let prg = load(dev, "E_add", &add_uops(groups as i64, local as i64, dtypes::float32));
+    let prg = load(
+        dev,
+        "E_add",
+        &add_uops(groups as i64, local as i64, dtypes::float32),
+    );
     let a = HcqAllocator::new(dev.clone());
     let bufs: Vec<RawBuf> = (0..3)
         .map(|_| a.alloc(4 * n, &BufferOptions::default()).unwrap())
@@ -127,7 +131,13 @@ fn raw_compute_queue_chains_verbs_and_patches() {
     // Kernargs in a host-visible buffer of our own.
     let ka = dev
         .backend()
-        .alloc(256, &BufferOptions { cpu_access: true, ..Default::default() })
+        .alloc(
+            256,
+            &BufferOptions {
+                cpu_access: true,
+                ..Default::default()
+            },
+        )
         .unwrap();
     let view = crate::hcq::HcqBuffer::cpu(&ka).unwrap();
     for (i, b) in bufs.iter().enumerate() {
@@ -149,13 +159,18 @@ fn raw_compute_queue_chains_verbs_and_patches() {
     let sp = q.signal(&done, 1).unwrap().into_patch();
     q.submit(dev.backend()).unwrap();
     dev.wait_signal(&done, 1, "raw exec").unwrap();
-    q.update_exec(&ex, Some(ka_va + 64), None, Some([4, 1, 1])).unwrap();
+    q.update_exec(&ex, Some(ka_va + 64), None, Some([4, 1, 1]))
+        .unwrap();
     q.update_signal(&sp, None, Some(2)).unwrap();
     q.submit(dev.backend()).unwrap();
     dev.wait_signal(&done, 2, "patched exec").unwrap();
     let mut out = vec![0u8; 64];
     a.copyout(&mut out, &bufs[0]).unwrap();
     let got = f32s(&out);
-    assert_eq!(got[..12], [3.0f32; 12], "8 from the first launch, 4 from the patched one");
+    assert_eq!(
+        got[..12],
+        [3.0f32; 12],
+        "8 from the first launch, 4 from the patched one"
+    );
     assert_eq!(got[12..], [0.0f32; 4]);
 }

@@ -51,7 +51,10 @@ pub(crate) fn one_gpu() -> (Arc<AmdDevice>, EmuDriver) {
     (open(&p, 0), e)
 }
 
-pub(crate) fn alloc(dev: &Arc<AmdDevice>, size: usize) -> (HcqAllocator<super::AmdBackend>, RawBuf) {
+pub(crate) fn alloc(
+    dev: &Arc<AmdDevice>,
+    size: usize,
+) -> (HcqAllocator<super::AmdBackend>, RawBuf) {
     let a = HcqAllocator::new(dev.clone());
     let b = a.alloc(size, &BufferOptions::default()).unwrap();
     (a, b)

@@ -49,9 +49,21 @@ fn profile_trace_of_kernels_and_copies() {
     dev.synchronize().unwrap();
     let events = dev.profile_events();
     let names: Vec<&str> = events.iter().map(|e| e.name.as_str()).collect();
-    assert_eq!(names.iter().filter(|n| **n == "E_prof").count(), 3, "{names:?}");
-    assert_eq!(names.iter().filter(|n| **n == "CPU -> AMD").count(), 2, "{names:?}");
-    assert_eq!(names.iter().filter(|n| **n == "AMD -> CPU").count(), 1, "{names:?}");
+    assert_eq!(
+        names.iter().filter(|n| **n == "E_prof").count(),
+        3,
+        "{names:?}"
+    );
+    assert_eq!(
+        names.iter().filter(|n| **n == "CPU -> AMD").count(),
+        2,
+        "{names:?}"
+    );
+    assert_eq!(
+        names.iter().filter(|n| **n == "AMD -> CPU").count(),
+        1,
+        "{names:?}"
+    );
     check_lane_order(&events);
 
     let path = dir.join("trace.json");

@@ -50,7 +50,10 @@ fn compute_queue_waits_for_the_copy_queue() {
     // The copy queue copies and then releases the compute queue.
     let (_, dst) = alloc(&dev, 256);
     let mut sq = dev.backend().copy_queue();
-    sq.copy(dst.addr, b.addr, 256).unwrap().signal(&mid, 1).unwrap();
+    sq.copy(dst.addr, b.addr, 256)
+        .unwrap()
+        .signal(&mid, 1)
+        .unwrap();
     sq.submit(dev.backend()).unwrap();
     dev.wait_signal(&done, 7, "compute after copy").unwrap();
     let mut out = vec![0u8; 256];
@@ -91,13 +94,21 @@ fn timeline_wraps_with_the_shadow_signal() {
         prg.call(&bufs, &[], Some([1, 1, 1]), Some([16, 1, 1]), false)
             .unwrap();
     }
-    assert_eq!(dev.timeline_value(), near + 4, "past 2^31 before the synchronize");
+    assert_eq!(
+        dev.timeline_value(),
+        near + 4,
+        "past 2^31 before the synchronize"
+    );
     dev.synchronize().unwrap();
     let after = dev.timeline_signal();
     assert!(!after.same(&before), "the shadow became the timeline");
     assert_eq!((dev.timeline_value(), dev.timeline_epoch()), (1, 1));
     assert_eq!(after.value().unwrap(), 0, "the new timeline restarts at 0");
-    assert_eq!(before.value().unwrap(), near + 3, "the old one keeps its value");
+    assert_eq!(
+        before.value().unwrap(),
+        near + 3,
+        "the old one keeps its value"
+    );
     // Work after the swap completes (copies and kernels on the new timeline).
     a.copyin(&bufs[2], &f32_bytes(&[5.0; 16])).unwrap();
     prg.call(&bufs, &[], Some([1, 1, 1]), Some([16, 1, 1]), true)
