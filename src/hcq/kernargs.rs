@@ -60,9 +60,9 @@ impl KernargRing {
         let newest = self
             .live
             .iter()
-            .filter(|(s, e, _)| *s < end && start < *e)
-            .map(|(_, _, p)| *p)
-            .last();
+            .rev()
+            .find(|(s, e, _)| *s < end && start < *e)
+            .map(|(_, _, p)| *p);
         Ok((start, end, newest))
     }
 

@@ -105,41 +105,7 @@ pub fn alloc_memory(
     cpu: bool,
 ) -> Result<AmdBuffer> {
     let size = page_up(size)?;
-    let drv = core.drv.as_ref();
-    let (va, handle, offset, view) = if kind == MemKind::Userptr {
-        let host = Mapping::map(
-            &core.drv,
-            None,
-            size,
-            Prot::RW,
-            MapFlags::SHARED | MapFlags::ANONYMOUS,
-            None,
-            0,
-        )?;
-        let a = ops::alloc_memory_of_gpu(
-            drv,
-            core.kfd,
-            gpu_id,
-            host.addr(),
-            size as u64,
-            kind.flags(),
-            host.addr(),
-        )?;
-        (host.addr(), a.handle, 0, Some(host))
-    } else {
-        let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::NORESERVE;
-        let va = drv.mmap(None, size, Prot::empty(), flags, None, 0)?;
-        let a =
-            match ops::alloc_memory_of_gpu(drv, core.kfd, gpu_id, va, size as u64, kind.flags(), 0)
-            {
-                Ok(a) => a,
-                Err(e) => {
-                    let _ = drv.munmap(va, size);
-                    return Err(e);
-                }
-            };
-        (va, a.handle, a.mmap_offset, None)
-    };
+    let (va, handle, offset, view) = create_bo(core, gpu_id, size, kind)?;
     let mut buf = AmdBuffer {
         core: core.clone(),
         va,
@@ -164,6 +130,34 @@ pub fn alloc_memory(
     }
     buf.map_to(gpu_id)?;
     Ok(buf)
+}
+
+/// ALLOC_MEMORY_OF_GPU at a VA of our choosing: (VA, handle, render-node mmap offset, the host
+/// memory of a USERPTR buffer). Undoes its mmap if ALLOC fails.
+fn create_bo(
+    core: &Arc<KfdCore>,
+    gpu_id: u32,
+    size: usize,
+    kind: MemKind,
+) -> Result<(u64, u64, u64, Option<Mapping>)> {
+    let drv = core.drv.as_ref();
+    let bytes = size as u64;
+    if kind == MemKind::Userptr {
+        let flags = MapFlags::SHARED | MapFlags::ANONYMOUS;
+        let host = Mapping::map(&core.drv, None, size, Prot::RW, flags, None, 0)?;
+        let (addr, f) = (host.addr(), kind.flags());
+        let a = ops::alloc_memory_of_gpu(drv, core.kfd, gpu_id, addr, bytes, f, addr)?;
+        return Ok((addr, a.handle, 0, Some(host)));
+    }
+    let flags = MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::NORESERVE;
+    let va = drv.mmap(None, size, Prot::empty(), flags, None, 0)?;
+    match ops::alloc_memory_of_gpu(drv, core.kfd, gpu_id, va, bytes, kind.flags(), 0) {
+        Ok(a) => Ok((va, a.handle, a.mmap_offset, None)),
+        Err(e) => {
+            let _ = drv.munmap(va, size);
+            Err(e)
+        }
+    }
 }
 
 impl AmdBuffer {

@@ -8,6 +8,7 @@ mod faults;
 mod golden;
 mod kernels;
 mod profile;
+mod registry;
 mod waits;
 
 use std::sync::Arc;
@@ -93,7 +94,7 @@ pub(crate) fn axpb_uops(groups: i64, local: i64) -> Vec<UOp> {
     let m = UOp::define_var("m", -100, 100);
     let i = UOp::special(0, "gidx0", groups)
         .mul(local)
-        .add(&UOp::special(0, "lidx0", local));
+        .add(UOp::special(0, "lidx0", local));
     let v = UOp::load(&d1, &i, dt).mul(&n).add(&m);
     linearize(&[UOp::store(&d0, &i, &v)], None, true).unwrap()
 }

@@ -23,6 +23,35 @@ fn check_lane_order(events: &[TraceEvent]) {
     }
 }
 
+/// Write `events` as a trace, parse it back, check it against `events`.
+fn check_written_trace(path: &std::path::Path, events: &[TraceEvent]) {
+    write_chrome_trace(path, events).unwrap();
+    let v = parse(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let list = v.get("traceEvents").and_then(Json::as_array).unwrap();
+    let xs: Vec<&Json> = list
+        .iter()
+        .filter(|e| e.get("ph").and_then(Json::as_str) == Some("X"))
+        .collect();
+    assert_eq!(xs.len(), events.len());
+    let mut last_ts = f64::MIN;
+    for (x, e) in xs.iter().zip(events) {
+        let ts = x.get("ts").and_then(Json::as_f64).unwrap();
+        assert!((ts - e.ts_us).abs() < 0.01, "{ts} vs {}", e.ts_us);
+        assert!(x.get("dur").and_then(Json::as_f64).unwrap() > 0.0);
+        assert_eq!(x.get("name").and_then(Json::as_str), Some(e.name.as_str()));
+        assert!(x.get("pid").and_then(Json::as_f64).is_some());
+        if e.queue == "COMPUTE" {
+            assert!(ts >= last_ts, "kernel events in submission order");
+            last_ts = ts;
+        }
+    }
+    let pids: std::collections::BTreeSet<u64> = xs
+        .iter()
+        .map(|x| x.get("pid").and_then(Json::as_f64).unwrap() as u64)
+        .collect();
+    assert_eq!(pids.len(), 1, "one process lane per device");
+}
+
 #[test]
 fn profile_trace_of_kernels_and_copies() {
     let dir = std::env::temp_dir().join(format!("rawgrad_prof_{}", std::process::id()));
@@ -66,32 +95,7 @@ fn profile_trace_of_kernels_and_copies() {
     );
     check_lane_order(&events);
 
-    let path = dir.join("trace.json");
-    write_chrome_trace(&path, &events).unwrap();
-    let v = parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    let list = v.get("traceEvents").and_then(Json::as_array).unwrap();
-    let xs: Vec<&Json> = list
-        .iter()
-        .filter(|e| e.get("ph").and_then(Json::as_str) == Some("X"))
-        .collect();
-    assert_eq!(xs.len(), events.len());
-    let mut last_ts = f64::MIN;
-    for (x, e) in xs.iter().zip(&events) {
-        let ts = x.get("ts").and_then(Json::as_f64).unwrap();
-        assert!((ts - e.ts_us).abs() < 0.01, "{ts} vs {}", e.ts_us);
-        assert!(x.get("dur").and_then(Json::as_f64).unwrap() > 0.0);
-        assert_eq!(x.get("name").and_then(Json::as_str), Some(e.name.as_str()));
-        assert!(x.get("pid").and_then(Json::as_f64).is_some());
-        if e.queue == "COMPUTE" {
-            assert!(ts >= last_ts, "kernel events in submission order");
-            last_ts = ts;
-        }
-    }
-    let pids: std::collections::BTreeSet<u64> = xs
-        .iter()
-        .map(|x| x.get("pid").and_then(Json::as_f64).unwrap() as u64)
-        .collect();
-    assert_eq!(pids.len(), 1, "one process lane per device");
+    check_written_trace(&dir.join("trace.json"), &events);
     // The process-wide collection (what the exit writer writes) holds this device's events.
     assert_eq!(profile_path(), collected);
     let n = write_collected(&profile_path()).unwrap();
