@@ -109,6 +109,18 @@ fn check_object(t: &GfxTarget, k: &Kernel, obj: &[u8]) -> KernelDescriptor {
         undefined.is_empty(),
         "{what}: undefined symbols {undefined:?}"
     );
+    // the AMD runtime's loader: image layout, relocation, the launcher's descriptor checks
+    let img = load_code_object(obj, k.name).unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert_eq!(img.e_flags & 0xff, t.elf_mach);
+    let lkd = KernelDescriptor::parse(&img.image[img.descriptor..]).unwrap();
+    check_descriptor(k.name, &lkd, t.wave32, t.lds_max_bytes)
+        .unwrap_or_else(|e| panic!("{what}: {e}"));
+    // the relocated code offset points at the kernel's first instruction, 256-byte aligned
+    let code = usize::try_from(img.descriptor as i64 + lkd.kernel_code_entry_byte_offset)
+        .unwrap_or_else(|_| panic!("{what}: code before the image"));
+    assert_eq!(code % 256, 0, "{what}: code at {code:#x}");
+    let text = elf.symbol_bytes(k.name);
+    assert_eq!(&img.image[code..code + 8], &text[..8], "{what}");
     kd
 }
 
@@ -177,8 +189,7 @@ fn the_optimizer_removes_hidden_arguments() {
     let t = TARGETS
         .iter()
         .copied()
-        .filter(|t| t.min_llvm <= llvm.version().major)
-        .next_back()
+        .rfind(|t| t.min_llvm <= llvm.version().major)
         .unwrap();
     let c = AMDCompiler::with_llvm(t, Arc::clone(&llvm)).unwrap();
     let k = llvm_common::amd_vars();
