@@ -1,19 +1,21 @@
-//! Golden renders of the LLVM IR renderer (CPU flavour, opaque pointers): a small elementwise and a
-//! small reduce kernel, checked into tests/golden/llvm/. A change in rendering shows up here as a
+//! Golden renders of the LLVM IR renderer (CPU flavour, opaque pointers): the elementwise and the
+//! reduce kernel of the CLANG goldens, checked into tests/golden/llvm/. A change in rendering shows up here as a
 //! diff to review; `UPDATE_GOLDEN=1 cargo test --test llvm_golden` rewrites the files after a
 //! deliberate change. Each golden is also compiled with every installed libLLVM >= 15.
 
-mod llvm_common;
+mod common;
 
-use llvm_common::{cpu_add, cpu_reduce};
+use common::{elementwise_add, reduce_sum};
+use rawgrad::codegen::uopgraph::linearize;
 use rawgrad::codegen::uops::UOp;
 use rawgrad::driver::llvm::{find_libraries, Llvm};
 use rawgrad::dtype::dtypes;
 use rawgrad::renderer::llvmir::LLVMRenderer;
 use rawgrad::renderer::Renderer;
 
-fn check(name: &str, uops: &[UOp], file: &str) {
-    let src = LLVMRenderer::cpu(true).render(name, uops).unwrap();
+fn check(name: &str, sinks: &[UOp], file: &str) {
+    let uops = linearize(sinks, None, true).unwrap();
+    let src = LLVMRenderer::cpu(true).render(name, &uops).unwrap();
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/golden/llvm")
         .join(file);
@@ -33,14 +35,14 @@ fn check(name: &str, uops: &[UOp], file: &str) {
 
 #[test]
 fn elementwise_golden() {
-    check("E_16", &cpu_add(16, dtypes::float32), "E_16.ll");
+    check("E_16", &elementwise_add(16, dtypes::float32), "E_16.ll");
 }
 
 #[test]
 fn reduce_golden() {
     check(
         "r_4_8",
-        &cpu_reduce(4, 8, dtypes::float16, dtypes::float32),
+        &reduce_sum(4, 8, dtypes::float16, dtypes::float32),
         "r_4_8.ll",
     );
 }

@@ -28,6 +28,7 @@
 //! `type_verify` give an `Error::Codegen` or IR the LLVM verifier refuses.
 
 mod alu;
+mod memory;
 mod types;
 mod walk;
 
@@ -148,12 +149,7 @@ impl LLVMRenderer {
     }
 
     fn ptr(&self, elem: &str, addrspace: u32) -> String {
-        match (self.opaque_pointers, addrspace) {
-            (true, 0) => "ptr".into(),
-            (true, a) => format!("ptr addrspace({a})"),
-            (false, 0) => format!("{elem}*"),
-            (false, a) => format!("{elem} addrspace({a})*"),
-        }
+        types::ptr_type(self.opaque_pointers, elem, addrspace)
     }
 
     /// The parameter list of the kernel function.
@@ -180,7 +176,7 @@ impl LLVMRenderer {
 
     /// `NAME_rg(void **bufs, const int *vals, int core, int ncores)` calling the kernel.
     fn cpu_entry(&self, fname: &str, params: &[Param], split: bool) -> String {
-        let (pp, p8, p32) = (self.ptr("i8*", 0), self.ptr("i8", 0), self.ptr("i32", 0));
+        let (pp, p32) = (self.ptr("i8*", 0), self.ptr("i32", 0));
         let mut l = vec![
             format!(
                 "define void @{fname}_rg({pp} %bufs, {p32} %vals, i32 %core, i32 %ncores) #0 {{"
@@ -200,6 +196,23 @@ impl LLVMRenderer {
             l.push("  br i1 %go, label %run, label %done".into());
         }
         l.push("run:".into());
+        let mut args = self.entry_args(params, &mut l);
+        if split {
+            args.extend(["i32 %core".to_string(), "i32 %ncores".to_string()]);
+        }
+        l.push(format!("  call void @{fname}({})", args.join(", ")));
+        l.extend([
+            "  br label %done".into(),
+            "done:".into(),
+            "  ret void".into(),
+            "}".into(),
+        ]);
+        l.join("\n")
+    }
+
+    /// Load the kernel's arguments from `bufs` (by buffer index) and `vals` (in order).
+    fn entry_args(&self, params: &[Param], l: &mut Vec<String>) -> Vec<String> {
+        let (pp, p8, p32) = (self.ptr("i8*", 0), self.ptr("i8", 0), self.ptr("i32", 0));
         let (mut args, mut nvar) = (vec![], 0);
         for p in params {
             match p {
@@ -228,17 +241,7 @@ impl LLVMRenderer {
                 }
             }
         }
-        if split {
-            args.extend(["i32 %core".to_string(), "i32 %ncores".to_string()]);
-        }
-        l.push(format!("  call void @{fname}({})", args.join(", ")));
-        l.extend([
-            "  br label %done".into(),
-            "done:".into(),
-            "  ret void".into(),
-            "}".into(),
-        ]);
-        l.join("\n")
+        args
     }
 
     fn attributes(&self, local_threads: i64) -> String {

@@ -50,6 +50,17 @@ pub fn mem(d: DType) -> String {
     vectorize(scalar_mem(d.scalar), d.count)
 }
 
+/// A pointer type to `elem` in `addrspace`: opaque (`ptr`, `ptr addrspace(1)`) or typed
+/// (`float*`, `float addrspace(1)*`).
+pub fn ptr_type(opaque: bool, elem: &str, addrspace: u32) -> String {
+    match (opaque, addrspace) {
+        (true, 0) => "ptr".into(),
+        (true, a) => format!("ptr addrspace({a})"),
+        (false, 0) => format!("{elem}*"),
+        (false, a) => format!("{elem} addrspace({a})*"),
+    }
+}
+
 /// The type suffix LLVM mangles intrinsic names with (`f32`, `v4f32`, `f16`).
 pub fn mangle(d: DType) -> Result<String> {
     let s = match d.scalar {

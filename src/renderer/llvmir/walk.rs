@@ -19,7 +19,7 @@ use crate::dtype::{DType, Scalar};
 use crate::helpers::to_function_name;
 use crate::{bail, ensure, Error, Result};
 
-use super::types::{self, bf16_to_float, float_to_bf16, literal, mem, reg};
+use super::types::{literal, mem, reg};
 use super::Flavour;
 
 /// A loop being rendered.
@@ -167,7 +167,7 @@ impl<'a> Walk<'a> {
         name
     }
 
-    fn number(&mut self, prefix: &'static str) -> usize {
+    pub(super) fn number(&mut self, prefix: &'static str) -> usize {
         let n = self.counters.entry(prefix).or_insert(0);
         *n += 1;
         *n - 1
@@ -203,7 +203,7 @@ impl<'a> Walk<'a> {
         }
     }
 
-    fn label(&mut self, name: String) {
+    pub(super) fn label(&mut self, name: String) {
         self.lines.push(format!("{name}:"));
         self.cur_block = name;
     }
@@ -214,44 +214,14 @@ impl<'a> Walk<'a> {
             UOps::DEFINE_GLOBAL => self.define_global(u),
             UOps::DEFINE_VAR => self.define_var(u),
             UOps::DEFINE_LOCAL => self.define_local(u),
-            UOps::DEFINE_ACC => {
-                let init = self.src(u, 0)?;
-                let d = dtype_of(u)?;
-                let v = match u.src()[0].const_value() {
-                    Some(c) => literal(c, d),
-                    None => init,
-                };
-                self.r.insert(u.clone(), v);
-                let k = self.number("acc");
-                self.acc_ids.insert(u.clone(), k);
-                Ok(())
-            }
+            UOps::DEFINE_ACC => self.define_acc(u),
             UOps::CONST => Ok(()),
             UOps::SPECIAL => self.special(u),
             UOps::NOOP => Ok(()),
             UOps::RANGE => self.range(i, u),
             UOps::ENDRANGE => self.endrange(u),
-            UOps::IF => {
-                let c = self.src(u, 0)?;
-                let n = self.number("if");
-                self.emit(format!("  br i1 {c}, label %if_{n}, label %endif_{n}"));
-                self.label(format!("if_{n}"));
-                self.ifs.push((u.clone(), n));
-                Ok(())
-            }
-            UOps::ENDIF => {
-                let Some((iff, n)) = self.ifs.pop() else {
-                    bail!(Codegen, "ENDIF without IF");
-                };
-                ensure!(
-                    u.src().first() == Some(&iff),
-                    Codegen,
-                    "ENDIF closes another IF"
-                );
-                self.emit(format!("  br label %endif_{n}"));
-                self.label(format!("endif_{n}"));
-                Ok(())
-            }
+            UOps::IF => self.if_(u),
+            UOps::ENDIF => self.endif(u),
             UOps::BARRIER => self.barrier(),
             UOps::PHI => self.phi(u),
             UOps::LOAD => self.load(u),
@@ -259,19 +229,58 @@ impl<'a> Walk<'a> {
             UOps::ALU => self.alu(u),
             UOps::CAST => self.cast_uop(u),
             UOps::BITCAST => self.bitcast_uop(u),
-            UOps::GEP => {
-                let x = self.src(u, 0)?;
-                let t = reg(Self::src_dtype(u, 0)?);
-                let UArg::Gep(lane) = u.arg() else {
-                    bail!(Codegen, "GEP without a lane");
-                };
-                let name = self.ssa("gep");
-                self.emit(format!("  {name} = extractelement {t} {x}, i32 {lane}"));
-                self.r.insert(u.clone(), name);
-                Ok(())
-            }
+            UOps::GEP => self.gep(u),
             op => bail!(Codegen, "the LLVM IR renderer does not render {op:?}"),
         }
+    }
+
+    fn define_acc(&mut self, u: &UOp) -> Result<()> {
+        let init = self.src(u, 0)?;
+        let d = dtype_of(u)?;
+        // a vector accumulator starts from its scalar constant in every lane
+        let v = match u.src().first().and_then(|s| s.const_value()) {
+            Some(c) => literal(c, d),
+            None => init,
+        };
+        self.r.insert(u.clone(), v);
+        let k = self.number("acc");
+        self.acc_ids.insert(u.clone(), k);
+        Ok(())
+    }
+
+    fn if_(&mut self, u: &UOp) -> Result<()> {
+        let c = self.src(u, 0)?;
+        let n = self.number("if");
+        self.emit(format!("  br i1 {c}, label %if_{n}, label %endif_{n}"));
+        self.label(format!("if_{n}"));
+        self.ifs.push((u.clone(), n));
+        Ok(())
+    }
+
+    fn endif(&mut self, u: &UOp) -> Result<()> {
+        let Some((iff, n)) = self.ifs.pop() else {
+            bail!(Codegen, "ENDIF without IF");
+        };
+        ensure!(
+            u.src().first() == Some(&iff),
+            Codegen,
+            "ENDIF closes another IF"
+        );
+        self.emit(format!("  br label %endif_{n}"));
+        self.label(format!("endif_{n}"));
+        Ok(())
+    }
+
+    fn gep(&mut self, u: &UOp) -> Result<()> {
+        let x = self.src(u, 0)?;
+        let t = reg(Self::src_dtype(u, 0)?);
+        let UArg::Gep(lane) = u.arg() else {
+            bail!(Codegen, "GEP without a lane");
+        };
+        let name = self.ssa("gep");
+        self.emit(format!("  {name} = extractelement {t} {x}, i32 {lane}"));
+        self.r.insert(u.clone(), name);
+        Ok(())
     }
 
     /// Check that every loop and IF was closed.
@@ -511,244 +520,6 @@ impl<'a> Walk<'a> {
             }
             self.r.insert(acc, phi);
         }
-        Ok(())
-    }
-
-    /// The address space of buffer `buf` and the LLVM pointer type to its element type `elem`.
-    fn ptr_type(&self, elem: &str, addrspace: u32) -> String {
-        match (self.opaque, addrspace) {
-            (true, 0) => "ptr".into(),
-            (true, a) => format!("ptr addrspace({a})"),
-            (false, 0) => format!("{elem}*"),
-            (false, a) => format!("{elem} addrspace({a})*"),
-        }
-    }
-
-    /// The pointer to element `idx` of `buf` accessed as `access` (a vector of the element type
-    /// or the element type), named from `name`; returns (pointer, pointer type).
-    fn elem_ptr(
-        &mut self,
-        buf: &UOp,
-        idx: (&str, &str),
-        access: DType,
-        name: &str,
-    ) -> Result<(String, String)> {
-        let base = self.val(buf)?;
-        let elem = mem(dtype_of(buf)?.base().scalar());
-        let (idx, it) = idx;
-        let (addrspace, ptr) = match buf.op() {
-            UOps::DEFINE_GLOBAL => {
-                let a = self.flavour.global_addrspace();
-                let pt = self.ptr_type(&elem, a);
-                self.emit(format!(
-                    "  {name}.p = getelementptr inbounds {elem}, {pt} {base}, {it} {idx}"
-                ));
-                (a, format!("{name}.p"))
-            }
-            UOps::DEFINE_LOCAL => {
-                let UArg::Local { size, .. } = buf.arg() else {
-                    bail!(Codegen, "DEFINE_LOCAL without a size");
-                };
-                let a = self.flavour.local_addrspace();
-                let arr = format!("[{size} x {elem}]");
-                let at = self.ptr_type(&arr, a);
-                self.emit(format!(
-                    "  {name}.p = getelementptr inbounds {arr}, {at} {base}, i32 0, {it} {idx}"
-                ));
-                (a, format!("{name}.p"))
-            }
-            op => bail!(Codegen, "load/store through a {op:?}, not a buffer"),
-        };
-        let et = self.ptr_type(&elem, addrspace);
-        if access.count > 1 && !self.opaque {
-            let vt = self.ptr_type(&mem(access), addrspace);
-            self.emit(format!("  {name}.vp = bitcast {et} {ptr} to {vt}"));
-            return Ok((format!("{name}.vp"), vt));
-        }
-        let at = self.ptr_type(&mem(access), addrspace);
-        Ok((ptr, at))
-    }
-
-    fn load(&mut self, u: &UOp) -> Result<()> {
-        let out = dtype_of(u)?;
-        let buf = u
-            .src()
-            .first()
-            .cloned()
-            .ok_or_else(|| Error::Codegen("LOAD without a buffer".into()))?;
-        let bd = dtype_of(&buf)?.base().scalar();
-        let access = bd.vec(out.count);
-        let name = self.ssa("val");
-        let (mut idx, it) = (self.src(u, 1)?, reg(Self::src_dtype(u, 1)?));
-        let gate = if u.src().len() >= 4 {
-            Some((self.src(u, 2)?, self.src(u, 3)?))
-        } else {
-            None
-        };
-        if let Some((g, _)) = &gate {
-            self.emit(format!("  {name}.i = select i1 {g}, {it} {idx}, {it} 0"));
-            idx = format!("{name}.i");
-        }
-        let (ptr, pt) = self.elem_ptr(&buf, (&idx, &it), access, &name)?;
-        let mt = mem(access);
-        let align = bd.itemsize();
-        self.emit(format!("  {name}.m = load {mt}, {pt} {ptr}, align {align}"));
-        let mut v = format!("{name}.m");
-        v = match bd.scalar {
-            Scalar::Bool => {
-                self.emit(format!("  {name}.b = trunc {mt} {v} to {}", reg(access)));
-                format!("{name}.b")
-            }
-            Scalar::BFloat16 => bf16_to_float(&v, &format!("{name}.f"), out.count, &mut self.lines),
-            _ => v,
-        };
-        if out.scalar != bd.scalar {
-            v = self.convert(&v, access, out, &format!("{name}.c"))?;
-        }
-        if let Some((g, alt)) = gate {
-            let t = reg(out);
-            self.emit(format!("  {name} = select i1 {g}, {t} {v}, {t} {alt}"));
-            v = name;
-        }
-        self.r.insert(u.clone(), v);
-        Ok(())
-    }
-
-    fn store(&mut self, u: &UOp) -> Result<()> {
-        let buf = u
-            .src()
-            .first()
-            .cloned()
-            .ok_or_else(|| Error::Codegen("STORE without a buffer".into()))?;
-        let bd = dtype_of(&buf)?.base().scalar();
-        let vd = Self::src_dtype(u, 2)?;
-        let access = bd.vec(vd.count);
-        let n = self.number("store");
-        let name = format!("%store{n}");
-        let (idx, it) = (self.src(u, 1)?, reg(Self::src_dtype(u, 1)?));
-        let mut v = self.src(u, 2)?;
-        if vd.scalar != bd.scalar {
-            v = self.convert(&v, vd, access, &format!("{name}.c"))?;
-        }
-        let mt = mem(access);
-        v = match bd.scalar {
-            Scalar::Bool => {
-                self.emit(format!("  {name}.b = zext {} {v} to {mt}", reg(access)));
-                format!("{name}.b")
-            }
-            Scalar::BFloat16 => float_to_bf16(&v, &format!("{name}.h"), vd.count, &mut self.lines),
-            _ => v,
-        };
-        let gate = if u.src().len() > 3 {
-            Some(self.src(u, 3)?)
-        } else {
-            None
-        };
-        if let Some(g) = &gate {
-            self.emit(format!(
-                "  br i1 {g}, label %store_{n}, label %store_{n}.end"
-            ));
-            self.label(format!("store_{n}"));
-        }
-        let (ptr, pt) = self.elem_ptr(&buf, (&idx, &it), access, &name)?;
-        let align = bd.itemsize();
-        self.emit(format!("  store {mt} {v}, {pt} {ptr}, align {align}"));
-        if gate.is_some() {
-            self.emit(format!("  br label %store_{n}.end"));
-            self.label(format!("store_{n}.end"));
-        }
-        Ok(())
-    }
-
-    fn cast_uop(&mut self, u: &UOp) -> Result<()> {
-        let out = dtype_of(u)?;
-        if u.src().len() == 1 {
-            let from = Self::src_dtype(u, 0)?;
-            let x = self.src(u, 0)?;
-            let name = self.ssa("cast");
-            let v = self.convert(&x, from, out, &name)?;
-            self.r.insert(u.clone(), v);
-            return Ok(());
-        }
-        ensure!(
-            u.src().len() == out.count as usize,
-            Codegen,
-            "CAST to {out} from {} values",
-            u.src().len()
-        );
-        let name = self.ssa("cast");
-        let (vt, st) = (reg(out), reg(out.scalar()));
-        let mut prev = "undef".to_string();
-        for i in 0..u.src().len() {
-            let x = self.src(u, i)?;
-            let cur = if i + 1 == u.src().len() {
-                name.clone()
-            } else {
-                format!("{name}.{i}")
-            };
-            self.emit(format!(
-                "  {cur} = insertelement {vt} {prev}, {st} {x}, i32 {i}"
-            ));
-            prev = cur;
-        }
-        self.r.insert(u.clone(), name);
-        Ok(())
-    }
-
-    /// Convert register value `x` of `from` to `to` (same lane count); returns the value's name
-    /// (`x` itself when nothing changes).
-    pub fn convert(&mut self, x: &str, from: DType, to: DType, name: &str) -> Result<String> {
-        ensure!(
-            from.count == to.count,
-            Codegen,
-            "cast from {from} to {to}: lane counts differ"
-        );
-        let ft = reg(from);
-        if to.scalar == Scalar::Bool {
-            if from.scalar == Scalar::Bool {
-                return Ok(x.to_string());
-            }
-            let zero = literal(crate::dtype::ConstValue::Int(0), from);
-            let cmp = if from.is_float() {
-                format!("fcmp{} une", self.fmf)
-            } else {
-                "icmp ne".to_string()
-            };
-            self.emit(format!("  {name} = {cmp} {ft} {x}, {zero}"));
-            return Ok(name.to_string());
-        }
-        match types::cast_op(from.scalar, to.scalar)? {
-            None => Ok(x.to_string()),
-            Some(op) => {
-                self.emit(format!("  {name} = {op} {ft} {x} to {}", reg(to)));
-                Ok(name.to_string())
-            }
-        }
-    }
-
-    fn bitcast_uop(&mut self, u: &UOp) -> Result<()> {
-        let (from, to) = (Self::src_dtype(u, 0)?, dtype_of(u)?);
-        ensure!(
-            from.itemsize() == to.itemsize() && !from.is_bool() && !to.is_bool(),
-            Codegen,
-            "BITCAST from {from} to {to}"
-        );
-        let x = self.src(u, 0)?;
-        let name = self.ssa("cast");
-        // through the in-memory form, which holds bfloat16 as its 16 bits
-        let mut v = x;
-        if from.scalar == Scalar::BFloat16 {
-            v = float_to_bf16(&v, &format!("{name}.h"), from.count, &mut self.lines);
-        }
-        let (fm, tm) = (mem(from), mem(to));
-        if fm != tm {
-            self.emit(format!("  {name}.b = bitcast {fm} {v} to {tm}"));
-            v = format!("{name}.b");
-        }
-        if to.scalar == Scalar::BFloat16 {
-            v = bf16_to_float(&v, &format!("{name}.f"), to.count, &mut self.lines);
-        }
-        self.r.insert(u.clone(), v);
         Ok(())
     }
 }
