@@ -3,10 +3,13 @@
 //! [`Llvm::load`] finds the newest `libLLVM-N.so` / `libLLVM-N.so.1` / `libLLVM.so.N` in the usual
 //! Debian/Ubuntu places (`/usr/lib/llvm-N/lib`, `/usr/lib/<multiarch>`, `/usr/lib64`, `/usr/lib`,
 //! `/usr/local/lib`) or the file (or folder) named by `LLVM_LIB`, `dlopen`s it and resolves the C
-//! API by name ([`api`]). [`Llvm::compile`] runs IR text through parse -> verify -> the new pass
-//! manager (`default<O3>`, LLVM >= 13) -> object (or assembly) emission for a triple, CPU and
-//! feature string. Errors name what was missing (no library, a C function, a target) or what LLVM
-//! reported (parse errors, verifier reports, codegen diagnostics).
+//! API by name ([`api`]), and registers the X86, AMDGPU, NVPTX and AArch64 targets it has.
+//! [`Llvm::compile`] runs IR text through parse -> verify -> the new pass manager (`default<O3>`,
+//! LLVM >= 13) -> object (or assembly) emission for a triple, CPU and feature string, each compile
+//! in its own LLVM context (compiles may run on several threads at once). Diagnostics go to a
+//! handler that collects them (LLVM's default handler exits the process on an error). Errors name
+//! what was missing (no library, a C function, a target) or what LLVM reported (parse errors,
+//! verifier reports, codegen diagnostics).
 //!
 //! What it owns: the loaded libraries (kept for the life of the process: libLLVM is never
 //! unloaded, because its static destructors are not safe to run while other code may still hold
@@ -260,13 +263,42 @@ pub fn target_for_triple(triple: &str) -> Result<&'static str> {
     })
 }
 
+/// The LLVM target libraries rawgrad can compile for.
+const TARGETS: [&str; 4] = ["X86", "AMDGPU", "NVPTX", "AArch64"];
+
+/// Register every target of [`TARGETS`] the library has, once, while the library is loaded (under
+/// the lock of the loaded libraries, before any other thread can compile with it: LLVM's target
+/// registry is not safe to extend while another thread reads it).
+fn register_targets(lib: &RawLibrary) -> Vec<(&'static str, Option<String>)> {
+    TARGETS
+        .iter()
+        .map(|&target| {
+            let mut fns = vec![];
+            for part in ["TargetInfo", "Target", "TargetMC", "AsmPrinter"] {
+                let name = format!("LLVMInitialize{target}{part}");
+                match api::optional::<InitFn>(lib, &name) {
+                    Some(f) => fns.push(f),
+                    None => return (target, Some(name)),
+                }
+            }
+            for f in fns {
+                // SAFETY: target initializers take no arguments and register the target in the
+                // library's registry; each runs once per library, before the library is shared.
+                unsafe { f() };
+            }
+            (target, None)
+        })
+        .collect()
+}
+
 /// A loaded libLLVM.
 pub struct Llvm {
-    lib: &'static RawLibrary,
+    /// Entry points into the library, whose handle is leaked (never unloaded).
     api: Api,
     path: PathBuf,
     version: LlvmVersion,
-    initialized: Mutex<HashSet<&'static str>>,
+    /// The targets rawgrad registers, each with the first missing initializer (None: registered).
+    targets: Vec<(&'static str, Option<String>)>,
 }
 
 impl fmt::Debug for Llvm {
@@ -364,11 +396,10 @@ impl Llvm {
             );
         }
         Ok(Llvm {
-            lib,
             api,
             path: path.to_path_buf(),
             version,
-            initialized: Mutex::new(HashSet::new()),
+            targets: register_targets(lib),
         })
     }
 
@@ -388,33 +419,19 @@ impl Llvm {
         self.version.major >= 15
     }
 
-    /// Register the target library that serves `triple` (once per process and library).
+    /// Check that the target library serving `triple` was registered at load time.
     fn init_target(&self, triple: &str) -> Result<()> {
         let target = target_for_triple(triple)?;
-        let mut done = self.initialized.lock().unwrap_or_else(|e| e.into_inner());
-        if done.contains(target) {
-            return Ok(());
+        match self.targets.iter().find(|(t, _)| *t == target) {
+            Some((_, None)) => Ok(()),
+            Some((_, Some(missing))) => bail!(
+                Compile,
+                "{} (LLVM {}) lacks the {target} target ({missing} is missing), needed for {triple}",
+                self.path.display(),
+                self.version
+            ),
+            None => bail!(Compile, "LLVM: the {target} target is not one rawgrad registers"),
         }
-        let mut fns = vec![];
-        for part in ["TargetInfo", "Target", "TargetMC", "AsmPrinter"] {
-            let name = format!("LLVMInitialize{target}{part}");
-            match api::optional::<InitFn>(self.lib, &name) {
-                Some(f) => fns.push(f),
-                None => bail!(
-                    Compile,
-                    "{} (LLVM {}) lacks the {target} target ({name} is missing), needed for {triple}",
-                    self.path.display(),
-                    self.version
-                ),
-            }
-        }
-        for f in fns {
-            // SAFETY: target initializers take no arguments and register the target in the
-            // library's registry; they run once per library, under the `initialized` lock.
-            unsafe { f() };
-        }
-        done.insert(target);
-        Ok(())
     }
 
     /// The host's target triple.

@@ -178,3 +178,25 @@ fn elf_flags_need_an_elf() {
     fake[48] = 0x41;
     assert_eq!(elf_e_flags(&fake).unwrap(), 0x41);
 }
+
+#[test]
+fn compiles_from_many_threads_at_once() {
+    let Some(llvm) = llvm() else { return };
+    let triple = llvm.host_triple();
+    let probe = "define amdgpu_kernel void @k() {\n  ret void\n}\n";
+    std::thread::scope(|s| {
+        for i in 0..4 {
+            let (llvm, triple) = (&llvm, &triple);
+            s.spawn(move || {
+                for _ in 0..5 {
+                    if i % 2 == 0 {
+                        llvm.compile_ir(ADD_IR, triple, "", "", true).unwrap();
+                    } else {
+                        let obj = llvm.compile_ir(probe, AMDGPU_TRIPLE, "gfx1030", "", true);
+                        assert_eq!(elf_e_flags(&obj.unwrap()).unwrap() & 0xff, 0x36);
+                    }
+                }
+            });
+        }
+    });
+}
