@@ -451,3 +451,35 @@ fn runs_through_the_device_record() {
         .collect();
     assert_eq!(got, (0..8).map(|v| 2 * v).collect::<Vec<i32>>());
 }
+
+#[test]
+fn a_loop_inside_an_if_agrees() {
+    // data0[r0] = sum over r1 < 4 of data1[r0*4 + r1], only where r0 < 5 (an IF around a reduce)
+    let f = dtypes::float32;
+    let (d0, d1) = (
+        UOp::define_global(f, 0, true),
+        UOp::define_global(f, 1, false),
+    );
+    let r0 = UOp::range_const(0, 8, 1, 0, false);
+    let cond = r0.lt(5);
+    let iff = UOp::if_(&cond, None);
+    let r1 = UOp::range_const(0, 4, 2, 1, true);
+    let acc = UOp::define_acc(f, 0.0, std::slice::from_ref(&r1), 0, 0);
+    let x = UOp::load_after(&d1, &r0.mul(4).add(&r1), None, &iff, f);
+    let p = UOp::phi(&acc, &x.add(&acc));
+    let sinks = [UOp::store_gated(&d0, &r0, &p, &cond)];
+    let src: Vec<f64> = (0..32).map(|i| i as f64).collect();
+    let bufs = vec![
+        bytes_of(&[-1.0; 8], Scalar::Float32),
+        bytes_of(&src, Scalar::Float32),
+    ];
+    let (i, outs) = both("r_8_4_if", &sinks, &bufs, &[]);
+    for (v, c) in &outs {
+        assert_eq!(&i, c, "LLVM {v}");
+    }
+    let got: Vec<f64> = values(&i[0], Scalar::Float32)
+        .iter()
+        .map(|v| v.as_f64())
+        .collect();
+    assert_eq!(got, [6.0, 22.0, 38.0, 54.0, 70.0, -1.0, -1.0, -1.0]);
+}

@@ -112,6 +112,31 @@ pub fn amd_local() -> Kernel {
     kernel("E_4_32_local", &[UOp::store(&d0, &gi, &y)], 2, 0, 128)
 }
 
+/// A grouped reduce (tinygrad's GROUP): 16 threads each sum 4 elements into LDS, a barrier,
+/// then thread 0 sums the 16 partial sums inside an IF: data0[g] = sum of data1[g*64 .. g*64+64].
+pub fn amd_grouped() -> Kernel {
+    let f = dtypes::float32;
+    let (d0, d1) = (
+        UOp::define_global(f, 0, true),
+        UOp::define_global(f, 1, false),
+    );
+    let temp = UOp::define_local(f, "temp0", 16);
+    let (g, l) = (UOp::special(0, "gidx0", 4), UOp::special(0, "lidx0", 16));
+    let r = UOp::range_const(0, 4, 2, 0, true);
+    let acc = UOp::define_acc(f, 0.0, std::slice::from_ref(&r), 0, 0);
+    let x = UOp::load(&d1, &g.mul(16).add(&l).mul(4).add(&r), f);
+    let st = UOp::store(&temp, &l, &UOp::phi(&acc, &x.add(&acc)));
+    let bar = UOp::barrier(vec![st]);
+    let cond = l.lt(1);
+    let iff = UOp::if_(&cond, Some(&bar));
+    let r2 = UOp::range_const(0, 16, 3, 1, true);
+    let acc2 = UOp::define_acc(f, 0.0, std::slice::from_ref(&r2), 1, 0);
+    let y = UOp::load_after(&temp, &r2, None, &iff, f);
+    let p2 = UOp::phi(&acc2, &y.add(&acc2));
+    let out = UOp::store_gated(&d0, &g, &p2, &cond);
+    kernel("r_4_16_4_grouped", &[out], 2, 0, 64)
+}
+
 /// Every AMD test kernel.
 pub fn amd_kernels() -> Vec<Kernel> {
     vec![
@@ -120,5 +145,6 @@ pub fn amd_kernels() -> Vec<Kernel> {
         amd_vars(),
         amd_gated(),
         amd_local(),
+        amd_grouped(),
     ]
 }

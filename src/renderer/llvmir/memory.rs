@@ -76,7 +76,9 @@ impl Walk<'_> {
         let access = bd.vec(out.count);
         let name = self.ssa("val");
         let (mut idx, it) = (self.src(u, 1)?, reg(Self::src_dtype(u, 1)?));
-        let gate = if u.src().len() >= 4 {
+        // (buf, idx, gate, alt[, barrier]); a BARRIER or IF third source only orders the load
+        let gated = u.src().len() >= 4 && !matches!(u.src()[2].op(), UOps::BARRIER | UOps::IF);
+        let gate = if gated {
             Some((self.src(u, 2)?, self.src(u, 3)?))
         } else {
             None
