@@ -17,6 +17,7 @@
 //! Not guaranteed: one process-wide KFD process serves the registry's devices (opened on first
 //! use, never closed); tests open their own through [`AmdProcess::new`].
 
+pub mod compiler;
 pub mod copy;
 pub mod decode;
 pub mod device;
