@@ -4,6 +4,7 @@
 //! - [`hostmem`]: owned, aligned host allocations that CPU kernels address directly.
 //! - [`dl`]: `dlopen`ed shared objects and the CPU kernel entry ABI.
 //! - [`process`]: child processes (external compilers) and temporary paths.
+//! - [`llvm`]: libLLVM loaded at run time and its C API (IR to object code).
 //! - [`api`]: the [`Driver`] trait (open, close, ioctl, mmap, munmap, doorbell, sysfs reads), the
 //!   `_IOC` encoding and [`ioctl_struct`]; [`open_driver`] picks the implementation.
 //! - [`real`]: [`RealDriver`], the syscalls; [`emu`]: [`EmuDriver`], an emulated KFD with virtual
@@ -19,6 +20,7 @@ pub mod dl;
 pub mod emu;
 pub mod hostmem;
 pub mod kfd;
+pub mod llvm;
 pub mod mapped;
 pub mod nv;
 pub mod process;

@@ -6,6 +6,7 @@
 //! `Error::Codegen`, never undefined output.
 
 pub mod cstyle;
+pub mod llvmir;
 
 use crate::codegen::uops::UOp;
 use crate::dtype::DType;

@@ -11,12 +11,13 @@
 //!   objects (serialized UOps) on the UOp interpreter.
 //! - Registration: [`register`] makes `AMD` a device family of the registry; [`open_amd`] opens
 //!   `AMD:n` as a [`Compiled`] (HCQ allocator behind the LRU cache, the program loader, and the
-//!   mock renderer/compiler under `MOCKGPU`; without it the compiler slot reports that the LLVM
-//!   compiler is not wired in yet).
+//!   mock renderer/compiler under `MOCKGPU`; on a real device the LLVM IR renderer and the
+//!   libLLVM amdgcn compiler of [`compiler`], or a compiler slot that reports why it is missing).
 //!
 //! Not guaranteed: one process-wide KFD process serves the registry's devices (opened on first
 //! use, never closed); tests open their own through [`AmdProcess::new`].
 
+pub mod compiler;
 pub mod copy;
 pub mod decode;
 pub mod device;
@@ -49,7 +50,9 @@ use crate::driver::emu::EmuConfig;
 use crate::driver::{Driver, RealDriver};
 use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
 use crate::helpers::getenv;
+use crate::renderer::Renderer;
 use crate::{Error, Result};
+use compiler::AMDCompiler;
 use mockgpu::compiler::{MockAmdCompiler, MockAmdRenderer, UnavailableAmdCompiler};
 
 /// An opened AMD device.
@@ -111,17 +114,29 @@ fn device_index(name: &str) -> Result<usize> {
 pub fn compiled(dev: Arc<AmdDevice>, name: &str) -> Compiled {
     let target = dev.backend().target();
     let emulated = dev.backend().process().core().drv.name() == "emu";
-    let compiler: Arc<dyn Compiler> = if emulated {
-        Arc::new(MockAmdCompiler::new(target))
+    let (compiler, renderer): (Arc<dyn Compiler>, Arc<dyn Renderer>) = if emulated {
+        (
+            Arc::new(MockAmdCompiler::new(target)),
+            Arc::new(MockAmdRenderer::new()),
+        )
     } else {
-        Arc::new(UnavailableAmdCompiler::new(target))
+        match AMDCompiler::new(target) {
+            Ok(c) => {
+                let r = c.renderer();
+                (Arc::new(c), Arc::new(r))
+            }
+            Err(e) => (
+                Arc::new(UnavailableAmdCompiler::new(target, e.message().to_string())),
+                Arc::new(MockAmdRenderer::new()),
+            ),
+        }
     };
     Compiled {
         name: name.to_string(),
         allocator: Arc::new(LruAllocator::new(HcqAllocator::new(dev.clone()))),
         compiler,
         runtime: Arc::new(AmdRuntime::new(dev)),
-        renderer: Arc::new(MockAmdRenderer::new()),
+        renderer,
     }
 }
 

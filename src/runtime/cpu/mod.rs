@@ -1,5 +1,7 @@
-//! The CPU devices: `CLANG` (C through clang or cc, dlopen) and `INTERP` (the UOp interpreter, the
+//! The CPU devices: `CLANG` (C through clang or cc, dlopen), `LLVM` (LLVM IR through libLLVM in
+//! process, linked by cc, run by the CLANG runtime) and `INTERP` (the UOp interpreter, the
 //! reference every other device is checked against).
 
 pub mod clang;
 pub mod interp;
+pub mod llvm;

@@ -5,7 +5,7 @@
 //!   `uop_serial::serialize(uops)`; GPU-like options (locals, shared memory, local_max 1024^3,
 //!   shared_max 65536, global_max (2^31-1, 65535, 65535), no float4 for now).
 //! - [`MockAmdCompiler`]: that source to a mock code object for one gfx target (`object.rs`).
-//! - [`UnavailableAmdCompiler`]: what the non-emulated device uses until the libLLVM compiler is
+//! - [`UnavailableAmdCompiler`]: what a real device uses when its libLLVM compiler cannot be set up
 //!   wired in: every compile fails with `Error::Compile` saying so.
 //!
 //! Not guaranteed: the mock compiler checks that the UOps deserialize, not that they verify.
@@ -101,14 +101,16 @@ impl Compiler for MockAmdCompiler {
     }
 }
 
-/// The real-hardware compiler slot, empty until the libLLVM amdgcn compiler is wired in.
+/// The compiler slot of a real device whose amdgcn compiler could not be set up (no libLLVM, or
+/// one too old for the target): every compile reports why.
 pub struct UnavailableAmdCompiler {
     target: &'static GfxTarget,
+    reason: String,
 }
 
 impl UnavailableAmdCompiler {
-    pub fn new(target: &'static GfxTarget) -> UnavailableAmdCompiler {
-        UnavailableAmdCompiler { target }
+    pub fn new(target: &'static GfxTarget, reason: String) -> UnavailableAmdCompiler {
+        UnavailableAmdCompiler { target, reason }
     }
 }
 
@@ -119,9 +121,9 @@ impl Compiler for UnavailableAmdCompiler {
     fn compile(&self, _src: &str) -> Result<Vec<u8>> {
         bail!(
             Compile,
-            "AMD compiler: the LLVM amdgcn compiler for {} is not available yet (it is not wired \
-             into the AMD device); set MOCKGPU=1 to run kernels on the emulator",
-            self.target.name
+            "AMD compiler for {} is unavailable: {} (set MOCKGPU=1 to run kernels on the emulator)",
+            self.target.name,
+            self.reason
         )
     }
 }

@@ -45,12 +45,12 @@ fn registry_opens_amd_under_mockgpu_and_runs_a_kernel() {
 }
 
 #[test]
-fn hardware_compiler_slot_reports_it_is_not_wired() {
-    let e = UnavailableAmdCompiler::new(&GFX1100)
+fn unavailable_compiler_slot_reports_why() {
+    let e = UnavailableAmdCompiler::new(&GFX1100, "no libLLVM found".into())
         .compile("x")
         .unwrap_err();
     assert!(
-        matches!(&e, Error::Compile(m) if m.contains("not available yet") && m.contains("gfx1100")),
+        matches!(&e, Error::Compile(m) if m.contains("no libLLVM found") && m.contains("gfx1100")),
         "{e}"
     );
 }

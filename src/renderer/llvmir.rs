@@ -1,0 +1,313 @@
+//! The LLVM IR renderer (tinygrad 0.9.1 `LLVMRenderer`, plus the AMDGPU flavour tinygrad added
+//! later as `AMDLLVMRenderer`): a linear UOp list to one LLVM IR module, from one code base.
+//!
+//! - [`Flavour::Cpu`] (the `LLVM` device): the kernel is an `internal` function with `noalias`
+//!   pointer parameters (buffers in DEFINE_GLOBAL index order, then the int32 variables by name),
+//!   plus the fixed-ABI entry `void NAME_rg(void **bufs, const int *vals, int core, int ncores)`
+//!   of `driver::dl`. As in the CLANG renderer, the outermost non-reduce loop that holds every
+//!   store runs only the share `[N*core/ncores, N*(core+1)/ncores)` of its `N` iterations; a kernel
+//!   without such a loop runs on core 0 only; an invalid (core, ncores) pair runs nothing.
+//! - [`Flavour::Amdgpu`] (the `AMD` device): an `amdgpu_kernel` whose explicit arguments are the
+//!   buffers as `addrspace(1)` pointers (`noalias align 32`) in DEFINE_GLOBAL order, then each
+//!   DEFINE_VAR as i32 (packed: `kernarg_size = 8*nbufs + 4*nvars`, no hidden arguments once the
+//!   IR optimizer ran); SPECIAL is `llvm.amdgcn.workgroup.id.*` / `workitem.id.*` (an `idx`
+//!   global index is the workgroup id: such kernels run one thread per workgroup); DEFINE_LOCAL is
+//!   an `addrspace(3)` global; BARRIER is a workgroup release fence, `llvm.amdgcn.s.barrier` and
+//!   an acquire fence; `"amdgpu-flat-work-group-size"="1,<local threads>"`. No ockl/ocml: only
+//!   `llvm.*` intrinsics.
+//!
+//! Pointers are typed (`float*`) for LLVM 14 and opaque (`ptr`) for LLVM >= 15
+//! ([`LLVMRenderer::opaque_pointers`]); the compiler's libLLVM decides which.
+//!
+//! Where rawgrad differs from 0.9.1 (so results match the UOp interpreter): loops are
+//! while-loops; bfloat16 is held as float in registers and rounded to nearest-even on stores;
+//! integer division by a variable is guarded (no trap); float CMPLT is ordered and MAX propagates
+//! NaN; no `"no-nans-fp-math"` attribute.
+//!
+//! Not guaranteed: WMMA (tensor cores) and image dtypes are refused; lists that did not pass
+//! `type_verify` give an `Error::Codegen` or IR the LLVM verifier refuses.
+
+mod alu;
+mod memory;
+mod types;
+mod walk;
+
+use crate::codegen::uops::UOp;
+use crate::driver::llvm::Llvm;
+use crate::helpers::to_function_name;
+use crate::renderer::cstyle::split_range;
+use crate::renderer::{Renderer, RendererOpts};
+use crate::runtime::amd::targets::GfxTarget;
+use crate::{Error, Result};
+
+use walk::{Param, Walk};
+
+/// tinygrad's `MFLAGS`: the fast-math flags on float instructions.
+pub const TINYGRAD_FAST_MATH: &str = "nsz arcp contract afn reassoc";
+
+/// Which kind of kernel the renderer writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flavour {
+    /// Host code for the `LLVM` device.
+    Cpu,
+    /// An AMD GPU kernel for the `AMD` device.
+    Amdgpu { target: &'static GfxTarget },
+}
+
+impl Flavour {
+    fn global_addrspace(&self) -> u32 {
+        match self {
+            Flavour::Cpu => 0,
+            Flavour::Amdgpu { .. } => 1,
+        }
+    }
+    fn local_addrspace(&self) -> u32 {
+        match self {
+            Flavour::Cpu => 0,
+            Flavour::Amdgpu { .. } => 3,
+        }
+    }
+}
+
+/// The LLVM IR renderer.
+#[derive(Clone, Debug)]
+pub struct LLVMRenderer {
+    opts: RendererOpts,
+    flavour: Flavour,
+    opaque_pointers: bool,
+    /// Fast-math flags with a leading space (empty for none).
+    fmf: String,
+}
+
+impl LLVMRenderer {
+    /// The CPU flavour (tinygrad's `LLVMRenderer`: no locals, no float4, loops for every dim).
+    pub fn cpu(opaque_pointers: bool) -> LLVMRenderer {
+        LLVMRenderer {
+            opts: RendererOpts {
+                device: "LLVM".into(),
+                suffix: "LLVM".into(),
+                supports_float4: false,
+                has_local: false,
+                has_shared: false,
+                global_max: None,
+                local_max: None,
+                shared_max: 0,
+                tensor_cores: vec![],
+            },
+            flavour: Flavour::Cpu,
+            opaque_pointers,
+            fmf: format!(" {TINYGRAD_FAST_MATH}"),
+        }
+    }
+
+    /// The AMD GPU flavour for `target` (tinygrad's AMD renderer limits; no tensor cores).
+    pub fn amdgpu(target: &'static GfxTarget, opaque_pointers: bool) -> LLVMRenderer {
+        LLVMRenderer {
+            opts: RendererOpts {
+                device: "AMD".into(),
+                suffix: "AMD".into(),
+                supports_float4: true,
+                has_local: true,
+                has_shared: true,
+                global_max: Some([i32::MAX as i64, 65535, 65535]),
+                local_max: Some([1024, 1024, 1024]),
+                shared_max: target.lds_max_bytes as usize,
+                tensor_cores: vec![],
+            },
+            flavour: Flavour::Amdgpu { target },
+            opaque_pointers,
+            fmf: format!(" {TINYGRAD_FAST_MATH}"),
+        }
+    }
+
+    /// The CPU flavour with the pointer syntax of `llvm`.
+    pub fn cpu_for(llvm: &Llvm) -> LLVMRenderer {
+        LLVMRenderer::cpu(llvm.opaque_pointers())
+    }
+
+    /// The AMD flavour for `target` with the pointer syntax of `llvm`.
+    pub fn amdgpu_for(llvm: &Llvm, target: &'static GfxTarget) -> LLVMRenderer {
+        LLVMRenderer::amdgpu(target, llvm.opaque_pointers())
+    }
+
+    /// Use `flags` (space separated, e.g. `"nsz contract"`, or empty) as the fast-math flags.
+    pub fn with_fast_math(mut self, flags: &str) -> LLVMRenderer {
+        self.fmf = if flags.trim().is_empty() {
+            String::new()
+        } else {
+            format!(" {}", flags.trim())
+        };
+        self
+    }
+
+    pub fn flavour(&self) -> Flavour {
+        self.flavour
+    }
+
+    pub fn opaque_pointers(&self) -> bool {
+        self.opaque_pointers
+    }
+
+    fn ptr(&self, elem: &str, addrspace: u32) -> String {
+        types::ptr_type(self.opaque_pointers, elem, addrspace)
+    }
+
+    /// The parameter list of the kernel function.
+    fn params(&self, params: &[Param], split: bool) -> Vec<String> {
+        let mut out = vec![];
+        for p in params {
+            match p {
+                Param::Buffer(_, d, name) => {
+                    let pt = self.ptr(&types::mem(*d), self.flavour.global_addrspace());
+                    let attrs = match self.flavour {
+                        Flavour::Cpu => "noalias",
+                        Flavour::Amdgpu { .. } => "noalias align 32",
+                    };
+                    out.push(format!("{pt} {attrs} {name}"));
+                }
+                Param::Var(_, name) => out.push(format!("i32 {name}")),
+            }
+        }
+        if split {
+            out.extend(["i32 %core".to_string(), "i32 %ncores".to_string()]);
+        }
+        out
+    }
+
+    /// `NAME_rg(void **bufs, const int *vals, int core, int ncores)` calling the kernel.
+    fn cpu_entry(&self, fname: &str, params: &[Param], split: bool) -> String {
+        let (pp, p32) = (self.ptr("i8*", 0), self.ptr("i32", 0));
+        let mut l = vec![
+            format!(
+                "define void @{fname}_rg({pp} %bufs, {p32} %vals, i32 %core, i32 %ncores) #0 {{"
+            ),
+            "entry:".into(),
+            "  %ok.a = icmp sge i32 %ncores, 1".into(),
+            "  %ok.b = icmp sge i32 %core, 0".into(),
+            "  %ok.c = icmp slt i32 %core, %ncores".into(),
+            "  %ok.ab = and i1 %ok.a, %ok.b".into(),
+            "  %ok = and i1 %ok.ab, %ok.c".into(),
+        ];
+        if split {
+            l.push("  br i1 %ok, label %run, label %done".into());
+        } else {
+            l.push("  %ok.z = icmp eq i32 %core, 0".into());
+            l.push("  %go = and i1 %ok, %ok.z".into());
+            l.push("  br i1 %go, label %run, label %done".into());
+        }
+        l.push("run:".into());
+        let mut args = self.entry_args(params, &mut l);
+        if split {
+            args.extend(["i32 %core".to_string(), "i32 %ncores".to_string()]);
+        }
+        l.push(format!("  call void @{fname}({})", args.join(", ")));
+        l.extend([
+            "  br label %done".into(),
+            "done:".into(),
+            "  ret void".into(),
+            "}".into(),
+        ]);
+        l.join("\n")
+    }
+
+    /// Load the kernel's arguments from `bufs` (by buffer index) and `vals` (in order).
+    fn entry_args(&self, params: &[Param], l: &mut Vec<String>) -> Vec<String> {
+        let (pp, p8, p32) = (self.ptr("i8*", 0), self.ptr("i8", 0), self.ptr("i32", 0));
+        let (mut args, mut nvar) = (vec![], 0);
+        for p in params {
+            match p {
+                Param::Buffer(idx, d, _) => {
+                    let b = format!("%b{idx}");
+                    l.push(format!(
+                        "  {b}.p = getelementptr inbounds {p8}, {pp} %bufs, i64 {idx}"
+                    ));
+                    l.push(format!("  {b}.r = load {p8}, {pp} {b}.p, align 8"));
+                    let pt = self.ptr(&types::mem(*d), 0);
+                    if pt == p8 {
+                        args.push(format!("{pt} {b}.r"));
+                    } else {
+                        l.push(format!("  {b} = bitcast {p8} {b}.r to {pt}"));
+                        args.push(format!("{pt} {b}"));
+                    }
+                }
+                Param::Var(..) => {
+                    let v = format!("%v{nvar}");
+                    l.push(format!(
+                        "  {v}.p = getelementptr inbounds i32, {p32} %vals, i64 {nvar}"
+                    ));
+                    l.push(format!("  {v} = load i32, {p32} {v}.p, align 4"));
+                    args.push(format!("i32 {v}"));
+                    nvar += 1;
+                }
+            }
+        }
+        args
+    }
+
+    fn attributes(&self, local_threads: i64) -> String {
+        match self.flavour {
+            Flavour::Cpu => {
+                "attributes #0 = { alwaysinline nounwind \"no-builtins\" \"no-trapping-math\"=\"true\" }"
+                    .into()
+            }
+            Flavour::Amdgpu { .. } => format!(
+                "attributes #0 = {{ nounwind \"amdgpu-flat-work-group-size\"=\"1,{}\" \"no-builtins\" \"no-trapping-math\"=\"true\" \"uniform-work-group-size\"=\"true\" }}",
+                local_threads.max(1)
+            ),
+        }
+    }
+}
+
+impl Renderer for LLVMRenderer {
+    fn opts(&self) -> &RendererOpts {
+        &self.opts
+    }
+
+    fn render(&self, name: &str, uops: &[UOp]) -> Result<String> {
+        let fname = to_function_name(name);
+        let mut w = Walk::new(&self.flavour, self.opaque_pointers, &self.fmf, uops)?;
+        if self.flavour == Flavour::Cpu {
+            w.split = split_range(uops);
+        }
+        for (i, u) in uops.iter().enumerate() {
+            w.uop(i, u).map_err(|e| {
+                Error::Codegen(format!(
+                    "LLVM IR render {name}: uop {i} ({:?}): {}",
+                    u.op(),
+                    e.message()
+                ))
+            })?;
+        }
+        w.finish()
+            .map_err(|e| Error::Codegen(format!("LLVM IR render {name}: {}", e.message())))?;
+        let mut params = std::mem::take(&mut w.params);
+        params.sort_by(|a, b| match (a, b) {
+            (Param::Buffer(i, ..), Param::Buffer(j, ..)) => i.cmp(j),
+            (Param::Buffer(..), Param::Var(..)) => std::cmp::Ordering::Less,
+            (Param::Var(..), Param::Buffer(..)) => std::cmp::Ordering::Greater,
+            (Param::Var(x, _), Param::Var(y, _)) => x.cmp(y),
+        });
+        let split = w.split.is_some();
+        let sig = self.params(&params, split).join(", ");
+        let def = match self.flavour {
+            Flavour::Cpu => "define internal void",
+            Flavour::Amdgpu { .. } => "define amdgpu_kernel void",
+        };
+        let mut out = vec![];
+        out.extend(w.globals.iter().cloned());
+        out.push(format!("{def} @{fname}({sig}) #0 {{"));
+        out.push("entry:".into());
+        out.extend(w.lines.iter().cloned());
+        out.push("  ret void".into());
+        out.push("}".into());
+        if self.flavour == Flavour::Cpu {
+            out.push(self.cpu_entry(&fname, &params, split));
+        }
+        out.extend(w.decls.iter().cloned());
+        out.push(self.attributes(w.local_threads));
+        Ok(out.join("\n") + "\n")
+    }
+}
+
+#[cfg(test)]
+mod tests;

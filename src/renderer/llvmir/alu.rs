@@ -1,0 +1,285 @@
+//! The ALU table of the LLVM IR renderer: one instruction sequence per op and dtype family, with
+//! the semantics of `exec_alu` (the interpreter's) where C and LLVM leave them open.
+//!
+//! - Integer IDIV/MOD truncate (`sdiv`/`srem`, `udiv`/`urem`); a divisor that is not a constant is
+//!   guarded so that `x/0 = x%0 = 0`, `x/-1 = -x` and `x%-1 = 0` (no trap, no poison).
+//! - Float MAX propagates NaN (`fcmp` + `select`, not `maxnum`); CMPLT is ordered (`olt`, false
+//!   on NaN), CMPNE unordered (`une`, true on NaN), as in C.
+//! - EXP2/LOG2/SIN/SQRT are `llvm.*` intrinsics; RECIP is `fdiv 1.0, x`; float MOD goes through
+//!   64-bit integers like the C renderer; bool ADD/MUL/MAX are or/and/or.
+//! - Float instructions carry the renderer's fast-math flags (tinygrad's `nsz arcp contract afn
+//!   reassoc` by default).
+//!
+//! Not guaranteed: on AMD GPUs, double EXP2/LOG2/SIN have no intrinsic lowering and are refused.
+
+use crate::codegen::uops::UOp;
+use crate::dtype::{ConstValue, DType, Scalar};
+use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
+use crate::{bail, ensure, Result};
+
+use super::types::{literal, mangle, reg};
+use super::walk::{dtype_of, Walk};
+use super::Flavour;
+
+fn splat(v: i128, d: DType) -> String {
+    literal(ConstValue::Int(v), d)
+}
+
+fn fsplat(v: f64, d: DType) -> String {
+    literal(ConstValue::Float(v), d)
+}
+
+impl Walk<'_> {
+    pub(super) fn alu(&mut self, u: &UOp) -> Result<()> {
+        let Some(op) = u.alu_op() else {
+            bail!(Codegen, "ALU without an op");
+        };
+        let out = dtype_of(u)?;
+        let n = u.src().len();
+        let want = match op {
+            Op::Unary(_) => 1,
+            Op::Binary(_) => 2,
+            Op::Ternary(_) => 3,
+            _ => bail!(Codegen, "{} is not an ALU op", op.name()),
+        };
+        ensure!(n == want, Codegen, "{} with {n} sources", op.name());
+        let srcs: Vec<String> = (0..n).map(|i| self.src(u, i)).collect::<Result<_>>()?;
+        // operand dtype: the first source's, except WHERE (its value operands)
+        let d = match op {
+            Op::Ternary(TernaryOps::WHERE) => Self::src_dtype(u, 1)?,
+            _ => Self::src_dtype(u, 0)?,
+        };
+        let name = self.ssa("alu");
+        let v = match op {
+            Op::Unary(o) => self.unary(o, d, &srcs[0], &name)?,
+            Op::Binary(o) => self.binary(o, d, u, &srcs, &name)?,
+            Op::Ternary(TernaryOps::WHERE) => {
+                let t = reg(out);
+                let ct = reg(Self::src_dtype(u, 0)?);
+                self.emit(format!(
+                    "  {name} = select {ct} {}, {t} {}, {t} {}",
+                    srcs[0], srcs[1], srcs[2]
+                ));
+                name
+            }
+            Op::Ternary(TernaryOps::MULACC) => {
+                let t = reg(d);
+                let (mul, add) = if d.is_float() {
+                    (format!("fmul{}", self.fmf), format!("fadd{}", self.fmf))
+                } else {
+                    ("mul".to_string(), "add".to_string())
+                };
+                self.emit(format!("  {name}.m = {mul} {t} {}, {}", srcs[0], srcs[1]));
+                self.emit(format!("  {name} = {add} {t} {name}.m, {}", srcs[2]));
+                name
+            }
+            _ => bail!(Codegen, "{} is not an ALU op", op.name()),
+        };
+        self.r.insert(u.clone(), v);
+        Ok(())
+    }
+
+    fn intrinsic(&mut self, f: &str, d: DType, x: &str, name: &str) -> Result<String> {
+        let (t, m) = (reg(d), mangle(d)?);
+        self.decls.insert(format!("declare {t} @llvm.{f}.{m}({t})"));
+        self.emit(format!(
+            "  {name} = call{} {t} @llvm.{f}.{m}({t} {x})",
+            self.fmf
+        ));
+        Ok(name.to_string())
+    }
+
+    fn unary(&mut self, o: UnaryOps, d: DType, x: &str, name: &str) -> Result<String> {
+        let t = reg(d);
+        if matches!(
+            o,
+            UnaryOps::EXP2 | UnaryOps::LOG2 | UnaryOps::SIN | UnaryOps::SQRT | UnaryOps::RECIP
+        ) {
+            ensure!(d.is_float(), Codegen, "{o:?} of {d}");
+        }
+        let amd_f64 = matches!(self.flavour, Flavour::Amdgpu { .. }) && d.scalar == Scalar::Float64;
+        match o {
+            UnaryOps::NEG if d.is_bool() => {
+                self.emit(format!(
+                    "  {name} = xor {t} {x}, {}",
+                    literal(ConstValue::Bool(true), d)
+                ));
+            }
+            UnaryOps::NEG if d.is_float() => {
+                self.emit(format!("  {name} = fneg{} {t} {x}", self.fmf));
+            }
+            UnaryOps::NEG => self.emit(format!("  {name} = sub {t} {}, {x}", splat(0, d))),
+            UnaryOps::EXP2 | UnaryOps::LOG2 | UnaryOps::SIN if amd_f64 => bail!(
+                Codegen,
+                "{o:?} of double: AMD GPUs have no such instruction (LLVM would call libm)"
+            ),
+            UnaryOps::EXP2 => return self.intrinsic("exp2", d, x, name),
+            UnaryOps::LOG2 => return self.intrinsic("log2", d, x, name),
+            UnaryOps::SIN => return self.intrinsic("sin", d, x, name),
+            UnaryOps::SQRT => return self.intrinsic("sqrt", d, x, name),
+            UnaryOps::RECIP => {
+                self.emit(format!(
+                    "  {name} = fdiv{} {t} {}, {x}",
+                    self.fmf,
+                    fsplat(1.0, d)
+                ));
+            }
+            UnaryOps::CAST | UnaryOps::BITCAST => {
+                bail!(Codegen, "{o:?} is a UOp (CAST/BITCAST), not an ALU op")
+            }
+        }
+        Ok(name.to_string())
+    }
+
+    fn binary(
+        &mut self,
+        o: BinaryOps,
+        d: DType,
+        u: &UOp,
+        s: &[String],
+        name: &str,
+    ) -> Result<String> {
+        let t = reg(d);
+        let (x, y) = (&s[0], &s[1]);
+        let f = self.fmf;
+        let simple = |i: &str| format!("  {name} = {i} {t} {x}, {y}");
+        let line = match o {
+            BinaryOps::ADD if d.is_bool() => simple("or"),
+            BinaryOps::ADD if d.is_float() => simple(&format!("fadd{f}")),
+            BinaryOps::ADD => simple("add"),
+            BinaryOps::MUL if d.is_bool() => simple("and"),
+            BinaryOps::MUL if d.is_float() => simple(&format!("fmul{f}")),
+            BinaryOps::MUL => simple("mul"),
+            BinaryOps::XOR => simple("xor"),
+            BinaryOps::SHL => simple("shl"),
+            BinaryOps::SHR if d.is_unsigned() || d.is_bool() => simple("lshr"),
+            BinaryOps::SHR => simple("ashr"),
+            BinaryOps::CMPLT if d.is_float() => simple(&format!("fcmp{f} olt")),
+            BinaryOps::CMPLT if d.is_unsigned() || d.is_bool() => simple("icmp ult"),
+            BinaryOps::CMPLT => simple("icmp slt"),
+            BinaryOps::CMPNE if d.is_float() => simple(&format!("fcmp{f} une")),
+            BinaryOps::CMPNE => simple("icmp ne"),
+            BinaryOps::MAX if d.is_bool() => simple("or"),
+            BinaryOps::MAX => return self.max(d, x, y, name),
+            BinaryOps::IDIV | BinaryOps::MOD if d.is_float() => {
+                return self.float_div(o, d, x, y, name)
+            }
+            BinaryOps::IDIV | BinaryOps::MOD => {
+                let divisor = u.src().get(1).and_then(|s| s.const_value());
+                return self.int_div(o, d, x, y, divisor, name);
+            }
+        };
+        self.emit(line);
+        Ok(name.to_string())
+    }
+
+    /// NaN-propagating float max; signed/unsigned int max.
+    fn max(&mut self, d: DType, x: &str, y: &str, name: &str) -> Result<String> {
+        let t = reg(d);
+        let ct = reg(DType::new(Scalar::Bool).vec(d.count));
+        if d.is_float() {
+            let f = self.fmf;
+            self.emit(format!("  {name}.gt = fcmp{f} ogt {t} {y}, {x}"));
+            self.emit(format!(
+                "  {name}.m = select {ct} {name}.gt, {t} {y}, {t} {x}"
+            ));
+            self.emit(format!("  {name}.nan = fcmp uno {t} {y}, {y}"));
+            self.emit(format!(
+                "  {name} = select {ct} {name}.nan, {t} {y}, {t} {name}.m"
+            ));
+        } else {
+            let cmp = if d.is_unsigned() { "ugt" } else { "sgt" };
+            self.emit(format!("  {name}.gt = icmp {cmp} {t} {x}, {y}"));
+            self.emit(format!(
+                "  {name} = select {ct} {name}.gt, {t} {x}, {t} {y}"
+            ));
+        }
+        Ok(name.to_string())
+    }
+
+    /// Integer IDIV/MOD with `exec_alu`'s results for a zero (and, signed, a -1) divisor.
+    fn int_div(
+        &mut self,
+        o: BinaryOps,
+        d: DType,
+        x: &str,
+        y: &str,
+        divisor: Option<ConstValue>,
+        name: &str,
+    ) -> Result<String> {
+        let t = reg(d);
+        let signed = !d.is_unsigned();
+        let (div, rem) = if signed {
+            ("sdiv", "srem")
+        } else {
+            ("udiv", "urem")
+        };
+        let i = if o == BinaryOps::IDIV { div } else { rem };
+        let safe = divisor.is_some_and(|c| c.as_i128() != 0 && !(signed && c.as_i128() == -1));
+        if safe {
+            self.emit(format!("  {name} = {i} {t} {x}, {y}"));
+            return Ok(name.to_string());
+        }
+        let ct = reg(DType::new(Scalar::Bool).vec(d.count));
+        self.emit(format!("  {name}.z = icmp eq {t} {y}, {}", splat(0, d)));
+        let bad = if signed {
+            self.emit(format!("  {name}.m1 = icmp eq {t} {y}, {}", splat(-1, d)));
+            self.emit(format!("  {name}.bad = or {ct} {name}.z, {name}.m1"));
+            format!("{name}.bad")
+        } else {
+            format!("{name}.z")
+        };
+        self.emit(format!(
+            "  {name}.d = select {ct} {bad}, {t} {}, {t} {y}",
+            splat(1, d)
+        ));
+        self.emit(format!("  {name}.q = {i} {t} {x}, {name}.d"));
+        let zero = splat(0, d);
+        if signed && o == BinaryOps::IDIV {
+            // x / -1 = -x (wrapping); x / 0 = 0
+            self.emit(format!("  {name}.neg = sub {t} {zero}, {x}"));
+            self.emit(format!(
+                "  {name}.r = select {ct} {name}.m1, {t} {name}.neg, {t} {name}.q"
+            ));
+            self.emit(format!(
+                "  {name} = select {ct} {name}.z, {t} {zero}, {t} {name}.r"
+            ));
+        } else {
+            self.emit(format!(
+                "  {name} = select {ct} {bad}, {t} {zero}, {t} {name}.q"
+            ));
+        }
+        Ok(name.to_string())
+    }
+
+    /// Float IDIV (`trunc(x/y)`) and MOD (through 64-bit integers, as the C renderer does).
+    fn float_div(
+        &mut self,
+        o: BinaryOps,
+        d: DType,
+        x: &str,
+        y: &str,
+        name: &str,
+    ) -> Result<String> {
+        let t = reg(d);
+        let f = self.fmf;
+        if o == BinaryOps::IDIV {
+            self.emit(format!("  {name}.q = fdiv{f} {t} {x}, {y}"));
+            return self.intrinsic("trunc", d, &format!("{name}.q"), name);
+        }
+        let l = DType::new(Scalar::Int64).vec(d.count);
+        let lt = reg(l);
+        self.emit(format!("  {name}.x = fptosi {t} {x} to {lt}"));
+        self.emit(format!("  {name}.y = fptosi {t} {y} to {lt}"));
+        let r = self.int_div(
+            BinaryOps::MOD,
+            l,
+            &format!("{name}.x"),
+            &format!("{name}.y"),
+            None,
+            &format!("{name}.i"),
+        )?;
+        self.emit(format!("  {name} = sitofp {lt} {r} to {t}"));
+        Ok(name.to_string())
+    }
+}

@@ -1,0 +1,252 @@
+//! Loads, stores and value conversions of the LLVM IR renderer.
+//!
+//! Memory: a buffer element is reached with `getelementptr inbounds` (globals through their
+//! pointer parameter, LDS arrays through `[N x T]`), vectors are accessed through the element
+//! address at the element's alignment; bool is stored as a byte (`trunc`/`zext`), bfloat16 as its
+//! 16 bits (widened by a shift, rounded to nearest-even on stores). Gated loads read index 0 when
+//! the gate is off and select the alternative (tinygrad 0.9.1), gated stores branch around the
+//! store.
+//!
+//! Conversions: the cast table of `types::cast_op`; casts to bool compare with zero (`une` for
+//! floats, so NaN is true, as in C); bitcasts go through the in-memory form.
+//!
+//! Not guaranteed: vector bool or bfloat16 accesses beyond what LLVM legalizes on the target.
+
+use crate::codegen::uops::{UArg, UOp, UOps};
+use crate::dtype::{ConstValue, DType, Scalar};
+use crate::{bail, ensure, Error, Result};
+
+use super::types::{self, bf16_to_float, float_to_bf16, literal, mem, ptr_type, reg};
+use super::walk::{dtype_of, Walk};
+
+impl Walk<'_> {
+    /// The pointer to element `idx` of `buf` accessed as `access` (a vector of the element type
+    /// or the element type), named from `name`; returns (pointer, pointer type).
+    fn elem_ptr(
+        &mut self,
+        buf: &UOp,
+        idx: (&str, &str),
+        access: DType,
+        name: &str,
+    ) -> Result<(String, String)> {
+        let base = self.val(buf)?;
+        let elem = mem(dtype_of(buf)?.base().scalar());
+        let (idx, it) = idx;
+        let (addrspace, ptr) = match buf.op() {
+            UOps::DEFINE_GLOBAL => {
+                let a = self.flavour.global_addrspace();
+                let pt = ptr_type(self.opaque, &elem, a);
+                self.emit(format!(
+                    "  {name}.p = getelementptr inbounds {elem}, {pt} {base}, {it} {idx}"
+                ));
+                (a, format!("{name}.p"))
+            }
+            UOps::DEFINE_LOCAL => {
+                let UArg::Local { size, .. } = buf.arg() else {
+                    bail!(Codegen, "DEFINE_LOCAL without a size");
+                };
+                let a = self.flavour.local_addrspace();
+                let arr = format!("[{size} x {elem}]");
+                let at = ptr_type(self.opaque, &arr, a);
+                self.emit(format!(
+                    "  {name}.p = getelementptr inbounds {arr}, {at} {base}, i32 0, {it} {idx}"
+                ));
+                (a, format!("{name}.p"))
+            }
+            op => bail!(Codegen, "load/store through a {op:?}, not a buffer"),
+        };
+        let et = ptr_type(self.opaque, &elem, addrspace);
+        if access.count > 1 && !self.opaque {
+            let vt = ptr_type(self.opaque, &mem(access), addrspace);
+            self.emit(format!("  {name}.vp = bitcast {et} {ptr} to {vt}"));
+            return Ok((format!("{name}.vp"), vt));
+        }
+        let at = ptr_type(self.opaque, &mem(access), addrspace);
+        Ok((ptr, at))
+    }
+
+    pub(super) fn load(&mut self, u: &UOp) -> Result<()> {
+        let out = dtype_of(u)?;
+        let buf = u
+            .src()
+            .first()
+            .cloned()
+            .ok_or_else(|| Error::Codegen("LOAD without a buffer".into()))?;
+        let bd = dtype_of(&buf)?.base().scalar();
+        let access = bd.vec(out.count);
+        let name = self.ssa("val");
+        let (mut idx, it) = (self.src(u, 1)?, reg(Self::src_dtype(u, 1)?));
+        // (buf, idx, gate, alt[, barrier]); a BARRIER or IF third source only orders the load
+        let gated = u.src().len() >= 4 && !matches!(u.src()[2].op(), UOps::BARRIER | UOps::IF);
+        let gate = if gated {
+            Some((self.src(u, 2)?, self.src(u, 3)?))
+        } else {
+            None
+        };
+        if let Some((g, _)) = &gate {
+            self.emit(format!("  {name}.i = select i1 {g}, {it} {idx}, {it} 0"));
+            idx = format!("{name}.i");
+        }
+        let (ptr, pt) = self.elem_ptr(&buf, (&idx, &it), access, &name)?;
+        let mt = mem(access);
+        let align = bd.itemsize();
+        self.emit(format!("  {name}.m = load {mt}, {pt} {ptr}, align {align}"));
+        let mut v = format!("{name}.m");
+        v = match bd.scalar {
+            Scalar::Bool => {
+                self.emit(format!("  {name}.b = trunc {mt} {v} to {}", reg(access)));
+                format!("{name}.b")
+            }
+            Scalar::BFloat16 => bf16_to_float(&v, &format!("{name}.f"), out.count, &mut self.lines),
+            _ => v,
+        };
+        if out.scalar != bd.scalar {
+            v = self.convert(&v, access, out, &format!("{name}.c"))?;
+        }
+        if let Some((g, alt)) = gate {
+            let t = reg(out);
+            self.emit(format!("  {name} = select i1 {g}, {t} {v}, {t} {alt}"));
+            v = name;
+        }
+        self.r.insert(u.clone(), v);
+        Ok(())
+    }
+
+    pub(super) fn store(&mut self, u: &UOp) -> Result<()> {
+        let buf = u
+            .src()
+            .first()
+            .cloned()
+            .ok_or_else(|| Error::Codegen("STORE without a buffer".into()))?;
+        let bd = dtype_of(&buf)?.base().scalar();
+        let vd = Self::src_dtype(u, 2)?;
+        let access = bd.vec(vd.count);
+        let n = self.number("store");
+        let name = format!("%store{n}");
+        let (idx, it) = (self.src(u, 1)?, reg(Self::src_dtype(u, 1)?));
+        let mut v = self.src(u, 2)?;
+        if vd.scalar != bd.scalar {
+            v = self.convert(&v, vd, access, &format!("{name}.c"))?;
+        }
+        let mt = mem(access);
+        v = match bd.scalar {
+            Scalar::Bool => {
+                self.emit(format!("  {name}.b = zext {} {v} to {mt}", reg(access)));
+                format!("{name}.b")
+            }
+            Scalar::BFloat16 => float_to_bf16(&v, &format!("{name}.h"), vd.count, &mut self.lines),
+            _ => v,
+        };
+        let gate = if u.src().len() > 3 {
+            Some(self.src(u, 3)?)
+        } else {
+            None
+        };
+        if let Some(g) = &gate {
+            self.emit(format!(
+                "  br i1 {g}, label %store_{n}, label %store_{n}.end"
+            ));
+            self.label(format!("store_{n}"));
+        }
+        let (ptr, pt) = self.elem_ptr(&buf, (&idx, &it), access, &name)?;
+        let align = bd.itemsize();
+        self.emit(format!("  store {mt} {v}, {pt} {ptr}, align {align}"));
+        if gate.is_some() {
+            self.emit(format!("  br label %store_{n}.end"));
+            self.label(format!("store_{n}.end"));
+        }
+        Ok(())
+    }
+
+    pub(super) fn cast_uop(&mut self, u: &UOp) -> Result<()> {
+        let out = dtype_of(u)?;
+        if u.src().len() == 1 {
+            let from = Self::src_dtype(u, 0)?;
+            let x = self.src(u, 0)?;
+            let name = self.ssa("cast");
+            let v = self.convert(&x, from, out, &name)?;
+            self.r.insert(u.clone(), v);
+            return Ok(());
+        }
+        ensure!(
+            u.src().len() == out.count as usize,
+            Codegen,
+            "CAST to {out} from {} values",
+            u.src().len()
+        );
+        let name = self.ssa("cast");
+        let (vt, st) = (reg(out), reg(out.scalar()));
+        let mut prev = "undef".to_string();
+        for i in 0..u.src().len() {
+            let x = self.src(u, i)?;
+            let cur = if i + 1 == u.src().len() {
+                name.clone()
+            } else {
+                format!("{name}.{i}")
+            };
+            self.emit(format!(
+                "  {cur} = insertelement {vt} {prev}, {st} {x}, i32 {i}"
+            ));
+            prev = cur;
+        }
+        self.r.insert(u.clone(), name);
+        Ok(())
+    }
+
+    /// Convert register value `x` of `from` to `to` (same lane count); returns the value's name
+    /// (`x` itself when nothing changes).
+    pub fn convert(&mut self, x: &str, from: DType, to: DType, name: &str) -> Result<String> {
+        ensure!(
+            from.count == to.count,
+            Codegen,
+            "cast from {from} to {to}: lane counts differ"
+        );
+        let ft = reg(from);
+        if to.scalar == Scalar::Bool {
+            if from.scalar == Scalar::Bool {
+                return Ok(x.to_string());
+            }
+            let zero = literal(ConstValue::Int(0), from);
+            let cmp = if from.is_float() {
+                format!("fcmp{} une", self.fmf)
+            } else {
+                "icmp ne".to_string()
+            };
+            self.emit(format!("  {name} = {cmp} {ft} {x}, {zero}"));
+            return Ok(name.to_string());
+        }
+        match types::cast_op(from.scalar, to.scalar)? {
+            None => Ok(x.to_string()),
+            Some(op) => {
+                self.emit(format!("  {name} = {op} {ft} {x} to {}", reg(to)));
+                Ok(name.to_string())
+            }
+        }
+    }
+
+    pub(super) fn bitcast_uop(&mut self, u: &UOp) -> Result<()> {
+        let (from, to) = (Self::src_dtype(u, 0)?, dtype_of(u)?);
+        ensure!(
+            from.itemsize() == to.itemsize() && !from.is_bool() && !to.is_bool(),
+            Codegen,
+            "BITCAST from {from} to {to}"
+        );
+        let x = self.src(u, 0)?;
+        let name = self.ssa("cast");
+        // through the in-memory form, which holds bfloat16 as its 16 bits
+        let mut v = x;
+        if from.scalar == Scalar::BFloat16 {
+            v = float_to_bf16(&v, &format!("{name}.h"), from.count, &mut self.lines);
+        }
+        let (fm, tm) = (mem(from), mem(to));
+        if fm != tm {
+            self.emit(format!("  {name}.b = bitcast {fm} {v} to {tm}"));
+            v = format!("{name}.b");
+        }
+        if to.scalar == Scalar::BFloat16 {
+            v = bf16_to_float(&v, &format!("{name}.f"), to.count, &mut self.lines);
+        }
+        self.r.insert(u.clone(), v);
+        Ok(())
+    }
+}

@@ -1,0 +1,223 @@
+use super::*;
+use crate::dtype::{dtypes, ConstValue, DType};
+use crate::ops::{BinaryOps, UnaryOps};
+use crate::runtime::amd::targets::GFX1030;
+
+// Hand-linearized UOp lists (the order the linearizer would produce).
+
+fn c(d: DType, v: impl Into<ConstValue>) -> UOp {
+    UOp::cnst(d, v)
+}
+fn ci(v: i64) -> UOp {
+    c(dtypes::int32, v)
+}
+fn global(d: DType, idx: usize, out: bool) -> UOp {
+    UOp::define_global(d, idx, out)
+}
+fn range(end: UOp, depth: usize, idx: usize, red: bool) -> UOp {
+    UOp::range(ci(0), end, depth, idx, red)
+}
+fn endrange(r: &UOp) -> UOp {
+    UOp::endrange(r)
+}
+fn load(buf: &UOp, idx: &UOp, d: DType) -> UOp {
+    UOp::load(buf, idx, d)
+}
+fn store(buf: &UOp, idx: &UOp, v: &UOp) -> UOp {
+    UOp::store(buf, idx, v)
+}
+fn alu(op: impl Into<crate::ops::Op>, d: DType, src: &[&UOp]) -> UOp {
+    UOp::alu(op, d, src.iter().map(|u| (*u).clone()).collect())
+}
+
+/// data0[r] = data1[r] + data2[r], r < n.
+fn add_kernel(n: i64, d: DType) -> Vec<UOp> {
+    let (d0, d1, d2) = (global(d, 0, true), global(d, 1, false), global(d, 2, false));
+    let cn = ci(n);
+    let r = range(cn.clone(), 1, 0, false);
+    let (a, b) = (load(&d1, &r, d), load(&d2, &r, d));
+    let s = alu(BinaryOps::ADD, d, &[&a, &b]);
+    let st = store(&d0, &r, &s);
+    vec![d0, d1, d2, ci(0), cn, r.clone(), a, b, s, st, endrange(&r)]
+}
+
+/// data0[r0] = sum_r1 (float)data1[r0*k+r1]*2+1.
+fn reduce_kernel(m: i64, k: i64, d: DType, acc_d: DType) -> Vec<UOp> {
+    let (d0, d1) = (global(acc_d, 0, true), global(d, 1, false));
+    let (cm, ck) = (ci(m), ci(k));
+    let r0 = range(cm.clone(), 1, 0, false);
+    let r1 = range(ck.clone(), 2, 1, true);
+    let init = c(acc_d, 0.0);
+    let acc = UOp::define_acc(acc_d, 0.0, std::slice::from_ref(&r1), 0, 0);
+    let i0 = alu(BinaryOps::MUL, dtypes::int32, &[&r0, &ck]);
+    let idx = alu(BinaryOps::ADD, dtypes::int32, &[&i0, &r1]);
+    let x = load(&d1, &idx, d);
+    let xc = x.cast(acc_d);
+    let two = c(acc_d, 2.0);
+    let one = c(acc_d, 1.0);
+    let m2 = alu(BinaryOps::MUL, acc_d, &[&xc, &two]);
+    let p1 = alu(BinaryOps::ADD, acc_d, &[&m2, &one]);
+    let sum = alu(BinaryOps::ADD, acc_d, &[&p1, &acc]);
+    let phi = UOp::phi(&acc, &sum);
+    let st = store(&d0, &r0, &phi);
+    vec![
+        d0,
+        d1,
+        ci(0),
+        one,
+        two,
+        ck.clone(),
+        cm,
+        init,
+        r0.clone(),
+        acc,
+        r1.clone(),
+        i0,
+        idx,
+        x,
+        xc,
+        m2,
+        p1,
+        sum,
+        phi,
+        endrange(&r1),
+        st,
+        endrange(&r0),
+    ]
+}
+
+#[test]
+fn cpu_elementwise_structure() {
+    let ir = LLVMRenderer::cpu(true)
+        .render("E_16", &add_kernel(16, dtypes::float32))
+        .unwrap();
+    assert!(ir.contains("define internal void @E_16(ptr noalias %data0, ptr noalias %data1, ptr noalias %data2, i32 %core, i32 %ncores) #0 {"), "{ir}");
+    assert!(
+        ir.contains("define void @E_16_rg(ptr %bufs, ptr %vals, i32 %core, i32 %ncores) #0 {"),
+        "{ir}"
+    );
+    assert!(
+        ir.contains("fadd nsz arcp contract afn reassoc float"),
+        "{ir}"
+    );
+    assert!(
+        ir.contains("loop_header_0:") && ir.contains("%ridx0 = phi i32"),
+        "{ir}"
+    );
+    let typed = LLVMRenderer::cpu(false)
+        .render("E_16", &add_kernel(16, dtypes::float32))
+        .unwrap();
+    assert!(typed.contains("@E_16(float* noalias %data0"), "{typed}");
+    assert!(
+        typed.contains("define void @E_16_rg(i8** %bufs, i32* %vals"),
+        "{typed}"
+    );
+    assert!(!typed.contains(" ptr "), "{typed}");
+}
+
+#[test]
+fn reduce_carries_the_accumulator() {
+    let ir = LLVMRenderer::cpu(true)
+        .render(
+            "r_4_8",
+            &reduce_kernel(4, 8, dtypes::float16, dtypes::float32),
+        )
+        .unwrap();
+    // the inner loop carries acc0, the outer one does not (the acc is defined inside it)
+    assert!(
+        ir.contains("%acc0.1 = phi float [ 0.0, %loop_body_0 ], ["),
+        "{ir}"
+    );
+    assert!(!ir.contains("%acc0.0"), "{ir}");
+    assert!(ir.contains("fpext half"), "{ir}");
+    // after the inner loop the store reads the header phi
+    assert!(ir.contains("store float %acc0.1, ptr %store0.p"), "{ir}");
+}
+
+#[test]
+fn refuses_what_it_cannot_render() {
+    let d0 = global(dtypes::float32, 0, true);
+    let g = UOp::special(0, "gidx0", 4);
+    let one = c(dtypes::float32, 1.0);
+    let st = store(&d0, &g, &one);
+    let e = LLVMRenderer::cpu(true)
+        .render("E_4", &[d0.clone(), one.clone(), g.clone(), st.clone()])
+        .unwrap_err();
+    assert!(e.message().contains("no launch indices"), "{e}");
+    let ir = LLVMRenderer::amdgpu(&GFX1030, true)
+        .render("E_4", &[d0.clone(), one, g, st])
+        .unwrap();
+    assert!(
+        ir.contains("call i32 @llvm.amdgcn.workgroup.id.x()"),
+        "{ir}"
+    );
+    let r = range(ci(4), 1, 0, false);
+    let e = LLVMRenderer::cpu(true)
+        .render("x", &[d0, ci(0), ci(4), r])
+        .unwrap_err();
+    assert!(e.message().contains("not closed"), "{e}");
+    let x = c(dtypes::float64, 1.0);
+    let e2 = alu(UnaryOps::EXP2, dtypes::float64, &[&x]);
+    let d1 = global(dtypes::float64, 0, true);
+    let st = store(&d1, &ci(0), &e2);
+    let e = LLVMRenderer::amdgpu(&GFX1030, true)
+        .render("x", &[d1.clone(), x.clone(), ci(0), e2.clone(), st.clone()])
+        .unwrap_err();
+    assert!(e.message().contains("EXP2 of double"), "{e}");
+    assert!(LLVMRenderer::cpu(true)
+        .render("x", &[d1, x, ci(0), e2, st])
+        .is_ok());
+}
+
+#[test]
+fn the_split_loop_is_the_clang_one() {
+    let k = add_kernel(16, dtypes::float32);
+    assert_eq!(split_range(&k), Some(5));
+    let ir = LLVMRenderer::cpu(true).render("E_16", &k).unwrap();
+    assert!(
+        ir.contains("%ridx0.lo = trunc i64 %ridx0.lod to i32"),
+        "{ir}"
+    );
+    let r = reduce_kernel(4, 8, dtypes::float32, dtypes::float32);
+    assert_eq!(split_range(&r), Some(8));
+}
+
+#[test]
+fn renders_ir_that_libllvm_compiles() {
+    use crate::driver::llvm::{find_libraries, Llvm, AMDGPU_TRIPLE};
+    let mut any = false;
+    for lib in find_libraries() {
+        let Ok(llvm) = Llvm::open(&lib.path) else {
+            continue;
+        };
+        any = true;
+        let kernels = [
+            ("E_16", add_kernel(16, dtypes::float32)),
+            ("E_16h", add_kernel(16, dtypes::float16)),
+            ("E_16b", add_kernel(16, dtypes::bfloat16)),
+            ("E_16u8", add_kernel(16, dtypes::uint8)),
+            ("E_16bool", add_kernel(16, dtypes::bool)),
+            (
+                "r_4_8",
+                reduce_kernel(4, 8, dtypes::float16, dtypes::float32),
+            ),
+        ];
+        for (name, k) in &kernels {
+            let ir = LLVMRenderer::cpu_for(&llvm).render(name, k).unwrap();
+            if std::env::var("SHOW_IR").is_ok() {
+                println!("{ir}");
+            }
+            let triple = llvm.host_triple();
+            llvm.compile_ir(&ir, &triple, "", "", true)
+                .unwrap_or_else(|e| panic!("LLVM {}: {e}\n{ir}", llvm.version()));
+            let ir = LLVMRenderer::amdgpu_for(&llvm, &GFX1030)
+                .render(name, k)
+                .unwrap();
+            llvm.compile_ir(&ir, AMDGPU_TRIPLE, "gfx1030", "", true)
+                .unwrap_or_else(|e| panic!("LLVM {}: {e}\n{ir}", llvm.version()));
+        }
+    }
+    if !any {
+        println!("skipped: no libLLVM found");
+    }
+}

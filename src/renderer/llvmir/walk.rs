@@ -1,0 +1,525 @@
+//! The walk over a linear UOp list that writes one LLVM IR function body (tinygrad 0.9.1
+//! `uops_to_llvm_ir`, in rawgrad's own form).
+//!
+//! Owns: SSA names (`%val0`, `%alu1`, `%cast2`, `%ridx0`, `%acc0.1`...), basic blocks for loops
+//! (`loop_header_N` with a phi for the counter and for every accumulator the loop carries,
+//! `loop_body_N`, `loop_latch_N`, `loop_exit_N`), IF blocks, gated stores (`store_N`), loads and
+//! stores with their memory conversions, and the ALU table (in `alu.rs`).
+//!
+//! Loops are while-loops (a loop whose range is empty runs no iteration, unlike 0.9.1's do-while
+//! blocks). After a loop, an accumulator and every PHI of it read the loop header's phi.
+//!
+//! Not guaranteed: lists that did not pass `type_verify` give an `Error::Codegen`, or IR that the
+//! LLVM verifier refuses (the compiler reports it), never a panic.
+
+use std::collections::{BTreeSet, HashMap};
+
+use crate::codegen::uops::{UArg, UOp, UOps};
+use crate::dtype::{DType, Scalar};
+use crate::helpers::to_function_name;
+use crate::{bail, ensure, Error, Result};
+
+use super::types::{literal, mem, reg};
+use super::Flavour;
+
+/// A loop being rendered.
+struct Loop {
+    range: UOp,
+    /// The label number (`loop_header_N`) and counter name (`%ridxN`).
+    n: usize,
+    counter: String,
+    lo: String,
+    pre_block: String,
+    /// Index in `lines` of the placeholder for the header phis.
+    phi_line: usize,
+    /// Carried accumulators: (acc, header phi name, value on entry).
+    accs: Vec<(UOp, String, String)>,
+}
+
+/// A kernel parameter.
+#[derive(Clone, Debug)]
+pub(super) enum Param {
+    /// DEFINE_GLOBAL: buffer index, element dtype, SSA name.
+    Buffer(usize, DType, String),
+    /// DEFINE_VAR: variable name, SSA name.
+    Var(String, String),
+}
+
+/// The state of one rendering.
+pub(super) struct Walk<'a> {
+    pub flavour: &'a Flavour,
+    pub opaque: bool,
+    pub fmf: &'a str,
+    pub lines: Vec<String>,
+    pub params: Vec<Param>,
+    /// Module-level definitions (LDS arrays).
+    pub globals: Vec<String>,
+    /// Intrinsic declarations.
+    pub decls: BTreeSet<String>,
+    /// Product of the local (`lidx`) SPECIAL sizes.
+    pub local_threads: i64,
+    /// The list position of the RANGE split across cores (CPU).
+    pub split: Option<usize>,
+    pub(super) r: HashMap<UOp, String>,
+    counters: HashMap<&'static str, usize>,
+    cur_block: String,
+    loops: Vec<Loop>,
+    ifs: Vec<(UOp, usize)>,
+    carried: HashMap<usize, Vec<UOp>>,
+    acc_phis: HashMap<UOp, Vec<UOp>>,
+    acc_ids: HashMap<UOp, usize>,
+}
+
+/// Accumulators each loop must carry: for every PHI, the loops open at the PHI that were opened
+/// after its accumulator was defined. Keyed by the RANGE's list position.
+fn carried_accs(uops: &[UOp]) -> Result<HashMap<usize, Vec<UOp>>> {
+    let mut stack: Vec<usize> = vec![];
+    let mut acc_pos: HashMap<&UOp, usize> = HashMap::new();
+    let mut out: HashMap<usize, Vec<UOp>> = HashMap::new();
+    for (i, u) in uops.iter().enumerate() {
+        match u.op() {
+            UOps::RANGE => stack.push(i),
+            UOps::ENDRANGE => {
+                stack.pop();
+            }
+            UOps::DEFINE_ACC => {
+                acc_pos.insert(u, i);
+            }
+            UOps::PHI => {
+                let root = phi_root(u)?;
+                let Some(&pa) = acc_pos.get(&root) else {
+                    bail!(
+                        Codegen,
+                        "PHI at {i} updates an accumulator defined after it"
+                    );
+                };
+                for &p in stack.iter().filter(|&&p| p > pa) {
+                    let list = out.entry(p).or_default();
+                    if !list.contains(&root) {
+                        list.push(root.clone());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// The DEFINE_ACC a PHI chain updates.
+fn phi_root(u: &UOp) -> Result<UOp> {
+    let mut cur = u.clone();
+    while cur.op() == UOps::PHI {
+        let next = cur
+            .src()
+            .first()
+            .cloned()
+            .ok_or_else(|| Error::Codegen("PHI without sources".into()))?;
+        cur = next;
+    }
+    ensure!(
+        cur.op() == UOps::DEFINE_ACC,
+        Codegen,
+        "PHI updates a {:?}, not a DEFINE_ACC",
+        cur.op()
+    );
+    Ok(cur)
+}
+
+pub(super) fn dtype_of(u: &UOp) -> Result<DType> {
+    u.dtype()
+        .ok_or_else(|| Error::Codegen(format!("{:?} has no dtype", u.op())))
+}
+
+/// A DEFINE_VAR's LLVM name.
+fn var_name(name: &str) -> String {
+    format!("%var_{}", to_function_name(name))
+}
+
+impl<'a> Walk<'a> {
+    pub fn new(flavour: &'a Flavour, opaque: bool, fmf: &'a str, uops: &[UOp]) -> Result<Walk<'a>> {
+        Ok(Walk {
+            flavour,
+            opaque,
+            fmf,
+            lines: vec![],
+            params: vec![],
+            globals: vec![],
+            decls: BTreeSet::new(),
+            local_threads: 1,
+            split: None,
+            r: HashMap::new(),
+            counters: HashMap::new(),
+            cur_block: "entry".into(),
+            loops: vec![],
+            ifs: vec![],
+            carried: carried_accs(uops)?,
+            acc_phis: HashMap::new(),
+            acc_ids: HashMap::new(),
+        })
+    }
+
+    /// A fresh SSA name `%{prefix}{n}`.
+    pub fn ssa(&mut self, prefix: &'static str) -> String {
+        let n = self.counters.entry(prefix).or_insert(0);
+        let name = format!("%{prefix}{n}");
+        *n += 1;
+        name
+    }
+
+    pub(super) fn number(&mut self, prefix: &'static str) -> usize {
+        let n = self.counters.entry(prefix).or_insert(0);
+        *n += 1;
+        *n - 1
+    }
+
+    pub fn emit(&mut self, line: String) {
+        self.lines.push(line);
+    }
+
+    /// The rendered value of source `i` of `u`.
+    pub fn src(&self, u: &UOp, i: usize) -> Result<String> {
+        let s = u
+            .src()
+            .get(i)
+            .ok_or_else(|| Error::Codegen(format!("{:?} lacks source {i}", u.op())))?;
+        self.val(s)
+    }
+
+    pub fn val(&self, s: &UOp) -> Result<String> {
+        if let Some(c) = s.const_value() {
+            return Ok(literal(c, dtype_of(s)?));
+        }
+        self.r
+            .get(s)
+            .cloned()
+            .ok_or_else(|| Error::Codegen(format!("{:?} is used before it is rendered", s.op())))
+    }
+
+    pub fn src_dtype(u: &UOp, i: usize) -> Result<DType> {
+        match u.src().get(i) {
+            Some(s) => dtype_of(s),
+            None => bail!(Codegen, "{:?} lacks source {i}", u.op()),
+        }
+    }
+
+    pub(super) fn label(&mut self, name: String) {
+        self.lines.push(format!("{name}:"));
+        self.cur_block = name;
+    }
+
+    /// Render one UOp at list position `i`.
+    pub fn uop(&mut self, i: usize, u: &UOp) -> Result<()> {
+        match u.op() {
+            UOps::DEFINE_GLOBAL => self.define_global(u),
+            UOps::DEFINE_VAR => self.define_var(u),
+            UOps::DEFINE_LOCAL => self.define_local(u),
+            UOps::DEFINE_ACC => self.define_acc(u),
+            UOps::CONST => Ok(()),
+            UOps::SPECIAL => self.special(u),
+            UOps::NOOP => Ok(()),
+            UOps::RANGE => self.range(i, u),
+            UOps::ENDRANGE => self.endrange(u),
+            UOps::IF => self.if_(u),
+            UOps::ENDIF => self.endif(u),
+            UOps::BARRIER => self.barrier(),
+            UOps::PHI => self.phi(u),
+            UOps::LOAD => self.load(u),
+            UOps::STORE => self.store(u),
+            UOps::ALU => self.alu(u),
+            UOps::CAST => self.cast_uop(u),
+            UOps::BITCAST => self.bitcast_uop(u),
+            UOps::GEP => self.gep(u),
+            op => bail!(Codegen, "the LLVM IR renderer does not render {op:?}"),
+        }
+    }
+
+    fn define_acc(&mut self, u: &UOp) -> Result<()> {
+        let init = self.src(u, 0)?;
+        let d = dtype_of(u)?;
+        // a vector accumulator starts from its scalar constant in every lane
+        let v = match u.src().first().and_then(|s| s.const_value()) {
+            Some(c) => literal(c, d),
+            None => init,
+        };
+        self.r.insert(u.clone(), v);
+        let k = self.number("acc");
+        self.acc_ids.insert(u.clone(), k);
+        Ok(())
+    }
+
+    fn if_(&mut self, u: &UOp) -> Result<()> {
+        let c = self.src(u, 0)?;
+        let n = self.number("if");
+        self.emit(format!("  br i1 {c}, label %if_{n}, label %endif_{n}"));
+        self.label(format!("if_{n}"));
+        self.ifs.push((u.clone(), n));
+        Ok(())
+    }
+
+    fn endif(&mut self, u: &UOp) -> Result<()> {
+        let Some((iff, n)) = self.ifs.pop() else {
+            bail!(Codegen, "ENDIF without IF");
+        };
+        ensure!(
+            u.src().first() == Some(&iff),
+            Codegen,
+            "ENDIF closes another IF"
+        );
+        self.emit(format!("  br label %endif_{n}"));
+        self.label(format!("endif_{n}"));
+        Ok(())
+    }
+
+    fn gep(&mut self, u: &UOp) -> Result<()> {
+        let x = self.src(u, 0)?;
+        let t = reg(Self::src_dtype(u, 0)?);
+        let UArg::Gep(lane) = u.arg() else {
+            bail!(Codegen, "GEP without a lane");
+        };
+        let name = self.ssa("gep");
+        self.emit(format!("  {name} = extractelement {t} {x}, i32 {lane}"));
+        self.r.insert(u.clone(), name);
+        Ok(())
+    }
+
+    /// Check that every loop and IF was closed.
+    pub fn finish(&self) -> Result<()> {
+        ensure!(
+            self.loops.is_empty() && self.ifs.is_empty(),
+            Codegen,
+            "{} loop(s) and {} IF(s) are not closed",
+            self.loops.len(),
+            self.ifs.len()
+        );
+        Ok(())
+    }
+
+    fn define_global(&mut self, u: &UOp) -> Result<()> {
+        let UArg::Global { idx, .. } = u.arg() else {
+            bail!(Codegen, "DEFINE_GLOBAL without a buffer index");
+        };
+        let d = dtype_of(u)?.base();
+        ensure!(
+            d.count == 1,
+            Codegen,
+            "DEFINE_GLOBAL data{idx}: vector element type {d}"
+        );
+        let name = format!("%data{idx}");
+        self.params.push(Param::Buffer(*idx, d, name.clone()));
+        self.r.insert(u.clone(), name);
+        Ok(())
+    }
+
+    fn define_var(&mut self, u: &UOp) -> Result<()> {
+        let UArg::Var { name, .. } = u.arg() else {
+            bail!(Codegen, "DEFINE_VAR without a variable");
+        };
+        let d = dtype_of(u)?;
+        ensure!(
+            d.scalar == Scalar::Int32 && d.count == 1,
+            Codegen,
+            "DEFINE_VAR {name}: kernel variables are int32, not {d}"
+        );
+        let ssa = var_name(name);
+        self.params.push(Param::Var(name.clone(), ssa.clone()));
+        self.r.insert(u.clone(), ssa);
+        Ok(())
+    }
+
+    fn define_local(&mut self, u: &UOp) -> Result<()> {
+        let UArg::Local { name, size } = u.arg() else {
+            bail!(Codegen, "DEFINE_LOCAL without a name and size");
+        };
+        let d = dtype_of(u)?.base();
+        let arr = format!("[{size} x {}]", mem(d.scalar()));
+        let g = format!("local_{}", to_function_name(name));
+        match self.flavour {
+            Flavour::Amdgpu { .. } => {
+                self.globals.push(format!(
+                    "@{g} = internal unnamed_addr addrspace(3) global {arr} undef, align 16"
+                ));
+                self.r.insert(u.clone(), format!("@{g}"));
+            }
+            Flavour::Cpu => {
+                self.emit(format!("  %{g} = alloca {arr}, align 16"));
+                self.r.insert(u.clone(), format!("%{g}"));
+            }
+        }
+        Ok(())
+    }
+
+    fn special(&mut self, u: &UOp) -> Result<()> {
+        let UArg::Special { axis, name, size } = u.arg() else {
+            bail!(Codegen, "SPECIAL without a launch axis");
+        };
+        let Flavour::Amdgpu { .. } = self.flavour else {
+            bail!(
+                Codegen,
+                "SPECIAL {name}: the CPU LLVM renderer has no launch indices"
+            );
+        };
+        let dim = match axis {
+            0 => 'x',
+            1 => 'y',
+            2 => 'z',
+            a => bail!(Codegen, "SPECIAL {name}: launch axis {a} (only 0-2)"),
+        };
+        // `idx` (a global index without locals) is the workgroup id: such kernels are launched
+        // with one thread per workgroup (the flat work group size says so).
+        let kind = if name.starts_with('l') {
+            self.local_threads = self.local_threads.saturating_mul((*size).max(1));
+            "workitem"
+        } else {
+            "workgroup"
+        };
+        let f = format!("@llvm.amdgcn.{kind}.id.{dim}");
+        self.decls.insert(format!("declare i32 {f}()"));
+        let ssa = format!("%{}", to_function_name(name));
+        self.emit(format!("  {ssa} = call i32 {f}()"));
+        self.r.insert(u.clone(), ssa);
+        Ok(())
+    }
+
+    fn barrier(&mut self) -> Result<()> {
+        if let Flavour::Amdgpu { .. } = self.flavour {
+            self.decls
+                .insert("declare void @llvm.amdgcn.s.barrier()".to_string());
+            self.emit("  fence syncscope(\"workgroup\") release".into());
+            self.emit("  call void @llvm.amdgcn.s.barrier()".into());
+            self.emit("  fence syncscope(\"workgroup\") acquire".into());
+        }
+        Ok(())
+    }
+
+    fn phi(&mut self, u: &UOp) -> Result<()> {
+        let v = self.src(u, 1)?;
+        let root = phi_root(u)?;
+        self.acc_phis
+            .entry(root.clone())
+            .or_default()
+            .push(u.clone());
+        self.r.insert(root, v.clone());
+        self.r.insert(u.clone(), v);
+        Ok(())
+    }
+
+    fn range(&mut self, i: usize, u: &UOp) -> Result<()> {
+        let (start, end) = (self.src(u, 0)?, self.src(u, 1)?);
+        let t = reg(dtype_of(u)?);
+        let n = self.number("ridx");
+        let counter = format!("%ridx{n}");
+        let (lo, hi) = if self.split == Some(i) {
+            self.split_bounds(&counter, &start, &end, &t)
+        } else {
+            (start, end)
+        };
+        let mut accs = vec![];
+        for acc in self.carried.get(&i).cloned().unwrap_or_default() {
+            let k = self.acc_number(&acc)?;
+            let entry = self.val(&acc)?;
+            accs.push((acc, format!("%acc{k}.{n}"), entry));
+        }
+        self.emit(format!("  br label %loop_header_{n}"));
+        let pre_block = self.cur_block.clone();
+        self.label(format!("loop_header_{n}"));
+        let phi_line = self.lines.len();
+        self.emit(String::new());
+        self.emit(format!("  {counter}.c = icmp slt {t} {counter}, {hi}"));
+        self.emit(format!(
+            "  br i1 {counter}.c, label %loop_body_{n}, label %loop_exit_{n}"
+        ));
+        self.label(format!("loop_body_{n}"));
+        for (acc, phi, _) in &accs {
+            self.r.insert(acc.clone(), phi.clone());
+        }
+        self.r.insert(u.clone(), counter.clone());
+        self.loops.push(Loop {
+            range: u.clone(),
+            n,
+            counter,
+            lo,
+            pre_block,
+            phi_line,
+            accs,
+        });
+        Ok(())
+    }
+
+    /// The number of an accumulator (its position among the DEFINE_ACCs rendered so far).
+    fn acc_number(&self, acc: &UOp) -> Result<usize> {
+        self.acc_ids
+            .get(acc)
+            .copied()
+            .ok_or_else(|| Error::Codegen("a loop carries an accumulator defined after it".into()))
+    }
+
+    /// The share `[start + n*core/ncores, start + n*(core+1)/ncores)` of a loop (64-bit math).
+    fn split_bounds(&mut self, c: &str, start: &str, end: &str, t: &str) -> (String, String) {
+        let zero = start == "0";
+        let n = if zero {
+            end.to_string()
+        } else {
+            self.emit(format!("  {c}.n = sub {t} {end}, {start}"));
+            format!("{c}.n")
+        };
+        self.lines.extend([
+            format!("  {c}.n64 = sext {t} {n} to i64"),
+            format!("  {c}.core = sext i32 %core to i64"),
+            format!("  {c}.ncores = sext i32 %ncores to i64"),
+            format!("  {c}.core1 = add i64 {c}.core, 1"),
+            format!("  {c}.lom = mul i64 {c}.n64, {c}.core"),
+            format!("  {c}.lod = sdiv i64 {c}.lom, {c}.ncores"),
+            format!("  {c}.lo = trunc i64 {c}.lod to {t}"),
+            format!("  {c}.him = mul i64 {c}.n64, {c}.core1"),
+            format!("  {c}.hid = sdiv i64 {c}.him, {c}.ncores"),
+            format!("  {c}.hi = trunc i64 {c}.hid to {t}"),
+        ]);
+        if zero {
+            return (format!("{c}.lo"), format!("{c}.hi"));
+        }
+        self.emit(format!("  {c}.lo0 = add {t} {start}, {c}.lo"));
+        self.emit(format!("  {c}.hi0 = add {t} {start}, {c}.hi"));
+        (format!("{c}.lo0"), format!("{c}.hi0"))
+    }
+
+    fn endrange(&mut self, u: &UOp) -> Result<()> {
+        let Some(lp) = self.loops.pop() else {
+            bail!(Codegen, "ENDRANGE without RANGE");
+        };
+        ensure!(
+            u.src().first() == Some(&lp.range),
+            Codegen,
+            "ENDRANGE closes another loop"
+        );
+        let (n, c) = (lp.n, &lp.counter);
+        let t = reg(dtype_of(&lp.range)?);
+        let latch = format!("loop_latch_{n}");
+        let mut phis = vec![format!(
+            "  {c} = phi {t} [ {}, %{} ], [ {c}.next, %{latch} ]",
+            lp.lo, lp.pre_block
+        )];
+        for (acc, phi, entry) in &lp.accs {
+            let at = reg(dtype_of(acc)?);
+            let now = self.val(acc)?;
+            phis.push(format!(
+                "  {phi} = phi {at} [ {entry}, %{} ], [ {now}, %{latch} ]",
+                lp.pre_block
+            ));
+        }
+        self.lines[lp.phi_line] = phis.join("\n");
+        self.emit(format!("  br label %{latch}"));
+        self.label(latch);
+        self.emit(format!("  {c}.next = add nsw {t} {c}, 1"));
+        self.emit(format!("  br label %loop_header_{n}"));
+        self.label(format!("loop_exit_{n}"));
+        // after the loop, the accumulator (and every PHI of it) is the header's phi
+        for (acc, phi, _) in lp.accs {
+            for p in self.acc_phis.get(&acc).cloned().unwrap_or_default() {
+                self.r.insert(p, phi.clone());
+            }
+            self.r.insert(acc, phi);
+        }
+        Ok(())
+    }
+}

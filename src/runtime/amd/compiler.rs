@@ -1,0 +1,148 @@
+//! The AMD compiler without comgr (memo 8.2): LLVM IR from the AMDGPU flavour of the LLVM IR
+//! renderer -> libLLVM in process (parse, verify, `default<O3>`, codegen for
+//! `amdgcn-amd-amdhsa` and the target's processor) -> the relocatable (ET_REL) code object.
+//!
+//! The IR optimizer is not optional: it runs the AMDGPU attributor, without which newer LLVMs
+//! enable dispatch pointers and hidden kernel arguments (memo 5.3). No linker runs: the loader
+//! applies the one `R_AMDGPU_REL64` relocation of the kernel descriptor's code offset.
+//!
+//! Features: `+cumode,+wavefrontsize32` on gfx10+ (tinygrad compiles with `-mcumode`, and its
+//! launcher requires wave32 there); gfx9 keeps its only wave size, 64.
+//!
+//! Not guaranteed: a processor the loaded libLLVM does not know is refused before compiling when
+//! the target table says so (`min_llvm`), and after compiling when the object's `EF_AMDGPU_MACH`
+//! is not the table's (LLVM silently compiles for no processor otherwise).
+
+use std::sync::Arc;
+
+use crate::device::Compiler;
+use crate::driver::llvm::{elf_e_flags, CompileOptions, Emit, Llvm, AMDGPU_TRIPLE};
+use crate::renderer::llvmir::LLVMRenderer;
+use crate::runtime::amd::targets::GfxTarget;
+use crate::{bail, Result};
+
+/// LLVM IR to an AMD GPU code object, for one target.
+#[derive(Debug, Clone)]
+pub struct AMDCompiler {
+    pub target: &'static GfxTarget,
+    llvm: Arc<Llvm>,
+    features: String,
+}
+
+/// The target features rawgrad compiles `target` with.
+pub fn target_features(target: &GfxTarget) -> String {
+    if target.generation >= 10 {
+        "+cumode,+wavefrontsize32".into()
+    } else {
+        String::new()
+    }
+}
+
+impl AMDCompiler {
+    /// The compiler for `target` with the newest libLLVM on this machine.
+    pub fn new(target: &'static GfxTarget) -> Result<AMDCompiler> {
+        let llvm = Llvm::load().map_err(|e| {
+            crate::Error::Compile(format!(
+                "AMD {}: {} (the AMD backend compiles with libLLVM; install llvm-{} or newer)",
+                target.name,
+                e.message(),
+                target.min_llvm.max(15)
+            ))
+        })?;
+        AMDCompiler::with_llvm(target, llvm)
+    }
+
+    /// The compiler for `target` with a given libLLVM (refused when it is older than the
+    /// target table's `min_llvm` for this processor).
+    pub fn with_llvm(target: &'static GfxTarget, llvm: Arc<Llvm>) -> Result<AMDCompiler> {
+        let v = llvm.version();
+        if v.major != 0 && v.major < target.min_llvm {
+            bail!(
+                Compile,
+                "AMD {}: libLLVM {} ({}) is too old, its AMDGPU backend knows {} from LLVM {} on; \
+                 install llvm-{} (or llvm-19) and point LLVM_LIB at it if it is not found",
+                target.name,
+                v,
+                llvm.path().display(),
+                target.name,
+                target.min_llvm,
+                target.min_llvm.max(15)
+            );
+        }
+        Ok(AMDCompiler {
+            target,
+            llvm,
+            features: target_features(target),
+        })
+    }
+
+    /// The libLLVM in use.
+    pub fn llvm(&self) -> &Arc<Llvm> {
+        &self.llvm
+    }
+
+    /// The renderer whose IR this compiler takes (pointer syntax of its libLLVM).
+    pub fn renderer(&self) -> LLVMRenderer {
+        LLVMRenderer::amdgpu_for(&self.llvm, self.target)
+    }
+
+    /// The compile options (triple, processor, features, `default<O3>`).
+    pub fn options(&self) -> CompileOptions {
+        CompileOptions::new(AMDGPU_TRIPLE, self.target.name, &self.features, true)
+    }
+
+    /// The GCN assembly of `src` (for DEBUG output and tests).
+    pub fn disassemble(&self, src: &str) -> Result<String> {
+        let asm = self.llvm.compile(src, &self.options(), Emit::Assembly)?;
+        Ok(String::from_utf8_lossy(&asm).into_owned())
+    }
+}
+
+impl Compiler for AMDCompiler {
+    fn cache_key(&self) -> Option<String> {
+        Some(format!(
+            "compile_amd_llvm_{}_{}_{}_O3",
+            self.llvm.version(),
+            self.target.name,
+            self.features
+        ))
+    }
+
+    fn compile(&self, src: &str) -> Result<Vec<u8>> {
+        let obj = self.llvm.compile(src, &self.options(), Emit::Object)?;
+        check_mach(&obj, self.target, &self.llvm)?;
+        Ok(obj)
+    }
+}
+
+/// Refuse a code object whose `EF_AMDGPU_MACH` is not `target`'s (0: LLVM did not know the
+/// processor and compiled for none).
+pub fn check_mach(obj: &[u8], target: &GfxTarget, llvm: &Llvm) -> Result<()> {
+    let mach = elf_e_flags(obj)? & 0xff;
+    if mach == target.elf_mach {
+        return Ok(());
+    }
+    let v = llvm.version();
+    if mach == 0 {
+        bail!(
+            Compile,
+            "AMD {}: libLLVM {} ({}) does not know {}; install llvm-{} or newer (llvm-19 knows \
+             every target in the table) and point LLVM_LIB at it",
+            target.name,
+            v,
+            llvm.path().display(),
+            target.name,
+            target.min_llvm.max(v.major + 1)
+        );
+    }
+    bail!(
+        Compile,
+        "AMD {}: libLLVM {} wrote EF_AMDGPU_MACH {mach:#x}, the target table says {:#x}",
+        target.name,
+        v,
+        target.elf_mach
+    )
+}
+
+#[cfg(test)]
+mod tests;
