@@ -40,6 +40,7 @@ pub mod hooks;
 mod ioctl;
 mod memory;
 pub mod nodes;
+pub mod nvgpu;
 mod queues;
 
 #[cfg(test)]
