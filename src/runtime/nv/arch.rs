@@ -14,7 +14,7 @@
 //! Not guaranteed: chips outside the table (lookups fail with the list of known classes); that a
 //! chip offering a class behaves like the table says where marked UNCONFIRMED.
 
-use crate::{bail, Result};
+use crate::{bail, ensure, Result};
 
 /// QMD (queue meta data) layout versions (memo 3.1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -704,6 +704,33 @@ impl NvArch {
         })
     }
 
+    /// Fills the driver-reserved prefix of a launch's constant buffer 0 (memo 3.4): blockDim
+    /// (%ntid) and gridDim (%nctaid), the shared and local windows, the initial stack pointer.
+    /// `cbuf0` must reach the parameter base; the parameters themselves are the caller's.
+    pub fn fill_cbuf0(&self, cbuf0: &mut [u8], block: [u32; 3], grid: [u32; 3]) -> Result<()> {
+        let l = &self.cbuf0;
+        ensure!(
+            cbuf0.len() >= l.param_base as usize,
+            InvalidArgument,
+            "fill_cbuf0: {} bytes do not reach the {} parameter base {:#x}",
+            cbuf0.len(),
+            self.compute_class_name,
+            l.param_base
+        );
+        let mut put = |off: u32, bytes: &[u8]| {
+            let o = off as usize;
+            cbuf0[o..o + bytes.len()].copy_from_slice(bytes);
+        };
+        for i in 0..3u32 {
+            put(l.ntid + 4 * i, &block[i as usize].to_le_bytes());
+            put(l.nctaid + 4 * i, &grid[i as usize].to_le_bytes());
+        }
+        put(l.shared_window, &self.shared_window.to_le_bytes());
+        put(l.local_window, &self.local_window.to_le_bytes());
+        put(l.stack_top, &self.stack_top.to_le_bytes());
+        Ok(())
+    }
+
     /// Largest threads per block a kernel with `regs` registers can run (the 64 Ki-register file
     /// allocated per warp in 256-register units; memo 5.2).
     pub fn max_block_threads(regs: u32) -> u32 {
@@ -713,85 +740,4 @@ impl NvArch {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn table_is_consistent() {
-        for a in NV_ARCHS {
-            assert_eq!(a.qmd_size, a.qmd_version.size(), "{}", a.compute_class_name);
-            assert!(!a.copy_classes.is_empty() && !a.channel_classes.is_empty());
-            assert!(!a.usermode_classes.is_empty() && !a.sm_versions.is_empty());
-            assert_eq!(a.shared_window % a.shared_window_align, 0, "{}", a.name);
-            assert!(a.shared_window < 1 << 49 && a.local_window < 1 << 49);
-            assert!(a.cbuf0.param_base > a.cbuf0.global_mem_desc);
-            assert!(a.shared_mem_configs_kib.windows(2).all(|w| w[0] < w[1]));
-            assert!(std::ptr::eq(
-                arch_for_compute_class(a.compute_class).unwrap(),
-                a
-            ));
-            assert_eq!(class_name(a.compute_class), Some(a.compute_class_name));
-            for sm in a.sm_versions {
-                assert!(std::ptr::eq(arch_for_sm(*sm).unwrap(), a));
-            }
-        }
-        assert_eq!(HOPPER_COMPUTE_A.cbuf0.param_base, 0x210);
-        assert_eq!(ADA_COMPUTE_A.cbuf0.param_base, 0x160);
-        assert_eq!(BLACKWELL_COMPUTE_B.cbuf0.param_base, 0x380);
-        assert_eq!(HOPPER_COMPUTE_A.shared_window, 0x1_0000_0000);
-    }
-
-    #[test]
-    fn lookups_fail_with_the_known_list() {
-        let e = arch_for_compute_class(0xCBA0).unwrap_err().to_string();
-        assert!(
-            e.contains("0xcba0") && e.contains("HOPPER_COMPUTE_A=0xcbc0"),
-            "{e}"
-        );
-        assert!(arch_for_sm(75).is_err());
-        assert_eq!(class_name(0xC8B5), Some("HOPPER_DMA_COPY_A"));
-        assert_eq!(class_name(0xC661), Some("HOPPER_USERMODE_A"));
-        assert_eq!(class_name(0x1234), None);
-    }
-
-    #[test]
-    fn selection_from_a_class_list() {
-        // GH100's list (memo 1.9): Hopper compute/copy, both channel and usermode generations.
-        let gh100 = [
-            0xC361, 0xC461, 0xC561, 0xC661, 0xC36F, 0xC56F, 0xC86F, 0xCBC0, 0xC8B5,
-        ];
-        let c = select_classes(&gh100).unwrap();
-        assert_eq!(c.arch, &HOPPER_COMPUTE_A);
-        assert_eq!(c.channel, &HOPPER_CHANNEL_GPFIFO_A);
-        assert_eq!(c.copy, &HOPPER_DMA_COPY_A);
-        assert_eq!(c.usermode, 0xC661);
-        // Hopper without its own channel class falls back to Ampere's (40-bit semaphores).
-        let c = select_classes(&[0xC561, 0xC56F, 0xCBC0, 0xC8B5]).unwrap();
-        assert_eq!(c.channel.sem_addr_bits, 40);
-        // AD102: Ada compute, Ampere copy/channel.
-        let c = select_classes(&[0xC461, 0xC561, 0xC56F, 0xC9C0, 0xC7B5, 0xC997]).unwrap();
-        assert_eq!(c.arch.name, "ada");
-        let e = select_classes(&[0xCBC0, 0xC56F, 0xC561])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("copy") && e.contains("0xc8b5"), "{e}");
-        let e = select_classes(&[0xC5C0, 0xC56F]).unwrap_err().to_string();
-        assert!(e.contains("no known compute class"), "{e}");
-    }
-
-    #[test]
-    fn derived_values() {
-        assert_eq!(NvArch::sass_version(90), 0x90);
-        assert_eq!(NvArch::sass_version(89), 0x89);
-        assert_eq!(NvArch::sass_version(120), 0xC0);
-        let c = ADA_COMPUTE_A.shared_mem_config(0, 0).unwrap();
-        assert_eq!((c.size, c.min_config, c.max_config), (0x400, 9, 0x1A));
-        let c = ADA_COMPUTE_A.shared_mem_config(40 * 1024, 0).unwrap();
-        assert_eq!((c.size, c.target_config), (41 * 1024, 17));
-        assert!(ADA_COMPUTE_A.shared_mem_config(100 * 1024, 0).is_err());
-        let c = HOPPER_COMPUTE_A.shared_mem_config(200 * 1024, 0).unwrap();
-        assert_eq!((c.target_config, c.max_config), (58, 58));
-        assert_eq!(NvArch::max_block_threads(32), 1024);
-        assert_eq!(NvArch::max_block_threads(255), 256);
-    }
-}
+mod tests;

@@ -59,6 +59,8 @@ pub const R_CUDA_ABS32_HI_32: u32 = 0x39;
 pub const IMAGE_TAIL: u64 = 4096;
 /// Alignment of the image sections.
 pub const IMAGE_ALIGN: u64 = 128;
+/// Largest image the loader builds (code, constants and `.nv.global` data of one module).
+pub const MAX_IMAGE: u64 = 256 << 20;
 
 /// One kernel parameter (EIATTR_KPARAM_INFO).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -231,10 +233,25 @@ fn layout_image(e: &Elf) -> Result<Layout> {
             s.name,
             s.addr
         );
+        ensure!(
+            s.addralign <= 1 << 16 && (s.addralign == 0 || s.addralign.is_power_of_two()),
+            InvalidArgument,
+            "cubin: section {:?} has alignment {:#x}",
+            s.name,
+            s.addralign
+        );
+        e.section_data(s)?; // PROGBITS extents lie in the file
         let align = s.addralign.max(IMAGE_ALIGN);
         size = size.div_ceil(align) * align;
         placed.insert(s.index, size);
-        size += s.size;
+        size = size.saturating_add(s.size);
+        ensure!(
+            size <= MAX_IMAGE,
+            InvalidArgument,
+            "cubin: the image grows past {MAX_IMAGE:#x} bytes at section {:?} ({:#x} bytes)",
+            s.name,
+            s.size
+        );
     }
     // Processor-specific section types (sm_100+/sm_120's `.nv.merc.*` aliases, flagged ALLOC)
     // are skipped; an ALLOC section of another standard type is refused.
@@ -338,7 +355,9 @@ fn one_reloc(
         )
     };
     ensure!(
-        r.offset + field + width <= target.size,
+        r.offset
+            .checked_add(field + width)
+            .is_some_and(|end| end <= target.size),
         InvalidArgument,
         "cubin: {:?}: offset {:#x} is outside {:?}",
         rs.name,
@@ -444,29 +463,19 @@ impl Cubin {
         let layout = layout_image(&e)?;
         let mut image = build_image(&e, &layout)?;
         let relocs = collect_relocs(&e, &layout, &syms, &mut image)?;
-        let global = match e.section_named(".nv.info") {
-            Some(s) => parse_info(e.section_data(s)?)?,
-            None => Vec::new(),
+        let (global, kinfo) = info_records(&e, &name)?;
+        let regcount = kernel_regcount(&global, sym_idx, &text, &name)?;
+        let Some(&text_off) = layout.placed.get(&text.index) else {
+            bail!(
+                InvalidArgument,
+                "cubin: .text.{name} is not an ALLOC PROGBITS section"
+            )
         };
-        let kinfo = match e.section_named(&format!(".nv.info.{name}")) {
-            Some(s) => kernel_info(&parse_info(e.section_data(s)?)?)?,
-            None => KernelInfo::default(),
-        };
-        let regcount = match global_attr(&global, EIATTR_REGCOUNT, sym_idx)? {
-            Some(r) => r,
-            None => text.info >> 24,
-        };
-        ensure!(
-            regcount > 0,
-            InvalidArgument,
-            "cubin {name}: no register count (no EIATTR_REGCOUNT, .text sh_info {:#x})",
-            text.info
-        );
         let mut c = Cubin {
             sm,
             image,
             relocs,
-            entry_offset: layout.placed[&text.index] + syms[sym_idx].value,
+            entry_offset: text_off + syms[sym_idx].value,
             code_size: text.size,
             regcount,
             param_base: arch.cbuf0.param_base,
@@ -555,7 +564,7 @@ impl Cubin {
             if s.name == own {
                 self.shared_size = s.size as u32;
             } else if s.name.starts_with(".nv.shared.reserved") {
-                self.reserved_shared_size += s.size as u32;
+                self.reserved_shared_size = self.reserved_shared_size.saturating_add(s.size as u32);
             }
         }
     }
@@ -611,6 +620,34 @@ impl Cubin {
     pub fn image_size(&self) -> u64 {
         self.image.len() as u64
     }
+}
+
+/// The global `.nv.info` records and the kernel's `.nv.info.<k>` facts.
+fn info_records(e: &Elf, name: &str) -> Result<(Vec<InfoRecord>, KernelInfo)> {
+    let global = match e.section_named(".nv.info") {
+        Some(s) => parse_info(e.section_data(s)?)?,
+        None => Vec::new(),
+    };
+    let kinfo = match e.section_named(&format!(".nv.info.{name}")) {
+        Some(s) => kernel_info(&parse_info(e.section_data(s)?)?)?,
+        None => KernelInfo::default(),
+    };
+    Ok((global, kinfo))
+}
+
+/// EIATTR_REGCOUNT, else the `.text` sh_info high byte (sm_89 and older cubins).
+fn kernel_regcount(global: &[InfoRecord], sym: usize, text: &Section, name: &str) -> Result<u32> {
+    let regcount = match global_attr(global, EIATTR_REGCOUNT, sym)? {
+        Some(r) => r,
+        None => text.info >> 24,
+    };
+    ensure!(
+        regcount > 0,
+        InvalidArgument,
+        "cubin {name}: no register count (no EIATTR_REGCOUNT, .text sh_info {:#x})",
+        text.info
+    );
+    Ok(regcount)
 }
 
 fn pick_kernel(e: &Elf, kernel: Option<&str>) -> Result<String> {

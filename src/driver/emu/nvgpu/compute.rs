@@ -41,7 +41,23 @@ impl ComputeEngine {
         method: u32,
         data: u32,
     ) -> StepResult<u64> {
-        let arch = sh.arch;
+        match method {
+            SEND_PCAS_A => self.send_pcas_a = Some(data),
+            SEND_SIGNALING_PCAS2_B => return self.signaling_pcas(sh, ch, class, data),
+            SET_INLINE_QMD_ADDRESS_A => self.inline_address_a(sh.arch, data)?,
+            SET_INLINE_QMD_ADDRESS_B => self.inline_addr[1] = data,
+            m if (LOAD_INLINE_QMD_DATA..LOAD_INLINE_QMD_DATA + 4 * LOAD_INLINE_QMD_DATA_COUNT)
+                .contains(&m) =>
+            {
+                return self.load_inline(sh, ch, class, (m - LOAD_INLINE_QMD_DATA) / 4, data)
+            }
+            _ => self.state_write(sh.arch, method, data)?,
+        }
+        Ok(0)
+    }
+
+    /// The methods that only set state (windows, SLM, hints) or are no-ops.
+    fn state_write(&mut self, arch: &NvArch, method: u32, data: u32) -> StepResult<()> {
         match method {
             NO_OPERATION | WAIT_FOR_IDLE => {}
             SET_QMD_VERSION => self.qmd_version = data,
@@ -83,18 +99,9 @@ impl ComputeEngine {
                     )));
                 }
             }
-            SEND_PCAS_A => self.send_pcas_a = Some(data),
-            SEND_SIGNALING_PCAS2_B => return self.signaling_pcas(sh, ch, class, data),
-            SET_INLINE_QMD_ADDRESS_A => self.inline_address_a(arch, data)?,
-            SET_INLINE_QMD_ADDRESS_B => self.inline_addr[1] = data,
-            m if (LOAD_INLINE_QMD_DATA..LOAD_INLINE_QMD_DATA + 4 * LOAD_INLINE_QMD_DATA_COUNT)
-                .contains(&m) =>
-            {
-                return self.load_inline(sh, ch, class, (m - LOAD_INLINE_QMD_DATA) / 4, data)
-            }
             _ => return Err(pbdma(format!("compute method {method:#x} is not emulated"))),
         }
-        Ok(0)
+        Ok(())
     }
 
     fn shared_window(&self) -> u64 {

@@ -142,6 +142,14 @@ impl<'a> Elf<'a> {
             InvalidArgument,
             "cubin: section header size {shentsize} (need 64)"
         );
+        ensure!(
+            shoff
+                .checked_add(64 * shnum)
+                .is_some_and(|end| end <= data.len()),
+            InvalidArgument,
+            "cubin: {shnum} section headers at {shoff:#x} run past the {}-byte file",
+            data.len()
+        );
         let mut sections = Vec::with_capacity(shnum);
         let mut name_offs = Vec::with_capacity(shnum);
         for i in 0..shnum {
@@ -285,6 +293,31 @@ pub struct NewSection {
     pub nobits_size: u64,
 }
 
+impl NewSection {
+    /// A section with `data` (entsize 0; set `nobits_size` for NOBITS).
+    pub fn new(
+        name: &str,
+        sh_type: u32,
+        flags: u64,
+        link: u32,
+        info: u32,
+        align: u64,
+        data: Vec<u8>,
+    ) -> NewSection {
+        NewSection {
+            name: name.to_string(),
+            sh_type,
+            flags,
+            link,
+            info,
+            addralign: align,
+            entsize: 0,
+            data,
+            nobits_size: 0,
+        }
+    }
+}
+
 /// A symbol to write (`shndx` is a final section index).
 #[derive(Debug, Clone)]
 pub struct NewSymbol {
@@ -339,6 +372,22 @@ fn header(h: &mut Vec<u8>, name: u32, s: &NewSection, offset: u64, size: u64) {
 }
 
 impl ElfWriter {
+    fn elf_header(&self, body: &mut [u8], shoff: u64, shnum: u16) {
+        let mut ident = [0u8; 16];
+        ident[..4].copy_from_slice(b"\x7fELF");
+        ident[4..9].copy_from_slice(&[2, 1, 1, self.osabi, self.abi_version]);
+        body[..16].copy_from_slice(&ident);
+        body[16..18].copy_from_slice(&2u16.to_le_bytes()); // ET_EXEC
+        body[18..20].copy_from_slice(&self.machine.to_le_bytes());
+        body[20..24].copy_from_slice(&1u32.to_le_bytes());
+        body[40..48].copy_from_slice(&shoff.to_le_bytes());
+        body[48..52].copy_from_slice(&self.flags.to_le_bytes());
+        body[52..54].copy_from_slice(&64u16.to_le_bytes());
+        body[58..60].copy_from_slice(&64u16.to_le_bytes());
+        body[60..62].copy_from_slice(&shnum.to_le_bytes());
+        body[62..64].copy_from_slice(&1u16.to_le_bytes());
+    }
+
     fn symtab_bytes(&self) -> (Vec<u8>, Vec<u8>, u32) {
         let names: Vec<&str> = self.symbols.iter().map(|s| s.name.as_str()).collect();
         let (strs, offs) = strtab(&names);
@@ -360,25 +409,13 @@ impl ElfWriter {
     /// The file's bytes.
     pub fn write(&self) -> Vec<u8> {
         let (symtab, strs, first_global) = self.symtab_bytes();
-        let sec =
-            |name: &str, t: u32, link: u32, info: u32, align: u64, ent: u64, data: Vec<u8>| {
-                NewSection {
-                    name: name.into(),
-                    sh_type: t,
-                    flags: 0,
-                    link,
-                    info,
-                    addralign: align,
-                    entsize: ent,
-                    data,
-                    nobits_size: 0,
-                }
-            };
+        let mut symtab_sec = NewSection::new(".symtab", SHT_SYMTAB, 0, 2, first_global, 8, symtab);
+        symtab_sec.entsize = 24;
         let mut all = vec![
-            sec("", 0, 0, 0, 0, 0, vec![]),
-            sec(".shstrtab", SHT_STRTAB, 0, 0, 1, 0, vec![]),
-            sec(".strtab", SHT_STRTAB, 0, 0, 1, 0, strs),
-            sec(".symtab", SHT_SYMTAB, 2, first_global, 8, 24, symtab),
+            NewSection::new("", 0, 0, 0, 0, 0, vec![]),
+            NewSection::new(".shstrtab", SHT_STRTAB, 0, 0, 0, 1, vec![]),
+            NewSection::new(".strtab", SHT_STRTAB, 0, 0, 0, 1, strs),
+            symtab_sec,
         ];
         all.extend(self.sections.iter().cloned());
         let names: Vec<&str> = all.iter().map(|s| s.name.as_str()).collect();
@@ -405,19 +442,7 @@ impl ElfWriter {
             let (off, size) = if i == 0 { (0, 0) } else { placed[i] };
             header(&mut body, name_offs[i], s, off, size);
         }
-        let mut ident = [0u8; 16];
-        ident[..4].copy_from_slice(b"\x7fELF");
-        ident[4..9].copy_from_slice(&[2, 1, 1, self.osabi, self.abi_version]);
-        body[..16].copy_from_slice(&ident);
-        body[16..18].copy_from_slice(&2u16.to_le_bytes()); // ET_EXEC
-        body[18..20].copy_from_slice(&self.machine.to_le_bytes());
-        body[20..24].copy_from_slice(&1u32.to_le_bytes());
-        body[40..48].copy_from_slice(&shoff.to_le_bytes());
-        body[48..52].copy_from_slice(&self.flags.to_le_bytes());
-        body[52..54].copy_from_slice(&64u16.to_le_bytes());
-        body[58..60].copy_from_slice(&64u16.to_le_bytes());
-        body[60..62].copy_from_slice(&(all.len() as u16).to_le_bytes());
-        body[62..64].copy_from_slice(&1u16.to_le_bytes());
+        self.elf_header(&mut body, shoff, all.len() as u16);
         body
     }
 }

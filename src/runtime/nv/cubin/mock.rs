@@ -220,79 +220,9 @@ pub fn write_mock_cubin(m: &MockCubin, arch: &NvArch) -> Result<Vec<u8>> {
         .max()
         .unwrap_or(0);
     let code = blob(&m.name, param_base, param_bytes, &m.uops);
-    let mut global = Vec::new();
-    sval(&mut global, EIATTR_REGCOUNT, &[SYM_KERNEL, m.regcount]);
-    sval(&mut global, EIATTR_FRAME_SIZE, &[SYM_KERNEL, 0]);
-    sval(&mut global, EIATTR_MIN_STACK_SIZE, &[SYM_KERNEL, 0]);
-    let kinfo = kernel_info_records(m, param_base, param_bytes, code.len())?;
-    let (text_idx, const_idx) = (WRITER_FIRST + 2, WRITER_FIRST + 3);
-    let sec =
-        |name: String, t: u32, flags: u64, link: u32, info: u32, align: u64, data: Vec<u8>| {
-            NewSection {
-                name,
-                sh_type: t,
-                flags,
-                link,
-                info,
-                addralign: align,
-                entsize: 0,
-                data,
-                nobits_size: 0,
-            }
-        };
-    let k = &m.name;
     let code_len = code.len() as u64;
-    let mut sections = vec![
-        sec(
-            ".nv.info".into(),
-            SHT_CUDA_INFO,
-            0,
-            WRITER_SYMTAB,
-            0,
-            4,
-            global,
-        ),
-        sec(
-            format!(".nv.info.{k}"),
-            SHT_CUDA_INFO,
-            SHF_INFO_LINK,
-            WRITER_SYMTAB,
-            text_idx,
-            4,
-            kinfo,
-        ),
-        sec(
-            format!(".text.{k}"),
-            SHT_PROGBITS,
-            SHF_ALLOC | SHF_EXECINSTR,
-            WRITER_SYMTAB,
-            m.regcount << 24 | SYM_KERNEL,
-            128,
-            code,
-        ),
-        sec(
-            format!(".nv.constant0.{k}"),
-            SHT_PROGBITS,
-            SHF_ALLOC | SHF_INFO_LINK,
-            0,
-            text_idx,
-            4,
-            vec![0; (param_base + param_bytes) as usize],
-        ),
-    ];
-    if m.shared_size > 0 {
-        let mut s = sec(
-            format!(".nv.shared.{k}"),
-            SHT_NOBITS,
-            SHF_ALLOC | SHF_WRITE | SHF_INFO_LINK,
-            0,
-            text_idx,
-            16,
-            vec![],
-        );
-        s.nobits_size = u64::from(m.shared_size);
-        sections.push(s);
-    }
+    let sections = mock_sections(m, param_base, param_bytes, code)?;
+    let (text_idx, const_idx) = (WRITER_FIRST + 2, WRITER_FIRST + 3);
     let sym = |name: String, info: u8, other: u8, shndx: u32, size: u64| NewSymbol {
         name,
         info,
@@ -301,6 +231,7 @@ pub fn write_mock_cubin(m: &MockCubin, arch: &NvArch) -> Result<Vec<u8>> {
         value: 0,
         size,
     };
+    let k = &m.name;
     let w = ElfWriter {
         osabi: ELFOSABI_CUDA,
         abi_version: 8,
@@ -320,6 +251,70 @@ pub fn write_mock_cubin(m: &MockCubin, arch: &NvArch) -> Result<Vec<u8>> {
         ],
     };
     Ok(w.write())
+}
+
+/// The sections of a mock cubin: 4 `.nv.info`, 5 `.nv.info.<k>`, 6 `.text.<k>`,
+/// 7 `.nv.constant0.<k>`, then `.nv.shared.<k>` when there is static shared memory.
+fn mock_sections(
+    m: &MockCubin,
+    param_base: u32,
+    param_bytes: u32,
+    code: Vec<u8>,
+) -> Result<Vec<NewSection>> {
+    let mut global = Vec::new();
+    sval(&mut global, EIATTR_REGCOUNT, &[SYM_KERNEL, m.regcount]);
+    sval(&mut global, EIATTR_FRAME_SIZE, &[SYM_KERNEL, 0]);
+    sval(&mut global, EIATTR_MIN_STACK_SIZE, &[SYM_KERNEL, 0]);
+    let kinfo = kernel_info_records(m, param_base, param_bytes, code.len())?;
+    let text_idx = WRITER_FIRST + 2;
+    let k = &m.name;
+    let (alloc, exec, link) = (SHF_ALLOC, SHF_EXECINSTR, SHF_INFO_LINK);
+    let cbuf0 = vec![0; (param_base + param_bytes) as usize];
+    let mut sections = vec![
+        NewSection::new(".nv.info", SHT_CUDA_INFO, 0, WRITER_SYMTAB, 0, 4, global),
+        NewSection::new(
+            &format!(".nv.info.{k}"),
+            SHT_CUDA_INFO,
+            link,
+            WRITER_SYMTAB,
+            text_idx,
+            4,
+            kinfo,
+        ),
+        NewSection::new(
+            &format!(".text.{k}"),
+            SHT_PROGBITS,
+            alloc | exec,
+            WRITER_SYMTAB,
+            m.regcount << 24 | SYM_KERNEL,
+            128,
+            code,
+        ),
+        NewSection::new(
+            &format!(".nv.constant0.{k}"),
+            SHT_PROGBITS,
+            alloc | link,
+            0,
+            text_idx,
+            4,
+            cbuf0,
+        ),
+    ];
+    if m.shared_size > 0 {
+        let flags = alloc | SHF_WRITE | link;
+        let mut s = NewSection::new(
+            &format!(".nv.shared.{k}"),
+            SHT_NOBITS,
+            flags,
+            0,
+            text_idx,
+            16,
+            vec![],
+        );
+        s.nobits_size = u64::from(m.shared_size);
+        sections.push(s);
+    }
+    Ok(sections)
 }
 
 /// [`write_mock_cubin`] for a UOp list (serialized with

@@ -459,3 +459,36 @@ fn live_ptxas_matches_the_loader() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn corrupted_cubins_never_panic() {
+    // Every truncation of a small cubin, and deterministic byte corruptions of two fixtures:
+    // the loader must return (Ok or Err), never panic.
+    let small = fixture("add_n_sm90.cubin");
+    for n in 0..small.len() {
+        let _ = load(&small[..n], None, 90);
+    }
+    let mut seed = 0x1234_5678_9ABC_DEF0u64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    for (f, sm, kernel) in [
+        ("add_n_sm90.cubin", 90, None),
+        ("two_kernels_sm80.cubin", 80, Some("add_bias")),
+    ] {
+        let good = fixture(f);
+        for _ in 0..3000 {
+            let mut b = good.clone();
+            for _ in 0..1 + next() % 4 {
+                let at = (next() % b.len() as u64) as usize;
+                b[at] = next() as u8;
+            }
+            if let Ok(c) = load(&b, kernel, sm) {
+                let _ = c.image_at(0x1000_0000);
+            }
+        }
+    }
+}

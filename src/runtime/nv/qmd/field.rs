@@ -281,53 +281,18 @@ impl QmdLayout {
     /// Every field with its display name (indexed fields get `(i)`), in table order: the
     /// decoder's field list.
     pub fn named_fields(&self) -> Vec<(String, Field)> {
-        let mut v: Vec<(String, Field)> = Vec::new();
-        let mut one = |f: Field| v.push((f.name.to_string(), f));
-        for f in [self.major_version, self.minor_version, self.qmd_group_id] {
-            one(f);
-        }
-        for f in [self.qmd_type, self.sm_global_caching_enable]
+        let mut v: Vec<(String, Field)> = self
+            .scalar_fields()
             .into_iter()
-            .flatten()
-        {
-            one(f);
-        }
-        for f in [
-            self.api_visible_call_limit,
-            self.sampler_index,
-            self.cwd_membar_type,
-        ] {
-            one(f);
-        }
-        for f in self.invalidate.iter().chain(&self.grid).chain(&self.block) {
-            one(*f);
-        }
-        for f in [
-            self.register_count,
-            self.barrier_count,
-            self.shared_memory_size,
-            self.min_sm_config_shared_mem_size,
-            self.max_sm_config_shared_mem_size,
-            self.target_sm_config_shared_mem_size,
-            self.shader_local_memory_low_size,
-            self.shader_local_memory_high_size,
-            self.sass_version,
-            self.program_prefetch_size,
-        ] {
-            one(f);
-        }
-        for a in [self.program_address, self.program_prefetch_addr] {
-            one(a.lo);
-            a.hi.into_iter().for_each(&mut one);
-        }
-        let mut idx = |i: usize, f: Field| v.push((format!("{}({i})", f.name), f));
-        for (i, c) in self.cbuf.iter().enumerate() {
-            for f in [c.valid, c.invalidate, c.addr.lo, c.size]
-                .into_iter()
-                .chain(c.addr.hi)
-            {
-                idx(i, f);
+            .map(|f| (f.name.to_string(), f))
+            .collect();
+        let mut idx = |i: usize, fs: &[Field], hi: Option<Field>| {
+            for f in fs.iter().copied().chain(hi) {
+                v.push((format!("{}({i})", f.name), f));
             }
+        };
+        for (i, c) in self.cbuf.iter().enumerate() {
+            idx(i, &[c.valid, c.invalidate, c.addr.lo, c.size], c.addr.hi);
         }
         for (i, r) in self.release.iter().enumerate() {
             let fs = [
@@ -338,14 +303,40 @@ impl QmdLayout {
                 r.payload_lo,
                 r.payload_hi,
             ];
-            for f in fs.into_iter().chain(r.addr.hi) {
-                idx(i, f);
-            }
+            idx(i, &fs, r.addr.hi);
         }
         for (i, d) in self.dependent.iter().enumerate() {
-            for f in [d.enable, d.action, d.prefetch, d.pointer] {
-                idx(i, f);
-            }
+            idx(i, &[d.enable, d.action, d.prefetch, d.pointer], None);
+        }
+        v
+    }
+
+    /// The fields that are not per constant buffer, release or dependent QMD.
+    fn scalar_fields(&self) -> Vec<Field> {
+        let mut v = vec![self.major_version, self.minor_version, self.qmd_group_id];
+        v.extend(self.qmd_type);
+        v.extend(self.sm_global_caching_enable);
+        v.extend([
+            self.api_visible_call_limit,
+            self.sampler_index,
+            self.cwd_membar_type,
+        ]);
+        v.extend(self.invalidate.iter().chain(&self.grid).chain(&self.block));
+        v.extend([
+            self.register_count,
+            self.barrier_count,
+            self.shared_memory_size,
+            self.min_sm_config_shared_mem_size,
+            self.max_sm_config_shared_mem_size,
+            self.target_sm_config_shared_mem_size,
+            self.shader_local_memory_low_size,
+            self.shader_local_memory_high_size,
+            self.sass_version,
+            self.program_prefetch_size,
+        ]);
+        for a in [self.program_address, self.program_prefetch_addr] {
+            v.push(a.lo);
+            v.extend(a.hi);
         }
         v
     }
