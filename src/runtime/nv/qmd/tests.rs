@@ -13,8 +13,49 @@ fn bits(words: &[u32], hi: usize, lo: usize) -> u64 {
         .fold(0, |v, b| v << 1 | u64::from(words[b / 32] >> (b % 32) & 1))
 }
 
-/// Sets every field through the trait and reads it back.
-fn round_trip(v: QmdVersion) {
+const SHARED: SharedMemConfig = SharedMemConfig {
+    size: 0x3_0000,
+    min_config: 9,
+    max_config: 0x3F,
+    target_config: 17,
+};
+
+fn inv() -> QmdInvalidates {
+    QmdInvalidates::SHADER_DATA | QmdInvalidates::INSTRUCTION | QmdInvalidates::TEXTURE_HEADER
+}
+
+fn cb(i: usize) -> ConstantBuffer {
+    ConstantBuffer {
+        addr: 0x1_2345_6000 + 0x100 * i as u64,
+        size: 0x10 * (i as u32 + 1),
+        invalidate: i % 2 == 0,
+    }
+}
+
+fn rel(i: usize) -> QmdRelease {
+    let structure = [
+        ReleaseStructure::FourWords,
+        ReleaseStructure::OneWord,
+        ReleaseStructure::TwoWords,
+    ];
+    QmdRelease {
+        addr: 0xFF_0000_0000 + 0x10 * i as u64,
+        payload: 0x8000_0000_0000_0001 + i as u64,
+        payload64: true,
+        structure: structure[i],
+    }
+}
+
+fn dep(i: usize) -> DependentQmd {
+    DependentQmd {
+        addr: 0xFF_FFFF_FF00 - 0x100 * i as u64,
+        action: DependentAction::Schedule,
+        prefetch: i == 0,
+    }
+}
+
+/// Sets every field through the trait (values at the top of their ranges).
+fn set_everything(v: QmdVersion) -> AnyQmd {
     let mut q = AnyQmd::new(v);
     assert_eq!(
         (q.version(), q.major_version(), q.minor_version()),
@@ -26,72 +67,45 @@ fn round_trip(v: QmdVersion) {
     q.set_program_address(0x1F_FFFF_FFF0).unwrap();
     q.set_register_count(0x1FF).unwrap();
     q.set_barrier_count(31).unwrap();
-    let shared = SharedMemConfig {
-        size: 0x3_0000,
-        min_config: 9,
-        max_config: 0x3F,
-        target_config: 17,
-    };
-    q.set_shared_memory(shared).unwrap();
+    q.set_shared_memory(SHARED).unwrap();
     q.set_shader_local_memory(0x10, 0xFFF0).unwrap();
     q.set_sass_version(0x90).unwrap();
     q.set_program_prefetch(0xAB_CDEF_1200, 0x1FF).unwrap();
-    let inv =
-        QmdInvalidates::SHADER_DATA | QmdInvalidates::INSTRUCTION | QmdInvalidates::TEXTURE_HEADER;
-    q.set_cache_invalidates(inv).unwrap();
+    q.set_cache_invalidates(inv()).unwrap();
     q.set_cwd_membar(CwdMembar::L1Sysmembar).unwrap();
-    let cb = |i: u64| ConstantBuffer {
-        addr: 0x1_2345_6000 + 0x100 * i,
-        size: 0x10 * (i as u32 + 1),
-        invalidate: i % 2 == 0,
-    };
     for i in 0..8 {
-        q.set_constant_buffer(i, Some(cb(i as u64))).unwrap();
+        q.set_constant_buffer(i, Some(cb(i))).unwrap();
     }
-    let rel = |i: u64| QmdRelease {
-        addr: 0xFF_0000_0000 + 0x10 * i,
-        payload: 0x8000_0000_0000_0001 + i,
-        payload64: true,
-        structure: [
-            ReleaseStructure::FourWords,
-            ReleaseStructure::OneWord,
-            ReleaseStructure::TwoWords,
-        ][i as usize],
-    };
     for i in 0..3 {
-        q.set_release(i, Some(rel(i as u64))).unwrap();
+        q.set_release(i, Some(rel(i))).unwrap();
     }
-    let ndep = q.layout().dependent.len();
-    let dep = |i: u64| DependentQmd {
-        addr: 0xFF_FFFF_FF00 - 0x100 * i,
-        action: DependentAction::Schedule,
-        prefetch: i == 0,
-    };
-    for i in 0..ndep {
-        q.set_dependent_qmd(i, Some(dep(i as u64))).unwrap();
+    for i in 0..q.layout().dependent.len() {
+        q.set_dependent_qmd(i, Some(dep(i))).unwrap();
     }
+    q
+}
+
+/// Sets every field through the trait and reads it back.
+fn round_trip(v: QmdVersion) {
+    let mut q = set_everything(v);
     assert_eq!(q.grid(), [0x7FFF_FFFF, 0xFFFF, 0x1234]);
     assert_eq!(q.block(), [1024, 0x3FF, 64]);
     assert_eq!(q.program_address(), 0x1F_FFFF_FFF0);
     assert_eq!((q.register_count(), q.barrier_count()), (0x1FF, 31));
-    assert_eq!(q.shared_memory(), shared);
+    assert_eq!(q.shared_memory(), SHARED);
     assert_eq!(q.shader_local_memory(), (0x10, 0xFFF0));
     assert_eq!(q.sass_version(), 0x90);
     assert_eq!(q.program_prefetch(), (0xAB_CDEF_1200, 0x1FF));
-    assert_eq!(q.cache_invalidates(), inv);
+    assert_eq!(q.cache_invalidates(), inv());
     assert_eq!(q.cwd_membar(), Some(CwdMembar::L1Sysmembar));
     for i in 0..8 {
-        assert_eq!(q.constant_buffer(i), Some(cb(i as u64)), "{v:?} cbuf {i}");
+        assert_eq!(q.constant_buffer(i), Some(cb(i)), "{v:?} cbuf {i}");
     }
     for i in 0..3 {
-        assert_eq!(q.release(i), Some(rel(i as u64)), "{v:?} release {i}");
+        assert_eq!(q.release(i), Some(rel(i)), "{v:?} release {i}");
     }
-    for i in 0..ndep {
-        assert_eq!(
-            q.dependent_qmd(i),
-            Some(dep(i as u64)),
-            "{v:?} dependent {i}"
-        );
+    for i in 0..q.layout().dependent.len() {
+        assert_eq!(q.dependent_qmd(i), Some(dep(i)), "{v:?} dependent {i}");
     }
     // The version fields survived every other write.
     assert_eq!(q.major_version(), v.major());
@@ -201,6 +215,10 @@ fn values_that_do_not_fit_are_errors_and_change_nothing() {
     };
     assert!(q.set_shared_memory(cfg).is_err(), "SHIFTED7");
     assert_eq!(q, before);
+}
+
+#[test]
+fn v04_values_that_do_not_fit() {
     let mut q = QmdV04::new();
     let before = q.clone();
     let cb = ConstantBuffer {
@@ -240,6 +258,10 @@ fn values_that_do_not_fit_are_errors_and_change_nothing() {
     };
     assert!(q.set_dependent_qmd(0, Some(d)).is_err());
     assert_eq!(q, before);
+}
+
+#[test]
+fn v03_values_that_do_not_fit() {
     let mut v3 = QmdV03::new();
     let d = DependentQmd {
         addr: 0x1000,
@@ -264,35 +286,39 @@ fn values_that_do_not_fit_are_errors_and_change_nothing() {
     assert!(AnyQmd::from_bytes(QmdVersion::V03_00, &[0; 255]).is_err());
 }
 
+/// A QMD with release 0 (64-bit unless V03), dependent QMD 0 and cbuf0 set.
+fn linked_qmd(v: QmdVersion) -> (AnyQmd, QmdRelease, DependentQmd, ConstantBuffer) {
+    let mut q = AnyQmd::new(v);
+    let r = QmdRelease {
+        addr: 0x1000,
+        payload: 1,
+        payload64: v != QmdVersion::V03_00,
+        structure: ReleaseStructure::FourWords,
+    };
+    q.set_release(0, Some(r)).unwrap();
+    let d = DependentQmd {
+        addr: 0x2000,
+        action: DependentAction::Schedule,
+        prefetch: true,
+    };
+    q.set_dependent_qmd(0, Some(d)).unwrap();
+    let cb = ConstantBuffer {
+        addr: 0x4000,
+        size: 0x230,
+        invalidate: true,
+    };
+    q.set_launch([1, 1, 1], [1, 1, 1], cb).unwrap();
+    (q, r, d, cb)
+}
+
 #[test]
 fn patch_points_match_the_setters() {
     for v in VERSIONS {
-        let mut q = AnyQmd::new(v);
-        let r = QmdRelease {
-            addr: 0x1000,
-            payload: 1,
-            payload64: v != QmdVersion::V03_00,
-            structure: ReleaseStructure::FourWords,
-        };
-        q.set_release(0, Some(r)).unwrap();
-        let d = DependentQmd {
-            addr: 0x2000,
-            action: DependentAction::Schedule,
-            prefetch: true,
-        };
-        q.set_dependent_qmd(0, Some(d)).unwrap();
-        let cb = ConstantBuffer {
-            addr: 0x4000,
-            size: 0x230,
-            invalidate: true,
-        };
-        q.set_launch([1, 1, 1], [1, 1, 1], cb).unwrap();
+        let (mut q, r, d, cb) = linked_qmd(v);
         let (g, b, c) = (q.grid_patch(), q.block_patch(), q.cbuf0_addr_patch());
-        let (ra, rp, dp) = (
-            q.release_addr_patch(0).unwrap(),
-            q.release_payload_patch(0).unwrap(),
-            q.dependent_patch(0).unwrap(),
-        );
+        let ra = q.release_addr_patch(0).unwrap();
+        let rp = q.release_payload_patch(0).unwrap();
+        let dp = q.dependent_patch(0).unwrap();
         // Patch a copy embedded at dword 10 of a larger view, and the same through the setters.
         let n = q.dwords().len();
         let mut view = vec![0xFFFF_FFFFu32; n + 20];
@@ -329,16 +355,28 @@ fn patch_points_match_the_setters() {
             .iter()
             .chain(&view[10 + n..])
             .all(|&w| w == 0xFFFF_FFFF));
-        // Bad values write nothing.
+    }
+}
+
+#[test]
+fn patch_points_refuse_bad_values_without_writing() {
+    for v in VERSIONS {
+        let (q, ..) = linked_qmd(v);
+        let (g, dp, rp) = (
+            q.grid_patch(),
+            q.dependent_patch(0).unwrap(),
+            q.release_payload_patch(0).unwrap(),
+        );
+        let mut view = q.dwords().to_vec();
         let snapshot = view.clone();
-        assert!(g.rebase(10).apply(&mut view, [1, 1 << 16, 1]).is_err());
-        assert!(dp.rebase(10).apply(&mut view, 0x5510).is_err());
+        assert!(g.apply(&mut view, [1, 1 << 16, 1]).is_err());
+        assert!(dp.apply(&mut view, 0x5510).is_err());
         assert!(
             g.apply(&mut view[..3].to_vec(), [1, 1, 1]).is_err(),
             "short view"
         );
         assert_eq!(view, snapshot);
-        let payload_ok = rp.apply(&mut q.dwords().to_vec(), 1 << 40).is_ok();
+        let payload_ok = rp.apply(&mut view, 1 << 40).is_ok();
         assert_eq!(
             payload_ok,
             v != QmdVersion::V03_00,
