@@ -14,12 +14,14 @@ use crate::{ensure, Result};
 /// Largest piece one LAUNCH_DMA copies (2^31 bytes, as tinygrad master).
 pub const COPY_PIECE_BYTES: u64 = 1 << 31;
 
-/// Dwords one copy piece takes: OFFSET group (1 + 4), LINE_LENGTH_IN (1 + 1), LAUNCH_DMA (1 + 1).
-const PIECE_DWORDS: usize = 9;
+/// Dwords one copy piece takes: OFFSET group (1 + 4), LINE_LENGTH_IN + LINE_COUNT (1 + 2),
+/// LAUNCH_DMA (1 + 1).
+const PIECE_DWORDS: usize = 10;
 
 impl PushBuf {
     /// Copies `len` bytes (> 0) from `src` to `dst` (GPU virtual addresses): per piece,
-    /// OFFSET_IN_UPPER/LOWER + OFFSET_OUT_UPPER/LOWER, LINE_LENGTH_IN, LAUNCH_DMA = 0x182
+    /// OFFSET_IN_UPPER/LOWER + OFFSET_OUT_UPPER/LOWER, LINE_LENGTH_IN + LINE_COUNT = 1 (ignored
+    /// without MULTI_LINE_ENABLE; NVK writes it too), LAUNCH_DMA = 0x182
     /// (non-pipelined, pitch to pitch, virtual, one line). Both ranges must fit the copy class's
     /// address width.
     pub fn copy(&mut self, dst: u64, src: u64, len: u64) -> Result<CopyCmd> {
@@ -43,7 +45,7 @@ impl PushBuf {
                 let (s, d) = (src + off, dst + off);
                 let data = [(s >> 32) as u32, s as u32, (d >> 32) as u32, d as u32];
                 b.method(SUBC_COPY, OFFSET_IN_UPPER, &data)?;
-                b.method(SUBC_COPY, LINE_LENGTH_IN, &[n as u32])?;
+                b.method(SUBC_COPY, LINE_LENGTH_IN, &[n as u32, 1])?;
                 b.method(SUBC_COPY, LAUNCH_DMA, &[launch_dma::COPY])?;
                 off += n;
             }

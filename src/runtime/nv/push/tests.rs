@@ -205,7 +205,7 @@ fn copies_split_at_2g_and_patch_every_piece() {
         let s = 0x7_0000_0000u64 + (i as u64) * (1 << 31);
         let t = 0x9_8000_0000u64 + (i as u64) * (1 << 31);
         assert_eq!(
-            &d[1 + 9 * i..5 + 9 * i],
+            &d[1 + 10 * i..5 + 10 * i],
             [(s >> 32) as u32, s as u32, (t >> 32) as u32, t as u32]
         );
     }
