@@ -39,6 +39,11 @@ pub enum Error {
     /// driver); the message names the call, the errno and the values at fault. Callers branch on
     /// the number (tinygrad maps ENOMEM to "out of memory", EINVAL on public VRAM to "no large BAR").
     Errno(i32, String),
+    /// The NVIDIA resource manager (RM) or UVM refused a call with an `NV_STATUS` code (the ioctl
+    /// itself succeeded); the message names the call, the class or control and the status by name,
+    /// e.g. `NV_ERR_INVALID_PARAM_STRUCT (0x3a)`. Callers branch on the code (a perf boost refused
+    /// in a VM, `NV_WARN_NOTHING_TO_DO` from UVM_MM_INITIALIZE).
+    NvStatus(u32, String),
     /// File system or process errors.
     Io(String),
     /// A broken internal invariant: a bug in rawgrad, reported instead of panicking.
@@ -63,6 +68,7 @@ impl fmt::Display for Error {
             Error::Fault(m) => ("fault", m),
             Error::Driver(m) => ("driver", m),
             Error::Errno(_, m) => ("driver", m),
+            Error::NvStatus(_, m) => ("driver", m),
             Error::Io(m) => ("io", m),
             Error::Internal(m) => ("internal", m),
         };
@@ -87,6 +93,14 @@ impl Error {
         }
     }
 
+    /// The `NV_STATUS` code of an [`Error::NvStatus`] (`None` for every other variant).
+    pub fn nv_status(&self) -> Option<u32> {
+        match self {
+            Error::NvStatus(s, _) => Some(*s),
+            _ => None,
+        }
+    }
+
     /// The message without the layer prefix.
     pub fn message(&self) -> &str {
         match self {
@@ -102,6 +116,7 @@ impl Error {
             | Error::Fault(m)
             | Error::Driver(m)
             | Error::Errno(_, m)
+            | Error::NvStatus(_, m)
             | Error::Io(m)
             | Error::Internal(m) => m,
         }

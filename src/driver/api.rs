@@ -74,6 +74,20 @@ pub trait Driver: Send + Sync {
     /// Issue `request` with `arg` as the argument struct's bytes (in and out). `arg.len()` must
     /// equal `_IOC_SIZE(request)`.
     fn ioctl(&self, fd: Fd, request: u64, arg: &mut [u8]) -> Result<()>;
+    /// Issue a request whose number does not encode the argument size (NVIDIA UVM's plain
+    /// integers): the driver reads and writes the struct its own ABI defines at `arg`, which must
+    /// be exactly that struct. Drivers that know no such device refuse with ENOTTY.
+    fn ioctl_raw(&self, fd: Fd, request: u64, arg: &mut [u8]) -> Result<()> {
+        let _ = arg;
+        Err(errno_error(
+            libc::ENOTTY,
+            format!(
+                "{} driver: unsized ioctl {request:#x} on fd {} is not supported",
+                self.name(),
+                fd.0
+            ),
+        ))
+    }
     /// Map memory: anonymous (`fd` None) or a device offset. With [`MapFlags::FIXED`] the target
     /// range must lie inside memory this driver mapped (a reservation); returns the address.
     fn mmap(
@@ -87,8 +101,9 @@ pub trait Driver: Send + Sync {
     ) -> Result<u64>;
     /// Unmap a range this driver mapped.
     fn munmap(&self, addr: u64, len: usize) -> Result<()>;
-    /// A `fence(SeqCst)` then a 64-bit store of `value` to a doorbell inside a mapped doorbell
-    /// page (8-byte aligned).
+    /// A `fence(SeqCst)` then a store of `value` to a doorbell inside a mapped doorbell page: 64
+    /// bits (8-byte aligned) on a KFD doorbell page; 32 bits (4-byte aligned, `value` must fit) on
+    /// an NVIDIA usermode page (`NOTIFY_CHANNEL_PENDING` at 0x90, value = work submit token).
     fn write_doorbell(&self, addr: u64, value: u64) -> Result<()>;
     /// The text of a sysfs / procfs file.
     fn read_file(&self, path: &str) -> Result<String>;
@@ -96,6 +111,12 @@ pub trait Driver: Send + Sync {
     fn list_dir(&self, path: &str) -> Result<Vec<String>>;
     /// For downcasting to the concrete driver (tests attach software GPUs to the emulator).
     fn as_any(&self) -> &dyn Any;
+    /// Why the driver refused the last call made on this thread, when it can say more than the
+    /// status code (the emulator's explanation, like a line of the kernel log); taken once. `None`
+    /// from the real kernel.
+    fn take_diagnostic(&self) -> Option<String> {
+        None
+    }
 }
 
 /// `_IOC_WRITE`: the kernel reads the argument.
@@ -188,6 +209,13 @@ pub fn arg_bytes_mut<T: IoctlArg>(arg: &mut T) -> &mut [u8] {
     unsafe {
         std::slice::from_raw_parts_mut((arg as *mut T).cast::<u8>(), std::mem::size_of::<T>())
     }
+}
+
+/// The bytes of an [`IoctlArg`] struct, read-only.
+pub fn arg_bytes<T: IoctlArg>(arg: &T) -> &[u8] {
+    // SAFETY: `T: IoctlArg` guarantees a padding-free repr(C) struct, so every byte is
+    // initialized; the slice covers exactly the struct and borrows it for its lifetime.
+    unsafe { std::slice::from_raw_parts((arg as *const T).cast::<u8>(), std::mem::size_of::<T>()) }
 }
 
 /// A copy of an [`IoctlArg`] struct read from bytes (`None` if the length differs).

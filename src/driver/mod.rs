@@ -7,8 +7,10 @@
 //! - [`api`]: the [`Driver`] trait (open, close, ioctl, mmap, munmap, doorbell, sysfs reads), the
 //!   `_IOC` encoding and [`ioctl_struct`]; [`open_driver`] picks the implementation.
 //! - [`real`]: [`RealDriver`], the syscalls; [`emu`]: [`EmuDriver`], an emulated KFD with virtual
-//!   sysfs and a hook for software GPUs (`MOCKGPU=1`).
+//!   sysfs and an emulated NVIDIA RM/UVM, each with a hook for software GPUs (`MOCKGPU=1`).
 //! - [`kfd`]: the KFD ABI (ioctl table, mmap offsets, typed wrappers, topology, queue sizes).
+//! - [`nv`]: the NVIDIA RM/UVM ABI (escape and UVM tables, driver families, typed wrappers for the
+//!   control fd, GPU nodes and UVM).
 //! - [`mapped`]: [`Mapping`], bounds-checked access to memory shared with a device.
 //! - [`vma`]: address-range bookkeeping shared by both drivers.
 
@@ -18,6 +20,7 @@ pub mod emu;
 pub mod hostmem;
 pub mod kfd;
 pub mod mapped;
+pub mod nv;
 pub mod process;
 pub mod real;
 pub mod vma;
@@ -38,8 +41,8 @@ pub use real::RealDriver;
 use crate::helpers::getenv;
 use crate::Result;
 
-/// The driver for this process: the emulator when `MOCKGPU=1` (configured by `MOCKGPU_COUNT` and
-/// `MOCKGPU_ARCH`), else the kernel. Each call makes a new driver (a new emulated process under
+/// The driver for this process: the emulator when `MOCKGPU=1` (configured by `MOCKGPU_COUNT`,
+/// `MOCKGPU_ARCH`, `MOCKGPU_NV_COUNT`, `MOCKGPU_NV_ARCH` and `MOCKGPU_NV_DRIVER`), else the kernel. Each call makes a new driver (a new emulated process under
 /// `MOCKGPU`); open it once and share the `Arc`.
 pub fn open_driver() -> Result<Arc<dyn Driver>> {
     if getenv("MOCKGPU", 0) != 0 {

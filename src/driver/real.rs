@@ -3,7 +3,9 @@
 //!
 //! It keeps books so its safe methods cannot corrupt memory it does not own: it only closes,
 //! ioctls or maps descriptors it opened; a `MAP_FIXED` mmap and a `munmap` must fall inside ranges
-//! it mapped itself; a doorbell write must land inside a doorbell page it mapped from `/dev/kfd`.
+//! it mapped itself; a doorbell write must land inside a doorbell page it mapped from `/dev/kfd`
+//! (64-bit store) or inside a writable mapping of an NVIDIA GPU node `/dev/nvidiaN` (32-bit store,
+//! the usermode page's NOTIFY_CHANNEL_PENDING register).
 //!
 //! Not guaranteed: the kernel follows pointers inside ioctl argument structs (see
 //! [`super::kfd::ops`] for wrappers that build them from slices); `read_file`/`list_dir` read the
@@ -17,6 +19,7 @@ use std::sync::{Mutex, OnceLock, RwLock};
 
 use super::api::{errno_error, ioc_size, Driver, Fd, MapFlags, OpenFlags, Prot};
 use super::kfd::{kfd_ioctl_name, KFD_MMAP_TYPE_DOORBELL, KFD_MMAP_TYPE_MASK};
+use super::nv::nv_request_name;
 use super::vma::VmaMap;
 use crate::Result;
 
@@ -24,6 +27,8 @@ use crate::Result;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum FdKind {
     Kfd,
+    /// `/dev/nvidia<N>` (a GPU node: its mappings are BAR mappings, the usermode page among them).
+    NvGpu,
     Other,
 }
 
@@ -31,7 +36,10 @@ enum FdKind {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum RealVma {
     Plain,
+    /// A KFD doorbell page (64-bit doorbells).
     Doorbell,
+    /// A writable mapping of `/dev/nvidiaN` (32-bit doorbells at the usermode page's 0x90).
+    NvWritable,
 }
 
 /// The kernel-backed driver.
@@ -39,8 +47,9 @@ enum RealVma {
 pub struct RealDriver {
     fds: Mutex<HashMap<i32, FdKind>>,
     vmas: Mutex<VmaMap<RealVma>>,
-    /// Doorbell ranges `[start, end)`, read on every doorbell write.
-    doorbells: RwLock<Vec<(u64, u64)>>,
+    /// Doorbell ranges `[start, end)` and whether they take 64-bit (KFD) stores, read on every
+    /// doorbell write.
+    doorbells: RwLock<Vec<(u64, u64, bool)>>,
 }
 
 /// The system page size.
@@ -88,8 +97,8 @@ impl RealDriver {
     fn refresh_doorbells(&self, vmas: &VmaMap<RealVma>) {
         let list = vmas
             .iter()
-            .filter(|v| v.value == RealVma::Doorbell)
-            .map(|v| (v.start, v.end))
+            .filter(|v| v.value != RealVma::Plain)
+            .map(|v| (v.start, v.end, v.value == RealVma::Doorbell))
             .collect();
         *self.doorbells.write().unwrap_or_else(|e| e.into_inner()) = list;
     }
@@ -112,6 +121,28 @@ fn check_fixed(
         return Err("MAP_FIXED target is not inside memory this driver mapped");
     }
     Ok(())
+}
+
+/// `ioctl(2)` on our fd, retried on EINTR/EAGAIN.
+///
+/// # Safety
+/// The kernel must read and write at most `arg.len()` bytes at `arg` for `request`.
+unsafe fn raw_ioctl(fd: Fd, request: u64, arg: &mut [u8], name: &str) -> Result<()> {
+    loop {
+        // SAFETY: the fd is ours; `arg` is a live, exclusively borrowed buffer as large as what
+        // the kernel accesses for this request (the caller's contract).
+        let r = unsafe { libc::ioctl(fd.0, request as libc::c_ulong, arg.as_mut_ptr()) };
+        if r != -1 {
+            return Ok(());
+        }
+        let e = last_errno();
+        if e != libc::EINTR && e != libc::EAGAIN {
+            return Err(errno_error(
+                e,
+                format!("{name} ({request:#010x}) on fd {}", fd.0),
+            ));
+        }
+    }
 }
 
 fn map_flags(flags: MapFlags) -> i32 {
@@ -174,8 +205,13 @@ impl Driver for RealDriver {
         if fd < 0 {
             return Err(errno_error(last_errno(), format!("open({path:?})")));
         }
+        let nv_gpu = path
+            .strip_prefix("/dev/nvidia")
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()));
         let kind = if path == "/dev/kfd" {
             FdKind::Kfd
+        } else if nv_gpu {
+            FdKind::NvGpu
         } else {
             FdKind::Other
         };
@@ -199,7 +235,9 @@ impl Driver for RealDriver {
     }
 
     fn ioctl(&self, fd: Fd, request: u64, arg: &mut [u8]) -> Result<()> {
-        let name = kfd_ioctl_name(request).unwrap_or("ioctl");
+        let name = kfd_ioctl_name(request)
+            .or_else(|| nv_request_name(request))
+            .unwrap_or("ioctl");
         self.fd_kind(fd)?;
         if arg.len() != ioc_size(request) {
             return Err(errno_error(
@@ -211,21 +249,25 @@ impl Driver for RealDriver {
                 ),
             ));
         }
-        loop {
-            // SAFETY: the fd is ours; `arg` is a live, exclusively borrowed buffer of exactly
-            // `_IOC_SIZE(request)` bytes, which is all the kernel reads or writes at that pointer.
-            let r = unsafe { libc::ioctl(fd.0, request as libc::c_ulong, arg.as_mut_ptr()) };
-            if r != -1 {
-                return Ok(());
-            }
-            let e = last_errno();
-            if e != libc::EINTR && e != libc::EAGAIN {
-                return Err(errno_error(
-                    e,
-                    format!("{name} ({request:#010x}) on fd {}", fd.0),
-                ));
-            }
+        // SAFETY: `arg` is exactly `_IOC_SIZE(request)` bytes (checked above), which is all the
+        // kernel reads or writes at that pointer.
+        unsafe { raw_ioctl(fd, request, arg, name) }
+    }
+
+    fn ioctl_raw(&self, fd: Fd, request: u64, arg: &mut [u8]) -> Result<()> {
+        let name = nv_request_name(request).unwrap_or("ioctl");
+        if self.fd_kind(fd)? != FdKind::Other {
+            return Err(errno_error(
+                libc::ENOTTY,
+                format!(
+                    "{name} ({request:#x}): unsized requests go to /dev/nvidia-uvm, not fd {}",
+                    fd.0
+                ),
+            ));
         }
+        // SAFETY: callers pass the exact struct of this request (the `Driver::ioctl_raw`
+        // contract); the UVM driver reads and writes exactly its struct at the pointer.
+        unsafe { raw_ioctl(fd, request, arg, name) }
     }
 
     fn mmap(
@@ -268,17 +310,14 @@ impl Driver for RealDriver {
             return Err(errno_error(last_errno(), what));
         }
         let at = p as u64;
-        let doorbell =
-            kind == Some(FdKind::Kfd) && offset & KFD_MMAP_TYPE_MASK == KFD_MMAP_TYPE_DOORBELL;
-        vmas.insert(
-            at,
-            at + span,
-            if doorbell {
+        let vma = match kind {
+            Some(FdKind::Kfd) if offset & KFD_MMAP_TYPE_MASK == KFD_MMAP_TYPE_DOORBELL => {
                 RealVma::Doorbell
-            } else {
-                RealVma::Plain
-            },
-        );
+            }
+            Some(FdKind::NvGpu) if prot.contains(Prot::WRITE) => RealVma::NvWritable,
+            _ => RealVma::Plain,
+        };
+        vmas.insert(at, at + span, vma);
         self.refresh_doorbells(&vmas);
         Ok(at)
     }
@@ -306,24 +345,39 @@ impl Driver for RealDriver {
     }
 
     fn write_doorbell(&self, addr: u64, value: u64) -> Result<()> {
-        let ok = addr % 8 == 0
-            && self
-                .doorbells
-                .read()
-                .unwrap_or_else(|e| e.into_inner())
-                .iter()
-                .any(|&(s, e)| addr >= s && addr + 8 <= e);
-        if !ok {
-            return Err(errno_error(
+        let wide = self
+            .doorbells
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .find(|&&(s, e, wide)| addr >= s && addr + if wide { 8 } else { 4 } <= e)
+            .map(|&(_, _, wide)| wide);
+        let fault = |why: &str| {
+            Err(errno_error(
                 libc::EFAULT,
-                format!("write_doorbell({addr:#x}): not an aligned slot of a mapped doorbell page"),
-            ));
+                format!("write_doorbell({addr:#x}, {value:#x}): {why}"),
+            ))
+        };
+        match wide {
+            None => fault("not inside a mapped doorbell page"),
+            Some(true) if addr % 8 != 0 => fault("KFD doorbells are 8-byte aligned"),
+            Some(false) if addr % 4 != 0 => fault("NVIDIA doorbells are 4-byte aligned"),
+            Some(false) if value > u64::from(u32::MAX) => fault("NVIDIA doorbells are 32-bit"),
+            Some(true) => {
+                fence(Ordering::SeqCst);
+                // SAFETY: `addr` is 8-byte aligned and inside a doorbell page this driver mapped
+                // from /dev/kfd (checked above); doorbell pages are device MMIO written this way.
+                unsafe { std::ptr::write_volatile(addr as *mut u64, value) };
+                Ok(())
+            }
+            Some(false) => {
+                fence(Ordering::SeqCst);
+                // SAFETY: `addr` is 4-byte aligned and inside a writable mapping of an NVIDIA GPU
+                // node this driver made (checked above), so a 32-bit store lands in mapped memory.
+                unsafe { std::ptr::write_volatile(addr as *mut u32, value as u32) };
+                Ok(())
+            }
         }
-        fence(Ordering::SeqCst);
-        // SAFETY: `addr` is 8-byte aligned and inside a doorbell page this driver mapped from
-        // /dev/kfd (checked above); doorbell pages are device MMIO written only this way.
-        unsafe { std::ptr::write_volatile(addr as *mut u64, value) };
-        Ok(())
     }
 
     fn read_file(&self, path: &str) -> Result<String> {

@@ -5,6 +5,8 @@
 //! - [`kfd`]: `/usr/include/linux/kfd_ioctl.h` (KFD ioctl interface 1.11): the argument structs
 //!   and `KFD_*` constants. The ioctl request numbers are function-like macros that bindgen cannot
 //!   expand; `driver::kfd` computes them from these structs and pins them with tests.
+//! - [`nv`]: rawgrad's own NVIDIA RM/UVM declarations (`headers/nv/`): common structs and
+//!   constants plus one module per driver family (570, 580).
 //!
 //! Not guaranteed: layouts are those of the header the file was generated from (x86-64 Linux);
 //! each generated file carries bindgen's const layout assertions, so a mismatch fails the build.
@@ -23,3 +25,12 @@
     rustdoc::bare_urls
 )]
 pub mod kfd;
+#[allow(
+    non_camel_case_types,
+    non_upper_case_globals,
+    non_snake_case,
+    dead_code,
+    clippy::all,
+    rustdoc::broken_intra_doc_links
+)]
+pub mod nv;

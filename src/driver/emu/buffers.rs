@@ -270,6 +270,13 @@ impl EmuKfd {
         Ok(())
     }
 
+    /// The memfd behind process memory `[user, user + size)` (see [`userptr_backing`]): what an
+    /// NVIDIA OS-descriptor allocation pins.
+    pub(crate) fn user_backing(&self, user: u64, size: u64) -> KResult<(Arc<Backing>, u64)> {
+        let st = lock(&self.state);
+        userptr_backing(&st, user, size)
+    }
+
     pub(crate) fn available_memory(&self, a: &mut kfd_ioctl_get_available_memory_args) -> KResult {
         let st = lock(&self.state);
         let Some(i) = self.node_by_gpu_id(a.gpu_id) else {

@@ -73,6 +73,8 @@ pub(crate) enum CpuVmaKind {
     Events,
     /// A device's MMIO remap page.
     Mmio,
+    /// A mapping of an emulated NVIDIA memory object or usermode page (`driver::emu::nv`).
+    NvDevice,
 }
 
 /// A GPU page-table entry: one buffer mapped on one device.
@@ -304,7 +306,7 @@ impl EmuKfd {
 
 /// The generic mmap checks; returns the page-rounded length and the MAP_FIXED target (which must
 /// lie in memory the emulator mapped for the process).
-fn mmap_checks(
+pub(crate) fn mmap_checks(
     st: &KfdState,
     addr: Option<u64>,
     len: u64,

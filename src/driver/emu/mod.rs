@@ -22,6 +22,13 @@
 //! memory must come from this driver's anonymous shared mmap, rings must be >= 1024 bytes, and
 //! freed handles are never reused.
 //!
+//! The same driver also emulates the NVIDIA kernel driver ([`nv`]): `/dev/nvidiactl`,
+//! `/dev/nvidia<N>`, `/dev/nvidia-uvm` and `/proc/driver/nvidia/version` (knobs
+//! `MOCKGPU_NV_COUNT`, default 1, `MOCKGPU_NV_ARCH`, default `hopper`, `MOCKGPU_NV_DRIVER`,
+//! default `580.142`), so one `EmuDriver` serves both the KFD and the NV paths under `MOCKGPU=1`.
+//! Paths, descriptors and mappings route to the emulator that owns them; the process address
+//! space (what was mapped through the driver) is one, shared by both.
+//!
 //! Not guaranteed: SVM, CRIU, dmabuf, debugger and GWS ioctls are not emulated (ENOTTY);
 //! process-wide state is per `EmuDriver` (one emulated process each).
 
@@ -40,6 +47,7 @@ pub mod hooks;
 mod ioctl;
 mod memory;
 pub mod nodes;
+pub mod nv;
 pub mod nvgpu;
 mod queues;
 
@@ -52,6 +60,10 @@ use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 pub use hooks::{DoorbellWrite, EmuDevice, EmuGpu, EmuQueue, EmuQueueStatus, QueueKind};
 pub use nodes::{gpu_spec, GpuSpec, GPU_SPECS};
+pub use nv::{
+    EmuChannel, EmuEngine, EmuNvDevice, EmuNvGpu, NvChipSpec, NvDoorbellWrite, NvGpuFactory,
+    NV_CHIPS,
+};
 
 use super::api::{errno_error, Driver, Fd, MapFlags, OpenFlags, Prot};
 use super::vma::VmaMap;
@@ -78,6 +90,15 @@ pub struct EmuConfig {
     pub large_bar: bool,
     /// Software GPU for each device (`None`: devices accept queues and record doorbells only).
     pub gpu_factory: Option<GpuFactory>,
+    /// Number of NVIDIA GPUs (`MOCKGPU_NV_COUNT`, default 1; 0: no NVIDIA driver).
+    pub nv_count: usize,
+    /// Their chip (`MOCKGPU_NV_ARCH`, default `hopper`; see [`NV_CHIPS`]).
+    pub nv_arch: String,
+    /// The emulated NVIDIA driver version (`MOCKGPU_NV_DRIVER`, default `580.142`; `570.86.16`
+    /// for the 570 layouts, `550.54.15` to see clients refuse an unsupported family).
+    pub nv_driver: String,
+    /// Software NVIDIA GPU for each device (`None`: channels accept doorbells and record them).
+    pub nv_gpu_factory: Option<NvGpuFactory>,
 }
 
 impl Default for EmuConfig {
@@ -88,17 +109,30 @@ impl Default for EmuConfig {
             print_cwsr_props: false,
             large_bar: true,
             gpu_factory: None,
+            nv_count: 1,
+            nv_arch: "hopper".into(),
+            nv_driver: "580.142".into(),
+            nv_gpu_factory: None,
         }
     }
 }
 
 impl EmuConfig {
-    /// The defaults overridden by `MOCKGPU_COUNT` and `MOCKGPU_ARCH`.
+    /// The defaults overridden by `MOCKGPU_COUNT`, `MOCKGPU_ARCH`, `MOCKGPU_NV_COUNT`,
+    /// `MOCKGPU_NV_ARCH` and `MOCKGPU_NV_DRIVER`. (A software NVIDIA GPU, once it exists, plugs in
+    /// here through `nv_gpu_factory`.)
     pub fn from_env() -> EmuConfig {
         let mut c = EmuConfig::default();
         c.count = getenv("MOCKGPU_COUNT", c.count as i64).max(0) as usize;
         if let Some(a) = getenv_str("MOCKGPU_ARCH").filter(|a| !a.is_empty()) {
             c.arch = a;
+        }
+        c.nv_count = getenv("MOCKGPU_NV_COUNT", c.nv_count as i64).max(0) as usize;
+        if let Some(a) = getenv_str("MOCKGPU_NV_ARCH").filter(|a| !a.is_empty()) {
+            c.nv_arch = a;
+        }
+        if let Some(v) = getenv_str("MOCKGPU_NV_DRIVER").filter(|v| !v.is_empty()) {
+            c.nv_driver = v;
         }
         c
     }
@@ -214,6 +248,7 @@ impl EmuKfd {
 #[derive(Clone)]
 pub struct EmuDriver {
     kfd: Arc<EmuKfd>,
+    nv: Arc<nv::EmuNv>,
 }
 
 impl EmuDriver {
@@ -264,7 +299,14 @@ impl EmuDriver {
                 *kfd.nodes[i].gpu.write().unwrap_or_else(|e| e.into_inner()) = Some(gpu);
             }
         }
-        Ok(EmuDriver { kfd })
+        let nv_cfg = nv::NvConfig {
+            count: cfg.nv_count,
+            arch: cfg.nv_arch.clone(),
+            version: cfg.nv_driver.clone(),
+            gpu_factory: cfg.nv_gpu_factory.clone(),
+        };
+        let nv = nv::EmuNv::new(&nv_cfg, kfd.clone())?;
+        Ok(EmuDriver { kfd, nv })
     }
 
     /// [`EmuDriver::new`] with [`EmuConfig::from_env`].
@@ -330,6 +372,43 @@ impl EmuDriver {
         lock(&self.kfd.state).allocs.len()
     }
 
+    /// The handle a software NVIDIA GPU for device `index` uses.
+    pub fn nv_device(&self, index: usize) -> Result<EmuNvDevice> {
+        if index >= self.nv.devs.len() {
+            return Err(errno_error(
+                libc::ENODEV,
+                format!(
+                    "emu: no NVIDIA GPU {index} ({} emulated)",
+                    self.nv.devs.len()
+                ),
+            ));
+        }
+        Ok(self.nv.device(index))
+    }
+
+    /// Attach (or replace) the software NVIDIA GPU of device `index`. Channels created earlier
+    /// are not replayed.
+    pub fn attach_nv_gpu(&self, index: usize, gpu: Arc<dyn EmuNvGpu>) -> Result<()> {
+        self.nv_device(index)?;
+        self.nv.attach(index, gpu);
+        Ok(())
+    }
+
+    /// The NVIDIA doorbell writes seen on device `index` (the last 4096), oldest first.
+    pub fn nv_doorbell_writes(&self, index: usize) -> Vec<NvDoorbellWrite> {
+        self.nv.doorbell_writes(index)
+    }
+
+    /// The NVIDIA channels alive on device `index`.
+    pub fn nv_channels(&self, index: usize) -> Vec<EmuChannel> {
+        self.nv.channels_of(index)
+    }
+
+    /// How many (PERF_BOOST, FB_FLUSH_GPU_CACHE) controls the emulated RM answered.
+    pub fn nv_counters(&self) -> (u32, u32) {
+        self.nv.counters()
+    }
+
     fn check_pid(&self, what: &str) -> Result<()> {
         if std::process::id() != self.kfd.pid {
             return Err(errno_error(
@@ -363,7 +442,7 @@ fn emu_open(kfd: &EmuKfd, path: &str, flags: OpenFlags) -> Result<Fd> {
     } else {
         return Err(errno_error(
             libc::ENOENT,
-            format!("emu: open({path:?}): only /dev/kfd and /dev/dri/renderD* are emulated"),
+            format!("emu: open({path:?}): only /dev/kfd, /dev/dri/renderD* and /dev/nvidia* are emulated"),
         ));
     };
     if !flags.contains(OpenFlags::RDWR) {
@@ -386,10 +465,16 @@ impl Driver for EmuDriver {
 
     fn open(&self, path: &str, flags: OpenFlags) -> Result<Fd> {
         self.check_pid("open")?;
+        if nv::EmuNv::serves(path) {
+            return self.nv.open(path, flags);
+        }
         emu_open(&self.kfd, path, flags)
     }
 
     fn close(&self, fd: Fd) -> Result<()> {
+        if self.nv.owns(fd) {
+            return self.nv.close(fd);
+        }
         match lock(&self.kfd.state).fds.remove(&fd.0) {
             Some(_) => Ok(()),
             None => Err(errno_error(
@@ -401,7 +486,24 @@ impl Driver for EmuDriver {
 
     fn ioctl(&self, fd: Fd, request: u64, arg: &mut [u8]) -> Result<()> {
         self.check_pid("ioctl")?;
+        if self.nv.owns(fd) {
+            return self.nv.dispatch(fd, request, arg);
+        }
         ioctl::dispatch(&self.kfd, fd, request, arg)
+    }
+
+    fn ioctl_raw(&self, fd: Fd, request: u64, arg: &mut [u8]) -> Result<()> {
+        self.check_pid("ioctl")?;
+        if self.nv.owns(fd) {
+            return self.nv.dispatch_uvm(fd, request, arg);
+        }
+        Err(errno_error(
+            libc::ENOTTY,
+            format!(
+                "emu: unsized ioctl {request:#x} on fd {}: only /dev/nvidia-uvm takes them",
+                fd.0
+            ),
+        ))
     }
 
     fn mmap(
@@ -414,19 +516,32 @@ impl Driver for EmuDriver {
         offset: u64,
     ) -> Result<u64> {
         self.check_pid("mmap")?;
-        self.kfd.mmap(addr, len as u64, prot, flags, fd, offset)
+        if let Some(f) = fd.filter(|f| self.nv.owns(*f)) {
+            return self.nv.mmap(addr, len as u64, prot, flags, f, offset);
+        }
+        let at = self.kfd.mmap(addr, len as u64, prot, flags, fd, offset)?;
+        self.nv.forget_cpu(at, len as u64);
+        Ok(at)
     }
 
     fn munmap(&self, addr: u64, len: usize) -> Result<()> {
-        self.kfd.munmap(addr, len as u64)
+        self.kfd.munmap(addr, len as u64)?;
+        self.nv.forget_cpu(addr, len as u64);
+        Ok(())
     }
 
     fn write_doorbell(&self, addr: u64, value: u64) -> Result<()> {
         std::sync::atomic::fence(std::sync::atomic::Ordering::SeqCst);
+        if let Some(r) = self.nv.ring_doorbell(addr, value) {
+            return r;
+        }
         self.kfd.ring_doorbell(addr, value)
     }
 
     fn read_file(&self, path: &str) -> Result<String> {
+        if let Some(r) = self.nv.read_file(path) {
+            return r;
+        }
         match nodes::lookup(&self.kfd.descs, path) {
             VPath::File(s) => Ok(s),
             VPath::Dir(_) => Err(errno_error(
@@ -461,5 +576,9 @@ impl Driver for EmuDriver {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn take_diagnostic(&self) -> Option<String> {
+        nv::take_diagnostic()
     }
 }

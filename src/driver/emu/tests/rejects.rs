@@ -69,7 +69,7 @@ fn descriptor_errors() {
         "no such render node",
     );
     fails(
-        drv.open("/dev/nvidiactl", OpenFlags::RDWR),
+        drv.open("/dev/null", OpenFlags::RDWR),
         libc::ENOENT,
         "only /dev/kfd",
     );
