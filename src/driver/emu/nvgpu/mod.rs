@@ -18,6 +18,9 @@
 //! version or beyond 2^40, memory outside the GPU-mapped ranges, copies of 0 bytes, launches
 //! without constant buffer 0 or with impossible dims.
 //!
+//! [`rm`] attaches it to the emulated RM/UVM ([`crate::driver::emu::nv`]): [`nv_gpu_factory`]
+//! for [`crate::driver::EmuConfig::nv_gpu_factory`].
+//!
 //! Not guaranteed: timing (a grid runs to completion before the next method), caches (the
 //! invalidate methods and QMD bits are accepted and ignored), preemption and TSG timeslicing.
 
@@ -26,6 +29,7 @@ mod compute;
 mod copy;
 pub mod hooks;
 mod host;
+pub mod rm;
 #[cfg(test)]
 mod tests;
 
@@ -33,6 +37,7 @@ pub use hooks::{
     read_mock_kernel, NoNvEvents, NvDispatch, NvDispatchExecutor, NvEventSink, NvInterrupt,
     UserdAccess, UserdAt,
 };
+pub use rm::{nv_gpu_factory, RmNvGpu};
 
 use crate::driver::emu::gpu::GpuMemory;
 use crate::runtime::nv::arch::{host_class, HostClass, NvArch};

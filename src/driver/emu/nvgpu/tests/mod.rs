@@ -5,6 +5,7 @@
 
 mod exec;
 mod faults;
+mod rm;
 
 use super::*;
 use crate::driver::emu::gpu::SparseMemory;
