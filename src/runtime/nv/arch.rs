@@ -717,18 +717,23 @@ impl NvArch {
             self.compute_class_name,
             l.param_base
         );
-        let mut put = |off: u32, bytes: &[u8]| {
+        let mut put = |off: u32, bytes: &[u8]| -> Result<()> {
             let o = off as usize;
-            cbuf0[o..o + bytes.len()].copy_from_slice(bytes);
+            match cbuf0.get_mut(o..o + bytes.len()) {
+                Some(d) => {
+                    d.copy_from_slice(bytes);
+                    Ok(())
+                }
+                None => bail!(Internal, "fill_cbuf0: slot {off:#x} is outside cbuf0"),
+            }
         };
         for i in 0..3u32 {
-            put(l.ntid + 4 * i, &block[i as usize].to_le_bytes());
-            put(l.nctaid + 4 * i, &grid[i as usize].to_le_bytes());
+            put(l.ntid + 4 * i, &block[i as usize].to_le_bytes())?;
+            put(l.nctaid + 4 * i, &grid[i as usize].to_le_bytes())?;
         }
-        put(l.shared_window, &self.shared_window.to_le_bytes());
-        put(l.local_window, &self.local_window.to_le_bytes());
-        put(l.stack_top, &self.stack_top.to_le_bytes());
-        Ok(())
+        put(l.shared_window, &self.shared_window.to_le_bytes())?;
+        put(l.local_window, &self.local_window.to_le_bytes())?;
+        put(l.stack_top, &self.stack_top.to_le_bytes())
     }
 
     /// Largest threads per block a kernel with `regs` registers can run (the 64 Ki-register file

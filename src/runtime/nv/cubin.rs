@@ -597,21 +597,24 @@ impl Cubin {
         let mut img = self.image.clone();
         for r in &self.relocs {
             let v = (load_addr as i64).wrapping_add(r.target) as u64;
-            let at = r.offset as usize;
-            match r.kind {
-                R_CUDA_64 => img[at..at + 8].copy_from_slice(&v.to_le_bytes()),
-                R_CUDA_ABS32_LO_32 => {
-                    img[at + 4..at + 8].copy_from_slice(&(v as u32).to_le_bytes())
-                }
-                R_CUDA_ABS32_HI_32 => {
-                    img[at + 4..at + 8].copy_from_slice(&((v >> 32) as u32).to_le_bytes())
-                }
+            let (at, bytes) = match r.kind {
+                R_CUDA_64 => (r.offset, v.to_le_bytes().to_vec()),
+                R_CUDA_ABS32_LO_32 => (r.offset + 4, (v as u32).to_le_bytes().to_vec()),
+                R_CUDA_ABS32_HI_32 => (r.offset + 4, ((v >> 32) as u32).to_le_bytes().to_vec()),
                 k => bail!(
                     Internal,
                     "cubin {}: relocation type {k:#x} slipped through",
                     self.name
                 ),
-            }
+            };
+            let Some(dst) = img.get_mut(at as usize..at as usize + bytes.len()) else {
+                bail!(
+                    InvalidArgument,
+                    "cubin {}: relocation at {at:#x} is outside the image",
+                    self.name
+                )
+            };
+            dst.copy_from_slice(&bytes);
         }
         Ok(img)
     }
