@@ -1,0 +1,12 @@
+//! The NV backend (HCQ through RM/UVM ioctls, no libcuda): per-class facts ([`arch`]), the
+//! pushbuffer method builders ([`push`]), GPFIFO submission ([`gpfifo`]), QMDs per version
+//! ([`qmd`]), the cubin loader and the MOCKGPU mock cubin ([`cubin`]), and the decoders for
+//! golden tests and the emulator's trace ([`decode`]). The device, memory, signal and program
+//! parts come later.
+
+pub mod arch;
+pub mod cubin;
+pub mod decode;
+pub mod gpfifo;
+pub mod push;
+pub mod qmd;
