@@ -22,6 +22,17 @@ pub use sc::T;
 /// The two CPU devices every engine test runs on.
 pub const DEVICES: [&str; 2] = ["CLANG", "INTERP"];
 
+/// The CPU devices, plus `DEFAULT` when it is another one (`AMD=1 MOCKGPU=1` runs the engine
+/// tests on the emulated GPU too).
+pub fn devices() -> Vec<String> {
+    let mut out: Vec<String> = DEVICES.iter().map(|d| d.to_string()).collect();
+    let d = rawgrad::device::registry::default_device().unwrap();
+    if !out.contains(&d) {
+        out.push(d);
+    }
+    out
+}
+
 /// A realized float32 input of `shape` on `device` holding `data`.
 pub fn input(device: &str, shape: &[i64], data: &[f32]) -> T {
     let n = shape.iter().product::<i64>() as usize;

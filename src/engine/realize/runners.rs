@@ -2,10 +2,12 @@
 //! [`BufferCopy`] (a copy between devices, or a same-family device-to-device transfer),
 //! [`ViewOp`], [`EmptyOp`] and [`CustomOp`].
 //!
-//! A `CompiledRunner` passes its buffers to the device program by DEFINE_GLOBAL index (the
-//! buffer list it is given holds one buffer per DEFINE_GLOBAL, in the kernel's order); on a device
-//! without launch dims (the CPU devices split the kernel's outer loop across cores) it passes
-//! `global = [n, 1, 1]`, where `n` is how many cores are worth using: the extent of the loop the C
+//! A `CompiledRunner` is given one buffer per DEFINE_GLOBAL, in the kernel's order (tinygrad's
+//! `[si.bufs[i] for i, _ in p.globals]`), and passes them on in that order, except to a device
+//! without launch dims: those (CLANG, LLVM) load kernels through the fixed `NAME_rg` entry, which
+//! indexes its buffer array by DEFINE_GLOBAL index, so a load folded away (a gap in the indices)
+//! must leave a gap in the array too. To such a device it also passes `global = [n, 1, 1]`, where
+//! `n` is how many cores are worth using for the kernel's outer loop: the extent of the loop the C
 //! renderer splits, capped so that each core gets at least [`MIN_WORK_PER_CORE`] units of work
 //! (flops plus bytes), and 1 when the kernel has no splittable loop.
 //!
@@ -82,8 +84,9 @@ pub struct CompiledRunner {
     /// The device binary.
     pub lib: Arc<[u8]>,
     prg: Box<dyn Program>,
-    /// `Some(slots)` when the DEFINE_GLOBAL indices are not `0..n` in order: the position in the
-    /// buffer list of the buffer for each index (`None` for an index the kernel does not use).
+    /// For a device that takes buffers by DEFINE_GLOBAL index, when the indices are not `0..n` in
+    /// order: the position in the buffer list of the buffer for each index (`None` for an index
+    /// the kernel does not use).
     slots: Option<Vec<Option<usize>>>,
     split: CpuSplit,
 }
@@ -114,7 +117,9 @@ impl CompiledRunner {
             .load(&p.function_name, &lib)
             .map_err(|e| with_kernel(e, &p.name, "loading"))?;
         let globals: Vec<usize> = p.globals().into_iter().map(|g| g.0).collect();
-        let slots = (!globals.iter().enumerate().all(|(i, &g)| i == g)).then(|| {
+        let by_index = !dev.renderer.opts().has_local;
+        let in_order = globals.iter().enumerate().all(|(i, &g)| i == g);
+        let slots = (by_index && !in_order).then(|| {
             let n = globals.iter().max().map_or(0, |m| m + 1);
             let mut slots = vec![None; n];
             for (pos, &g) in globals.iter().enumerate() {
@@ -139,8 +144,8 @@ impl CompiledRunner {
         })
     }
 
-    /// The buffers in DEFINE_GLOBAL index order (an unused index gets the first buffer, which
-    /// the kernel never touches through that slot).
+    /// The buffers as the device takes them (see the module doc); an index the kernel does not
+    /// use gets the first buffer, which the kernel never touches through that slot.
     fn raw_args(&self, bufs: &[BufferRef]) -> Result<Vec<RawBuf>> {
         let raws = bufs
             .iter()

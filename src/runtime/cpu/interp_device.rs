@@ -7,7 +7,9 @@
 //! - [`InterpCompiler`]: the identity (the serialized UOps are the binary); no disk cache.
 //! - [`InterpRuntime`] / [`InterpDeviceProgram`]: deserialize and lower once at load; a call runs
 //!   the launch grid over the kernel's buffers through [`HostBuffers`], a [`Memory`] that reads
-//!   and writes the host blocks with the bounds-checked `HostMemory` accessors.
+//!   and writes the host blocks with the bounds-checked `HostMemory` accessors. Buffers are
+//!   passed as tinygrad passes them, one per DEFINE_GLOBAL in the kernel's order (a folded-away
+//!   buffer leaves a gap in the indices, not in the arguments).
 //! - [`open_interp`]: the device record for the registry (LRU-cached host memory).
 //!
 //! Not guaranteed: speed (every access takes the block's lock); a kernel reading one buffer
@@ -16,7 +18,8 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::codegen::uop_serial::serialize;
+use crate::codegen::uop_serial::{deserialize, serialize};
+use crate::codegen::uopgraph::globals;
 use crate::codegen::uops::UOp;
 use crate::device::allocator::{host_memory, HostAllocator, LruAllocator};
 use crate::device::registry::Compiled;
@@ -24,7 +27,7 @@ use crate::device::{Compiler, LaunchDims, Program, RawBuf, Runtime};
 use crate::driver::hostmem::HostMemory;
 use crate::renderer::{Renderer, RendererOpts};
 use crate::runtime::cpu::interp::{InterpProgram, Memory};
-use crate::{bail, Error, Result};
+use crate::{bail, ensure, Error, Result};
 
 /// The INTERP renderer: UOps to their serialization.
 #[derive(Clone, Debug)]
@@ -89,8 +92,17 @@ impl Runtime for InterpRuntime {
                 "INTERP {name}: the binary is not serialized UOps: {e}"
             ))
         })?;
+        let uops = deserialize(text)?;
+        let mut slots = vec![];
+        for (pos, (idx, _)) in globals(&uops).into_iter().enumerate() {
+            if slots.len() <= idx {
+                slots.resize(idx + 1, None);
+            }
+            slots[idx] = Some(pos);
+        }
         Ok(Box::new(InterpDeviceProgram {
-            prg: InterpProgram::from_serialized(name, text)?,
+            prg: InterpProgram::new(name, &uops)?,
+            slots,
         }))
     }
 }
@@ -99,6 +111,8 @@ impl Runtime for InterpRuntime {
 #[derive(Debug)]
 pub struct InterpDeviceProgram {
     prg: InterpProgram,
+    /// The argument position of each DEFINE_GLOBAL index.
+    slots: Vec<Option<usize>>,
 }
 
 impl Program for InterpDeviceProgram {
@@ -110,7 +124,7 @@ impl Program for InterpDeviceProgram {
         local: Option<LaunchDims>,
         wait: bool,
     ) -> Result<Option<f64>> {
-        let mut mem = HostBuffers::new(bufs)
+        let mut mem = HostBuffers::new(bufs, &self.slots)
             .map_err(|e| Error::Runtime(format!("INTERP {}: {}", self.prg.name(), e.message())))?;
         let start = Instant::now();
         self.prg.run(
@@ -123,34 +137,53 @@ impl Program for InterpDeviceProgram {
     }
 }
 
-/// Host buffers as interpreter [`Memory`]: buffer `i` is the `i`-th `RawBuf` (its block, the
-/// byte offset of the buffer in it, the buffer's size).
+/// One buffer of [`HostBuffers`]: its block, its byte offset in the block, its size.
+type HostSlot<'a> = (&'a HostMemory, usize, usize);
+
+/// Host buffers as interpreter [`Memory`]: DEFINE_GLOBAL index `i` is the argument at position
+/// `slots[i]`.
 pub struct HostBuffers<'a> {
-    bufs: Vec<(&'a HostMemory, usize, usize)>,
+    bufs: Vec<Option<HostSlot<'a>>>,
 }
 
 impl<'a> HostBuffers<'a> {
-    /// Borrow the host blocks behind `bufs` (an error names a buffer that is not host memory).
-    pub fn new(bufs: &'a [RawBuf]) -> Result<HostBuffers<'a>> {
-        let mut out = Vec::with_capacity(bufs.len());
-        for (i, b) in bufs.iter().enumerate() {
+    /// Borrow the host blocks behind `bufs` (an error names a buffer that is not host memory, or
+    /// an argument count that does not match the slots).
+    pub fn new(bufs: &'a [RawBuf], slots: &[Option<usize>]) -> Result<HostBuffers<'a>> {
+        let want = slots.iter().flatten().count();
+        ensure!(
+            bufs.len() == want,
+            Runtime,
+            "the kernel takes {want} buffers, the call passes {}",
+            bufs.len()
+        );
+        let mut out = Vec::with_capacity(slots.len());
+        for (idx, slot) in slots.iter().enumerate() {
+            let Some(pos) = *slot else {
+                out.push(None);
+                continue;
+            };
+            let Some(b) = bufs.get(pos) else {
+                bail!(
+                    Runtime,
+                    "buffer {idx} is argument {pos} but the call passes {} buffers",
+                    bufs.len()
+                );
+            };
             let (mem, off) = host_memory(b)
-                .map_err(|e| Error::Runtime(format!("buffer {i}: {}", e.message())))?;
-            out.push((mem, off, b.size));
+                .map_err(|e| Error::Runtime(format!("buffer {idx}: {}", e.message())))?;
+            out.push(Some((mem, off, b.size)));
         }
         Ok(HostBuffers { bufs: out })
     }
 
-    fn slot(&self, buf: usize, byte_off: usize, n: usize) -> Result<(&'a HostMemory, usize)> {
-        let Some(&(mem, off, size)) = self.bufs.get(buf) else {
-            bail!(
-                Runtime,
-                "memory: no buffer {buf} (the kernel got {})",
-                self.bufs.len()
-            );
+    /// The block and absolute offset of `n` bytes at `byte_off` of buffer `buf`, and its size.
+    fn slot(&self, buf: usize, byte_off: usize, n: usize) -> Result<HostSlot<'a>> {
+        let Some(&Some((mem, off, size))) = self.bufs.get(buf) else {
+            bail!(Runtime, "memory: the kernel has no buffer {buf}");
         };
         match byte_off.checked_add(n) {
-            Some(end) if end <= size => Ok((mem, off + byte_off)),
+            Some(end) if end <= size => Ok((mem, off + byte_off, size)),
             _ => bail!(
                 Runtime,
                 "memory: bytes {byte_off}..{} of buffer {buf} are past its {size} bytes",
@@ -162,14 +195,14 @@ impl<'a> HostBuffers<'a> {
 
 impl Memory for HostBuffers<'_> {
     fn size(&self, buf: usize) -> Result<usize> {
-        self.slot(buf, 0, 0).map(|_| self.bufs[buf].2)
+        self.slot(buf, 0, 0).map(|s| s.2)
     }
     fn load(&self, buf: usize, byte_off: usize, out: &mut [u8]) -> Result<()> {
-        let (mem, at) = self.slot(buf, byte_off, out.len())?;
+        let (mem, at, _) = self.slot(buf, byte_off, out.len())?;
         mem.read(at, out)
     }
     fn store(&mut self, buf: usize, byte_off: usize, data: &[u8]) -> Result<()> {
-        let (mem, at) = self.slot(buf, byte_off, data.len())?;
+        let (mem, at, _) = self.slot(buf, byte_off, data.len())?;
         mem.write(at, data)
     }
 }
@@ -197,20 +230,28 @@ mod tests {
         let base = a.alloc(16, &o).unwrap();
         let view = a.offset(&base, 8, 4).unwrap();
         let bufs = [base.clone(), view];
-        let mut m = HostBuffers::new(&bufs).unwrap();
-        assert_eq!(m.size(1).unwrap(), 8);
-        m.store(1, 4, &[1, 2, 3, 4]).unwrap();
+        // DEFINE_GLOBAL 0 is the base, 2 the view (argument 1); there is no 1.
+        let slots = [Some(0), None, Some(1)];
+        let mut m = HostBuffers::new(&bufs, &slots).unwrap();
+        assert_eq!(m.size(2).unwrap(), 8);
+        m.store(2, 4, &[1, 2, 3, 4]).unwrap();
         let mut out = [0u8; 4];
         m.load(0, 8, &mut out).unwrap();
         assert_eq!(
             out,
             [1, 2, 3, 4],
-            "the view writes into its base at offset 4"
+            "the view writes at byte 4 + 4 of its base"
         );
-        let e = m.store(1, 6, &[0; 4]).unwrap_err();
+        let e = m.store(2, 6, &[0; 4]).unwrap_err();
         assert!(e.message().contains("past its 8 bytes"), "{e}");
-        assert!(m.load(2, 0, &mut out).is_err());
-        assert!(m.size(2).is_err());
+        assert!(m.load(1, 0, &mut out).is_err());
+        assert!(m.size(3).is_err());
+        let e = HostBuffers::new(&bufs, &[Some(0)]).err().unwrap();
+        assert!(
+            e.message().contains("takes 1 buffers, the call passes 2"),
+            "{e}"
+        );
+        assert!(HostBuffers::new(&bufs, &[Some(0), Some(2)]).is_err());
     }
 
     #[test]
