@@ -149,28 +149,59 @@ enum CacheKey {
     },
 }
 
-type LazyCache = Mutex<HashMap<CacheKey, Weak<LbInner>>>;
+/// A cache entry: the node, and weak handles to the sources (or base) whose identities are in
+/// its key. A realized node has given its sources up, so they may have died and their addresses
+/// been reused by new nodes: an entry matches only while every one of them is still alive
+/// (tinygrad keys by weak references, which never equal a new object's).
+struct CacheEntry {
+    node: Weak<LbInner>,
+    srcs: Vec<Weak<LbInner>>,
+}
+
+impl CacheEntry {
+    fn live(&self) -> Option<LazyBuffer> {
+        if self.srcs.iter().any(|w| w.strong_count() == 0) {
+            return None;
+        }
+        self.node.upgrade().map(LazyBuffer)
+    }
+}
+
+type LazyCache = Mutex<HashMap<CacheKey, CacheEntry>>;
 
 fn lazycache() -> &'static LazyCache {
     static CACHE: OnceLock<LazyCache> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// A live node registered under `key`. A live entry keeps its sources (or base) alive, so the
-/// identities in the key still name the same objects.
+/// The weak handles an entry for `spec` keeps (see [`CacheEntry`]).
+fn spec_weaks(spec: &Spec) -> Vec<Weak<LbInner>> {
+    match spec {
+        Spec::Base { srcs, .. } => srcs.iter().map(|s| Arc::downgrade(&s.0)).collect(),
+        Spec::View(base) => vec![Arc::downgrade(&base.0)],
+    }
+}
+
+/// A live node registered under `key` whose key sources are all still alive.
 fn cache_get(key: &CacheKey) -> Option<LazyBuffer> {
-    let hit = lock(lazycache()).get(key).and_then(Weak::upgrade);
-    hit.map(LazyBuffer)
+    let cache = lock(lazycache());
+    let hit = cache.get(key).and_then(CacheEntry::live);
+    drop(cache);
+    hit
 }
 
 /// Register `lb` under `key` unless a live node got there first (returned instead).
-fn cache_insert(key: CacheKey, lb: &LazyBuffer) -> Option<LazyBuffer> {
+fn cache_insert(key: CacheKey, lb: &LazyBuffer, srcs: Vec<Weak<LbInner>>) -> Option<LazyBuffer> {
     let mut cache = lock(lazycache());
-    if let Some(live) = cache.get(&key).and_then(Weak::upgrade) {
+    if let Some(live) = cache.get(&key).and_then(CacheEntry::live) {
         drop(cache);
-        return Some(LazyBuffer(live));
+        return Some(live);
     }
-    cache.insert(key, Arc::downgrade(&lb.0));
+    let entry = CacheEntry {
+        node: Arc::downgrade(&lb.0),
+        srcs,
+    };
+    cache.insert(key, entry);
     None
 }
 
@@ -178,7 +209,7 @@ fn cache_remove(key: &CacheKey, ptr: *const LbInner) {
     let mut cache = lock(lazycache());
     if cache
         .get(key)
-        .is_some_and(|w| std::ptr::eq(w.as_ptr(), ptr))
+        .is_some_and(|e| std::ptr::eq(e.node.as_ptr(), ptr))
     {
         cache.remove(key);
     }
@@ -232,6 +263,11 @@ pub(crate) fn create_lazybuffer(
     if let Some(hit) = key.as_ref().and_then(cache_get) {
         return Ok(hit);
     }
+    let weaks = if key.is_some() {
+        spec_weaks(&spec)
+    } else {
+        Vec::new()
+    };
     let lb = LazyBuffer(Arc::new(LbInner::new(
         device,
         st,
@@ -241,7 +277,7 @@ pub(crate) fn create_lazybuffer(
         key.clone(),
     )?));
     if let Some(key) = key {
-        if let Some(live) = cache_insert(key, &lb) {
+        if let Some(live) = cache_insert(key, &lb, weaks) {
             return Ok(live);
         }
     }

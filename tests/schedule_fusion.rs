@@ -27,7 +27,11 @@ fn basic_binop_fusion() {
 fn mulacc_fusion() {
     let (a, b) = (T::empty(&[10]), T::empty(&[10]));
     assert_eq!(kernels(&[&a.mul(&b).sum(None, false)]), 1);
-    assert_eq!(kernels(&[&a.mul(&b).sum(None, false).relu()]), 1, "mulacc_relu");
+    assert_eq!(
+        kernels(&[&a.mul(&b).sum(None, false).relu()]),
+        1,
+        "mulacc_relu"
+    );
 }
 
 #[test]
@@ -55,7 +59,11 @@ fn reduce_fusions() {
     let c = a.add(&b).reshape(&[10, 10]).sum(Some(&[0]), true);
     assert_eq!(kernels(&[&c]), 1, "binop_reshape_reduce");
     let (a, b) = (T::empty(&[10, 10]), T::empty(&[10]));
-    assert_eq!(kernels(&[&a.sum(Some(&[0]), false).add(&b)]), 1, "reduce_reshape_binop");
+    assert_eq!(
+        kernels(&[&a.sum(Some(&[0]), false).add(&b)]),
+        1,
+        "reduce_reshape_binop"
+    );
     let (a, b, c) = (T::empty(&[100]), T::empty(&[100]), T::empty(&[10, 10]));
     let d = a.add(&b).reshape(&[10, 10]).add(&c).sum(Some(&[0]), false);
     assert_eq!(kernels(&[&d]), 1, "binop_early_reshape_reduce");
@@ -74,7 +82,12 @@ fn reduce_permute_is_not_pushed() {
 
 #[test]
 fn diamond_folded() {
-    let (a, b, c, d) = (T::empty(&[10]), T::empty(&[10]), T::empty(&[10]), T::empty(&[10]));
+    let (a, b, c, d) = (
+        T::empty(&[10]),
+        T::empty(&[10]),
+        T::empty(&[10]),
+        T::empty(&[10]),
+    );
     let ab = a.add(&b);
     assert_eq!(kernels(&[&ab.add(&c).add(&ab.add(&d))]), 1);
 }
@@ -123,12 +136,20 @@ fn cache_reduceops() {
     let r0 = x.mean(Some(&[0]), true);
     let r1 = x.sub(&r0).sum(Some(&[0]), false).div(2i64);
     let sched = check_schedule(&[&r0.add(&r1)], &[], true);
-    assert_eq!((sched.len(), reduceops(&sched)), (2, 2), "cache_reduce_parent");
+    assert_eq!(
+        (sched.len(), reduceops(&sched)),
+        (2, 2),
+        "cache_reduce_parent"
+    );
     let (x, y) = (T::empty(&[32]), T::empty(&[4, 4]));
     let r0 = x.mean(Some(&[0]), true);
     let r1 = x.sub(&r0).sum(Some(&[0]), false).div(2i64);
     let sched = check_schedule(&[&r0.add(&y), &r1.add(&y)], &[], true);
-    assert_eq!((sched.len(), reduceops(&sched)), (4, 2), "cache_reduce_multiple_children");
+    assert_eq!(
+        (sched.len(), reduceops(&sched)),
+        (4, 2),
+        "cache_reduce_multiple_children"
+    );
 }
 
 #[test]
@@ -145,7 +166,11 @@ fn fold_double_unary_and_two_sum() {
 #[test]
 fn push_permute_through_reshape() {
     let (a, b) = (T::empty(&[16, 16]), T::empty(&[16, 16]));
-    let c = a.add(&b).reshape(&[4, 4, 4, 4]).permute(&[2, 3, 0, 1]).contiguous();
+    let c = a
+        .add(&b)
+        .reshape(&[4, 4, 4, 4])
+        .permute(&[2, 3, 0, 1])
+        .contiguous();
     assert_eq!(kernels(&[&c]), 1);
     let (a, b) = (T::empty(&[4, 4, 4, 4]), T::empty(&[4, 4, 4, 4]));
     let c = a.add(&b).reshape(&[16, 16]).permute(&[1, 0]).contiguous();
@@ -250,7 +275,11 @@ fn image_conv_fusion_minimal() {
 #[test]
 fn contiguous_costs() {
     let x = T::empty(&[1, 64, 32, 32]);
-    assert_eq!(count_all(&[&x.contiguous()]), 1, "contiguous_while_contiguous: the EMPTY");
+    assert_eq!(
+        count_all(&[&x.contiguous()]),
+        1,
+        "contiguous_while_contiguous: the EMPTY"
+    );
     let x = T::empty(&[1, 64, 32, 32]);
     let out = x.permute(&[0, 2, 3, 1]).contiguous();
     assert_eq!(count_all(&[&out]), 2, "contiguous_while_not_contiguous");
@@ -258,7 +287,11 @@ fn contiguous_costs() {
     let c = a.sum(Some(&[2]), false).contiguous().add(&b).contiguous();
     assert_eq!(kernels(&[&c]), 2, "fold_with_contiguous");
     let (x, y, z) = (T::empty(&[32]), T::empty(&[32]), T::empty(&[32]));
-    assert_eq!(kernels(&[&x.add(&y).contiguous().add(&z)]), 2, "contiguous_add");
+    assert_eq!(
+        kernels(&[&x.add(&y).contiguous().add(&z)]),
+        2,
+        "contiguous_add"
+    );
 }
 
 #[test]
@@ -281,7 +314,10 @@ fn elus_and_multistage_reduces() {
     assert_eq!(kernels(&[&out]), 2, "multistage_reduce");
     let x = T::empty(&[32, 32, 32]).sum(Some(&[2]), false);
     let out2 = x.add(1.0);
-    let out = x.relu().sum(Some(&[1]), false).add(&out2.getitem(&[Idx::I(0)]));
+    let out = x
+        .relu()
+        .sum(Some(&[1]), false)
+        .add(&out2.getitem(&[Idx::I(0)]));
     assert_eq!(kernels(&[&out]), 2, "multistage_reduce_fork");
 }
 
@@ -293,10 +329,18 @@ fn reduce_then_shrink() {
     let (x, y) = (T::empty(&[32, 32]), T::empty(&[16]));
     let x = x.sum(Some(&[1]), false).getitem(&[Idx::S(None, Some(16))]);
     assert_eq!(kernels(&[&x.add(&y)]), 2, "reduce_shrink");
-    let (a, b, c) = (T::realized(&[32, 32]), T::realized(&[32, 32]), T::realized(&[16]));
+    let (a, b, c) = (
+        T::realized(&[32, 32]),
+        T::realized(&[32, 32]),
+        T::realized(&[16]),
+    );
     let a_out = a.sum(Some(&[1]), false).getitem(&[Idx::S(None, Some(16))]);
     let b_out = b.sum(Some(&[1]), false).getitem(&[Idx::S(None, Some(16))]);
-    assert_eq!(kernels(&[&a_out.add(&b_out).add(&c)]), 3, "multireduce_shrink");
+    assert_eq!(
+        kernels(&[&a_out.add(&b_out).add(&c)]),
+        3,
+        "multireduce_shrink"
+    );
 }
 
 #[test]
@@ -352,10 +396,20 @@ fn prefer_half_buffer() {
     let shared = x.sum(None, false).half().float();
     let (a, b) = (shared.mul(2.0), shared.mul(3.0));
     assert_eq!(kernels(&[&a, &b]), 1);
-    let a = z.sum(Some(&[0]), false).half().float().sum(Some(&[0]), false);
+    let a = z
+        .sum(Some(&[0]), false)
+        .half()
+        .float()
+        .sum(Some(&[0]), false);
     let sched = check_schedule(&[&a], &[], true);
     assert_eq!(sched.len(), 2);
-    assert!(sched[0].ast.iter().all(|o| o.dtype().unwrap() == dtypes::float16), "stores the half");
+    assert!(
+        sched[0]
+            .ast
+            .iter()
+            .all(|o| o.dtype().unwrap() == dtypes::float16),
+        "stores the half"
+    );
 }
 
 #[test]

@@ -58,7 +58,12 @@ pub fn internal_memory_planner(
             let free = local_cache.entry(key).or_default();
             if !assigned.contains_key(buf) {
                 let replacement = free.pop().unwrap_or_else(|| {
-                    Buffer::new(buf.device(), buf.size(), buf.dtype(), BufferOptions::default())
+                    Buffer::new(
+                        buf.device(),
+                        buf.size(),
+                        buf.dtype(),
+                        BufferOptions::default(),
+                    )
                 });
                 assigned.insert(buf.clone(), replacement);
             }

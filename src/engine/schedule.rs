@@ -71,7 +71,10 @@ pub(crate) fn merge_var_vals(into: &mut VarVals, from: &VarVals) -> Result<()> {
     for (k, v) in from {
         if let Some(old) = into.get(k) {
             if old != v {
-                bail!(Schedule, "cannot merge var_vals: {k:?} is bound to {old} and {v}");
+                bail!(
+                    Schedule,
+                    "cannot merge var_vals: {k:?} is bound to {old} and {v}"
+                );
             }
         }
         into.insert(k.clone(), *v);
@@ -191,9 +194,9 @@ pub fn create_schedule_with_vars(
             var_vals: ps.var_vals,
         });
         for x in graph.get(&key).into_iter().flatten() {
-            let d = in_degree.get_mut(x).ok_or_else(|| {
-                Error::Internal(format!("schedule: {x:?} has no in-degree"))
-            })?;
+            let d = in_degree
+                .get_mut(x)
+                .ok_or_else(|| Error::Internal(format!("schedule: {x:?} has no in-degree")))?;
             *d = d.saturating_sub(1);
             if *d == 0 {
                 queue.push_back(x.clone());

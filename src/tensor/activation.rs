@@ -18,7 +18,12 @@ impl Tensor {
     }
     /// `max(x, 0) + min(alpha * (exp(x / alpha) - 1), 0)`.
     pub fn celu(&self, alpha: f64) -> Result<Tensor> {
-        let e = self.div(alpha)?.exp()?.sub(1i64)?.rmul(alpha)?.minimum(0i64)?;
+        let e = self
+            .div(alpha)?
+            .exp()?
+            .sub(1i64)?
+            .rmul(alpha)?
+            .minimum(0i64)?;
         self.maximum(0i64)?.add(&e)
     }
     /// `x * sigmoid(x)`.

@@ -40,8 +40,15 @@ impl Tensor {
         let device = canonicalize(device);
         let sh = to_sints(shape);
         if data.is_empty() {
-            let lb =
-                LazyBuffer::loadop(LoadOps::EMPTY, &sh, T::DTYPE, &device, LbArg::None, &[], false)?;
+            let lb = LazyBuffer::loadop(
+                LoadOps::EMPTY,
+                &sh,
+                T::DTYPE,
+                &device,
+                LbArg::None,
+                &[],
+                false,
+            )?;
             return Ok(Tensor::from_lazybuffer(lb, None));
         }
         let mut bytes = Vec::with_capacity(data.len() * T::DTYPE.itemsize());
@@ -169,11 +176,12 @@ impl Tensor {
             "arange: bad arguments start={start}, stop={stop}, step={step}"
         );
         let n = ((b - a) / s).ceil().max(0.0);
-        ensure!(
-            n < 1e15,
-            InvalidArgument,
-            "arange: {n} elements are too many (start={start}, stop={stop}, step={step})"
-        );
+        if n >= 1e15 {
+            bail!(
+                InvalidArgument,
+                "arange: {n} elements are too many (start={start}, stop={stop}, step={step})"
+            );
+        }
         let n = n as usize;
         if n == 0 {
             return Tensor::full_on(&[0], 0i64, dtype, device);

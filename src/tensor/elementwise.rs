@@ -326,7 +326,10 @@ impl Tensor {
                 self.mul(0.5)?.add(&t.mul(0.5)?)?
             }
         };
-        let tie = self.eq(x.clone())?.detach().where_(&avg.cast(self.dtype())?, self)?;
+        let tie = self
+            .eq(x.clone())?
+            .detach()
+            .where_(&avg.cast(self.dtype())?, self)?;
         self.lt(x.clone())?.detach().where_(x, &tie)
     }
 

@@ -105,7 +105,10 @@ pub(crate) fn contiguous_backward(x: &Tensor) -> Result<Tensor> {
     apply(&[x], |l| Ok((ContiguousBackward {}, l[0].clone())))
 }
 
-function!(Cast { input_dtype: DType, bitcast: bool });
+function!(Cast {
+    input_dtype: DType,
+    bitcast: bool
+});
 impl Function for Cast {
     fn name(&self) -> &'static str {
         "Cast"
@@ -339,7 +342,9 @@ impl Function for Neq {
     }
 }
 pub(crate) fn neq(x: &Tensor, y: &Tensor) -> Result<Tensor> {
-    apply(&[x, y], |l| Ok((Neq {}, l[0].e(BinaryOps::CMPNE, &[&l[1]])?)))
+    apply(&[x, y], |l| {
+        Ok((Neq {}, l[0].e(BinaryOps::CMPNE, &[&l[1]])?))
+    })
 }
 
 function!(Xor {});
@@ -348,7 +353,10 @@ impl Function for Xor {
         "Xor"
     }
     fn backward(&self, _: &LazyBuffer, _: &[bool]) -> Result<Vec<Option<LazyBuffer>>> {
-        bail!(InvalidArgument, "backward: backward not implemented for Xor")
+        bail!(
+            InvalidArgument,
+            "backward: backward not implemented for Xor"
+        )
     }
 }
 pub(crate) fn xor(x: &Tensor, y: &Tensor) -> Result<Tensor> {
@@ -361,14 +369,20 @@ impl Function for Add {
         "Add"
     }
     fn backward(&self, g: &LazyBuffer, needs: &[bool]) -> Result<Vec<Option<LazyBuffer>>> {
-        Ok(vec![needs[0].then(|| g.clone()), needs[1].then(|| g.clone())])
+        Ok(vec![
+            needs[0].then(|| g.clone()),
+            needs[1].then(|| g.clone()),
+        ])
     }
 }
 pub(crate) fn add(x: &Tensor, y: &Tensor) -> Result<Tensor> {
     apply(&[x, y], |l| Ok((Add {}, l[0].e(BinaryOps::ADD, &[&l[1]])?)))
 }
 
-function!(Mul { x: LazyBuffer, y: LazyBuffer });
+function!(Mul {
+    x: LazyBuffer,
+    y: LazyBuffer
+});
 impl Function for Mul {
     fn name(&self) -> &'static str {
         "Mul"
@@ -391,7 +405,10 @@ pub(crate) fn mul(x: &Tensor, y: &Tensor) -> Result<Tensor> {
     })
 }
 
-function!(Div { x: LazyBuffer, y: LazyBuffer });
+function!(Div {
+    x: LazyBuffer,
+    y: LazyBuffer
+});
 impl Function for Div {
     fn name(&self) -> &'static str {
         "Div"

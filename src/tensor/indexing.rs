@@ -126,7 +126,10 @@ impl Tensor {
             .filter(|(_, i)| matches!(i, Index::Tensor(_)))
             .map(|(d, _)| d)
             .collect();
-        let filtered: Vec<&Index> = idx.iter().filter(|i| !matches!(i, Index::NewAxis)).collect();
+        let filtered: Vec<&Index> = idx
+            .iter()
+            .filter(|i| !matches!(i, Index::NewAxis))
+            .collect();
         let shape = self.shape();
         let mut basic: Vec<Basic> = Vec::with_capacity(filtered.len());
         let mut int_dims = Vec::new();
@@ -173,7 +176,10 @@ impl Tensor {
                     ((0, shape[dim]), 1)
                 }
                 Index::NewAxis | Index::Ellipsis => {
-                    bail!(Internal, "getitem: unexpected index {i:?} after normalization")
+                    bail!(
+                        Internal,
+                        "getitem: unexpected index {i:?} after normalization"
+                    )
                 }
             });
         }
@@ -235,8 +241,10 @@ impl Tensor {
             .collect();
         ret = ret.reshape_sints(&to_sints(&split))?;
         let outer: Vec<usize> = split.iter().step_by(2).copied().collect();
-        let shrink: Vec<Option<(usize, usize)>> =
-            outer.iter().flat_map(|&s| [Some((0, s)), Some((0, 1))]).collect();
+        let shrink: Vec<Option<(usize, usize)>> = outer
+            .iter()
+            .flat_map(|&s| [Some((0, s)), Some((0, 1))])
+            .collect();
         ret.shrink(&shrink)?.reshape_sints(&to_sints(&outer))
     }
 
@@ -258,9 +266,9 @@ impl Tensor {
             (Some(&f), Some(&l)) => (f, l),
             _ => bail!(Internal, "getitem: no tensor index"),
         };
-        let big = idx
-            .iter()
-            .fold(Vec::new(), |acc: Vec<usize>, (_, t)| broadcast_shape(&acc, &t.shape()));
+        let big = idx.iter().fold(Vec::new(), |acc: Vec<usize>, (_, t)| {
+            broadcast_shape(&acc, &t.shape())
+        });
         let mut pre_reduce: Vec<usize> = shape[..first].to_vec();
         pre_reduce.extend_from_slice(&big);
         pre_reduce.extend_from_slice(&shape[first..]);
@@ -343,7 +351,10 @@ impl Tensor {
         let arg: Vec<Option<(usize, usize)>> = (ishape.iter().enumerate())
             .map(|(i, &s)| if i != d { Some((0, s)) } else { None })
             .collect();
-        let x = self.shrink(&arg)?.unsqueeze(-1)?.transpose(-1, d as isize)?;
+        let x = self
+            .shrink(&arg)?
+            .unsqueeze(-1)?
+            .transpose(-1, d as isize)?;
         let ar = Tensor::arange_on(
             ConstValue::Int(0),
             ConstValue::Int(shape[d] as i128),

@@ -78,7 +78,11 @@ impl Drop for TensorInner {
             };
             for parent in ctx.parents {
                 if let Ok(mut inner) = Arc::try_unwrap(parent.0) {
-                    let c = inner.ctx.get_mut().unwrap_or_else(|e| e.into_inner()).take();
+                    let c = inner
+                        .ctx
+                        .get_mut()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .take();
                     pending.extend(c);
                 }
             }
@@ -314,7 +318,8 @@ impl Tensor {
         if self.lazydata() == x.lazydata() {
             return Ok(self);
         }
-        let what = |a: String, b: String, k: &str| format!("assign: assign {k} mismatch {a} != {b}");
+        let what =
+            |a: String, b: String, k: &str| format!("assign: assign {k} mismatch {a} != {b}");
         ensure!(
             self.shape() == x.shape(),
             InvalidArgument,
@@ -331,7 +336,11 @@ impl Tensor {
             self.dtype() == x.dtype(),
             InvalidArgument,
             "{}",
-            what(format!("{:?}", self.dtype()), format!("{:?}", x.dtype()), "dtype")
+            what(
+                format!("{:?}", self.dtype()),
+                format!("{:?}", x.dtype()),
+                "dtype"
+            )
         );
         ensure!(
             x.requires_grad() != Some(true),

@@ -122,10 +122,7 @@ impl Tensor {
         );
         let (padded, _) = pad_left(&cur, shape);
         ensure!(
-            padded
-                .iter()
-                .zip(shape)
-                .all(|(&f, &t)| f == 1 || f == t),
+            padded.iter().zip(shape).all(|(&f, &t)| f == 1 || f == t),
             InvalidArgument,
             "broadcast_to: cannot broadcast from shape={} to shape={}",
             fmt_shape(&cur),
@@ -226,7 +223,11 @@ impl Tensor {
                 fmt_shape(&shape)
             );
         }
-        if full.iter().zip(&shape).all(|(&(b, e), &s)| b == 0 && e == s) {
+        if full
+            .iter()
+            .zip(&shape)
+            .all(|(&(b, e), &s)| b == 0 && e == s)
+        {
             return Ok(self.clone());
         }
         F::shrink(self, &pairs(&full))
@@ -380,7 +381,10 @@ impl Tensor {
             return self.reshape_sints(&to_sints(&[1]));
         }
         let nd = shape.len();
-        let (s, e) = (resolve_dim(nd, start_dim, false)?, resolve_dim(nd, end_dim, false)?);
+        let (s, e) = (
+            resolve_dim(nd, start_dim, false)?,
+            resolve_dim(nd, end_dim, false)?,
+        );
         let mut out = shape[..s].to_vec();
         out.push(if e + 1 > s { prod(&shape[s..e + 1]) } else { 1 });
         out.extend_from_slice(&shape[e + 1..]);
@@ -411,7 +415,11 @@ impl Tensor {
         let mut base = vec![1; repeats.len() - shape.len()];
         base.extend_from_slice(&shape);
         let new_shape: Vec<usize> = base.iter().flat_map(|&b| [1, b]).collect();
-        let expand_shape: Vec<usize> = repeats.iter().zip(&base).flat_map(|(&r, &b)| [r, b]).collect();
+        let expand_shape: Vec<usize> = repeats
+            .iter()
+            .zip(&base)
+            .flat_map(|(&r, &b)| [r, b])
+            .collect();
         let final_shape: Vec<usize> = repeats.iter().zip(&base).map(|(&r, &b)| r * b).collect();
         self.reshape_sints(&to_sints(&new_shape))?
             .broadcast_to(&expand_shape)?
@@ -429,7 +437,11 @@ impl Tensor {
             let ys = y.shape();
             ensure!(
                 ys.len() == shape.len()
-                    && ys.iter().zip(&shape).enumerate().all(|(i, (a, b))| i == d || a == b),
+                    && ys
+                        .iter()
+                        .zip(&shape)
+                        .enumerate()
+                        .all(|(i, (a, b))| i == d || a == b),
                 InvalidArgument,
                 "cat: shapes {} and {} differ outside dim {d}",
                 fmt_shape(&shape),

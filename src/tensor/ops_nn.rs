@@ -132,7 +132,9 @@ impl Tensor {
             let mut reps = vec![1; nn];
             reps.extend((0..nk).map(|j| (k[j] * (i[j] + d[j])).div_ceil(i[j])));
             let mut x = self.repeat(&reps)?;
-            x = x.shrink(&with((0..nk).map(|j| Some((0, k[j] * (i[j] + d[j])))).collect()))?;
+            x = x.shrink(&with(
+                (0..nk).map(|j| Some((0, k[j] * (i[j] + d[j])))).collect(),
+            ))?;
             x = x.reshape_sints(&shp((0..nk).flat_map(|j| [k[j], i[j] + d[j]]).collect()))?;
             let sh = (0..nk).flat_map(|j| [Some((0, k[j])), Some((0, o[j] * s[j]))]);
             x = x.shrink(&with(sh.collect()))?;
@@ -329,7 +331,13 @@ impl Tensor {
             "triu: needs at least 2 dims, got shape {}",
             fmt_shape(&s)
         );
-        let m = Tensor::tri(s[s.len() - 2], s[s.len() - 1], diagonal, dtypes::bool, &self.device())?;
+        let m = Tensor::tri(
+            s[s.len() - 2],
+            s[s.len() - 1],
+            diagonal,
+            dtypes::bool,
+            &self.device(),
+        )?;
         m.where_(self, 0i64)?.cast(self.dtype())
     }
 

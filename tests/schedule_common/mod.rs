@@ -11,7 +11,9 @@ use std::collections::HashSet;
 use std::f64::consts::LN_2;
 
 use rawgrad::device::{Buffer, BufferOptions};
-use rawgrad::dtype::{dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, ConstValue, DType};
+use rawgrad::dtype::{
+    dtypes, least_upper_dtype, least_upper_float, sum_acc_dtype, ConstValue, DType,
+};
 use rawgrad::engine::schedule::{create_schedule_with_vars, ScheduleItem};
 use rawgrad::lazy::{LazyBuffer, LbArg};
 use rawgrad::ops::{verify_lazyop, BinaryOps, ConstArg, LoadOps, ReduceOps, TernaryOps, UnaryOps};
@@ -88,7 +90,10 @@ impl T {
         T::empty_dt(shape, dtypes::float32)
     }
     pub fn empty_dt(shape: &[i64], dt: DType) -> T {
-        T(LazyBuffer::loadop(LoadOps::EMPTY, &ns(shape), dt, DEV, LbArg::None, &[], false).unwrap())
+        T(
+            LazyBuffer::loadop(LoadOps::EMPTY, &ns(shape), dt, DEV, LbArg::None, &[], false)
+                .unwrap(),
+        )
     }
     /// `Tensor.randn(shape).realize()`: a realized buffer.
     pub fn realized(shape: &[i64]) -> T {
@@ -160,7 +165,12 @@ impl T {
         T(self.0.e(op, &lbs).unwrap())
     }
     /// `Tensor._broadcasted(y, reverse, match_dtype)`.
-    pub fn broadcasted<'a>(&self, y: impl Into<Operand<'a>>, reverse: bool, match_dtype: bool) -> (T, T) {
+    pub fn broadcasted<'a>(
+        &self,
+        y: impl Into<Operand<'a>>,
+        reverse: bool,
+        match_dtype: bool,
+    ) -> (T, T) {
         let mut x = self.clone();
         let mut y = match y.into() {
             Operand::T(t) => t.clone(),
@@ -220,7 +230,10 @@ impl T {
     /// `Tensor.div` (upcast): floats multiply by RECIP.
     pub fn div<'a>(&self, y: impl Into<Operand<'a>>) -> T {
         let (a, b) = self.broadcasted(y, false, true);
-        let (a, b) = (a.cast(least_upper_float(a.dtype())), b.cast(least_upper_float(b.dtype())));
+        let (a, b) = (
+            a.cast(least_upper_float(a.dtype())),
+            b.cast(least_upper_float(b.dtype())),
+        );
         a.e(BinaryOps::MUL, &[&b.e(UnaryOps::RECIP, &[])])
     }
     pub fn neg(&self) -> T {
@@ -265,10 +278,12 @@ impl T {
         self.log().div(LN_2)
     }
     pub fn sqrt(&self) -> T {
-        self.cast(least_upper_float(self.dtype())).e(UnaryOps::SQRT, &[])
+        self.cast(least_upper_float(self.dtype()))
+            .e(UnaryOps::SQRT, &[])
     }
     pub fn reciprocal(&self) -> T {
-        self.cast(least_upper_float(self.dtype())).e(UnaryOps::RECIP, &[])
+        self.cast(least_upper_float(self.dtype()))
+            .e(UnaryOps::RECIP, &[])
     }
     pub fn rsqrt(&self) -> T {
         self.reciprocal().sqrt()
@@ -344,7 +359,11 @@ impl T {
         }
         if x.trunc() == x {
             let sq = self.pow_c((x / 2.0).floor()).square();
-            return if x % 2.0 == 0.0 { sq.mul(1i64) } else { sq.mul(self) };
+            return if x % 2.0 == 0.0 {
+                sq.mul(1i64)
+            } else {
+                sq.mul(self)
+            };
         }
         panic!("pow_c: non-integer exponent {x} is not needed by these tests")
     }
@@ -408,7 +427,11 @@ impl T {
     }
     /// `Tensor.mean`: the sum divided by the reduced count.
     pub fn mean(&self, axis: Option<&[isize]>, keepdim: bool) -> T {
-        let out_dt = if self.dtype().is_float() { self.dtype() } else { dtypes::float32 };
+        let out_dt = if self.dtype().is_float() {
+            self.dtype()
+        } else {
+            dtypes::float32
+        };
         let numerator = self.cast(sum_acc_dtype(self.dtype())).sum(axis, keepdim);
         numerator.div(self.reduced_count(axis)).cast(out_dt)
     }
@@ -462,7 +485,9 @@ impl T {
             }
         }
         let acc = least_upper_dtype(&[self.dtype(), key.dtype(), dtypes::float32]);
-        let qk = self.matmul(&key.transpose(-2, -1), Some(acc)).div((s[s.len() - 1] as f64).sqrt());
+        let qk = self
+            .matmul(&key.transpose(-2, -1), Some(acc))
+            .div((s[s.len() - 1] as f64).sqrt());
         let qk = match &mask {
             Some(m) => qk.add(m),
             None => qk,
@@ -479,15 +504,24 @@ impl T {
             .reshape(&[s, 2 * s - 1])
             .shrink(&[None, Some((0, s))]);
         if diagonal <= 0 {
-            t.getitem(&[Idx::S(None, Some(r)), Idx::S(Some(-diagonal), Some(c - diagonal))])
+            t.getitem(&[
+                Idx::S(None, Some(r)),
+                Idx::S(Some(-diagonal), Some(c - diagonal)),
+            ])
         } else {
-            t.getitem(&[Idx::S(Some(diagonal), Some(r + diagonal)), Idx::S(None, Some(c))])
+            t.getitem(&[
+                Idx::S(Some(diagonal), Some(r + diagonal)),
+                Idx::S(None, Some(c)),
+            ])
         }
     }
     pub fn tril(&self, diagonal: i64) -> T {
         let s = self.shape();
         let (r, c) = (s[s.len() - 2], s[s.len() - 1]);
-        T::tri(r, c, diagonal + 1).cast(dtypes::bool).where_(0.0, self).cast(self.dtype())
+        T::tri(r, c, diagonal + 1)
+            .cast(dtypes::bool)
+            .where_(0.0, self)
+            .cast(self.dtype())
     }
 }
 
@@ -497,7 +531,10 @@ impl T {
     pub fn reshape(&self, shape: &[i64]) -> T {
         let total: i64 = self.shape().iter().product();
         let known: i64 = shape.iter().filter(|&&s| s != -1).product();
-        let shape: Vec<i64> = shape.iter().map(|&s| if s == -1 { total / known } else { s }).collect();
+        let shape: Vec<i64> = shape
+            .iter()
+            .map(|&s| if s == -1 { total / known } else { s })
+            .collect();
         if shape == self.shape() {
             return self.clone();
         }
@@ -530,7 +567,11 @@ impl T {
         self.reshape(&[self.shape().iter().product()])
     }
     pub fn unsqueeze(&self, dim: isize) -> T {
-        let d = if dim < 0 { (self.ndim() as isize + 1 + dim) as usize } else { dim as usize };
+        let d = if dim < 0 {
+            (self.ndim() as isize + 1 + dim) as usize
+        } else {
+            dim as usize
+        };
         let mut shape = self.shape();
         shape.insert(d, 1);
         self.reshape(&shape)
@@ -542,10 +583,17 @@ impl T {
             .zip(&shape)
             .map(|(a, &s)| a.unwrap_or((0, s)))
             .collect();
-        if full.iter().zip(&shape).all(|(&(b, e), &s)| b == 0 && e == s) {
+        if full
+            .iter()
+            .zip(&shape)
+            .all(|(&(b, e), &s)| b == 0 && e == s)
+        {
             return self.clone();
         }
-        let arg: Vec<(Sint, Sint)> = full.iter().map(|&(b, e)| (Node::Num(b), Node::Num(e))).collect();
+        let arg: Vec<(Sint, Sint)> = full
+            .iter()
+            .map(|&(b, e)| (Node::Num(b), Node::Num(e)))
+            .collect();
         T(self.0.shrink(&arg).unwrap())
     }
     /// `Tensor.pad(arg, value)`.
@@ -604,7 +652,9 @@ impl T {
     }
     pub fn cat(&self, others: &[&T], dim: isize) -> T {
         let dim = self.dim(dim);
-        let all: Vec<&T> = std::iter::once(self).chain(others.iter().copied()).collect();
+        let all: Vec<&T> = std::iter::once(self)
+            .chain(others.iter().copied())
+            .collect();
         let sizes: Vec<i64> = all.iter().map(|t| t.shape()[dim]).collect();
         let total: i64 = sizes.iter().sum();
         let mut acc = 0;
@@ -630,7 +680,11 @@ impl T {
         let mut base = vec![1; repeats.len() - self.ndim()];
         base.extend(self.shape());
         let new_shape: Vec<i64> = base.iter().flat_map(|&b| [1, b]).collect();
-        let expand: Vec<i64> = repeats.iter().zip(&base).flat_map(|(&r, &b)| [r, b]).collect();
+        let expand: Vec<i64> = repeats
+            .iter()
+            .zip(&base)
+            .flat_map(|(&r, &b)| [r, b])
+            .collect();
         let fin: Vec<i64> = repeats.iter().zip(&base).map(|(&r, &b)| r * b).collect();
         self.reshape(&new_shape).expand(&expand).reshape(&fin)
     }
@@ -645,7 +699,9 @@ impl T {
 /// `Tensor.schedule()` of `t` with a fresh `seen`: marks everything it schedules realized.
 pub fn prerealize(t: &T) -> Vec<ScheduleItem> {
     let mut seen = HashSet::new();
-    create_schedule_with_vars(&[t.0.clone()], &mut seen).unwrap().0
+    create_schedule_with_vars(&[t.0.clone()], &mut seen)
+        .unwrap()
+        .0
 }
 
 /// tinygrad's `check_schedule`: schedule `outs` (after prerealizing `pre`), check every kernel

@@ -136,7 +136,8 @@ impl Graph {
                     Error::Internal(format!("{base:?}: LoadOps.{op:?} without a source"))
                 })?;
                 ensure!(
-                    op != LoadOps::COPY || (src.st().contiguous() && src.size() == src.base().size()),
+                    op != LoadOps::COPY
+                        || (src.st().contiguous() && src.size() == src.base().size()),
                     Schedule,
                     "can only copy contig (COPY of {src:?})"
                 );
@@ -251,14 +252,22 @@ impl Graph {
         loop {
             if let Some((tr, st)) = pending.take() {
                 if self.realizes.contains(&tr) {
-                    if !st.contiguous() || st.size()? != r_size || self.reduce_for_op.contains_key(&tr) {
+                    if !st.contiguous()
+                        || st.size()? != r_size
+                        || self.reduce_for_op.contains_key(&tr)
+                    {
                         group.insert(r.clone());
                     }
                     group.insert(tr);
                 } else {
                     let kids = self.children.get(&tr).map(|c| c.iter().cloned().collect());
                     let kids = kids.unwrap_or_default();
-                    stack.push(Frame { tr, st, kids, next: 0 });
+                    stack.push(Frame {
+                        tr,
+                        st,
+                        kids,
+                        next: 0,
+                    });
                 }
             }
             let Some(top) = stack.last_mut() else { break };
@@ -276,7 +285,9 @@ impl Graph {
                 stack.pop();
                 continue;
             }
-            let Some(child) = st_childs.first() else { continue };
+            let Some(child) = st_childs.first() else {
+                continue;
+            };
             let st = top.st.compose(child.st())?;
             if visited.insert((tr_next.clone(), st.clone())) {
                 pending = Some((tr_next, st));
@@ -318,7 +329,8 @@ impl Graph {
                 realized_descendants.insert(c.clone());
             }
             for x in self.children.get(&c).into_iter().flatten() {
-                if x.realized().is_none() && x.device() == r.device() && seen_kids.insert(x.clone()) {
+                if x.realized().is_none() && x.device() == r.device() && seen_kids.insert(x.clone())
+                {
                     kids.push(x.clone());
                 }
             }
@@ -354,8 +366,12 @@ impl Graph {
         let mut tr = r.clone();
         let mut st = tr.st().clone();
         loop {
-            let Some(kids) = self.children.get(&tr).filter(|k| k.len() == 1) else { break };
-            let Some(tr_next) = kids.first().cloned() else { break };
+            let Some(kids) = self.children.get(&tr).filter(|k| k.len() == 1) else {
+                break;
+            };
+            let Some(tr_next) = kids.first().cloned() else {
+                break;
+            };
             let st_childs = views_of(&tr_next, &tr)?;
             let [child] = st_childs.as_slice() else { break };
             if st.size()? != child.st().size()? {

@@ -49,9 +49,15 @@ pub(super) fn schedule_group(
     let Some(out0) = outs.first() else {
         bail!(Internal, "schedule_group: empty group");
     };
-    if let Op::Load(op @ (LoadOps::CUSTOM | LoadOps::COPY | LoadOps::EMPTY | LoadOps::VIEW)) = out0.op() {
+    if let Op::Load(op @ (LoadOps::CUSTOM | LoadOps::COPY | LoadOps::EMPTY | LoadOps::VIEW)) =
+        out0.op()
+    {
         if outs.len() != 1 {
-            bail!(Schedule, "can't schedule a group of LoadOps.{op:?} ({} outputs)", outs.len());
+            bail!(
+                Schedule,
+                "can't schedule a group of LoadOps.{op:?} ({} outputs)",
+                outs.len()
+            );
         }
         let srcs = out0.srcs().unwrap_or_default();
         let inputs: Vec<LazyBuffer> = srcs.iter().map(|x| x.base().clone()).collect();
@@ -150,7 +156,9 @@ impl Ctx<'_> {
                 top.results.push(op);
             }
             let Some(src) = top.srcs.get(top.results.len()).cloned() else {
-                let f = stack.pop().ok_or_else(|| Error::Internal("lazyop stack".into()))?;
+                let f = stack
+                    .pop()
+                    .ok_or_else(|| Error::Internal("lazyop stack".into()))?;
                 let op = finish(&f)?;
                 cache.insert(f.key, op.clone());
                 done = Some(op);
@@ -180,7 +188,9 @@ impl Ctx<'_> {
         if buf.op() == Op::Load(LoadOps::CONST) {
             return self.const_op(&buf, &st).map(Visit::Done);
         }
-        if buf.realized().is_some() || (self.realizes.contains(&buf) && !self.outputs.contains(&buf)) {
+        if buf.realized().is_some()
+            || (self.realizes.contains(&buf) && !self.outputs.contains(&buf))
+        {
             return self.load_op(&buf, &st).map(Visit::Done);
         }
         let srcs = buf.srcs().unwrap_or_default().to_vec();
@@ -191,12 +201,18 @@ impl Ctx<'_> {
             }
             Op::Reduce(_) => {
                 if !st.contiguous() {
-                    bail!(Schedule, "ReduceOps late fusion must be contiguous ({buf:?} read through {st:?})");
+                    bail!(
+                        Schedule,
+                        "ReduceOps late fusion must be contiguous ({buf:?} read through {st:?})"
+                    );
                 }
                 let src_shape = srcs.first().map(|s| s.shape().to_vec()).unwrap_or_default();
                 (srcs, ShapeTracker::from_shape(&src_shape)?)
             }
-            Op::Load(op) => bail!(Schedule, "LoadOps.{op:?} {buf:?} cannot be fused into a kernel"),
+            Op::Load(op) => bail!(
+                Schedule,
+                "LoadOps.{op:?} {buf:?} cannot be fused into a kernel"
+            ),
             _ => (srcs, st),
         };
         Ok(Visit::Open(Frame {
@@ -210,12 +226,18 @@ impl Ctx<'_> {
 
     fn check_transparent(&self, buf: &LazyBuffer, op: LoadOps) -> Result<()> {
         if !self.outputs.contains(buf) {
-            bail!(Internal, "LoadOps.{op:?} {buf:?} reached a kernel it is not an output of");
+            bail!(
+                Internal,
+                "LoadOps.{op:?} {buf:?} reached a kernel it is not an output of"
+            );
         }
         if op == LoadOps::ASSIGN {
             let target = buf.srcs().and_then(|s| s.get(1).cloned());
             if !target.is_some_and(|t| t.is_base() && t.realized().is_some()) {
-                bail!(Schedule, "assign must be to an already realized base ({buf:?})");
+                bail!(
+                    Schedule,
+                    "assign must be to an already realized base ({buf:?})"
+                );
             }
         }
         Ok(())
@@ -254,7 +276,11 @@ impl Ctx<'_> {
                 self.inputs.len() - 1
             }
         };
-        Ok(LazyOp::load(self.outputs.len() + pos, buf.dtype(), unbound_st))
+        Ok(LazyOp::load(
+            self.outputs.len() + pos,
+            buf.dtype(),
+            unbound_st,
+        ))
     }
 }
 
@@ -280,9 +306,15 @@ fn check_assign_read(st: &ShapeTracker) -> Result<()> {
 /// The node of a finished frame: CONTIGUOUS and ASSIGN pass their source through.
 fn finish(f: &Frame) -> Result<LazyOp> {
     match f.buf.op() {
-        Op::Load(LoadOps::CONTIGUOUS | LoadOps::ASSIGN) => f.results.first().cloned().ok_or_else(|| {
-            Error::Internal(format!("{:?} without a source", f.buf))
-        }),
-        op => Ok(LazyOp::new(op, f.results.clone(), f.buf.arg().to_lazyop_arg())),
+        Op::Load(LoadOps::CONTIGUOUS | LoadOps::ASSIGN) => f
+            .results
+            .first()
+            .cloned()
+            .ok_or_else(|| Error::Internal(format!("{:?} without a source", f.buf))),
+        op => Ok(LazyOp::new(
+            op,
+            f.results.clone(),
+            f.buf.arg().to_lazyop_arg(),
+        )),
     }
 }
