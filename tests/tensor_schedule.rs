@@ -26,7 +26,7 @@ fn elementwise_fusion() {
     assert_eq!(kernels(&[&e]), 1, "deep");
     let (a, b, c, d) = e4();
     let ab = a.add(&b).unwrap();
-    let e = ab.add(&c).unwrap().add(&ab.add(&d).unwrap()).unwrap();
+    let e = ab.add(&c).unwrap().add(ab.add(&d).unwrap()).unwrap();
     assert_eq!(kernels(&[&e]), 1, "diamond");
     let (a, b, _, _) = e4();
     let m = a.mul(&b).unwrap().sum(Axis::All, false).unwrap();
@@ -113,7 +113,7 @@ fn reduce_fusion() {
     let x = img
         .sum(0, false)
         .unwrap()
-        .add(&img.sum(1, false).unwrap())
+        .add(img.sum(1, false).unwrap())
         .unwrap();
     let out = x.relu().unwrap();
     drop(x);
@@ -130,11 +130,11 @@ fn caching() {
     let (a, b) = (empty(&[10]), empty(&[10]));
     let c = a.add(&b).unwrap();
     let d = (a.reshape(&[10, 1]).unwrap())
-        .add(&b.reshape(&[10, 1]).unwrap())
+        .add(b.reshape(&[10, 1]).unwrap())
         .unwrap();
     assert_ne!(kernels_pre(&[&d], &[&c]), 0, "cache binaryop reshaped");
     let (a, b) = (empty(&[10, 10]), empty(&[10, 10]));
-    let c = a.T().unwrap().mul(&b.T().unwrap()).unwrap().T().unwrap();
+    let c = a.T().unwrap().mul(b.T().unwrap()).unwrap().T().unwrap();
     let d = a.mul(&b).unwrap();
     assert_ne!(kernels_pre(&[&d], &[&c]), 0, "cache binaryop transpose");
     let (a, b) = (empty(&[16]), empty(&[16]));
@@ -143,7 +143,7 @@ fn caching() {
     assert_eq!(kernels_pre(&[&d], &[&c]), 0, "no binop rerun");
     let a = empty(&[10]);
     let bc = (a.sum(Axis::All, false).unwrap())
-        .add(&a.sum(Axis::All, false).unwrap())
+        .add(a.sum(Axis::All, false).unwrap())
         .unwrap();
     assert_eq!(kernels(&[&bc]), 1, "cache two reduceops");
 }
@@ -301,10 +301,10 @@ fn permutes_and_children() {
     let (a, b) = (empty(&[10]), empty(&[10]));
     let c = a.add(&b).unwrap();
     let d = (a.reshape(&[10, 1]).unwrap())
-        .add(&b.reshape(&[10, 1]).unwrap())
+        .add(b.reshape(&[10, 1]).unwrap())
         .unwrap();
     let out = (c.sum(Axis::All, false).unwrap())
-        .add(&d.sum(Axis::All, false).unwrap())
+        .add(d.sum(Axis::All, false).unwrap())
         .unwrap();
     assert_ne!(kernels(&[&out]), 1, "fancy reshape fusion");
     let (a, b) = (empty(&[10, 10, 1]), empty(&[10, 10, 1]));
@@ -328,7 +328,7 @@ fn permutes_and_children() {
     );
     let (a, b) = (empty(&[8192, 16]), empty(&[1, 16]));
     let be = b.expand(&[8192, 16]).unwrap();
-    let d = a.T().unwrap().add(&be.T().unwrap()).unwrap();
+    let d = a.T().unwrap().add(be.T().unwrap()).unwrap();
     let c = a.add(&be).unwrap();
     let e = d.T().unwrap();
     assert_eq!(kernels(&[&c]), 1, "some permute fusion");
@@ -345,7 +345,7 @@ fn shrink_and_expand() {
     assert_eq!(kernels(&[&e]), 1, "shrink fuse");
     let (a, b) = (empty(&[1, 16]), empty(&[1, 16]));
     let c = a.mul(&b).unwrap();
-    let e = c.mul(&empty(&[8192, 16])).unwrap();
+    let e = c.mul(empty(&[8192, 16])).unwrap();
     assert_eq!(kernels(&[&e]), 2, "expand nofuse");
 }
 
@@ -369,15 +369,15 @@ fn image_conv_fusion_minimal() {
     let _d = clang();
     let (b1, b2) = (empty(&[16]), empty(&[16]));
     let x = empty(&[16, 32]);
-    let base = p(&x).add(&b1.reshape(&[16, 1]).unwrap()).unwrap();
+    let base = p(&x).add(b1.reshape(&[16, 1]).unwrap()).unwrap();
     let x = p(&base);
-    let x = x.add(&b2.reshape(&[16, 1]).unwrap()).unwrap();
+    let x = x.add(b2.reshape(&[16, 1]).unwrap()).unwrap();
     let x = x.add(&base).unwrap();
     drop(base);
     assert_eq!(kernels(&[&p(&x)]), 4);
     let b1 = empty(&[16]);
     let x = empty(&[16, 32]);
-    let base = p(&x).add(&b1.reshape(&[16, 1]).unwrap()).unwrap();
+    let base = p(&x).add(b1.reshape(&[16, 1]).unwrap()).unwrap();
     let x = p(&base);
     drop(base);
     assert_eq!(kernels(&[&x]), 3, "more minimal");
@@ -412,19 +412,19 @@ fn constant_folding_costs_nothing() {
     let _d = clang();
     let x = empty_dt(&[4], dtypes::int32);
     prerealize(&x);
-    let out = x.pow(&Tensor::scalar(2i64).unwrap()).unwrap();
+    let out = x.pow(Tensor::scalar(2i64).unwrap()).unwrap();
     assert_eq!(kernels(&[&out]), 1, "pow const tensor simplified");
-    let out = x.pow(&Tensor::scalar(0i64).unwrap()).unwrap();
+    let out = x.pow(Tensor::scalar(0i64).unwrap()).unwrap();
     assert_eq!(kernels(&[&out]), 0, "pow const tensor to zero");
     let out = empty(&[2, 3, 0]).add(1i64).unwrap();
     assert_eq!(items(&[&out]), 0, "zero size");
     let two = || Tensor::scalar(2i64).unwrap();
-    let x = two().add(&two()).unwrap();
-    let y = two().add(&two()).unwrap();
+    let x = two().add(two()).unwrap();
+    let y = two().add(two()).unwrap();
     let out = x
         .contiguous()
         .unwrap()
-        .add(&y.contiguous().unwrap())
+        .add(y.contiguous().unwrap())
         .unwrap();
     assert_ne!(items(&[&out]), 2, "const no recompute");
 }
@@ -437,9 +437,9 @@ fn multistage_reduces() {
     assert_eq!(kernels(&[&out]), 2, "reduce permute nofuse");
     let (x, y) = (empty(&[32, 32]), empty(&[32, 32]));
     let e = |t: &Tensor| t.sum(1, false).unwrap().relu().unwrap().elu(1.0).unwrap();
-    assert_eq!(kernels(&[&e(&x).add(&e(&y)).unwrap()]), 2, "two elus sum");
+    assert_eq!(kernels(&[&e(&x).add(e(&y)).unwrap()]), 2, "two elus sum");
     let x = realized(&[32768]);
-    let out = (x.sub(&x.max(Axis::All, true).unwrap()).unwrap())
+    let out = (x.sub(x.max(Axis::All, true).unwrap()).unwrap())
         .max(Axis::All, false)
         .unwrap();
     assert_eq!(kernels(&[&out]), 4, "preserve multistage reduce");
@@ -455,11 +455,11 @@ fn multistage_reduces() {
     let x = empty(&[32, 32, 32]).sum(2, false).unwrap();
     let out2 = x.add(1i64).unwrap();
     let out = (x.relu().unwrap().sum(1, false).unwrap())
-        .add(&out2.getitem(&[I::Int(0)]).unwrap())
+        .add(out2.getitem(&[I::Int(0)]).unwrap())
         .unwrap();
     assert_eq!(kernels(&[&out]), 2, "multistage reduce fork");
     let x = empty(&[32, 32, 32]).sum(2, false).unwrap();
-    let out = x.add(&x.getitem(&[I::all(), I::Int(4)]).unwrap()).unwrap();
+    let out = x.add(x.getitem(&[I::all(), I::Int(4)]).unwrap()).unwrap();
     assert_eq!(kernels(&[&out]), 2, "double sum ref");
     let (x, y) = (empty(&[32, 32]), empty(&[16]));
     let x = x
@@ -526,7 +526,7 @@ fn multireduce_specs() {
     let (a, b) = (realized(&[4, 4]), realized(&[4, 4]));
     let sab = || {
         (a.sum(Axis::All, false).unwrap())
-            .add(&b.sum(Axis::All, false).unwrap())
+            .add(b.sum(Axis::All, false).unwrap())
             .unwrap()
     };
     let (o0, o1) = (sab().add(2i64).unwrap(), sab().add(4i64).unwrap());
@@ -545,7 +545,7 @@ fn multireduce_midpaths() {
     let (a, b) = (realized(&[4, 4]), realized(&[4, 4]));
     let o0 = a.sum(Axis::All, false).unwrap().add(4i64).unwrap();
     let o1 = (b.max(Axis::All, false).unwrap())
-        .add(&o0.mul(2i64).unwrap())
+        .add(o0.mul(2i64).unwrap())
         .unwrap();
     let o2 = a.sum(Axis::All, false).unwrap().add(&o1).unwrap();
     assert_eq!(kernels(&[&o0, &o1, &o2]), 4, "midreduce fused");
@@ -558,7 +558,7 @@ fn multireduce_midpaths() {
         .unwrap()
         .getitem(&[I::Int(0)])
         .unwrap();
-    let o1 = r.add(&e000.getitem(&[I::Int(0)]).unwrap()).unwrap();
+    let o1 = r.add(e000.getitem(&[I::Int(0)]).unwrap()).unwrap();
     assert_eq!(kernels(&[&r, &o0, &o1, &e]), 4, "midexpand");
     let (a, b) = (realized(&[32, 32, 32]), realized(&[1, 16]));
     let o0 = a.sum(Axis::All, false).unwrap().add(2i64).unwrap();
@@ -566,7 +566,7 @@ fn multireduce_midpaths() {
     assert_eq!(kernels(&[&o0, &o1]), 4, "reduce expand child");
     let (a, b) = (empty(&[100, 100]), empty(&[10]));
     let c = (a.sum(Axis::All, false).unwrap())
-        .add(&b.getitem(&[I::Int(0)]).unwrap())
+        .add(b.getitem(&[I::Int(0)]).unwrap())
         .unwrap();
     let d = a.sum(Axis::All, false).unwrap().add(2i64).unwrap();
     assert_eq!(kernels(&[&c, &d]), 1, "reduce shrink child");
@@ -577,7 +577,7 @@ fn multireduce_midpaths() {
     assert_eq!(kernels(&[&r, &o0, &o1]), 3, "midshrink");
     let r = a.sum(Axis::All, true).unwrap();
     let o0 = r.exp2().unwrap();
-    let o1 = o0.getitem(&[I::Int(0)]).unwrap().add(&empty(&[1])).unwrap();
+    let o1 = o0.getitem(&[I::Int(0)]).unwrap().add(empty(&[1])).unwrap();
     assert_eq!(kernels(&[&r, &o0, &o1]), 3, "reduce shrink output");
 }
 
@@ -586,13 +586,13 @@ fn multireduce_fusions() {
     let _d = clang();
     let xy = || (realized(&[4, 32]), realized(&[4, 32]));
     let (x, y) = xy();
-    let out = (y.add(&x.sum(-1, true).unwrap()).unwrap())
+    let out = (y.add(x.sum(-1, true).unwrap()).unwrap())
         .sum(-1, false)
         .unwrap();
     assert_eq!(kernels(&[&out]), 2, "simple sequential");
     let (x, y) = xy();
     let out = (y.sum(-1, false).unwrap())
-        .add(&x.sum(-1, false).unwrap())
+        .add(x.sum(-1, false).unwrap())
         .unwrap();
     assert_eq!(kernels(&[&out]), 2, "simple parallel");
     let (x, _) = xy();
@@ -603,26 +603,26 @@ fn multireduce_fusions() {
     );
     let (x, y) = xy();
     let out = (x.std(-1, false, 1).unwrap())
-        .add(&y.std(-1, false, 1).unwrap())
+        .add(y.std(-1, false, 1).unwrap())
         .unwrap();
     assert_eq!(kernels(&[&out]), 4, "parallel");
     let (x, _) = xy();
-    let out = (x.sub(&x.max(-1, true).unwrap()).unwrap())
+    let out = (x.sub(x.max(-1, true).unwrap()).unwrap())
         .sum(-1, false)
         .unwrap();
     assert_eq!(kernels(&[&out]), 2, "diffops sequential");
     let (x, y) = xy();
     let out = (x.sum(-1, false).unwrap())
-        .add(&y.max(-1, false).unwrap())
+        .add(y.max(-1, false).unwrap())
         .unwrap();
     assert_eq!(kernels(&[&out]), 2, "diffops parallel");
     let (x, y) = xy();
     let centered = |t: &Tensor| {
-        (t.sub(&t.max(-1, true).unwrap()).unwrap())
+        (t.sub(t.max(-1, true).unwrap()).unwrap())
             .mean(-1, true)
             .unwrap()
     };
-    let mu = centered(&x).add(&centered(&y)).unwrap();
+    let mu = centered(&x).add(centered(&y)).unwrap();
     let f = |t: &Tensor| {
         (t.sub(&mu).unwrap().square().unwrap())
             .sum(-1, false)
@@ -636,7 +636,7 @@ fn multireduce_fusions() {
     assert_eq!(kernels(&[&o0, &o1]), 6, "sequential and parallel");
     let (a, b) = (realized(&[4, 64]), realized(&[64, 8]));
     let (c, d) = (realized(&[4, 64]), realized(&[64, 8]));
-    let out = a.matmul(&b).unwrap().add(&c.matmul(&d).unwrap()).unwrap();
+    let out = a.matmul(&b).unwrap().add(c.matmul(&d).unwrap()).unwrap();
     assert_eq!(kernels(&[&out]), 2, "multimatmul");
 }
 
@@ -709,7 +709,7 @@ fn chasing() {
     assert_eq!(s.len(), 3, "reduce simple chase");
     assert_eq!(first_src_op(&s), Op::Binary(BinaryOps::ADD));
     let a = realized(&[4, 4, 4]);
-    let r = (a.add(&a.sum(0, true).unwrap().add(6i64).unwrap()).unwrap())
+    let r = (a.add(a.sum(0, true).unwrap().add(6i64).unwrap()).unwrap())
         .sum(0, false)
         .unwrap()
         .mul(2i64)
@@ -727,7 +727,7 @@ fn chasing() {
     let (a, b) = (realized(&[4, 4, 4]), realized(&[4, 4]));
     let r = a.sum(2, false).unwrap().add(&b).unwrap();
     let d = r.T().unwrap().mul(4i64).unwrap();
-    let e = r.mul(&d.add(&a).unwrap().sum(2, false).unwrap()).unwrap();
+    let e = r.mul(d.add(&a).unwrap().sum(2, false).unwrap()).unwrap();
     let s = check(&[&d, &e], &[], true);
     assert_eq!(s.len(), 3, "multireduce push permute chase");
     assert_eq!(first_src_op(&s), Op::Binary(BinaryOps::ADD));
@@ -745,7 +745,7 @@ fn chasing() {
     );
     let r = a.sum(1, false).unwrap().add(&c).unwrap();
     let out = (r.getitem(&[I::range(0, 4)]).unwrap().mul(&b).unwrap())
-        .add(&d.sum(1, false).unwrap().getitem(&[I::range(0, 4)]).unwrap())
+        .add(d.sum(1, false).unwrap().getitem(&[I::range(0, 4)]).unwrap())
         .unwrap();
     let s = check(&[&out], &[], true);
     assert_eq!(s.len(), 3, "multireduce push shrink chase");
@@ -759,7 +759,7 @@ fn midreduce_nochase() {
     let b = (a
         .sum(0, false)
         .unwrap()
-        .add(&a.max(1, false).unwrap())
+        .add(a.max(1, false).unwrap())
         .unwrap())
     .add(2i64)
     .unwrap();
@@ -768,11 +768,11 @@ fn midreduce_nochase() {
     assert_eq!(first_src_op(&s), Op::Reduce(ReduceOps::MAX));
     let a = realized(&[16, 16]);
     let b = (a.sum(0, false).unwrap())
-        .add(&a.max(0, false).unwrap())
+        .add(a.max(0, false).unwrap())
         .unwrap()
-        .add(&a.max(1, false).unwrap())
+        .add(a.max(1, false).unwrap())
         .unwrap()
-        .add(&a.sum(1, false).unwrap())
+        .add(a.sum(1, false).unwrap())
         .unwrap()
         .add(2i64)
         .unwrap();
@@ -787,7 +787,7 @@ fn partial_fuse() {
     let (a, b) = (realized(&[16, 16]), realized(&[16, 16]));
     let sa = || a.sum(Axis::All, false).unwrap();
     let c = sa().add(2i64).unwrap();
-    let d = (sa().sub(&b.sum(Axis::All, false).unwrap()).unwrap())
+    let d = (sa().sub(b.sum(Axis::All, false).unwrap()).unwrap())
         .mul(4i64)
         .unwrap();
     assert_eq!(kernels(&[&c, &d]), 3, "partial fuse 1");
@@ -829,7 +829,7 @@ fn pads() {
     .unwrap();
     assert_eq!(kernels(&[&out]), 1, "pad reduce safe");
     let out = (pad1(&a, 1.0).sum(Axis::All, true).unwrap())
-        .add(&pad1(&b, 1.0).sum(Axis::All, false).unwrap())
+        .add(pad1(&b, 1.0).sum(Axis::All, false).unwrap())
         .unwrap()
         .contiguous()
         .unwrap();
