@@ -133,6 +133,24 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 // ---------------------------------------------------------------------------------------------
 // The lazy cache
 
+/// A node's identity inside a cache key. It holds a weak handle, which keeps the node's
+/// allocation (not the node) alive, so the address cannot be reused by another node while the
+/// key exists: a key naming a dead source never matches a new one (Python's `ref(x)` keys).
+#[derive(Clone)]
+struct WeakId(Weak<LbInner>);
+
+impl PartialEq for WeakId {
+    fn eq(&self, other: &Self) -> bool {
+        Weak::ptr_eq(&self.0, &other.0)
+    }
+}
+impl Eq for WeakId {}
+impl Hash for WeakId {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        (self.0.as_ptr() as *const u8 as usize).hash(state);
+    }
+}
+
 #[derive(Clone, PartialEq, Eq, Hash)]
 enum CacheKey {
     Base {
@@ -141,67 +159,35 @@ enum CacheKey {
         dtype: DType,
         op: Op,
         arg: LbArg,
-        srcs: Vec<usize>,
+        srcs: Vec<WeakId>,
     },
     View {
         st: ShapeTracker,
-        base: usize,
+        base: WeakId,
     },
 }
 
-/// A cache entry: the node, and weak handles to the sources (or base) whose identities are in
-/// its key. A realized node has given its sources up, so they may have died and their addresses
-/// been reused by new nodes: an entry matches only while every one of them is still alive
-/// (tinygrad keys by weak references, which never equal a new object's).
-struct CacheEntry {
-    node: Weak<LbInner>,
-    srcs: Vec<Weak<LbInner>>,
-}
-
-impl CacheEntry {
-    fn live(&self) -> Option<LazyBuffer> {
-        if self.srcs.iter().any(|w| w.strong_count() == 0) {
-            return None;
-        }
-        self.node.upgrade().map(LazyBuffer)
-    }
-}
-
-type LazyCache = Mutex<HashMap<CacheKey, CacheEntry>>;
+type LazyCache = Mutex<HashMap<CacheKey, Weak<LbInner>>>;
 
 fn lazycache() -> &'static LazyCache {
     static CACHE: OnceLock<LazyCache> = OnceLock::new();
     CACHE.get_or_init(|| Mutex::new(HashMap::new()))
 }
 
-/// The weak handles an entry for `spec` keeps (see [`CacheEntry`]).
-fn spec_weaks(spec: &Spec) -> Vec<Weak<LbInner>> {
-    match spec {
-        Spec::Base { srcs, .. } => srcs.iter().map(|s| Arc::downgrade(&s.0)).collect(),
-        Spec::View(base) => vec![Arc::downgrade(&base.0)],
-    }
-}
-
-/// A live node registered under `key` whose key sources are all still alive.
+/// A live node registered under `key`.
 fn cache_get(key: &CacheKey) -> Option<LazyBuffer> {
-    let cache = lock(lazycache());
-    let hit = cache.get(key).and_then(CacheEntry::live);
-    drop(cache);
-    hit
+    let hit = lock(lazycache()).get(key).and_then(Weak::upgrade);
+    hit.map(LazyBuffer)
 }
 
 /// Register `lb` under `key` unless a live node got there first (returned instead).
-fn cache_insert(key: CacheKey, lb: &LazyBuffer, srcs: Vec<Weak<LbInner>>) -> Option<LazyBuffer> {
+fn cache_insert(key: CacheKey, lb: &LazyBuffer) -> Option<LazyBuffer> {
     let mut cache = lock(lazycache());
-    if let Some(live) = cache.get(&key).and_then(CacheEntry::live) {
+    if let Some(live) = cache.get(&key).and_then(Weak::upgrade) {
         drop(cache);
-        return Some(live);
+        return Some(LazyBuffer(live));
     }
-    let entry = CacheEntry {
-        node: Arc::downgrade(&lb.0),
-        srcs,
-    };
-    cache.insert(key, entry);
+    cache.insert(key, Arc::downgrade(&lb.0));
     None
 }
 
@@ -209,7 +195,7 @@ fn cache_remove(key: &CacheKey, ptr: *const LbInner) {
     let mut cache = lock(lazycache());
     if cache
         .get(key)
-        .is_some_and(|e| std::ptr::eq(e.node.as_ptr(), ptr))
+        .is_some_and(|w| std::ptr::eq(w.as_ptr(), ptr))
     {
         cache.remove(key);
     }
@@ -263,11 +249,6 @@ pub(crate) fn create_lazybuffer(
     if let Some(hit) = key.as_ref().and_then(cache_get) {
         return Ok(hit);
     }
-    let weaks = if key.is_some() {
-        spec_weaks(&spec)
-    } else {
-        Vec::new()
-    };
     let lb = LazyBuffer(Arc::new(LbInner::new(
         device,
         st,
@@ -277,7 +258,7 @@ pub(crate) fn create_lazybuffer(
         key.clone(),
     )?));
     if let Some(key) = key {
-        if let Some(live) = cache_insert(key, &lb, weaks) {
+        if let Some(live) = cache_insert(key, &lb) {
             return Ok(live);
         }
     }
@@ -292,11 +273,11 @@ fn cache_key(device: &Arc<str>, st: &ShapeTracker, dtype: DType, spec: &Spec) ->
             dtype,
             op: *op,
             arg: arg.clone(),
-            srcs: srcs.iter().map(LazyBuffer::id).collect(),
+            srcs: srcs.iter().map(|x| WeakId(Arc::downgrade(&x.0))).collect(),
         },
         Spec::View(base) => CacheKey::View {
             st: st.clone(),
-            base: base.id(),
+            base: WeakId(Arc::downgrade(&base.0)),
         },
     }
 }

@@ -418,3 +418,35 @@ fn preserve_multistage_reduce() {
     let out = x.sub(&x.max(None, true)).max(None, false);
     assert_eq!(kernels(&[&out]), 4);
 }
+
+#[test]
+fn expanded_reduce_realizes() {
+    // The realize-before-expand rule: a reduce read through an expand is its own kernel.
+    let x = T::empty(&[4, 4]);
+    assert_eq!(kernels(&[&x.sum(Some(&[1]), true).mul(&x)]), 2);
+}
+
+#[test]
+fn contiguous_of_realized_is_free() {
+    let x = T::realized(&[4, 4]);
+    assert_eq!(count_all(&[&x.contiguous()]), 0);
+}
+
+#[test]
+fn unsafe_pad_ops_realize() {
+    // Derived from UNSAFE_PAD_OPS (f(0) != 0 or undefined): RECIP, LOG2, EXP2, IDIV realize before
+    // a pad; safe ops fuse through it.
+    let pad = |t: &T| t.pad(&[Some((1, 1))], 0.0).add(1.0);
+    let x = T::realized(&[4]);
+    let i = T::realized_dt(&[4], dtypes::int32);
+    let lb = |t: &T, op: rawgrad::ops::Op| T(t.0.e(op, &[]).unwrap());
+    use rawgrad::ops::{BinaryOps, Op, UnaryOps};
+    assert_eq!(kernels(&[&pad(&lb(&x, Op::Unary(UnaryOps::RECIP)))]), 2);
+    assert_eq!(kernels(&[&pad(&lb(&x, Op::Unary(UnaryOps::LOG2)))]), 2);
+    assert_eq!(kernels(&[&pad(&lb(&x, Op::Unary(UnaryOps::EXP2)))]), 2);
+    let idiv = T(i.0.e(BinaryOps::IDIV, &[&i.0]).unwrap());
+    assert_eq!(kernels(&[&idiv.pad(&[Some((1, 1))], 0.0).add(1i64)]), 2);
+    assert_eq!(kernels(&[&pad(&lb(&x, Op::Unary(UnaryOps::SQRT)))]), 1);
+    assert_eq!(kernels(&[&pad(&x.mul(&x).add(2.0))]), 1);
+    assert_eq!(kernels(&[&pad(&x.neg())]), 1);
+}

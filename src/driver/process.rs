@@ -13,6 +13,17 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::{Error, Result};
 
+/// Run `f` when the process exits normally (`atexit`): used to write profiles at exit.
+pub fn at_exit(f: extern "C" fn()) -> Result<()> {
+    // SAFETY: `f` is a plain `extern "C" fn()` with no captured state; atexit only stores the
+    // pointer and calls it once during normal process termination.
+    let rc = unsafe { libc::atexit(f) };
+    if rc != 0 {
+        return Err(Error::Io(format!("atexit failed with {rc}")));
+    }
+    Ok(())
+}
+
 /// The first executable file named `program` on `PATH` (or `program` itself when it contains a
 /// `/` and is a file).
 pub fn which(program: &str) -> Option<PathBuf> {

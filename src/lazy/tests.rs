@@ -185,3 +185,21 @@ fn lazybuffers_are_send_and_sync() {
     fn check<T: Send + Sync>() {}
     check::<LazyBuffer>();
 }
+
+#[test]
+fn cache_keys_never_match_dead_sources() {
+    // A realized node drops its sources; a new source may then be allocated where an old one
+    // was. The new expression must not find the old (realized) node.
+    let mut held = Vec::new();
+    for _ in 0..16 {
+        let x = empty(&[3]);
+        let y = x.e(UnaryOps::SQRT, &[]).unwrap();
+        y.mark_realized();
+        drop(x);
+        let x2 = empty(&[3]);
+        let y2 = x2.e(UnaryOps::SQRT, &[]).unwrap();
+        assert_ne!(y, y2);
+        assert!(!y2.is_realized());
+        held.push((y, y2, x2));
+    }
+}

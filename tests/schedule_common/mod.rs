@@ -699,7 +699,7 @@ impl T {
 /// `Tensor.schedule()` of `t` with a fresh `seen`: marks everything it schedules realized.
 pub fn prerealize(t: &T) -> Vec<ScheduleItem> {
     let mut seen = HashSet::new();
-    create_schedule_with_vars(&[t.0.clone()], &mut seen)
+    create_schedule_with_vars(std::slice::from_ref(&t.0), &mut seen)
         .unwrap()
         .0
 }

@@ -49,7 +49,7 @@ use std::any::Any;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-pub use hooks::{DoorbellWrite, EmuDevice, EmuGpu, EmuQueue, QueueKind};
+pub use hooks::{DoorbellWrite, EmuDevice, EmuGpu, EmuQueue, EmuQueueStatus, QueueKind};
 pub use nodes::{gpu_spec, GpuSpec, GPU_SPECS};
 
 use super::api::{errno_error, Driver, Fd, MapFlags, OpenFlags, Prot};
@@ -306,6 +306,27 @@ impl EmuDriver {
     /// The queues alive on all devices.
     pub fn queues(&self) -> Vec<Arc<EmuQueue>> {
         lock(&self.kfd.state).queues.values().cloned().collect()
+    }
+
+    /// The software GPU's view of queue `queue_id` of `gpu_id` (`None` without a GPU attached,
+    /// an unknown queue, or a GPU that does not report).
+    pub fn queue_status(&self, gpu_id: u32, queue_id: u32) -> Option<EmuQueueStatus> {
+        let i = self.kfd.node_by_gpu_id(gpu_id)?;
+        let q = lock(&self.kfd.state).queues.get(&queue_id).cloned()?;
+        if q.gpu_id != gpu_id {
+            return None;
+        }
+        let gpu = self.kfd.nodes[i]
+            .gpu
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()?;
+        gpu.queue_status(&q)
+    }
+
+    /// Buffer objects the emulated process holds (allocated and not freed).
+    pub fn allocation_count(&self) -> usize {
+        lock(&self.kfd.state).allocs.len()
     }
 
     fn check_pid(&self, what: &str) -> Result<()> {

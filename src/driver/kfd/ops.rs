@@ -190,3 +190,12 @@ pub fn wait_events(
     ioctl_struct(drv, kfd, &AMDKFD_IOC_WAIT_EVENTS, &mut a)?;
     Ok(a.wait_result)
 }
+
+/// The memory-exception payload WAIT_EVENTS wrote into `ev` for a MEMORY event (GPU page fault:
+/// address, gpu_id, failure bits).
+pub fn memory_exception(ev: &kfd_event_data) -> kfd_hsa_memory_exception_data {
+    // SAFETY: both members of the union are repr(C) structs of plain integers for which every bit
+    // pattern is valid, and the union is always fully initialised (zeroed, then written by KFD),
+    // so reading the memory-exception view is defined.
+    unsafe { ev.__bindgen_anon_1.memory_exception_data }
+}

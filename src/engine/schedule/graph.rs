@@ -365,10 +365,7 @@ impl Graph {
     fn chase(&self, r: &LazyBuffer) -> Result<LazyBuffer> {
         let mut tr = r.clone();
         let mut st = tr.st().clone();
-        loop {
-            let Some(kids) = self.children.get(&tr).filter(|k| k.len() == 1) else {
-                break;
-            };
+        while let Some(kids) = self.children.get(&tr).filter(|k| k.len() == 1) {
             let Some(tr_next) = kids.first().cloned() else {
                 break;
             };

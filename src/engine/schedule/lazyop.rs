@@ -52,22 +52,7 @@ pub(super) fn schedule_group(
     if let Op::Load(op @ (LoadOps::CUSTOM | LoadOps::COPY | LoadOps::EMPTY | LoadOps::VIEW)) =
         out0.op()
     {
-        if outs.len() != 1 {
-            bail!(
-                Schedule,
-                "can't schedule a group of LoadOps.{op:?} ({} outputs)",
-                outs.len()
-            );
-        }
-        let srcs = out0.srcs().unwrap_or_default();
-        let inputs: Vec<LazyBuffer> = srcs.iter().map(|x| x.base().clone()).collect();
-        let ast = vec![loadop_ast(out0, op, &inputs)?];
-        return Ok(LbScheduleItem {
-            ast,
-            outputs: outs.to_vec(),
-            inputs,
-            var_vals,
-        });
+        return loadop_item(outs, op, var_vals);
     }
     let mut assign_targets = IndexMap::new();
     for x in outs.iter().filter(|x| x.op() == Op::Load(LoadOps::ASSIGN)) {
@@ -100,6 +85,26 @@ pub(super) fn schedule_group(
         outputs: outs.to_vec(),
         inputs: ctx.inputs,
         var_vals: ctx.var_vals,
+    })
+}
+
+/// A COPY / CUSTOM / EMPTY / VIEW item: the op alone, reading its sources' bases.
+fn loadop_item(outs: &[LazyBuffer], op: LoadOps, var_vals: VarVals) -> Result<LbScheduleItem> {
+    let [out] = outs else {
+        bail!(
+            Schedule,
+            "can't schedule a group of LoadOps.{op:?} ({} outputs)",
+            outs.len()
+        );
+    };
+    let srcs = out.srcs().unwrap_or_default();
+    let inputs: Vec<LazyBuffer> = srcs.iter().map(|x| x.base().clone()).collect();
+    let ast = vec![loadop_ast(out, op, &inputs)?];
+    Ok(LbScheduleItem {
+        ast,
+        outputs: outs.to_vec(),
+        inputs,
+        var_vals,
     })
 }
 

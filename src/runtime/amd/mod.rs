@@ -1,7 +1,137 @@
-//! The AMD backend (HCQ through KFD, no ROCm): per-chip facts, PM4 and SDMA packet builders,
-//! and their decoders. The device, memory, signal and program parts come later.
+//! The AMD backend: HCQ through KFD, no ROCm.
+//!
+//! - Chip facts and packets: [`targets`] (the per-gfx table), [`pm4`] / [`sdma`] (typed builders
+//!   with patch points), [`decode`] (the text form golden tests pin).
+//! - The device: [`process`] (the KFD process: `/dev/kfd`, render nodes, shared signal and event
+//!   pages), [`device`] ([`AmdBackend`], the [`crate::hcq::HcqBackend`]), [`memory`] (VRAM, GTT,
+//!   USERPTR at GPU VA == CPU VA), [`queue`] (hardware rings and the PM4 compute queue),
+//!   [`copy`] (the SDMA copy queue), [`signal`] (16-byte signal slots, KFD events),
+//!   [`program`] + [`elf`] (code-object loader).
+//! - [`mockgpu`]: under `MOCKGPU=1`, the emulated KFD with a software GPU that runs mock code
+//!   objects (serialized UOps) on the UOp interpreter.
+//! - Registration: [`register`] makes `AMD` a device family of the registry; [`open_amd`] opens
+//!   `AMD:n` as a [`Compiled`] (HCQ allocator behind the LRU cache, the program loader, and the
+//!   mock renderer/compiler under `MOCKGPU`; without it the compiler slot reports that the LLVM
+//!   compiler is not wired in yet).
+//!
+//! Not guaranteed: one process-wide KFD process serves the registry's devices (opened on first
+//! use, never closed); tests open their own through [`AmdProcess::new`].
 
+pub mod copy;
 pub mod decode;
+pub mod device;
+pub mod elf;
+pub mod memory;
+pub mod mockgpu;
 pub mod pm4;
+pub mod process;
+pub mod program;
+pub mod queue;
 pub mod sdma;
+pub mod signal;
 pub mod targets;
+
+#[cfg(test)]
+mod hw_tests;
+#[cfg(test)]
+mod tests;
+
+use std::sync::{Arc, Mutex};
+
+pub use device::{open_amd_device, AmdBackend};
+pub use process::AmdProcess;
+pub use program::AmdProgram;
+pub use signal::AmdSignal;
+
+use crate::device::registry::{register_family, Compiled};
+use crate::device::{Compiler, LruAllocator, Program, Runtime};
+use crate::driver::emu::EmuConfig;
+use crate::driver::{Driver, RealDriver};
+use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
+use crate::helpers::getenv;
+use crate::{Error, Result};
+use mockgpu::compiler::{MockAmdCompiler, MockAmdRenderer, UnavailableAmdCompiler};
+
+/// An opened AMD device.
+pub type AmdDevice = HcqDevice<AmdBackend>;
+
+/// Loads code objects onto one device.
+pub struct AmdRuntime {
+    dev: Arc<AmdDevice>,
+}
+
+impl AmdRuntime {
+    pub fn new(dev: Arc<AmdDevice>) -> AmdRuntime {
+        AmdRuntime { dev }
+    }
+}
+
+impl Runtime for AmdRuntime {
+    fn load(&self, name: &str, lib: &[u8]) -> Result<Box<dyn Program>> {
+        let prg = AmdProgram::load(self.dev.backend(), name, lib)?;
+        Ok(Box::new(HcqProgramHandle::new(
+            self.dev.clone(),
+            Arc::new(prg),
+        )))
+    }
+}
+
+/// The driver for a new KFD process: the emulator with software GPUs under `MOCKGPU=1`
+/// (`MOCKGPU_COUNT`, `MOCKGPU_ARCH`), else the kernel.
+pub fn amd_driver() -> Result<Arc<dyn Driver>> {
+    if getenv("MOCKGPU", 0) != 0 {
+        Ok(Arc::new(mockgpu::mock_driver(EmuConfig::from_env())?))
+    } else {
+        Ok(Arc::new(RealDriver::new()))
+    }
+}
+
+fn process() -> Result<Arc<AmdProcess>> {
+    static PROC: Mutex<Option<Arc<AmdProcess>>> = Mutex::new(None);
+    let mut p = PROC.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = p.as_ref() {
+        return Ok(p.clone());
+    }
+    let proc = AmdProcess::new(amd_driver()?)?;
+    *p = Some(proc.clone());
+    Ok(proc)
+}
+
+/// The index of `AMD` / `AMD:n`.
+fn device_index(name: &str) -> Result<usize> {
+    match name.split_once(':') {
+        None => Ok(0),
+        Some((_, n)) => n.parse().map_err(|_| {
+            Error::InvalidArgument(format!("device {name}: {n:?} is not a GPU index"))
+        }),
+    }
+}
+
+/// The parts of an opened device for the registry.
+pub fn compiled(dev: Arc<AmdDevice>, name: &str) -> Compiled {
+    let target = dev.backend().target();
+    let emulated = dev.backend().process().core().drv.name() == "emu";
+    let compiler: Arc<dyn Compiler> = if emulated {
+        Arc::new(MockAmdCompiler::new(target))
+    } else {
+        Arc::new(UnavailableAmdCompiler::new(target))
+    };
+    Compiled {
+        name: name.to_string(),
+        allocator: Arc::new(LruAllocator::new(HcqAllocator::new(dev.clone()))),
+        compiler,
+        runtime: Arc::new(AmdRuntime::new(dev)),
+        renderer: Arc::new(MockAmdRenderer::new()),
+    }
+}
+
+/// Open `AMD` / `AMD:n` on the process-wide KFD process.
+pub fn open_amd(name: &str) -> Result<Compiled> {
+    let dev = open_amd_device(&process()?, device_index(name)?, name)?;
+    Ok(compiled(dev, name))
+}
+
+/// Make `AMD` a device family of the registry.
+pub fn register() {
+    register_family("AMD", open_amd);
+}

@@ -1,0 +1,292 @@
+//! Loads and stores of the linearizer (tinygrad 0.9.1 `global_load` / `global_store`).
+//!
+//! Index and validity come from the buffer's ShapeTracker (`expr_idxs`) at the given per-dim
+//! indices; upcast variables are expanded into one access per combination and deduplicated
+//! through a cache keyed like tinygrad's (reduce index, dtype, buffer or constant, rendered index
+//! and validity). A partially valid load is gated with `(valid, 0)`, a partially valid store
+//! carries its gate, a fully invalid read is the constant 0; CONST buffers become CONST UOps
+//! (WHERE-gated when partially valid); with `supports_float4`, one unit-stride upcast dim of 2 or
+//! 4 lanes of a float/half buffer is accessed as one vector (aligned loads only; stores must be
+//! aligned).
+//!
+//! Not guaranteed: image buffers are not supported.
+
+use indexmap::IndexMap;
+
+use super::index::{expand_idxs, expand_node, iter_idxs, render_node};
+use super::{acc_init, Lin};
+use crate::codegen::kernel::KernelBuf;
+use crate::codegen::uops::UOp;
+use crate::dtype::{dtypes, ConstValue, DType};
+use crate::ops::{ConstArg, LazyOp};
+use crate::shape::Node;
+use crate::{bail, Error, Result};
+
+/// What every access of one `global_load` shares.
+struct LoadCtx<'a> {
+    i: usize,
+    buf: KernelBuf,
+    dtype: DType,
+    /// (reduce index, initial value) when defining accumulators.
+    acc: Option<(usize, ConstValue)>,
+    konst: Option<ConstArg>,
+    barrier: Option<&'a UOp>,
+    loop_ctx: &'a [UOp],
+}
+
+/// A float4 group: the upcast dim, its lane count and the first lane's index.
+struct Float4 {
+    dim: usize,
+    amt: usize,
+    first: Node,
+}
+
+impl Lin {
+    /// The float4 dim of buffer `i` for these indices, if there is exactly one candidate with 2
+    /// or 4 lanes.
+    fn float4_dim(&self, i: usize, idxs: &[Node]) -> Result<Option<Float4>> {
+        let dims = self.k.get_float4_upcast_dim(i)?;
+        let [dim] = dims.as_slice() else {
+            return Ok(None);
+        };
+        let Some(idx) = idxs.get(*dim) else {
+            return Ok(None);
+        };
+        let lanes = expand_node(idx, None)?;
+        if !matches!(lanes.len(), 2 | 4) {
+            return Ok(None);
+        }
+        Ok(Some(Float4 {
+            dim: *dim,
+            amt: lanes.len(),
+            first: lanes[0].clone(),
+        }))
+    }
+
+    /// Index and validity of buffer `i` at `idxs`, with the float4 group when the first lane's
+    /// index is aligned.
+    fn load_index(&self, i: usize, idxs: &[Node]) -> Result<(Node, Node, Option<Float4>)> {
+        let st = self.k.st(i)?;
+        if let Some(f) = self.float4_dim(i, idxs)? {
+            let mut sub = idxs.to_vec();
+            sub[f.dim] = f.first.clone();
+            let (g_idx, g_valid) = st.expr_idxs(Some(&sub))?;
+            let amt = Node::from(f.amt);
+            if g_idx == g_idx.floordiv(&amt)?.try_mul(&amt)? {
+                return Ok((g_idx, g_valid, Some(f)));
+            }
+        }
+        let (g_idx, g_valid) = st.expr_idxs(Some(idxs))?;
+        Ok((g_idx, g_valid, None))
+    }
+
+    /// Load buffer `i` at `idxs`, one UOp per upcast combination (first upcast variable fastest).
+    /// With `acc`, define that reduce's accumulators instead (hoisted above `loop_ctx`);
+    /// `barrier` orders a local-memory read after it.
+    pub(crate) fn global_load(
+        &mut self,
+        i: usize,
+        idxs: &[Node],
+        acc: Option<&LazyOp>,
+        barrier: Option<&UOp>,
+        loop_ctx: &[UOp],
+    ) -> Result<Vec<UOp>> {
+        let buf = self.k.buf(i)?.clone();
+        let (mut dtype, acc) = match acc {
+            Some(r) => {
+                let (dt, init) = acc_init(r)?;
+                let ri = self.k.reduceops.iter().position(|x| x == r).unwrap_or(0);
+                (dt, Some((ri, init)))
+            }
+            None => (buf.dtype(), None),
+        };
+        let konst = match &buf {
+            KernelBuf::Const(c) => Some(c.val.clone()),
+            _ => None,
+        };
+        let expand_vars = expand_idxs(idxs);
+        let (g_idx, g_valid, f4) = self.load_index(i, idxs)?;
+        if let Some(f) = &f4 {
+            dtype = dtype.vec(f.amt as u16);
+        }
+        let e_idxs = expand_node(&g_idx, Some(&expand_vars))?;
+        let e_valids = expand_node(&g_valid, Some(&expand_vars))?;
+        let reps = iter_idxs(&expand_vars)?;
+        let ctx = LoadCtx {
+            i,
+            buf,
+            dtype,
+            acc,
+            konst,
+            barrier,
+            loop_ctx,
+        };
+        let mut acc_count = 0usize;
+        let mut ret = Vec::with_capacity(reps.len());
+        for ((idx, valid), rep) in e_idxs.into_iter().zip(e_valids).zip(reps) {
+            let u = self.load_cached(&ctx, idx, valid, &mut acc_count)?;
+            ret.push(match &f4 {
+                Some(f) => {
+                    let lane = usize::try_from(rep[f.dim])
+                        .map_err(|_| Error::Internal("global_load: negative float4 lane".into()))?;
+                    UOp::gep(&u, lane, dtype.scalar())
+                }
+                None => u,
+            });
+        }
+        Ok(ret)
+    }
+
+    /// One access of a load (or accumulator), deduplicated through the load cache.
+    fn load_cached(
+        &mut self,
+        c: &LoadCtx,
+        idx: Node,
+        valid: Node,
+        acc_count: &mut usize,
+    ) -> Result<UOp> {
+        let (this_const, idx, valid) = if *valid.max() == 0 {
+            let zero = Some(ConstArg::Value(ConstValue::Int(0)));
+            (zero, Node::Num(0), Node::Num(1))
+        } else {
+            (c.konst.clone(), idx, valid)
+        };
+        let what = match (&this_const, c.acc.is_none(), &c.buf) {
+            (Some(k), true, _) => format!("CONST{k}"),
+            (_, _, KernelBuf::Mem(m)) => m.idx.to_string(),
+            (_, _, KernelBuf::Local(l)) => l.name.clone(),
+            (_, _, KernelBuf::Const(_)) => "CONSTBUF".to_string(),
+        };
+        let key = format!(
+            "{}{:?}{what}{}{}",
+            c.acc.map_or(String::new(), |a| a.0.to_string()),
+            c.dtype,
+            idx.render(),
+            valid.render()
+        );
+        if let Some(u) = self.load_cache.get(&key) {
+            return Ok(u.clone());
+        }
+        let u = if let Some((_, init)) = c.acc {
+            *acc_count += 1;
+            UOp::define_acc(c.dtype, init, c.loop_ctx, c.i, *acc_count - 1)
+        } else if let Some(k) = &this_const {
+            self.const_value(k, c.dtype, &valid)?
+        } else {
+            self.load_value(c.i, c.dtype, &idx, &valid, c.barrier)?
+        };
+        self.load_cache.insert(key, u.clone());
+        Ok(u)
+    }
+
+    /// A CONST buffer's value (a number, or a DEFINE_VAR cast to the dtype), WHERE-gated to 0
+    /// when only partially valid.
+    fn const_value(&self, c: &ConstArg, dt: DType, valid: &Node) -> Result<UOp> {
+        let v = match c {
+            ConstArg::Value(v) => UOp::cnst(dt, *v),
+            ConstArg::Var(var) => {
+                let u = render_node(var, &std::collections::HashMap::new())?;
+                if dt == dtypes::int32 {
+                    u
+                } else {
+                    u.cast(dt)
+                }
+            }
+        };
+        if *valid.min() == 0 && *valid.max() == 1 {
+            let gate = render_node(valid, &self.loop_uops)?;
+            return Ok(UOp::where_(&gate, v, UOp::cnst(dt, 0)));
+        }
+        Ok(v)
+    }
+
+    /// `buf[idx]`, gated with `(valid, 0)` when `valid` may be false, after `barrier` if given.
+    fn load_value(
+        &self,
+        i: usize,
+        dt: DType,
+        idx: &Node,
+        valid: &Node,
+        barrier: Option<&UOp>,
+    ) -> Result<UOp> {
+        let Some(Some(b)) = self.buf_uops.get(i) else {
+            bail!(Internal, "global_load: buffer {i} wasn't UOped");
+        };
+        let ridx = render_node(idx, &self.loop_uops)?;
+        let mut src = vec![b.clone(), ridx];
+        if *valid.min() == 0 {
+            src.push(render_node(valid, &self.loop_uops)?);
+            src.push(UOp::cnst(dt, 0));
+        }
+        if let Some(bar) = barrier {
+            src.push(bar.clone());
+        }
+        Ok(UOp::new(
+            crate::codegen::uops::UOps::LOAD,
+            Some(dt),
+            src,
+            crate::codegen::uops::UArg::None,
+        ))
+    }
+
+    /// Store `vals` (one per upcast combination of `idxs`) into buffer `i`, grouping float4
+    /// lanes into vector stores.
+    pub(crate) fn global_store(
+        &mut self,
+        i: usize,
+        idxs: &[Node],
+        vals: &[UOp],
+    ) -> Result<Vec<UOp>> {
+        let Some(Some(buf_uop)) = self.buf_uops.get(i).cloned() else {
+            bail!(Internal, "global_store: buffer {i} wasn't UOped");
+        };
+        let dtype = self.k.buf(i)?.dtype();
+        let expand_vars = expand_idxs(idxs);
+        let per_dim: Vec<Vec<Node>> = idxs
+            .iter()
+            .map(|x| expand_node(x, Some(&expand_vars)))
+            .collect::<Result<_>>()?;
+        let n = per_dim.first().map_or(1, Vec::len);
+        let mut store_offset: IndexMap<Vec<Node>, UOp> = IndexMap::new();
+        for (j, v) in (0..n).zip(vals) {
+            let key: Vec<Node> = per_dim.iter().map(|d| d[j].clone()).collect();
+            store_offset.insert(key, v.clone());
+        }
+        if let Some(f) = self.float4_dim(i, idxs)? {
+            let mut grouped: IndexMap<Vec<Node>, Vec<UOp>> = IndexMap::new();
+            for (k, v) in &store_offset {
+                let mut g = k.clone();
+                g[f.dim] = f.first.clone();
+                grouped.entry(g).or_default().push(v.clone());
+            }
+            let st = self.k.st(i)?;
+            let mut new = IndexMap::new();
+            for (k, lanes) in grouped {
+                let amt = Node::from(lanes.len());
+                let (idx, _) = st.expr_idxs(Some(&k))?;
+                if idx != idx.floordiv(&amt)?.try_mul(&amt)? {
+                    bail!(
+                        Codegen,
+                        "global_store: float4 store of buffer {i} at {idx:?} is not aligned"
+                    );
+                }
+                let vt = dtype.vec(lanes.len() as u16);
+                new.insert(k, UOp::vectorize(lanes, vt));
+            }
+            store_offset = new;
+        }
+        let st = self.k.st(i)?.clone();
+        let mut stores = Vec::with_capacity(store_offset.len());
+        for (k, var) in store_offset {
+            let (idx, valid) = st.expr_idxs(Some(&k))?;
+            let ridx = render_node(&idx, &self.loop_uops)?;
+            if *valid.min() == 1 {
+                stores.push(UOp::store(&buf_uop, &ridx, &var));
+            } else {
+                let gate = render_node(&valid, &self.loop_uops)?;
+                stores.push(UOp::store_gated(&buf_uop, &ridx, &var, &gate));
+            }
+        }
+        Ok(stores)
+    }
+}

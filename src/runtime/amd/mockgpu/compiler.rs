@@ -1,0 +1,127 @@
+//! The AMD renderer and compilers as the registry uses them until the LLVM amdgcn path lands.
+//!
+//! - [`MockAmdRenderer`]: renders a kernel as a first line `//! rawgrad-amd-mock <name>` (the
+//!   compiler only sees the source, and the code object must carry the name) followed by
+//!   `uop_serial::serialize(uops)`; GPU-like options (locals, shared memory, local_max 1024^3,
+//!   shared_max 65536, global_max (2^31-1, 65535, 65535), no float4 for now).
+//! - [`MockAmdCompiler`]: that source to a mock code object for one gfx target (`object.rs`).
+//! - [`UnavailableAmdCompiler`]: what the non-emulated device uses until the libLLVM compiler is
+//!   wired in: every compile fails with `Error::Compile` saying so.
+//!
+//! Not guaranteed: the mock compiler checks that the UOps deserialize, not that they verify.
+
+use super::object::mock_code_object;
+use crate::codegen::uop_serial::serialize;
+use crate::codegen::uops::UOp;
+use crate::device::Compiler;
+use crate::renderer::{Renderer, RendererOpts};
+use crate::runtime::amd::targets::GfxTarget;
+use crate::{bail, Result};
+
+/// First-line prefix of a mock kernel's source.
+pub const MOCK_SOURCE_PREFIX: &str = "//! rawgrad-amd-mock ";
+
+/// UOps to the mock source.
+pub struct MockAmdRenderer {
+    opts: RendererOpts,
+}
+
+impl Default for MockAmdRenderer {
+    fn default() -> Self {
+        MockAmdRenderer::new()
+    }
+}
+
+impl MockAmdRenderer {
+    pub fn new() -> MockAmdRenderer {
+        MockAmdRenderer {
+            opts: RendererOpts {
+                device: "AMD".into(),
+                suffix: "AMD".into(),
+                supports_float4: false,
+                has_local: true,
+                has_shared: true,
+                global_max: Some([(1 << 31) - 1, 65535, 65535]),
+                local_max: Some([1024, 1024, 1024]),
+                shared_max: 65536,
+                tensor_cores: vec![],
+            },
+        }
+    }
+}
+
+impl Renderer for MockAmdRenderer {
+    fn opts(&self) -> &RendererOpts {
+        &self.opts
+    }
+    fn render(&self, name: &str, uops: &[UOp]) -> Result<String> {
+        if name.is_empty() || name.contains(char::is_whitespace) {
+            bail!(
+                Codegen,
+                "AMD mock renderer: kernel name {name:?} is not a symbol"
+            );
+        }
+        Ok(format!("{MOCK_SOURCE_PREFIX}{name}\n{}", serialize(uops)?))
+    }
+}
+
+/// Split a mock source into (kernel name, serialized UOps).
+pub fn split_mock_source(src: &str) -> Result<(&str, &str)> {
+    let Some((first, rest)) = src.split_once('\n') else {
+        bail!(Compile, "AMD mock compiler: source has no kernel-name line");
+    };
+    match first.strip_prefix(MOCK_SOURCE_PREFIX) {
+        Some(name) if !name.is_empty() => Ok((name, rest)),
+        _ => bail!(
+            Compile,
+            "AMD mock compiler: the first line must be `{MOCK_SOURCE_PREFIX}<name>`, got {first:?}"
+        ),
+    }
+}
+
+/// Mock source to a mock code object for one target.
+pub struct MockAmdCompiler {
+    target: &'static GfxTarget,
+}
+
+impl MockAmdCompiler {
+    pub fn new(target: &'static GfxTarget) -> MockAmdCompiler {
+        MockAmdCompiler { target }
+    }
+}
+
+impl Compiler for MockAmdCompiler {
+    fn cache_key(&self) -> Option<String> {
+        Some(format!("compile_amd_mock_{}", self.target.name))
+    }
+    fn compile(&self, src: &str) -> Result<Vec<u8>> {
+        let (name, uops) = split_mock_source(src)?;
+        mock_code_object(self.target, name, uops, None)
+            .map_err(|e| crate::Error::Compile(format!("AMD mock compiler: {}", e.message())))
+    }
+}
+
+/// The real-hardware compiler slot, empty until the libLLVM amdgcn compiler is wired in.
+pub struct UnavailableAmdCompiler {
+    target: &'static GfxTarget,
+}
+
+impl UnavailableAmdCompiler {
+    pub fn new(target: &'static GfxTarget) -> UnavailableAmdCompiler {
+        UnavailableAmdCompiler { target }
+    }
+}
+
+impl Compiler for UnavailableAmdCompiler {
+    fn cache_key(&self) -> Option<String> {
+        None
+    }
+    fn compile(&self, _src: &str) -> Result<Vec<u8>> {
+        bail!(
+            Compile,
+            "AMD compiler: the LLVM amdgcn compiler for {} is not available yet (it is not wired \
+             into the AMD device); set MOCKGPU=1 to run kernels on the emulator",
+            self.target.name
+        )
+    }
+}

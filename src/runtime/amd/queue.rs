@@ -1,0 +1,465 @@
+//! The PM4 compute queue: [`HwRing`] (one KFD hardware queue: ring, rptr/wptr page, EOP and CWSR
+//! buffers sized exactly as Linux >= 6.12 demands, the doorbell) and [`AmdComputeQueue`] (the
+//! HCQ compute command list, built with `pm4.rs`).
+//!
+//! Submission: wait until the ring has room (`wptr + n - rptr <= ring`, polling the rptr the CP
+//! publishes, bounded by the wait timeout), write the packets (compute rings wrap dword by dword;
+//! SDMA rings pad to the end instead of splitting a packet, `copy.rs`), store the 64-bit wptr,
+//! then [`crate::driver::Driver::write_doorbell`] (which fences first). Pointers and doorbell
+//! values count dwords on compute queues and bytes on SDMA queues.
+//!
+//! Not guaranteed: a ring is used by one thread at a time (the backend keeps it under a lock).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Instant;
+
+use super::memory::{alloc_memory, AmdBuffer, MemKind};
+use super::process::KfdCore;
+use super::program::AmdProgram;
+use super::signal::AmdSignal;
+use super::AmdBackend;
+use crate::driver::kfd::ops;
+use crate::driver::kfd::topology::QueueBufferSizes;
+use crate::driver::kfd::KFD_DOORBELL_PROCESS_SLICE;
+use crate::hcq::{device::device_wait_timeout, Cmd, HcqBuffer, HcqSignal, HwComputeQueue};
+use crate::hcq::{HwQueue, KeepAlive};
+use crate::runtime::amd::pm4::{
+    ExecPatch, MailboxPatch, Pm4Buf, SignalEvent, SignalPatch, TimestampAddrPatch, WaitPatch,
+};
+use crate::runtime::amd::sdma::SdmaBuf;
+use crate::runtime::amd::targets::GfxTarget;
+use crate::sys::kfd::*;
+use crate::{bail, Error, Result};
+
+/// Which engine a ring feeds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingKind {
+    /// PM4 compute (pointers in dwords).
+    Compute,
+    /// SDMA (pointers in bytes).
+    Sdma,
+}
+
+impl RingKind {
+    fn unit(self) -> u64 {
+        match self {
+            RingKind::Compute => 4,
+            RingKind::Sdma => 1,
+        }
+    }
+}
+
+/// One KFD hardware queue and its buffers.
+pub struct HwRing {
+    core: Arc<KfdCore>,
+    pub(crate) kind: RingKind,
+    args: kfd_ioctl_create_queue_args,
+    pub(crate) queue_id: u32,
+    live: bool,
+    /// CPU address of the doorbell page (0 until attached).
+    doorbell_page: u64,
+    doorbell_offset: u64,
+    pub(crate) wptr: u64,
+    ring: AmdBuffer,
+    rw: AmdBuffer,
+    _eop: Option<AmdBuffer>,
+    _cwsr: Option<AmdBuffer>,
+}
+
+impl HwRing {
+    /// Allocate the buffers and CREATE_QUEUE. Compute rings need the node's `sizes`.
+    pub fn create(
+        core: &Arc<KfdCore>,
+        gpu_id: u32,
+        kind: RingKind,
+        ring_size: usize,
+        sizes: &QueueBufferSizes,
+    ) -> Result<HwRing> {
+        let ring = alloc_memory(core, gpu_id, ring_size, MemKind::GttUncached, true)?;
+        let rw = alloc_memory(core, gpu_id, 4096, MemKind::GttUncached, true)?;
+        let mut args = kfd_ioctl_create_queue_args {
+            ring_base_address: ring.va(),
+            write_pointer_address: rw.va(),
+            read_pointer_address: rw.va() + 8,
+            ring_size: ring.size() as u32,
+            gpu_id,
+            queue_type: KFD_IOC_QUEUE_TYPE_SDMA,
+            queue_percentage: KFD_MAX_QUEUE_PERCENTAGE,
+            queue_priority: KFD_MAX_QUEUE_PRIORITY,
+            ..Default::default()
+        };
+        let (mut eop, mut cwsr) = (None, None);
+        if kind == RingKind::Compute {
+            let e = alloc_memory(
+                core,
+                gpu_id,
+                sizes.eop_buffer_size as usize,
+                MemKind::Vram,
+                false,
+            )?;
+            let c = alloc_memory(
+                core,
+                gpu_id,
+                sizes.cwsr_total_size as usize,
+                MemKind::Vram,
+                false,
+            )?;
+            args.queue_type = KFD_IOC_QUEUE_TYPE_COMPUTE;
+            args.eop_buffer_address = e.va();
+            args.eop_buffer_size = sizes.eop_buffer_size;
+            args.ctx_save_restore_address = c.va();
+            args.ctx_save_restore_size = sizes.cwsr_size;
+            args.ctl_stack_size = sizes.ctl_stack_size;
+            (eop, cwsr) = (Some(e), Some(c));
+        }
+        let mut r = HwRing {
+            core: core.clone(),
+            kind,
+            args,
+            queue_id: 0,
+            live: false,
+            doorbell_page: 0,
+            doorbell_offset: 0,
+            wptr: 0,
+            ring,
+            rw,
+            _eop: eop,
+            _cwsr: cwsr,
+        };
+        r.create_queue()?;
+        Ok(r)
+    }
+
+    fn create_queue(&mut self) -> Result<()> {
+        let mut a = self.args;
+        ops::create_queue(self.core.drv.as_ref(), self.core.kfd, &mut a)?;
+        self.queue_id = a.queue_id;
+        self.doorbell_offset = a.doorbell_offset;
+        self.live = true;
+        Ok(())
+    }
+
+    /// The `/dev/kfd` mmap offset of the doorbell page this queue's doorbell is on.
+    pub fn doorbell_page_offset(&self) -> u64 {
+        self.doorbell_offset & !(KFD_DOORBELL_PROCESS_SLICE as u64 - 1)
+    }
+
+    /// Use the doorbell page mapped at CPU address `page`.
+    pub fn attach_doorbell(&mut self, page: u64) {
+        self.doorbell_page = page;
+    }
+
+    fn doorbell(&self) -> u64 {
+        self.doorbell_page + (self.doorbell_offset & (KFD_DOORBELL_PROCESS_SLICE as u64 - 1))
+    }
+
+    fn units(&self) -> u64 {
+        self.ring.size() as u64 / self.kind.unit()
+    }
+
+    /// The read pointer the engine published.
+    pub fn rptr(&self) -> Result<u64> {
+        self.rw_view()?.load_u64(8, Ordering::Acquire)
+    }
+
+    fn rw_view(&self) -> Result<&crate::driver::Mapping> {
+        self.rw
+            .cpu()
+            .ok_or_else(|| Error::Internal("queue rptr/wptr page is not CPU-mapped".into()))
+    }
+
+    fn ring_view(&self) -> Result<&crate::driver::Mapping> {
+        self.ring
+            .cpu()
+            .ok_or_else(|| Error::Internal("queue ring is not CPU-mapped".into()))
+    }
+
+    /// Poll until `need` more units fit behind the engine's read pointer.
+    fn wait_room(&self, need: u64) -> Result<()> {
+        if need > self.units() {
+            bail!(
+                InvalidArgument,
+                "{:?} queue {}: a submission of {need} units exceeds the {}-unit ring",
+                self.kind,
+                self.queue_id,
+                self.units()
+            );
+        }
+        let start = Instant::now();
+        loop {
+            let rptr = self.rptr()?;
+            if self.wptr + need - rptr.min(self.wptr) <= self.units() {
+                return Ok(());
+            }
+            if start.elapsed() > device_wait_timeout() {
+                bail!(
+                    Timeout,
+                    "{:?} queue {}: ring full: wptr {} rptr {rptr}, {need} more units do not fit the {}-unit ring",
+                    self.kind,
+                    self.queue_id,
+                    self.wptr,
+                    self.units()
+                );
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Publish the new write pointer and ring the doorbell.
+    fn kick(&mut self, wptr: u64) -> Result<()> {
+        if self.doorbell_page == 0 {
+            bail!(
+                Internal,
+                "queue {}: no doorbell page attached",
+                self.queue_id
+            );
+        }
+        self.rw_view()?.store_u64(0, wptr, Ordering::Release)?;
+        self.wptr = wptr;
+        self.core.drv.write_doorbell(self.doorbell(), wptr)
+    }
+
+    /// Write PM4 dwords and ring the doorbell.
+    pub fn submit_pm4(&mut self, b: &Pm4Buf) -> Result<()> {
+        if b.is_empty() {
+            return Ok(());
+        }
+        self.wait_room(b.len() as u64)?;
+        let view = self.ring_view()?;
+        let w = b.copy_to_ring(self.units(), self.wptr, &mut |at, d| {
+            view.write_u32s(at as usize * 4, d)
+        })?;
+        self.kick(w)
+    }
+
+    /// Write SDMA packets (with the no-straddle padding) and ring the doorbell.
+    pub fn submit_sdma(&mut self, b: &SdmaBuf) -> Result<()> {
+        if b.is_empty() {
+            return Ok(());
+        }
+        let ring = self.ring.size() as u64;
+        self.wait_room(b.ring_bytes_needed(ring, self.wptr)?)?;
+        let view = self.ring_view()?;
+        let w = b.copy_to_ring(ring, self.wptr, &mut |at, d| {
+            view.write_u32s(at as usize, d)
+        })?;
+        self.kick(w)
+    }
+
+    /// Throw the queue away and create it again on the same buffers (after a hang or fault).
+    pub fn reset(&mut self) -> Result<()> {
+        self.destroy()?;
+        self.rw_view()?.fill(0, 16, 0)?;
+        self.wptr = 0;
+        let page = self.doorbell_page_offset();
+        self.create_queue()?;
+        if self.doorbell_page_offset() != page {
+            bail!(
+                Device,
+                "queue {}: recreated on doorbell page {:#x}, not {page:#x}",
+                self.queue_id,
+                self.doorbell_page_offset()
+            );
+        }
+        Ok(())
+    }
+
+    fn destroy(&mut self) -> Result<()> {
+        if self.live {
+            self.live = false;
+            ops::destroy_queue(self.core.drv.as_ref(), self.core.kfd, self.queue_id)?;
+        }
+        Ok(())
+    }
+
+    /// `compute queue 3: wptr 120 rptr 100 (dwords)`.
+    pub fn describe(&self) -> String {
+        let rptr = self
+            .rptr()
+            .map_or_else(|e| format!("unreadable ({e})"), |r| r.to_string());
+        let unit = if self.kind == RingKind::Compute {
+            "dwords"
+        } else {
+            "bytes"
+        };
+        format!(
+            "{} queue {}: wptr {} rptr {rptr} ({unit})",
+            if self.kind == RingKind::Compute {
+                "compute"
+            } else {
+                "SDMA"
+            },
+            self.queue_id,
+            self.wptr
+        )
+    }
+}
+
+impl Drop for HwRing {
+    fn drop(&mut self) {
+        if let Err(e) = self.destroy() {
+            self.core
+                .defer_error(format!("destroying queue {}: {e}", self.queue_id));
+        }
+    }
+}
+
+/// The HCQ compute command list (PM4).
+pub struct AmdComputeQueue {
+    pub(crate) buf: Pm4Buf,
+    keep: Vec<KeepAlive>,
+}
+
+impl AmdComputeQueue {
+    /// An empty list for `target`.
+    pub fn new(target: &'static GfxTarget) -> AmdComputeQueue {
+        AmdComputeQueue {
+            buf: Pm4Buf::new(target),
+            keep: Vec::new(),
+        }
+    }
+    /// The PM4 dwords built so far.
+    pub fn dwords(&self) -> &[u32] {
+        self.buf.dwords()
+    }
+}
+
+impl HwQueue<AmdBackend> for AmdComputeQueue {
+    type WaitPatch = WaitPatch;
+    type SignalPatch = SignalPatch;
+    type TimestampPatch = TimestampAddrPatch;
+
+    fn wait(&mut self, sig: &AmdSignal, value: u64) -> Result<Cmd<'_, Self, WaitPatch>> {
+        let p = self.buf.wait(sig.va(), value)?;
+        self.keep.push(sig.keep());
+        Ok(Cmd::new(self, p))
+    }
+
+    fn signal(&mut self, sig: &AmdSignal, value: u64) -> Result<Cmd<'_, Self, SignalPatch>> {
+        let p = self.buf.signal(sig.va(), value, sig.event())?;
+        self.keep.push(sig.keep());
+        Ok(Cmd::new(self, p))
+    }
+
+    fn timestamp(&mut self, sig: &AmdSignal) -> Result<Cmd<'_, Self, TimestampAddrPatch>> {
+        let p = self.buf.timestamp(sig.va() + 8)?;
+        self.keep.push(sig.keep());
+        Ok(Cmd::new(self, p))
+    }
+
+    fn update_wait(
+        &mut self,
+        p: &WaitPatch,
+        sig: Option<&AmdSignal>,
+        v: Option<u64>,
+    ) -> Result<()> {
+        if let Some(s) = sig {
+            self.buf.patch(&p.addr, s.va())?;
+            self.keep.push(s.keep());
+        }
+        if let Some(v) = v {
+            self.buf.patch(&p.value, v)?;
+        }
+        Ok(())
+    }
+
+    fn update_signal(
+        &mut self,
+        p: &SignalPatch,
+        sig: Option<&AmdSignal>,
+        v: Option<u64>,
+    ) -> Result<()> {
+        if let Some(s) = sig {
+            if let Some((mp, ev)) = signal_event_update(p, s)? {
+                self.buf.patch(&mp, ev)?;
+            }
+            self.buf.patch(&p.addr, s.va())?;
+            self.keep.push(s.keep());
+        }
+        if let Some(v) = v {
+            self.buf.patch(&p.value, v)?;
+        }
+        Ok(())
+    }
+
+    fn submit(&self, dev: &AmdBackend) -> Result<()> {
+        dev.submit_compute(&self.buf)
+    }
+
+    fn keep_alive(&mut self, obj: KeepAlive) {
+        self.keep.push(obj);
+    }
+
+    fn take_keep_alive(&mut self) -> Vec<KeepAlive> {
+        std::mem::take(&mut self.keep)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+}
+
+/// The event part of pointing a signal command at `s`: both must have an event or neither (the
+/// packet count differs otherwise).
+pub(crate) fn signal_event_update(
+    p: &SignalPatch,
+    s: &AmdSignal,
+) -> Result<Option<(MailboxPatch, SignalEvent)>> {
+    match (&p.event, s.event()) {
+        (Some(mp), Some(ev)) => Ok(Some((*mp, ev))),
+        (None, None) => Ok(None),
+        _ => bail!(
+            InvalidArgument,
+            "update_signal: {} and the recorded signal differ in having an event",
+            s.describe()
+        ),
+    }
+}
+
+impl HwComputeQueue<AmdBackend> for AmdComputeQueue {
+    type ExecPatch = ExecPatch;
+
+    fn memory_barrier(&mut self) -> Result<Cmd<'_, Self, ()>> {
+        self.buf.memory_barrier()?;
+        Ok(Cmd::new(self, ()))
+    }
+
+    fn exec(
+        &mut self,
+        prg: &Arc<AmdProgram>,
+        kernargs: u64,
+        global: [u32; 3],
+        local: [u32; 3],
+    ) -> Result<Cmd<'_, Self, ExecPatch>> {
+        let args = prg.exec_args(kernargs, global, local);
+        let p = self.buf.exec(prg.exec_program(), &args)?;
+        self.keep.push(prg.clone());
+        Ok(Cmd::new(self, p))
+    }
+
+    fn update_exec(
+        &mut self,
+        p: &ExecPatch,
+        kernargs: Option<u64>,
+        global: Option<[u32; 3]>,
+        local: Option<[u32; 3]>,
+    ) -> Result<()> {
+        if let Some(k) = kernargs {
+            let Some(kp) = &p.kernarg else {
+                bail!(
+                    InvalidArgument,
+                    "update_exec: the kernel takes no kernarg pointer"
+                );
+            };
+            self.buf.patch(kp, k)?;
+        }
+        if let Some(g) = global {
+            self.buf.patch(&p.dims.global, g)?;
+        }
+        if let Some(l) = local {
+            self.buf.patch(&p.dims.local, l)?;
+        }
+        Ok(())
+    }
+}
