@@ -4,6 +4,8 @@
 
 #![allow(dead_code)]
 
+pub mod reference;
+
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -85,3 +87,35 @@ pub fn items(outs: &[&Tensor]) -> usize {
 }
 
 pub const F32: DType = dtypes::float32;
+
+/// The devices the numeric tests run on.
+pub const DEVICES: [&str; 2] = ["CLANG", "INTERP"];
+
+/// Make `dev` the default device of this thread.
+pub fn on(dev: &str) -> Context {
+    if dev == "CLANG" {
+        return clang();
+    }
+    Context::with_str(&[("DEVICE", dev)])
+}
+
+/// A float32 tensor of the reference array's values.
+pub fn t32(r: &reference::R) -> Tensor {
+    Tensor::from_vec(r.f32(), &r.shape).unwrap()
+}
+
+/// A float64 tensor of the reference array's values.
+pub fn t64(r: &reference::R) -> Tensor {
+    Tensor::from_vec(r.data.clone(), &r.shape).unwrap()
+}
+
+/// The values of a float32 tensor as f64.
+pub fn get(t: &Tensor) -> Vec<f64> {
+    reference::to_f64(&t.to_vec::<f32>().unwrap())
+}
+
+/// Check a float32 tensor against a reference array (shape and values).
+pub fn check_close(t: &Tensor, want: &reference::R, atol: f64, rtol: f64, what: &str) {
+    assert_eq!(t.shape(), want.shape, "{what}: shape");
+    reference::assert_close(&get(t), &want.data, atol, rtol, what);
+}
