@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 
 use super::movement::broadcast_shape;
 use super::{fmt_shape, to_sints, Tensor};
-use crate::dtype::ConstValue;
-use crate::{bail, ensure, Result};
+use crate::dtype::{dtypes, ConstValue};
+use crate::{bail, ensure, Error, Result};
 
 /// One index of [`Tensor::getitem`].
 #[derive(Clone, Debug)]
@@ -68,6 +68,57 @@ fn slice_indices(
 /// A basic index resolved to (shrink range, stride).
 type Basic = ((usize, usize), isize);
 
+/// tinygrad's per-dim resolution: an int to a one-element range, a slice through
+/// `slice.indices` to a range and a stride (empty when the direction is wrong, swapped for
+/// negative steps), a tensor index to the full range.
+fn resolve_basic(i: &Index, dim: usize, size: usize) -> Result<Basic> {
+    let sz = size as isize;
+    Ok(match i {
+        Index::Int(index) => {
+            ensure!(
+                *index < sz && *index >= -sz,
+                InvalidArgument,
+                "getitem: index={index} is out of bounds on dim={dim} with size={size}"
+            );
+            let p = if *index >= 0 { *index } else { sz + index } as usize;
+            ((p, p + 1), 1)
+        }
+        Index::Slice(start, stop, step) => {
+            let st = step.unwrap_or(1);
+            ensure!(
+                st != 0,
+                InvalidArgument,
+                "getitem: slice on dim={dim} cannot have 0 as step"
+            );
+            let (s, e, st) = slice_indices(*start, *stop, st, sz);
+            let r = if st * (e - s) < 0 {
+                (0, 0)
+            } else if st > 0 {
+                (s as usize, e as usize)
+            } else {
+                ((e + 1) as usize, (s + 1) as usize)
+            };
+            (r, st)
+        }
+        Index::Tensor(t) => {
+            ensure!(
+                t.dtype().is_int(),
+                InvalidArgument,
+                "getitem: index.dtype={:?} on dim={dim} is not supported, only int tensor \
+                 indexing is supported",
+                t.dtype()
+            );
+            ((0, size), 1)
+        }
+        Index::NewAxis | Index::Ellipsis => {
+            bail!(
+                Internal,
+                "getitem: unexpected index {i:?} after normalization"
+            )
+        }
+    })
+}
+
 impl Tensor {
     /// tinygrad's `__getitem__` (see the module doc).
     pub fn getitem(&self, indices: &[Index]) -> Result<Tensor> {
@@ -118,74 +169,61 @@ impl Tensor {
     }
 
     fn getitem_normalized(&self, idx: &[Index]) -> Result<Tensor> {
-        let none_dims: Vec<usize> = (idx.iter().enumerate())
-            .filter(|(_, i)| matches!(i, Index::NewAxis))
-            .map(|(d, _)| d)
-            .collect();
-        let tensor_dims: Vec<usize> = (idx.iter().enumerate())
-            .filter(|(_, i)| matches!(i, Index::Tensor(_)))
-            .map(|(d, _)| d)
-            .collect();
+        let dims_of = |f: fn(&Index) -> bool| -> Vec<usize> {
+            (idx.iter().enumerate())
+                .filter(|(_, i)| f(i))
+                .map(|(d, _)| d)
+                .collect()
+        };
+        let none_dims = dims_of(|i| matches!(i, Index::NewAxis));
+        let tensor_dims = dims_of(|i| matches!(i, Index::Tensor(_)));
         let filtered: Vec<&Index> = idx
             .iter()
             .filter(|i| !matches!(i, Index::NewAxis))
             .collect();
         let shape = self.shape();
         let mut basic: Vec<Basic> = Vec::with_capacity(filtered.len());
-        let mut int_dims = Vec::new();
-        let mut tensor_index = Vec::new();
+        let (mut int_dims, mut tensor_index) = (Vec::new(), Vec::new());
         for (dim, i) in filtered.iter().enumerate() {
-            let size = shape[dim] as isize;
-            basic.push(match i {
-                Index::Int(index) => {
-                    ensure!(
-                        *index < size && *index >= -size,
-                        InvalidArgument,
-                        "getitem: index={index} is out of bounds on dim={dim} with size={size}"
-                    );
-                    int_dims.push(dim);
-                    let p = if *index >= 0 { *index } else { size + index } as usize;
-                    ((p, p + 1), 1)
-                }
-                Index::Slice(start, stop, step) => {
-                    let st = step.unwrap_or(1);
-                    ensure!(
-                        st != 0,
-                        InvalidArgument,
-                        "getitem: slice on dim={dim} cannot have 0 as step"
-                    );
-                    let (s, e, st) = slice_indices(*start, *stop, st, size);
-                    let r = if st * (e - s) < 0 {
-                        (0, 0)
-                    } else if st > 0 {
-                        (s as usize, e as usize)
-                    } else {
-                        ((e + 1) as usize, (s + 1) as usize)
-                    };
-                    (r, st)
-                }
-                Index::Tensor(t) => {
-                    ensure!(
-                        t.dtype().is_int(),
-                        InvalidArgument,
-                        "getitem: index.dtype={:?} on dim={dim} is not supported, only int tensor \
-                         indexing is supported",
-                        t.dtype()
-                    );
-                    tensor_index.push(t.clone());
-                    ((0, shape[dim]), 1)
-                }
-                Index::NewAxis | Index::Ellipsis => {
-                    bail!(
-                        Internal,
-                        "getitem: unexpected index {i:?} after normalization"
-                    )
-                }
-            });
+            let size = *shape.get(dim).ok_or_else(|| {
+                Error::Internal(format!(
+                    "getitem: {} indices for shape {:?}",
+                    filtered.len(),
+                    shape
+                ))
+            })?;
+            basic.push(resolve_basic(i, dim, size)?);
+            match i {
+                Index::Int(_) => int_dims.push(dim),
+                Index::Tensor(t) => tensor_index.push(t.clone()),
+                _ => {}
+            }
         }
         let ret = self.basic_index(&basic)?;
-        let mut new_shape = ret.shape();
-        for &d in &none_dims {
+        let (ret, collapsed) = ret.insert_and_collapse(&none_dims, &int_dims)?;
+        if tensor_dims.is_empty() {
+            return Ok(ret);
+        }
+        let mut pairs: Vec<(usize, Tensor)> = Vec::new();
+        for (&td, t) in tensor_dims.iter().zip(tensor_index) {
+            let before = collapsed.iter().filter(|&&d| td >= d).count();
+            let dim = td.checked_sub(before).ok_or_else(|| {
+                Error::InvalidArgument(format!("getitem: cannot place the tensor index at {td}"))
+            })?;
+            pairs.push((dim, t));
+        }
+        ret.advanced_index(pairs)
+    }
+
+    /// Insert the new axes (`None` indices) and drop the int-indexed dims; returns the dims
+    /// dropped (tinygrad's `dims_collapsed`).
+    fn insert_and_collapse(
+        &self,
+        none_dims: &[usize],
+        int_dims: &[usize],
+    ) -> Result<(Tensor, Vec<usize>)> {
+        let mut new_shape = self.shape();
+        for &d in none_dims {
             ensure!(
                 d <= new_shape.len(),
                 InvalidArgument,
@@ -206,16 +244,7 @@ impl Tensor {
             );
             new_shape.remove(d);
         }
-        let ret = ret.reshape_sints(&to_sints(&new_shape))?;
-        if tensor_dims.is_empty() {
-            return Ok(ret);
-        }
-        let calc_dim = |td: usize| td - collapsed.iter().filter(|&&d| td >= d).count();
-        let mut pairs: Vec<(usize, Tensor)> = Vec::new();
-        for (&td, t) in tensor_dims.iter().zip(tensor_index) {
-            pairs.push((calc_dim(td), t));
-        }
-        ret.advanced_index(pairs)
+        Ok((self.reshape_sints(&to_sints(&new_shape))?, collapsed))
     }
 
     /// Shrink to the slice bounds, flip negative strides, apply |stride| > 1 by pad, reshape
@@ -255,7 +284,14 @@ impl Tensor {
         // A dict keyed by dim: a later index for the same dim replaces the earlier one.
         let mut idx: Vec<(usize, Tensor)> = Vec::new();
         for (dim, t) in pairs {
-            let t = t.lt(0i64)?.where_(shape[dim] as i64, 0i64)?.add(&t)?;
+            let Some(&size) = shape.get(dim) else {
+                bail!(
+                    InvalidArgument,
+                    "getitem: tensor index on dim {dim} of shape {}",
+                    fmt_shape(&shape)
+                );
+            };
+            let t = t.lt(0i64)?.where_(size as i64, 0i64)?.add(&t)?;
             match idx.iter_mut().find(|(d, _)| *d == dim) {
                 Some(slot) => slot.1 = t,
                 None => idx.push((dim, t)),
@@ -269,43 +305,7 @@ impl Tensor {
         let big = idx.iter().fold(Vec::new(), |acc: Vec<usize>, (_, t)| {
             broadcast_shape(&acc, &t.shape())
         });
-        let mut pre_reduce: Vec<usize> = shape[..first].to_vec();
-        pre_reduce.extend_from_slice(&big);
-        pre_reduce.extend_from_slice(&shape[first..]);
-        let nd = shape.len();
-        let mut mask: Option<Tensor> = None;
-        for (dim, i) in &idx {
-            let mut ishape = i.shape();
-            ishape.extend(std::iter::repeat(1).take(nd - first));
-            let ie = i
-                .reshape_sints(&to_sints(&ishape))?
-                .broadcast_to(&pre_reduce)
-                .map_err(|e| {
-                    crate::Error::InvalidArgument(format!(
-                        "getitem: cannot broadcast indices: {}",
-                        e.message()
-                    ))
-                })?;
-            let mut ashape = vec![shape[*dim]];
-            ashape.extend(std::iter::repeat(1).take(nd - dim - 1));
-            let a = Tensor::arange_on(
-                ConstValue::Int(0),
-                ConstValue::Int(shape[*dim] as i128),
-                ConstValue::Int(1),
-                crate::dtype::dtypes::default_int,
-                &self.device(),
-            )?
-            .detach()
-            .reshape_sints(&to_sints(&ashape))?;
-            let m = ie.eq(&a)?;
-            mask = Some(match mask {
-                None => m,
-                Some(prev) => prev.mul(&m)?,
-            });
-        }
-        let Some(mask) = mask else {
-            bail!(Internal, "getitem: no tensor index")
-        };
+        let mask = self.index_mask(&idx, first, &big)?;
         let mut reshape_arg: Vec<usize> = shape[..first].to_vec();
         reshape_arg.extend(std::iter::repeat(1).take(big.len()));
         reshape_arg.extend_from_slice(&shape[first..]);
@@ -326,6 +326,47 @@ impl Tensor {
             ret = ret.permute(&order)?;
         }
         Ok(ret)
+    }
+
+    /// The product of the one-hot masks `index == arange(size)`, each index broadcast into
+    /// `shape[..first] + big + shape[first..]`.
+    fn index_mask(&self, idx: &[(usize, Tensor)], first: usize, big: &[usize]) -> Result<Tensor> {
+        let shape = self.shape();
+        let nd = shape.len();
+        let mut pre_reduce: Vec<usize> = shape[..first].to_vec();
+        pre_reduce.extend_from_slice(big);
+        pre_reduce.extend_from_slice(&shape[first..]);
+        let mut mask: Option<Tensor> = None;
+        for (dim, i) in idx {
+            let mut ishape = i.shape();
+            ishape.extend(std::iter::repeat(1).take(nd - first));
+            let ie = i
+                .reshape_sints(&to_sints(&ishape))?
+                .broadcast_to(&pre_reduce)
+                .map_err(|e| {
+                    Error::InvalidArgument(format!(
+                        "getitem: cannot broadcast indices: {}",
+                        e.message()
+                    ))
+                })?;
+            let mut ashape = vec![shape[*dim]];
+            ashape.extend(std::iter::repeat(1).take(nd - dim - 1));
+            let a = Tensor::arange_on(
+                ConstValue::Int(0),
+                ConstValue::Int(shape[*dim] as i128),
+                ConstValue::Int(1),
+                dtypes::default_int,
+                &self.device(),
+            )?
+            .detach()
+            .reshape_sints(&to_sints(&ashape))?;
+            let m = ie.eq(&a)?;
+            mask = Some(match mask {
+                None => m,
+                Some(prev) => prev.mul(&m)?,
+            });
+        }
+        mask.ok_or_else(|| Error::Internal("getitem: no tensor index".into()))
     }
 
     /// `gather(dim, index)`: pick values along `dim` at `index` (same rank as self; other dims
@@ -359,7 +400,7 @@ impl Tensor {
             ConstValue::Int(0),
             ConstValue::Int(shape[d] as i128),
             ConstValue::Int(1),
-            crate::dtype::dtypes::default_int,
+            dtypes::default_int,
             &self.device(),
         )?
         .detach();

@@ -22,6 +22,58 @@ fn make_pair(v: &[usize], n: usize, what: &str) -> Result<Vec<usize>> {
     }
 }
 
+/// conv2d's padding as a pad2d list: one value for every side, one per spatial dim (both
+/// sides), or the pad2d list itself.
+fn conv_padding(padding: &[isize], n: usize, xs: &[usize]) -> Result<Vec<isize>> {
+    Ok(match padding.len() {
+        1 => vec![padding[0]; 2 * n],
+        l if l == 2 * n => padding.to_vec(),
+        l if l == n => padding.iter().flat_map(|&p| [p, p]).rev().collect(),
+        l => bail!(
+            InvalidArgument,
+            "conv2d: Expected padding of length {} or {n}, but got {l} for tensor of shape {}",
+            2 * n,
+            fmt_shape(xs)
+        ),
+    })
+}
+
+/// The geometry of a `_pool`: `nn` leading dims kept, then per pooled dim the kernel, stride,
+/// dilation, input and output sizes.
+#[derive(Clone, Copy)]
+struct Window<'a> {
+    nn: usize,
+    k: &'a [usize],
+    s: &'a [usize],
+    d: &'a [usize],
+    i: &'a [usize],
+    o: &'a [usize],
+}
+
+impl Window<'_> {
+    /// Shrink/pad args: `None` for the kept dims, then `tail`.
+    fn with(&self, tail: Vec<Option<(usize, usize)>>) -> Vec<Option<(usize, usize)>> {
+        let mut v = vec![None; self.nn];
+        v.extend(tail);
+        v
+    }
+    /// A shape: the kept dims of `shape`, then `tail`.
+    fn shp(&self, shape: &[usize], tail: impl Iterator<Item = usize>) -> Vec<crate::shape::Sint> {
+        let mut v = shape[..self.nn].to_vec();
+        v.extend(tail);
+        to_sints(&v)
+    }
+    /// Kept dims, then the `first` of each (pair) of pooled dims, then the `second`.
+    fn perm(&self, first: usize, second: usize) -> Vec<isize> {
+        let (nn, nk) = (self.nn, self.k.len());
+        (0..nn)
+            .chain((0..nk).map(|j| nn + j * 2 + first))
+            .chain((0..nk).map(|j| nn + j * 2 + second))
+            .map(|x| x as isize)
+            .collect()
+    }
+}
+
 impl Tensor {
     /// tinygrad's `dot`: matrix product over the last dim of `self` and the second-to-last of
     /// `w` (the last for a 1-D `w`), broadcasting batch dims.
@@ -109,48 +161,52 @@ impl Tensor {
             );
             o.push((i[j] - span).div_ceil(s[j]));
         }
-        let keep: Vec<Option<(usize, usize)>> = shape[..nn].iter().map(|_| None).collect();
-        let noop_shape: Vec<usize> = shape[..nn].to_vec();
-        let with = |tail: Vec<Option<(usize, usize)>>| {
-            let mut v = keep.clone();
-            v.extend(tail);
-            v
-        };
-        let shp = |tail: Vec<usize>| {
-            let mut v = noop_shape.clone();
-            v.extend(tail);
-            to_sints(&v)
-        };
-        let perm = |first: usize, second: usize| -> Vec<isize> {
-            (0..nn)
-                .chain((0..nk).map(|j| nn + j * 2 + first))
-                .chain((0..nk).map(|j| nn + j * 2 + second))
-                .map(|x| x as isize)
-                .collect()
+        let w = Window {
+            nn,
+            k,
+            s: &s,
+            d: &d,
+            i,
+            o: &o,
         };
         if (0..nk).any(|j| k[j] > s[j] || d[j] != 1) {
-            let mut reps = vec![1; nn];
-            reps.extend((0..nk).map(|j| (k[j] * (i[j] + d[j])).div_ceil(i[j])));
-            let mut x = self.repeat(&reps)?;
-            x = x.shrink(&with(
-                (0..nk).map(|j| Some((0, k[j] * (i[j] + d[j])))).collect(),
-            ))?;
-            x = x.reshape_sints(&shp((0..nk).flat_map(|j| [k[j], i[j] + d[j]]).collect()))?;
-            let sh = (0..nk).flat_map(|j| [Some((0, k[j])), Some((0, o[j] * s[j]))]);
-            x = x.shrink(&with(sh.collect()))?;
-            x = x.reshape_sints(&shp((0..nk).flat_map(|j| [k[j], o[j], s[j]]).collect()))?;
-            let sh = (0..nk).flat_map(|j| [Some((0, k[j])), Some((0, o[j])), Some((0, 1))]);
-            x = x.shrink(&with(sh.collect()))?;
-            x = x.reshape_sints(&shp((0..nk).flat_map(|j| [k[j], o[j]]).collect()))?;
-            return x.permute(&perm(1, 0));
+            self.pool_repeat(&w)
+        } else {
+            self.pool_fast(&w)
         }
+    }
+
+    /// The general `_pool` path (windows overlap, or dilation): repeat so no padding is needed,
+    /// then shrink and reshape for dilation and stride.
+    fn pool_repeat(&self, w: &Window) -> Result<Tensor> {
+        let Window { nn, k, s, d, i, o } = *w;
+        let nk = k.len();
+        let mut reps = vec![1; nn];
+        reps.extend((0..nk).map(|j| (k[j] * (i[j] + d[j])).div_ceil(i[j])));
+        let mut x = self.repeat(&reps)?;
+        x = x.shrink(&w.with((0..nk).map(|j| Some((0, k[j] * (i[j] + d[j])))).collect()))?;
+        x = x.reshape_sints(&w.shp(&self.shape(), (0..nk).flat_map(|j| [k[j], i[j] + d[j]])))?;
+        let sh = (0..nk).flat_map(|j| [Some((0, k[j])), Some((0, o[j] * s[j]))]);
+        x = x.shrink(&w.with(sh.collect()))?;
+        x = x.reshape_sints(&w.shp(&self.shape(), (0..nk).flat_map(|j| [k[j], o[j], s[j]])))?;
+        let sh = (0..nk).flat_map(|j| [Some((0, k[j])), Some((0, o[j])), Some((0, 1))]);
+        x = x.shrink(&w.with(sh.collect()))?;
+        x = x.reshape_sints(&w.shp(&self.shape(), (0..nk).flat_map(|j| [k[j], o[j]])))?;
+        x.permute(&w.perm(1, 0))
+    }
+
+    /// The `_pool` fast path (kernel no larger than the stride, no dilation): pad, shrink,
+    /// reshape into (o, s), shrink to (o, k).
+    fn pool_fast(&self, w: &Window) -> Result<Tensor> {
+        let Window { k, s, i, o, .. } = *w;
+        let nk = k.len();
         let pad = (0..nk).map(|j| Some((0, (o[j] * s[j]).saturating_sub(i[j]))));
-        let mut x = self.pad(&with(pad.collect()))?;
-        x = x.shrink(&with((0..nk).map(|j| Some((0, o[j] * s[j]))).collect()))?;
-        x = x.reshape_sints(&shp((0..nk).flat_map(|j| [o[j], s[j]]).collect()))?;
+        let mut x = self.pad(&w.with(pad.collect()))?;
+        x = x.shrink(&w.with((0..nk).map(|j| Some((0, o[j] * s[j]))).collect()))?;
+        x = x.reshape_sints(&w.shp(&self.shape(), (0..nk).flat_map(|j| [o[j], s[j]])))?;
         let sh = (0..nk).flat_map(|j| [Some((0, o[j])), Some((0, k[j]))]);
-        x = x.shrink(&with(sh.collect()))?;
-        x.permute(&perm(0, 1))
+        x = x.shrink(&w.with(sh.collect()))?;
+        x.permute(&w.perm(0, 1))
     }
 
     fn pool_axes(n: usize) -> Axis {
@@ -208,18 +264,7 @@ impl Tensor {
             InvalidArgument,
             "conv2d: {cout} output channels do not split into {groups} groups"
         );
-        let padding_: Vec<isize> = match padding.len() {
-            1 => vec![padding[0]; 2 * hw.len()],
-            l if l == 2 * hw.len() => padding.to_vec(),
-            l if l == hw.len() => padding.iter().flat_map(|&p| [p, p]).rev().collect(),
-            l => bail!(
-                InvalidArgument,
-                "conv2d: Expected padding of length {} or {}, but got {l} for tensor of shape {}",
-                2 * hw.len(),
-                hw.len(),
-                fmt_shape(&xs)
-            ),
-        };
+        let padding_ = conv_padding(padding, hw.len(), &xs)?;
         let x = self.pad2d(&padding_, 0i64)?.pool(hw, stride, dilation)?;
         let rcout = cout / groups;
         let xsh = x.shape();
