@@ -136,9 +136,12 @@ fn f_movement(x: &[Tensor]) -> Tensor {
 
 fn f_where_maximum(x: &[Tensor]) -> Tensor {
     let (x, y) = (&x[0], &x[1]);
+    // The condition is detached, as tinygrad's own uses of `where` do: a comparison that
+    // requires grad gets none, and backward reports it.
     let a = x
         .gt(0i64)
         .unwrap()
+        .detach()
         .where_(x.mul(2i64).unwrap(), x.neg().unwrap())
         .unwrap();
     let b = x.maximum(y).unwrap().add(x.minimum(0.3).unwrap()).unwrap();

@@ -76,11 +76,7 @@ impl Element for bool {
 
 /// Run a schedule: the one seam between the Tensor API and the realize engine.
 pub(crate) fn run_schedule(schedule: Vec<ScheduleItem>, var_vals: &VarVals) -> Result<()> {
-    // TEMPORARY until engine::realize lands on main.
-    let _ = (schedule, var_vals);
-    Err(Error::Runtime(
-        "realize: the realize engine (engine::realize) is not available yet".into(),
-    ))
+    crate::engine::realize::run_schedule(schedule, var_vals)
 }
 
 impl Tensor {

@@ -60,6 +60,12 @@ impl R {
         R::new(shape, values(n, seed, lo, hi))
     }
 
+    /// Like [`R::rand`], with every value exactly representable in float32.
+    pub fn rand32(shape: &[usize], seed: u64, lo: f64, hi: f64) -> R {
+        let r = R::rand(shape, seed, lo, hi);
+        R::new(shape, r.data.iter().map(|&v| v as f32 as f64).collect())
+    }
+
     /// Values rounded to float32 (what a float32 tensor holds).
     pub fn f32(&self) -> Vec<f32> {
         self.data.iter().map(|&x| x as f32).collect()
