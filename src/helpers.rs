@@ -1,5 +1,6 @@
 //! Small shared pieces: environment knobs and scoped overrides ([`Context`]), [`GlobalCounters`],
-//! Python-compatible number formatting, kernel-name escaping, and the on-disk cache directory.
+//! Python-compatible number formatting, ANSI colors (`colored`, `ansilen`), kernel-name escaping,
+//! and the on-disk cache directory.
 //!
 //! Knobs follow tinygrad's `getenv`/`ContextVar`: the environment gives the default, a
 //! [`Context`] guard overrides it for the current thread until the guard drops. Overrides are
@@ -205,6 +206,49 @@ pub fn to_function_name(s: &str) -> String {
     out
 }
 
+/// tinygrad's `colored`: `st` wrapped in the ANSI color `color` (`red`, ..., `white`; upper case
+/// = the bright variant, `BLACK` is grey), or unchanged for `None`. An unknown name leaves `st`
+/// unchanged.
+pub fn colored(st: &str, color: Option<&str>) -> String {
+    const NAMES: [&str; 8] = [
+        "black", "red", "green", "yellow", "blue", "magenta", "cyan", "white",
+    ];
+    let Some(color) = color else {
+        return st.to_string();
+    };
+    let Some(idx) = NAMES.iter().position(|n| n.eq_ignore_ascii_case(color)) else {
+        return st.to_string();
+    };
+    let bright = if color.to_uppercase() == color { 60 } else { 0 };
+    format!("\x1b[{}m{st}\x1b[0m", bright + 30 + idx)
+}
+
+/// tinygrad's `ansistrip`: `s` without ANSI escapes (`ESC [ ... m` and `ESC [ K`).
+pub fn ansistrip(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut rest = s;
+    while let Some(i) = rest.find("\x1b[") {
+        out.push_str(&rest[..i]);
+        let tail = &rest[i + 2..];
+        if let Some(t) = tail.strip_prefix('K') {
+            rest = t;
+        } else if let Some(m) = tail.find('m').filter(|&m| !tail[..m].contains('\n')) {
+            rest = &tail[m + 1..];
+        } else {
+            // No terminator: keep the text as it is (the regex would not match either).
+            out.push_str(&rest[i..i + 2]);
+            rest = tail;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// tinygrad's `ansilen`: the visible length (characters) of `s`.
+pub fn ansilen(s: &str) -> usize {
+    ansistrip(s).chars().count()
+}
+
 /// Product of an integer list (1 for an empty list).
 pub fn prod(xs: &[i64]) -> i64 {
     xs.iter().product()
@@ -261,6 +305,22 @@ mod tests {
     fn function_names_escape() {
         assert_eq!(to_function_name("r_8_<i[1-10]>"), "r_8_3Ci5B12D105D3E");
         assert_eq!(to_function_name("E_4_4"), "E_4_4");
+    }
+
+    #[test]
+    fn colors_like_tinygrad() {
+        assert_eq!(colored("x", Some("red")), "\x1b[31mx\x1b[0m");
+        assert_eq!(colored("_", Some("BLACK")), "\x1b[90m_\x1b[0m");
+        assert_eq!(colored("4", Some("BLUE")), "\x1b[94m4\x1b[0m");
+        assert_eq!(colored("x", None), "x");
+        let s = format!(
+            "{}{}",
+            colored("E_", Some("green")),
+            colored("16", Some("blue"))
+        );
+        assert_eq!(ansistrip(&s), "E_16");
+        assert_eq!(ansilen(&s), 4);
+        assert_eq!(ansistrip("a\x1b[Kb\x1b[c"), "ab\x1b[c");
     }
 
     #[test]

@@ -11,14 +11,15 @@
 //! memory alive and lets the allocator find its own bookkeeping again.
 //!
 //! Built on these: [`allocator`] (host memory, the LRU cache), [`buffer`] (tinygrad's `Buffer`),
-//! [`registry`] (device names, families, `DEFAULT`, the [`Compiled`] record) and [`compiler`] (the
-//! on-disk compile cache).
+//! [`registry`] (device names, families, `DEFAULT`, the [`Compiled`] record, the built-in families
+//! of `builtin.rs`) and [`compiler`] (the on-disk compile cache).
 //!
 //! Not guaranteed: a `RawBuf` does not free its memory when dropped; the owning `Buffer` returns it
 //! to its allocator.
 
 pub mod allocator;
 pub mod buffer;
+mod builtin;
 pub mod compiler;
 pub mod registry;
 #[cfg(test)]

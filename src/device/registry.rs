@@ -1,7 +1,9 @@
 //! The device registry (tinygrad's `Device` singleton): device-name canonicalisation, the table of
 //! device families and their openers, the cache of opened devices, and `Device.DEFAULT`.
 //!
-//! A device family (`CLANG`, `INTERP`, `AMD`, ...) is made known with [`register_family`], which
+//! The built-in families (`CLANG`, `INTERP`, `AMD`; see `device/builtin.rs`) are registered once,
+//! thread-safely, the first time anything uses the registry, so users call no init function.
+//! Any family (built-in or a test's) is made known with [`register_family`], which
 //! takes an opener: a function from a canonical device name (`AMD:1`) to the device's parts, a
 //! [`Compiled`]. [`open_device`] opens each device once and caches it; the cache is thread-safe and
 //! an opener may itself open other devices. A failed open is not cached (the next call retries).
@@ -15,8 +17,10 @@
 //! Not guaranteed: opened devices live until the process ends (there is no close); an opener that
 //! opens its own device recursively deadlocks.
 
+use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 use crate::device::{Allocator, Compiler, Runtime};
@@ -98,11 +102,44 @@ struct Registry {
 
 fn registry() -> &'static Registry {
     static REG: OnceLock<Registry> = OnceLock::new();
-    REG.get_or_init(|| Registry {
+    let reg = REG.get_or_init(|| Registry {
         families: RwLock::new(HashMap::new()),
         opened: Mutex::new(HashMap::new()),
         probed_default: Mutex::new(None),
-    })
+    });
+    ensure_builtin_families();
+    reg
+}
+
+static BUILTINS_DONE: AtomicBool = AtomicBool::new(false);
+static BUILTINS_LOCK: Mutex<()> = Mutex::new(());
+thread_local! {
+    /// Set while this thread registers the built-in families (their `register_family` calls
+    /// come back through `registry()`).
+    static REGISTERING_BUILTINS: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Register the built-in families once per process, before any other registry operation (so a
+/// family registered by a user always replaces the built-in one, never the reverse).
+fn ensure_builtin_families() {
+    if BUILTINS_DONE.load(Ordering::Acquire) || REGISTERING_BUILTINS.with(Cell::get) {
+        return;
+    }
+    let _g = lock(&BUILTINS_LOCK);
+    if BUILTINS_DONE.load(Ordering::Acquire) {
+        return;
+    }
+    struct Flag;
+    impl Drop for Flag {
+        fn drop(&mut self) {
+            REGISTERING_BUILTINS.with(|f| f.set(false));
+        }
+    }
+    REGISTERING_BUILTINS.with(|f| f.set(true));
+    let flag = Flag;
+    super::builtin::register_builtin_families();
+    drop(flag);
+    BUILTINS_DONE.store(true, Ordering::Release);
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

@@ -2,4 +2,5 @@
 //! (`realize.rs`).
 
 pub mod memory;
+pub mod realize;
 pub mod schedule;

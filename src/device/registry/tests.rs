@@ -87,6 +87,9 @@ fn default_from_knobs() {
         assert_eq!(canonicalize_opt(None).unwrap(), "RGTEST_DEFB:1");
     }
     {
+        // Knobs of the built-in families from the environment (`AMD=1` in CI) come first.
+        let off: Vec<(&str, i64)> = DEVICE_ORDER.iter().map(|f| (*f, 0)).collect();
+        let _off = Context::new(&off);
         let _g = Context::new(&[("RGTEST_DEFA", 1)]);
         assert_eq!(default_device().unwrap(), "RGTEST_DEFA");
         // DEVICE wins over family knobs.
@@ -101,6 +104,8 @@ fn default_from_knobs() {
     {
         // A family knob naming a family of the order list that is not registered is an error.
         if !is_registered("CUDA") {
+            let off: Vec<(&str, i64)> = DEVICE_ORDER.iter().map(|f| (*f, 0)).collect();
+            let _off = Context::new(&off);
             let _g = Context::new(&[("CUDA", 1)]);
             let e = default_device().unwrap_err();
             assert!(e.message().contains("CUDA=1"), "{e}");

@@ -48,6 +48,7 @@ mod ioctl;
 mod memory;
 pub mod nodes;
 pub mod nv;
+pub mod nvgpu;
 mod queues;
 
 #[cfg(test)]

@@ -1,0 +1,27 @@
+//! The device families rawgrad ships, registered with the registry the first time it is used
+//! (so users never call an init function).
+//!
+//! - `CLANG`: [`ClangRenderer`], the C compiler (`clang`, else `cc`), dlopen'd shared objects,
+//!   LRU-cached host memory ([`open_clang`]).
+//! - `INTERP`: the UOp interpreter ([`open_interp`]).
+//! - `AMD`: the KFD backend ([`crate::runtime::amd::register`]); it opens nothing until an `AMD`
+//!   device is selected or probed, and under `MOCKGPU=1` it opens the emulated GPU.
+//!
+//! Not guaranteed: registering a family does not prove it opens (the opener reports why it
+//! cannot, for example a missing compiler or device node).
+
+use std::sync::Arc;
+
+use crate::device::registry::register_family;
+use crate::renderer::cstyle::ClangRenderer;
+use crate::renderer::Renderer;
+use crate::runtime::cpu::clang::open_clang;
+use crate::runtime::cpu::interp_device::open_interp;
+
+/// Register every built-in family (called once, by the registry).
+pub(crate) fn register_builtin_families() {
+    let clang: Arc<dyn Renderer> = Arc::new(ClangRenderer::new());
+    register_family("CLANG", move |name| open_clang(name, Arc::clone(&clang)));
+    register_family("INTERP", open_interp);
+    crate::runtime::amd::register();
+}

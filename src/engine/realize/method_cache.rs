@@ -1,0 +1,152 @@
+//! From a kernel AST to a [`CompiledRunner`] (tinygrad 0.9.1 `get_linearizer` and `get_runner`),
+//! through the process-wide method cache.
+//!
+//! The cache is keyed by (device, AST, `BEAM`, `NOOPT`) and, a second time, by (device family,
+//! AST, `BEAM`, `NOOPT`): a kernel compiled for `AMD:0` is loaded on `AMD:1` from the same binary
+//! without building or compiling it again. (tinygrad 0.9.1 keys by BEAM only; NOOPT is added so a
+//! scoped `NOOPT` override never receives a kernel built with the other setting.)
+//!
+//! The optimizer step of `get_kernel`: the renderer's required opts only, for now (the hand-coded
+//! heuristics, tensor cores and BEAM plug in here when codegen provides them; `NOOPT=1` will skip
+//! them).
+//!
+//! Counters for tests: [`compiles_on_this_thread`] (binaries built, i.e. `compile_cached` calls)
+//! and [`programs_built_on_this_thread`] (kernels linearized and rendered).
+//!
+//! Not guaranteed: two threads missing the cache for one AST at once both build it (the later
+//! insert wins; both runners work); the cache is never pruned.
+
+use std::cell::Cell;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::codegen::kernel::Kernel;
+use crate::device::registry::{device_family, open_device};
+use crate::helpers::{ansistrip, debug, getenv};
+use crate::ops::LazyOp;
+use crate::renderer::Renderer;
+use crate::Result;
+
+use super::debug::{colored_kernel_name, debug_print};
+use super::runners::CompiledRunner;
+use super::Runner;
+
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct CacheKey {
+    device: String,
+    ast: Vec<LazyOp>,
+    beam: i64,
+    noopt: i64,
+    by_family: bool,
+}
+
+fn method_cache() -> &'static Mutex<HashMap<CacheKey, Arc<CompiledRunner>>> {
+    static CACHE: OnceLock<Mutex<HashMap<CacheKey, Arc<CompiledRunner>>>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+fn cache_get(key: &CacheKey) -> Option<Arc<CompiledRunner>> {
+    let cache = method_cache().lock().unwrap_or_else(|e| e.into_inner());
+    cache.get(key).cloned()
+}
+
+fn cache_put(key: CacheKey, runner: &Arc<CompiledRunner>) {
+    let mut cache = method_cache().lock().unwrap_or_else(|e| e.into_inner());
+    cache.insert(key, Arc::clone(runner));
+}
+
+thread_local! {
+    static COMPILES: Cell<usize> = const { Cell::new(0) };
+    static PROGRAMS: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Count one compile on this thread.
+pub(crate) fn note_compile() {
+    COMPILES.with(|c| c.set(c.get() + 1));
+}
+
+/// Binaries this thread asked a device compiler for (through the disk cache) so far.
+pub fn compiles_on_this_thread() -> usize {
+    COMPILES.with(Cell::get)
+}
+
+/// Kernels this thread linearized and rendered (method-cache misses of both levels) so far.
+pub fn programs_built_on_this_thread() -> usize {
+    PROGRAMS.with(Cell::get)
+}
+
+/// tinygrad's `get_linearizer`: the Kernel for `ast` on `renderer`, with the opts the engine
+/// applies (see the module doc).
+pub fn get_kernel(renderer: &dyn Renderer, ast: &[LazyOp]) -> Result<Kernel> {
+    if debug() >= 3 {
+        for op in ast {
+            debug_print(format!("{op:?}"));
+        }
+    }
+    let mut k = Kernel::new(ast, renderer.opts())?;
+    k.required_optimizations()?;
+    Ok(k)
+}
+
+/// The kernel's name as tinygrad shows it (colored by axis), when it matches the program's plain
+/// name; the plain name otherwise.
+fn display_name(k: &Kernel, name: &str) -> String {
+    let base = k.base_name();
+    let Some(suffix) = name.strip_prefix(&base) else {
+        return name.to_string();
+    };
+    let prefix_len = base.find('_').map_or(base.len(), |i| i + 1);
+    let prefix = &base[..prefix_len];
+    let colored = colored_kernel_name(prefix, k.full_shape(), &k.colors(), suffix);
+    if ansistrip(&colored) == name {
+        colored
+    } else {
+        name.to_string()
+    }
+}
+
+/// tinygrad's `get_runner`: the cached runner of `ast` on `device`, built (and compiled) on a
+/// miss.
+pub fn get_runner(device: &str, ast: &[LazyOp]) -> Result<Arc<CompiledRunner>> {
+    let (beam, noopt) = (getenv("BEAM", 0), getenv("NOOPT", 0));
+    let ckey = CacheKey {
+        device: device.to_string(),
+        ast: ast.to_vec(),
+        beam,
+        noopt,
+        by_family: false,
+    };
+    if let Some(r) = cache_get(&ckey) {
+        return Ok(r);
+    }
+    let bkey = CacheKey {
+        device: device_family(device),
+        by_family: true,
+        ..ckey.clone()
+    };
+    if let Some(b) = cache_get(&bkey) {
+        let mut p = b.p.clone();
+        p.device = device.to_string();
+        let name = b.display_name().to_string();
+        let r = Arc::new(CompiledRunner::new(p, name, Some(Arc::clone(&b.lib)))?);
+        cache_put(ckey, &r);
+        return Ok(r);
+    }
+    let dev = open_device(device)?;
+    let mut k = get_kernel(&*dev.renderer, ast)?;
+    let mut p = k.to_program(&*dev.renderer)?;
+    PROGRAMS.with(|c| c.set(c.get() + 1));
+    if debug() >= 3 && !p.applied_opts.is_empty() {
+        let opts: Vec<String> = p.applied_opts.iter().map(|o| o.to_string()).collect();
+        debug_print(format!("[{}]", opts.join(", ")));
+    }
+    if debug() >= 5 {
+        debug_print(crate::codegen::uop_serial::print_uops(&p.uops));
+    }
+    p.device = device.to_string();
+    let name = display_name(&k, &p.name);
+    let r = Arc::new(CompiledRunner::new(p, name, None)?);
+    cache_put(ckey, &r);
+    cache_put(bkey, &r);
+    Ok(r)
+}

@@ -1,0 +1,436 @@
+//! The runners (tinygrad 0.9.1 `engine/realize.py`): [`CompiledRunner`] (a compiled kernel),
+//! [`BufferCopy`] (a copy between devices, or a same-family device-to-device transfer),
+//! [`ViewOp`], [`EmptyOp`] and [`CustomOp`].
+//!
+//! A `CompiledRunner` is given one buffer per DEFINE_GLOBAL, in the kernel's order (tinygrad's
+//! `[si.bufs[i] for i, _ in p.globals]`), and passes them on in that order, except to a device
+//! without launch dims: those (CLANG, LLVM) load kernels through the fixed `NAME_rg` entry, which
+//! indexes its buffer array by DEFINE_GLOBAL index, so a load folded away (a gap in the indices)
+//! must leave a gap in the array too. To such a device it also passes `global = [n, 1, 1]`, where
+//! `n` is how many cores are worth using for the kernel's outer loop: the extent of the loop the C
+//! renderer splits, capped so that each core gets at least [`MIN_WORK_PER_CORE`] units of work
+//! (flops plus bytes), and 1 when the kernel has no splittable loop.
+//!
+//! Not guaranteed: `BufferCopy` goes through host memory (a `copyout` then a `copyin`); the
+//! time a runner reports with `wait` is host wall time around the call.
+
+use std::any::Any;
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::codegen::program::ProgramSpec;
+use crate::codegen::uops::{UArg, UOp, UOps};
+use crate::device::registry::{device_family, open_device, Compiled};
+use crate::device::{compile_cached, BufferRef, LaunchDims, Program, RawBuf};
+use crate::dtype::ConstValue;
+use crate::helpers::colored;
+use crate::ops::CustomOp as CustomFnOp;
+use crate::renderer::cstyle::split_range;
+use crate::shape::{sym_infer, Node, VarVals};
+use crate::{ensure, Error, Result};
+
+use super::debug::debug_print;
+use super::method_cache::note_compile;
+use super::{Runner, RunnerBase};
+
+/// The least work (flops + bytes) worth handing one more CPU core.
+pub const MIN_WORK_PER_CORE: i64 = 1 << 16;
+
+/// How the outer loop of a kernel without launch dims can be split across cores.
+#[derive(Clone, Debug)]
+enum CpuSplit {
+    /// The device has launch dims; nothing to decide.
+    NotCpu,
+    /// No loop can be split: run on the calling thread alone.
+    Single,
+    /// The split loop runs `end - start` times, with these bounds.
+    Loop(Bound, Bound),
+}
+
+#[derive(Clone, Debug)]
+enum Bound {
+    Const(i64),
+    /// A kernel variable, by name.
+    Var(String),
+    Unknown,
+}
+
+fn bound_of(u: Option<&UOp>) -> Bound {
+    let Some(u) = u else { return Bound::Unknown };
+    match (u.op(), u.arg()) {
+        (UOps::CONST, UArg::Const(ConstValue::Int(v))) => {
+            i64::try_from(*v).map_or(Bound::Unknown, Bound::Const)
+        }
+        (UOps::DEFINE_VAR, UArg::Var { name, .. }) => Bound::Var(name.clone()),
+        _ => Bound::Unknown,
+    }
+}
+
+fn cpu_split(p: &ProgramSpec, dev: &Compiled) -> CpuSplit {
+    if dev.renderer.opts().has_local || p.global_size.is_some() {
+        return CpuSplit::NotCpu;
+    }
+    match split_range(&p.uops).and_then(|i| p.uops.get(i)) {
+        Some(r) => CpuSplit::Loop(bound_of(r.src().first()), bound_of(r.src().get(1))),
+        None => CpuSplit::Single,
+    }
+}
+
+/// A compiled kernel (tinygrad's `CompiledRunner`).
+pub struct CompiledRunner {
+    base: RunnerBase,
+    /// The program this runner was compiled from (its `device` is the runner's device).
+    pub p: ProgramSpec,
+    /// The device binary.
+    pub lib: Arc<[u8]>,
+    prg: Box<dyn Program>,
+    /// For a device that takes buffers by DEFINE_GLOBAL index, when the indices are not `0..n` in
+    /// order: the position in the buffer list of the buffer for each index (`None` for an index
+    /// the kernel does not use).
+    slots: Option<Vec<Option<usize>>>,
+    split: CpuSplit,
+}
+
+impl CompiledRunner {
+    /// Compile `p` for its device (through the disk cache) unless `precompiled` is given, and
+    /// load it. `display_name` is what DEBUG lines show (the colored kernel name).
+    pub fn new(
+        p: ProgramSpec,
+        display_name: String,
+        precompiled: Option<Arc<[u8]>>,
+    ) -> Result<Self> {
+        if crate::helpers::debug() >= 4 {
+            debug_print(p.src.clone());
+        }
+        let dev = open_device(&p.device)?;
+        let lib: Arc<[u8]> = match precompiled {
+            Some(lib) => lib,
+            None => {
+                note_compile();
+                compile_cached(&*dev.compiler, &p.src)
+                    .map_err(|e| with_kernel(e, &p.name, "compiling"))?
+                    .into()
+            }
+        };
+        let prg = dev
+            .runtime
+            .load(&p.function_name, &lib)
+            .map_err(|e| with_kernel(e, &p.name, "loading"))?;
+        let globals: Vec<usize> = p.globals().into_iter().map(|g| g.0).collect();
+        let by_index = !dev.renderer.opts().has_local;
+        let in_order = globals.iter().enumerate().all(|(i, &g)| i == g);
+        let slots = (by_index && !in_order).then(|| {
+            let n = globals.iter().max().map_or(0, |m| m + 1);
+            let mut slots = vec![None; n];
+            for (pos, &g) in globals.iter().enumerate() {
+                slots[g] = Some(pos);
+            }
+            slots
+        });
+        let split = cpu_split(&p, &dev);
+        let base = RunnerBase::new(
+            display_name,
+            p.device.clone(),
+            p.op_estimate.clone(),
+            p.mem_estimate.clone(),
+        );
+        Ok(CompiledRunner {
+            base,
+            p,
+            lib,
+            prg,
+            slots,
+            split,
+        })
+    }
+
+    /// The buffers as the device takes them (see the module doc); an index the kernel does not
+    /// use gets the first buffer, which the kernel never touches through that slot.
+    fn raw_args(&self, bufs: &[BufferRef]) -> Result<Vec<RawBuf>> {
+        let raws = bufs
+            .iter()
+            .map(|b| b.raw().cloned())
+            .collect::<Result<Vec<RawBuf>>>()?;
+        let Some(slots) = &self.slots else {
+            return Ok(raws);
+        };
+        slots
+            .iter()
+            .map(|s| {
+                raws.get(s.unwrap_or(0)).cloned().ok_or_else(|| {
+                    Error::Internal(format!("kernel {}: lost a buffer slot", self.p.name))
+                })
+            })
+            .collect()
+    }
+
+    /// `[n, 1, 1]` for a CPU kernel: the cores worth using (see the module doc).
+    fn cpu_dims(&self, var_vals: &VarVals) -> Result<Option<LaunchDims>> {
+        let (start, end) = match &self.split {
+            CpuSplit::NotCpu => return Ok(None),
+            CpuSplit::Single => return Ok(Some([1, 1, 1])),
+            CpuSplit::Loop(s, e) => (s, e),
+        };
+        let value = |b: &Bound| -> Option<i64> {
+            match b {
+                Bound::Const(v) => Some(*v),
+                Bound::Var(name) => var_vals
+                    .iter()
+                    .find(|(k, _)| k.expr() == Some(name.as_str()))
+                    .map(|(_, v)| *v),
+                Bound::Unknown => None,
+            }
+        };
+        let (Some(s), Some(e)) = (value(start), value(end)) else {
+            return Ok(None);
+        };
+        let work = sym_infer(&self.base.op_estimate, var_vals)?
+            .saturating_add(sym_infer(&self.base.mem_estimate, var_vals)?);
+        let cap = (work / MIN_WORK_PER_CORE).max(1);
+        let n = (e - s).clamp(1, cap);
+        Ok(Some([usize::try_from(n).unwrap_or(1), 1, 1]))
+    }
+}
+
+fn with_kernel(e: Error, name: &str, what: &str) -> Error {
+    let msg = format!("{what} kernel {name}: {}", e.message());
+    match e {
+        Error::Compile(_) => Error::Compile(msg),
+        Error::Device(_) => Error::Device(msg),
+        Error::Codegen(_) => Error::Codegen(msg),
+        _ => Error::Runtime(msg),
+    }
+}
+
+impl Runner for CompiledRunner {
+    fn base(&self) -> &RunnerBase {
+        &self.base
+    }
+
+    fn exec(&self, bufs: &[BufferRef], var_vals: &VarVals, wait: bool) -> Result<Option<f64>> {
+        let want = self.p.globals().len();
+        ensure!(
+            bufs.len() == want,
+            Runtime,
+            "kernel {} takes {want} buffers, got {}",
+            self.p.name,
+            bufs.len()
+        );
+        let vals = self.p.var_values(var_vals)?;
+        let dims = |e: Error| {
+            Error::Runtime(format!(
+                "kernel {}: launch dims: {}",
+                self.p.name,
+                e.message()
+            ))
+        };
+        let (mut global, local) = self.p.launch_dims(var_vals).map_err(dims)?;
+        if global.is_none() {
+            global = self.cpu_dims(var_vals).map_err(dims)?;
+        }
+        let raws = self.raw_args(bufs)?;
+        self.prg
+            .call(&raws, &vals, global, local, wait)
+            .map_err(|e| with_kernel(e, &self.p.name, "running"))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// A copy of `nbytes` bytes into `bufs[0]` from `bufs[1]` (tinygrad's `BufferCopy`, and
+/// `BufferXfer` when both devices are of one family and the allocator transfers directly).
+pub struct BufferCopy {
+    base: RunnerBase,
+    xfer: bool,
+}
+
+impl BufferCopy {
+    /// `xfer`: use the destination allocator's device-to-device `transfer`.
+    pub fn new(total_sz: usize, dest_device: &str, src_device: &str, xfer: bool) -> BufferCopy {
+        let kind = if xfer { "xfer" } else { "copy" };
+        let (d, s) = (head(dest_device, 7), head(src_device, 7));
+        let name = if total_sz as f64 >= 1e6 {
+            format!("{kind} {:7.2}M, {d:>7} <- {s:<7}", total_sz as f64 / 1e6)
+        } else {
+            format!("{kind} {total_sz:8}, {d:>7} <- {s:<7}")
+        };
+        let base = RunnerBase::new(
+            colored(&name, Some("yellow")),
+            dest_device.to_string(),
+            Node::Num(0),
+            Node::Num(total_sz as i64),
+        );
+        BufferCopy { base, xfer }
+    }
+
+    /// Whether this copy is a same-family transfer.
+    pub fn is_xfer(&self) -> bool {
+        self.xfer
+    }
+
+    /// The runner for a copy from `src_device` to `dest_device`: a transfer within one family.
+    pub fn between(total_sz: usize, dest_device: &str, src_device: &str) -> BufferCopy {
+        let xfer = device_family(dest_device) == device_family(src_device);
+        BufferCopy::new(total_sz, dest_device, src_device, xfer)
+    }
+}
+
+fn head(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+impl Runner for BufferCopy {
+    fn base(&self) -> &RunnerBase {
+        &self.base
+    }
+
+    fn exec(&self, bufs: &[BufferRef], _var_vals: &VarVals, wait: bool) -> Result<Option<f64>> {
+        let [dest, src, ..] = bufs else {
+            return Err(Error::Runtime(format!(
+                "buffer copy takes a destination and a source, got {} buffers",
+                bufs.len()
+            )));
+        };
+        ensure!(
+            dest.size() == src.size() && dest.dtype() == src.dtype(),
+            Runtime,
+            "buffer copy mismatch, {} != {}, {:?} != {:?}",
+            dest.size(),
+            src.size(),
+            dest.dtype(),
+            src.dtype()
+        );
+        let start = Instant::now();
+        if self.xfer {
+            let alloc = dest
+                .allocator()
+                .ok_or_else(|| Error::Runtime(format!("xfer into unallocated {dest:?}")))?;
+            alloc.transfer(dest.raw()?, src.raw()?, dest.nbytes())?;
+        } else {
+            dest.copyin(&src.as_bytes()?)?;
+        }
+        if !wait {
+            return Ok(None);
+        }
+        open_device(dest.device())?.synchronize()?;
+        Ok(Some(start.elapsed().as_secs_f64()))
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// `LoadOps.VIEW`: the view buffer already shares its base's memory; checks the relation.
+pub struct ViewOp {
+    base: RunnerBase,
+}
+
+impl ViewOp {
+    pub fn new(buf: &BufferRef) -> ViewOp {
+        let name = format!("view {:8} @ {:<10}", buf.nbytes(), buf.offset());
+        ViewOp {
+            base: RunnerBase::zero(colored(&name, Some("yellow")), buf.device()),
+        }
+    }
+}
+
+impl Runner for ViewOp {
+    fn base(&self) -> &RunnerBase {
+        &self.base
+    }
+
+    fn exec(&self, bufs: &[BufferRef], _var_vals: &VarVals, _wait: bool) -> Result<Option<f64>> {
+        let ok = match bufs {
+            [view, src, ..] => view.is_view() && view.base() == src.base(),
+            _ => false,
+        };
+        ensure!(
+            ok,
+            Runtime,
+            "view: must be a view of the base, got {bufs:?}"
+        );
+        Ok(None)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// `LoadOps.EMPTY`: nothing to do (the buffer is allocated by the item).
+pub struct EmptyOp {
+    base: RunnerBase,
+}
+
+impl EmptyOp {
+    pub fn new(buf: &BufferRef) -> EmptyOp {
+        let name = format!("empty {:10} {}", buf.size(), buf.dtype());
+        EmptyOp {
+            base: RunnerBase::zero(colored(&name, Some("yellow")), buf.device()),
+        }
+    }
+}
+
+impl Runner for EmptyOp {
+    fn base(&self) -> &RunnerBase {
+        &self.base
+    }
+
+    fn exec(&self, _bufs: &[BufferRef], _var_vals: &VarVals, _wait: bool) -> Result<Option<f64>> {
+        Ok(None)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// `LoadOps.CUSTOM`: a host function from the input buffers' bytes to the output's (copies the
+/// inputs out, runs, copies the output in). Its device is `CUSTOM` and it is never timed, as in
+/// tinygrad.
+pub struct CustomOp {
+    base: RunnerBase,
+    op: CustomFnOp,
+}
+
+impl CustomOp {
+    pub fn new(op: CustomFnOp) -> CustomOp {
+        CustomOp {
+            base: RunnerBase::zero(op.name.clone(), "CUSTOM"),
+            op,
+        }
+    }
+}
+
+impl Runner for CustomOp {
+    fn base(&self) -> &RunnerBase {
+        &self.base
+    }
+
+    fn exec(&self, bufs: &[BufferRef], _var_vals: &VarVals, _wait: bool) -> Result<Option<f64>> {
+        let Some((out, ins)) = bufs.split_first() else {
+            return Err(Error::Runtime(format!(
+                "custom op {}: no output buffer",
+                self.op.name
+            )));
+        };
+        let inputs = ins
+            .iter()
+            .map(|b| b.as_bytes())
+            .collect::<Result<Vec<Vec<u8>>>>()?;
+        let views: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+        let mut bytes = vec![0u8; out.nbytes()];
+        (self.op.f)(&mut bytes, &views)
+            .map_err(|e| Error::Runtime(format!("custom op {}: {}", self.op.name, e.message())))?;
+        out.copyin(&bytes)?;
+        // Like tinygrad, a host function is not timed.
+        Ok(None)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
