@@ -52,7 +52,10 @@ fn result_name(rc: c_uint) -> &'static str {
         "NVJITLINK_ERROR_UNSUPPORTED_ARCH",
         "NVJITLINK_ERROR_LTO_NOT_ENABLED",
     ];
-    NAMES.get(rc as usize).copied().unwrap_or("unknown nvJitLinkResult")
+    NAMES
+        .get(rc as usize)
+        .copied()
+        .unwrap_or("unknown nvJitLinkResult")
 }
 
 /// A loaded nvJitLink.
@@ -146,7 +149,10 @@ impl NvJitLink {
         }
         if link.version == (0, 0) {
             let v = so_version(link.lib.path());
-            link.version = (v.first().copied().unwrap_or(0), v.get(1).copied().unwrap_or(0));
+            link.version = (
+                v.first().copied().unwrap_or(0),
+                v.get(1).copied().unwrap_or(0),
+            );
         }
         Ok(Arc::new(link))
     }
@@ -201,9 +207,20 @@ impl NvJitLink {
         self.check(rc, None, &format!("nvJitLinkCreate(-arch={arch})"))?;
         let g = HandleGuard { link: self, h };
         let name = c"rawgrad.ptx";
-        // SAFETY: `ptx` is a live byte slice of the given length; the name is NUL-terminated.
+        // nvJitLink reads PTX as a C string: without the NUL it scans past the end.
+        let mut text = ptx.to_vec();
+        if text.last() != Some(&0) {
+            text.push(0);
+        }
+        // SAFETY: `text` is a live byte buffer of the given length; the name is NUL-terminated.
         let rc = unsafe {
-            (self.add_data)(g.h, INPUT_PTX, ptx.as_ptr().cast(), ptx.len(), name.as_ptr())
+            (self.add_data)(
+                g.h,
+                INPUT_PTX,
+                text.as_ptr().cast(),
+                text.len(),
+                name.as_ptr(),
+            )
         };
         self.check(rc, Some(g.h), "nvJitLinkAddData(PTX)")?;
         // SAFETY: `g.h` is a live handle with its inputs added.

@@ -146,7 +146,11 @@ mod tests {
     #[test]
     fn missing_libraries_and_symbols_are_named() {
         let e = VendorLib::open(Path::new("/nonexistent/libnvrtc.so.99"), "NVRTC").unwrap_err();
-        assert!(e.message().contains("NVRTC: dlopen /nonexistent/libnvrtc.so.99"), "{e}");
+        assert!(
+            e.message()
+                .contains("NVRTC: dlopen /nonexistent/libnvrtc.so.99"),
+            "{e}"
+        );
         let libc = VendorLib::open(Path::new("libc.so.6"), "libc").unwrap();
         assert!(libc.has("malloc"));
         // SAFETY: the symbol is not found, so the type is never used.

@@ -112,7 +112,12 @@ impl Nvrtc {
             ..n
         };
         if rc != 0 {
-            bail!(Compile, "NVRTC {}: nvrtcVersion failed: {}", path.display(), n.status(rc));
+            bail!(
+                Compile,
+                "NVRTC {}: nvrtcVersion failed: {}",
+                path.display(),
+                n.status(rc)
+            );
         }
         Ok(Arc::new(n))
     }

@@ -135,7 +135,9 @@ fn builtin_vector(d: DType) -> Option<String> {
         Scalar::Float64 if d.count == 2 => "double",
         _ => return None,
     };
-    (2..=4).contains(&d.count).then(|| format!("{base}{}", d.count))
+    (2..=4)
+        .contains(&d.count)
+        .then(|| format!("{base}{}", d.count))
 }
 
 /// The name of a generated vector struct: tinygrad's (`half4`, `float8`), `rg_`-prefixed where

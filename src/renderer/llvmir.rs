@@ -22,7 +22,7 @@
 //!   DEFINE_GLOBAL order, then each DEFINE_VAR as i32: `8*nbufs + 4*nvars` bytes at constant buffer
 //!   0's parameter base. SPECIAL is `llvm.nvvm.read.ptx.sreg.ctaid.*` (`gidx`), `tid.*` (`lidx`)
 //!   or `ctaid*ntid+tid` (`idx`, as tinygrad's CUDA renderer); DEFINE_LOCAL is an `addrspace(3)`
-//!   global (`.shared`); BARRIER is `llvm.nvvm.barrier0` (`bar.sync 0`); EXP2/LOG2/SIN are PTX's
+//!   global (`.shared`); BARRIER is `llvm.nvvm.barrier0` (`bar.sync 0`); EXP2/LOG2/SIN/SQRT are PTX's
 //!   f32 approximations.
 //!
 //! Pointers are typed (`float*`) for LLVM 14 and opaque (`ptr`) for LLVM >= 15

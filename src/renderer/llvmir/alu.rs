@@ -10,8 +10,8 @@
 //! - Float instructions carry the renderer's fast-math flags (tinygrad's `nsz arcp contract afn
 //!   reassoc` by default).
 //!
-//! - On NVPTX, EXP2/LOG2/SIN are PTX's f32 approximations (`ex2.approx`, `lg2.approx`,
-//!   `sin.approx`, what tinygrad's PTX renderer emits); half goes through f32.
+//! - On NVPTX, EXP2/LOG2/SIN/SQRT are PTX's f32 approximations (`ex2.approx`, `lg2.approx`,
+//!   `sin.approx`, `sqrt.approx`, what tinygrad's PTX renderer emits); half goes through f32.
 //!
 //! Not guaranteed: on AMD GPUs and NVPTX, double EXP2/LOG2/SIN have no intrinsic lowering and are
 //! refused.
@@ -142,8 +142,10 @@ impl Walk<'_> {
         Ok(name.to_string())
     }
 
-    /// EXP2/LOG2/SIN as PTX's `ex2.approx`/`lg2.approx`/`sin.approx` (f32, as tinygrad's PTX
-    /// renderer), SQRT as `llvm.sqrt` (`sqrt.rn`); half computes in f32 and rounds once.
+    /// EXP2/LOG2/SIN/SQRT as PTX's `ex2.approx`/`lg2.approx`/`sin.approx`/`sqrt.approx` (f32, as
+    /// tinygrad's PTX renderer; `sqrt.rn` would call a slow-path subroutine that needs a
+    /// relocation the cubin loader does not apply), double SQRT as `llvm.sqrt`; half computes in
+    /// f32 and rounds once.
     fn nvptx_math(&mut self, o: UnaryOps, d: DType, x: &str, name: &str) -> Result<String> {
         ensure!(d.count == 1, Codegen, "{o:?} of the vector {d} on NVPTX");
         let f32 = DType::new(Scalar::Float32);
@@ -154,14 +156,12 @@ impl Walk<'_> {
                 self.emit(format!("  {name} = fptrunc float {r} to half"));
                 Ok(name.to_string())
             }
-            Scalar::Float64 | Scalar::Float32 | Scalar::BFloat16 if o == UnaryOps::SQRT => {
-                let d = if d.scalar == Scalar::Float64 { d } else { f32 };
-                self.intrinsic("sqrt", d, x, name)
-            }
+            Scalar::Float64 if o == UnaryOps::SQRT => self.intrinsic("sqrt", d, x, name),
             Scalar::Float32 | Scalar::BFloat16 => {
                 let f = match o {
                     UnaryOps::EXP2 => "ex2",
                     UnaryOps::LOG2 => "lg2",
+                    UnaryOps::SQRT => "sqrt",
                     _ => "sin",
                 };
                 self.decls

@@ -137,7 +137,10 @@ pub fn nvptx_target(llvm: &Llvm, sm: u32) -> Result<NvptxTarget> {
         let opts = CompileOptions::new(NVPTX_TRIPLE, &t.cpu, &t.features, false);
         let ptx = llvm.compile(NVPTX_PROBE, &opts, Emit::Assembly)?;
         let text = String::from_utf8_lossy(&ptx);
-        if text.lines().any(|l| l.trim() == format!(".target {}", t.cpu)) {
+        if text
+            .lines()
+            .any(|l| l.trim() == format!(".target {}", t.cpu))
+        {
             return Ok(t);
         }
         tried.push(t.cpu);
@@ -189,7 +192,7 @@ impl std::fmt::Debug for NVCompiler {
     }
 }
 
-/// `ptxas --version`'s last line (`Cuda compilation tools, release 13.5, V13.5.37` ->
+/// The version `ptxas --version` reports (`Cuda compilation tools, release 13.5, V13.5.37` ->
 /// `V13.5.37`).
 fn ptxas_version(path: &PathBuf) -> Result<String> {
     let out = run_with_stdin(path, &[OsStr::new("--version")], b"")?;
@@ -203,13 +206,21 @@ fn ptxas_version(path: &PathBuf) -> Result<String> {
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
-    let last = text.lines().rev().find(|l| !l.trim().is_empty()).unwrap_or("");
-    Ok(last
-        .rsplit(", ")
+    Ok(parse_ptxas_version(&text))
+}
+
+/// The `Vx.y.z` of `ptxas --version`'s output (its release line), else its last line.
+pub fn parse_ptxas_version(text: &str) -> String {
+    let line = text
+        .lines()
+        .find(|l| l.contains("release"))
+        .or_else(|| text.lines().rev().find(|l| !l.trim().is_empty()))
+        .unwrap_or("");
+    line.rsplit(", ")
         .next()
-        .unwrap_or(last)
+        .unwrap_or(line)
         .trim()
-        .replace(' ', "_"))
+        .replace(' ', "_")
 }
 
 fn load_llvm(kind: NvCompilerKind) -> Result<Arc<Llvm>> {
@@ -371,8 +382,12 @@ fn run_ptxas(path: &PathBuf, version: &str, ptx: &str, arch: &str) -> Result<Vec
             head.join("\n")
         );
     }
-    std::fs::read(output.path())
-        .map_err(|e| Error::Io(format!("reading ptxas output {}: {e}", output.path().display())))
+    std::fs::read(output.path()).map_err(|e| {
+        Error::Io(format!(
+            "reading ptxas output {}: {e}",
+            output.path().display()
+        ))
+    })
 }
 
 impl Compiler for NVCompiler {

@@ -286,7 +286,11 @@ mod tests {
         std::fs::write(&ptxas, "#!/bin/sh\n").unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&ptxas, std::fs::Permissions::from_mode(0o755)).unwrap();
-        for f in ["libnvrtc.so.13", "libnvrtc-builtins.so.13.5", "libnvrtc.so.12"] {
+        for f in [
+            "libnvrtc.so.13",
+            "libnvrtc-builtins.so.13.5",
+            "libnvrtc.so.12",
+        ] {
             std::fs::write(cu13.join("lib").join(f), "").unwrap();
         }
         std::fs::write(cu12.join("libnvJitLink.so.12"), "").unwrap();
