@@ -4,6 +4,8 @@
 //! - `CLANG`: [`ClangRenderer`], the C compiler (`clang`, else `cc`), dlopen'd shared objects,
 //!   LRU-cached host memory ([`open_clang`]).
 //! - `INTERP`: the UOp interpreter ([`open_interp`]).
+//! - `CUDA`: the CUDA driver API fallback ([`crate::runtime::fallback::cuda::register`]); it
+//!   loads libcuda only when a `CUDA` device is selected or probed.
 //! - `AMD`: the KFD backend ([`crate::runtime::amd::register`]); it opens nothing until an `AMD`
 //!   device is selected or probed, and under `MOCKGPU=1` it opens the emulated GPU.
 //!
@@ -24,4 +26,5 @@ pub(crate) fn register_builtin_families() {
     register_family("CLANG", move |name| open_clang(name, Arc::clone(&clang)));
     register_family("INTERP", open_interp);
     crate::runtime::amd::register();
+    crate::runtime::fallback::cuda::register();
 }

@@ -16,6 +16,7 @@
 //! - [`vma`]: address-range bookkeeping shared by both drivers.
 
 pub mod api;
+pub mod cuda;
 pub mod dl;
 pub mod emu;
 pub mod hostmem;
