@@ -188,13 +188,12 @@ impl CudaLib {
             version: 0,
         };
         // SAFETY: cuInit takes flags 0; cuDriverGetVersion writes one int.
-        l.check(unsafe { (l.api.init)(0) }, "cuInit(0)")?;
+        let rc = unsafe { (l.api.init)(0) };
+        l.check(rc, "cuInit(0)")?;
         let mut v = 0;
         // SAFETY: as above.
-        l.check(
-            unsafe { (l.api.driver_version)(&mut v) },
-            "cuDriverGetVersion",
-        )?;
+        let rc = unsafe { (l.api.driver_version)(&mut v) };
+        l.check(rc, "cuDriverGetVersion")?;
         l.version = v;
         Ok(l)
     }
@@ -209,8 +208,8 @@ impl CudaLib {
         let mut p: *const c_char = std::ptr::null();
         // SAFETY: cuGetErrorName writes a pointer to a static string (or fails for unknown codes).
         let ok = unsafe { (self.api.error_name)(rc, &mut p) } == 0;
-        // SAFETY: on success `p` is a static NUL-terminated string.
         let name = if ok {
+            // SAFETY: on success `p` is a static NUL-terminated string.
             unsafe { c_str(p) }
         } else {
             String::new()
@@ -233,10 +232,8 @@ impl CudaLib {
     pub fn device_count(&self) -> Result<usize> {
         let mut n = 0;
         // SAFETY: writes one int.
-        self.check(
-            unsafe { (self.api.device_count)(&mut n) },
-            "cuDeviceGetCount",
-        )?;
+        let rc = unsafe { (self.api.device_count)(&mut n) };
+        self.check(rc, "cuDeviceGetCount")?;
         Ok(n.max(0) as usize)
     }
 }
@@ -294,25 +291,19 @@ impl CudaContext {
         let a = &lib.api;
         let mut dev = 0;
         // SAFETY: writes one device handle; the ordinal is in range.
-        lib.check(
-            unsafe { (a.device_get)(&mut dev, ordinal as c_int) },
-            "cuDeviceGet",
-        )?;
+        let rc = unsafe { (a.device_get)(&mut dev, ordinal as c_int) };
+        lib.check(rc, "cuDeviceGet")?;
         let mut name = [0u8; 256];
         // SAFETY: the buffer holds the 256 bytes passed as its length.
         let rc = unsafe { (a.device_name)(name.as_mut_ptr().cast(), 256, dev) };
         lib.check(rc, "cuDeviceGetName")?;
         let (mut major, mut minor) = (0, 0);
         // SAFETY: each call writes one int.
-        lib.check(
-            unsafe { (a.device_attribute)(&mut major, ATTR_CC_MAJOR, dev) },
-            "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)",
-        )?;
+        let rc = unsafe { (a.device_attribute)(&mut major, ATTR_CC_MAJOR, dev) };
+        lib.check(rc, "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MAJOR)")?;
         // SAFETY: as above.
-        lib.check(
-            unsafe { (a.device_attribute)(&mut minor, ATTR_CC_MINOR, dev) },
-            "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)",
-        )?;
+        let rc = unsafe { (a.device_attribute)(&mut minor, ATTR_CC_MINOR, dev) };
+        lib.check(rc, "cuDeviceGetAttribute(COMPUTE_CAPABILITY_MINOR)")?;
         let mut ctx: Ptr = std::ptr::null_mut();
         // SAFETY: writes one context handle.
         let rc = unsafe { (a.primary_retain)(&mut ctx, dev) };
@@ -532,10 +523,8 @@ impl CudaContext {
         self.current()?;
         self.stream_synchronize()?;
         // SAFETY: no arguments; waits for the current context.
-        self.lib.check(
-            unsafe { (self.lib.api.ctx_synchronize)() },
-            "cuCtxSynchronize",
-        )?;
+        let rc = unsafe { (self.lib.api.ctx_synchronize)() };
+        self.lib.check(rc, "cuCtxSynchronize")?;
         self.pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -548,10 +537,8 @@ impl CudaContext {
         self.current()?;
         let mut e: Ptr = std::ptr::null_mut();
         // SAFETY: writes one event handle (flags 0: timing enabled).
-        self.lib.check(
-            unsafe { (self.lib.api.event_create)(&mut e, 0) },
-            "cuEventCreate",
-        )?;
+        let rc = unsafe { (self.lib.api.event_create)(&mut e, 0) };
+        self.lib.check(rc, "cuEventCreate")?;
         // SAFETY: both handles are live.
         let rc = unsafe { (self.lib.api.event_record)(e, self.stream()) };
         self.lib.check(rc, "cuEventRecord")?;

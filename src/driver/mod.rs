@@ -23,6 +23,8 @@ pub mod hostmem;
 pub mod kfd;
 pub mod llvm;
 pub mod mapped;
+#[cfg(target_os = "macos")]
+pub mod metal;
 pub mod nv;
 pub mod nvjitlink;
 pub mod nvlib;

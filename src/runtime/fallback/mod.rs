@@ -19,6 +19,8 @@
 //! queue; a buffer freed while a kernel still uses it is the caller's bug (tinygrad's too).
 
 pub mod cuda;
+#[cfg(target_os = "macos")]
+pub mod metal;
 
 use std::sync::Arc;
 

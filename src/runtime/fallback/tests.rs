@@ -169,7 +169,7 @@ fn allocator_runtime_and_program_over_a_vendor_device() {
     assert!(rt.load("nope", b"module").is_err());
     let prg = rt.load("add1", b"module").unwrap();
     assert!(prg
-        .call(&[view.clone()], &[10], None, None, false)
+        .call(std::slice::from_ref(&view), &[10], None, None, false)
         .unwrap()
         .is_none());
     let t = prg

@@ -25,7 +25,7 @@
 //! (they say so, and the error carries their message).
 
 use std::ffi::OsStr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::device::Compiler;
@@ -194,7 +194,7 @@ impl std::fmt::Debug for NVCompiler {
 
 /// The version `ptxas --version` reports (`Cuda compilation tools, release 13.5, V13.5.37` ->
 /// `V13.5.37`).
-fn ptxas_version(path: &PathBuf) -> Result<String> {
+fn ptxas_version(path: &Path) -> Result<String> {
     let out = run_with_stdin(path, &[OsStr::new("--version")], b"")?;
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     if !out.success {
@@ -358,7 +358,7 @@ impl NVCompiler {
 }
 
 /// `ptxas -arch=<arch> -o <tmp>.cubin <tmp>.ptx`.
-fn run_ptxas(path: &PathBuf, version: &str, ptx: &str, arch: &str) -> Result<Vec<u8>> {
+fn run_ptxas(path: &Path, version: &str, ptx: &str, arch: &str) -> Result<Vec<u8>> {
     let input = TempPath::new("nv", ".ptx");
     let output = TempPath::new("nv", ".cubin");
     std::fs::write(input.path(), ptx)
