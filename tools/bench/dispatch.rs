@@ -7,11 +7,9 @@
 //! thresholds: the numbers are for people.
 
 use std::fmt::Write as _;
-use std::sync::Arc;
 use std::time::Instant;
 
 use rawgrad::codegen::uops::UOp;
-use rawgrad::device::registry::{is_registered, register_family};
 use rawgrad::device::{open_device, BufferOptions, Compiled, Program, RawBuf};
 use rawgrad::dtype::dtypes;
 use rawgrad::{Error, Result};
@@ -230,14 +228,6 @@ fn size_label(size: usize) -> String {
     }
 }
 
-/// Open a device, registering `LLVM` first if asked for (it is not a built-in family).
-fn open(name: &str) -> Result<Arc<Compiled>> {
-    if name == "LLVM" && !is_registered("LLVM") {
-        register_family("LLVM", rawgrad::runtime::cpu::llvm::open_llvm);
-    }
-    open_device(name)
-}
-
 fn fmt_num(x: f64) -> String {
     if !x.is_finite() {
         "-".into()
@@ -315,7 +305,7 @@ pub fn run(cfg: &Config) -> Result<String> {
     let mut rows = vec![];
     let mut notes = String::new();
     for d in &cfg.devices {
-        let dev = match open(d) {
+        let dev = match open_device(d) {
             Ok(dev) => dev,
             Err(e) => {
                 let _ = writeln!(notes, "skipped {d}: {}", e.message());
