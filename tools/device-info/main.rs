@@ -1,4 +1,4 @@
-//! `cargo run --example device_info`: the AMD GPUs KFD shows (with `MOCKGPU=1`, the emulator's),
+//! `cargo run --bin device-info`: the AMD GPUs KFD shows (with `MOCKGPU=1`, the emulator's),
 //! one block per GPU: topology ids, target, properties summary, the queue-buffer sizes KFD will
 //! demand, and whether the device opens (queues, a signal round trip through both engines).
 //! Exits cleanly, saying why, when there is nothing to show.
