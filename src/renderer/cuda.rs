@@ -33,8 +33,8 @@ use crate::codegen::uops::{UArg, UOp, UOps};
 use crate::dtype::{ConstValue, DType, Scalar};
 use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
 use crate::renderer::cstyle::{
-    base_code_for_op, base_params, base_render_const, render_cstyle, CStyle, CStyleLanguage, Needs,
-    Param,
+    base_code_for_op, base_params, base_render_const, render_cstyle, render_load_bf16_emulated,
+    render_store_bf16_emulated, CStyle, CStyleLanguage, Needs, Param,
 };
 use crate::renderer::{Renderer, RendererOpts};
 use crate::{bail, Result};
@@ -386,32 +386,10 @@ impl CStyle for CUDARenderer {
         buf: &str,
         buf_dtype: DType,
         idx: &str,
-        local: bool,
+        _local: bool,
         needs: &mut Needs,
     ) -> Result<String> {
-        if buf_dtype.scalar == Scalar::BFloat16 {
-            if out.count > 1 {
-                bail!(Codegen, "CUDA: vector loads of bfloat16");
-            }
-            needs.bf16 = true;
-            let v = format!("rg_bf16_to_float({buf}[{idx}])");
-            return if out.scalar == Scalar::BFloat16 {
-                Ok(v)
-            } else {
-                self.render_cast(&[v], out, needs)
-            };
-        }
-        let val = if out.count > 1 {
-            let t = self.render_dtype(buf_dtype.base().scalar().vec(out.count), needs)?;
-            format!("*(({t}*)({buf}+{idx}))")
-        } else {
-            format!("{buf}[{idx}]")
-        };
-        let _ = local;
-        if out.scalar != buf_dtype.scalar {
-            return self.render_cast(&[val], out, needs);
-        }
-        Ok(val)
+        render_load_bf16_emulated(self, "CUDA", out, buf, buf_dtype, idx, needs)
     }
 
     fn render_store(
@@ -421,22 +399,10 @@ impl CStyle for CUDARenderer {
         var: &str,
         var_dtype: DType,
         idx: &str,
-        local: bool,
+        _local: bool,
         needs: &mut Needs,
     ) -> Result<String> {
-        if buf_dtype.scalar == Scalar::BFloat16 {
-            if var_dtype.count > 1 {
-                bail!(Codegen, "CUDA: vector stores of bfloat16");
-            }
-            needs.bf16 = true;
-            return Ok(format!("{buf}[{idx}] = rg_float_to_bf16({var});"));
-        }
-        let _ = local;
-        if var_dtype.count > 1 {
-            let t = self.render_dtype(buf_dtype.base().scalar().vec(var_dtype.count), needs)?;
-            return Ok(format!("*(({t}*)({buf}+{idx})) = {var};"));
-        }
-        Ok(format!("{buf}[{idx}] = {var};"))
+        render_store_bf16_emulated(self, "CUDA", buf, buf_dtype, var, var_dtype, idx, needs)
     }
 
     fn render_bitcast(

@@ -31,8 +31,8 @@ use crate::renderer::{Renderer, RendererOpts};
 use crate::{bail, Result};
 
 use super::{
-    base_code_for_op, base_params, base_render_const, render_cstyle, CStyle, CStyleLanguage, Needs,
-    Param,
+    base_code_for_op, base_params, base_render_const, render_cstyle, render_load_bf16_emulated,
+    render_store_bf16_emulated, CStyle, CStyleLanguage, Needs, Param,
 };
 
 /// The CLANG renderer.
@@ -230,35 +230,10 @@ impl CStyle for ClangRenderer {
         buf: &str,
         buf_dtype: DType,
         idx: &str,
-        local: bool,
+        _local: bool,
         needs: &mut Needs,
     ) -> Result<String> {
-        if buf_dtype.scalar == Scalar::BFloat16 {
-            if out.count > 1 {
-                bail!(Codegen, "CLANG: vector loads of bfloat16");
-            }
-            needs.bf16 = true;
-            let v = format!("rg_bf16_to_float({buf}[{idx}])");
-            return if out.scalar == Scalar::BFloat16 {
-                Ok(v)
-            } else {
-                self.render_cast(&[v], out, needs)
-            };
-        }
-        let l = &self.lang;
-        let val = if out.count > 1 {
-            let t = self.render_dtype(buf_dtype.base().scalar().vec(out.count), needs)?;
-            format!("*(({t}*)({buf}+{idx}))")
-        } else if l.uses_ptr_arithmetic {
-            format!("*({buf}+{idx})")
-        } else {
-            format!("{buf}[{idx}]")
-        };
-        let _ = local;
-        if out.scalar != buf_dtype.scalar {
-            return self.render_cast(&[val], out, needs);
-        }
-        Ok(val)
+        render_load_bf16_emulated(self, "CLANG", out, buf, buf_dtype, idx, needs)
     }
 
     fn render_store(
@@ -268,22 +243,10 @@ impl CStyle for ClangRenderer {
         var: &str,
         var_dtype: DType,
         idx: &str,
-        local: bool,
+        _local: bool,
         needs: &mut Needs,
     ) -> Result<String> {
-        if buf_dtype.scalar == Scalar::BFloat16 {
-            if var_dtype.count > 1 {
-                bail!(Codegen, "CLANG: vector stores of bfloat16");
-            }
-            needs.bf16 = true;
-            return Ok(format!("{buf}[{idx}] = rg_float_to_bf16({var});"));
-        }
-        if var_dtype.count > 1 {
-            let t = self.render_dtype(buf_dtype.base().scalar().vec(var_dtype.count), needs)?;
-            return Ok(format!("*(({t}*)({buf}+{idx})) = {var};"));
-        }
-        let _ = local;
-        Ok(format!("{buf}[{idx}] = {var};"))
+        render_store_bf16_emulated(self, "CLANG", buf, buf_dtype, var, var_dtype, idx, needs)
     }
 
     fn render_bitcast(
