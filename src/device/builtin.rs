@@ -24,4 +24,5 @@ pub(crate) fn register_builtin_families() {
     register_family("CLANG", move |name| open_clang(name, Arc::clone(&clang)));
     register_family("INTERP", open_interp);
     crate::runtime::amd::register();
+    crate::runtime::nv::register();
 }
