@@ -107,7 +107,9 @@ impl M {
     fn softmax(&self) -> Result<M> {
         let mx = self.reduce_last_bcast(ReduceOps::MAX)?;
         let shifted = self.binary(BinaryOps::ADD, &mx.unary(UnaryOps::NEG)?)?;
-        let e = shifted.scalar(BinaryOps::MUL, 1.0 / LN_2)?.unary(UnaryOps::EXP2)?;
+        let e = shifted
+            .scalar(BinaryOps::MUL, 1.0 / LN_2)?
+            .unary(UnaryOps::EXP2)?;
         let s = e.reduce_last_bcast(ReduceOps::SUM)?;
         e.binary(BinaryOps::MUL, &s.unary(UnaryOps::RECIP)?)
     }
@@ -230,7 +232,10 @@ fn main() -> Result<()> {
     let got_probs = probs.to_vec()?;
     let got_c = c.to_vec()?;
     println!("mlp: x {:?} -> probs {:?}", tx.shape, probs.shape);
-    let row0: Vec<String> = got_probs[..n_out].iter().map(|v| format!("{v:.4}")).collect();
+    let row0: Vec<String> = got_probs[..n_out]
+        .iter()
+        .map(|v| format!("{v:.4}"))
+        .collect();
     println!("  probs[0] = [{}]", row0.join(", "));
     let classes: Vec<usize> = got_probs
         .chunks_exact(n_out)

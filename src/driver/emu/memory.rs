@@ -369,20 +369,13 @@ fn mmap_anon(
     }
     // Without MAP_FIXED an address is a hint, as for the kernel (the NV runtime asks for a low
     // VA window this way).
-    let at = target.or(hint.filter(|h| h % page_size() == 0)).unwrap_or(0);
+    let at = target
+        .or(hint.filter(|h| h % page_size() == 0))
+        .unwrap_or(0);
     // SAFETY: a fresh anonymous mapping; with MAP_FIXED the caller checked that the target range
     // is memory the emulator mapped for the process, so no Rust object lives there; a hint
     // without MAP_FIXED never replaces an existing mapping.
-    let r = unsafe {
-        libc::mmap(
-            at as *mut libc::c_void,
-            span as usize,
-            p,
-            f,
-            -1,
-            0,
-        )
-    };
+    let r = unsafe { libc::mmap(at as *mut libc::c_void, span as usize, p, f, -1, 0) };
     if r == libc::MAP_FAILED {
         let e = std::io::Error::last_os_error()
             .raw_os_error()

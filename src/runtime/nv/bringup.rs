@@ -120,7 +120,9 @@ pub fn map_usermode(rm: &NvRmDevice, classes: &NvClasses) -> Result<(u32, Mappin
         "usermode + doorbell page",
         |(_, m): &(u32, Mapping)| format!("class {:#x} at {:#x}", classes.usermode, m.addr()),
         (|| {
-            let um = p.ctl.rm_alloc(p.client, rm.subdevice, 0, classes.usermode, None)?;
+            let um = p
+                .ctl
+                .rm_alloc(p.client, rm.subdevice, 0, classes.usermode, None)?;
             let fd = NvGpuFd::open(p.drv.clone(), rm.minor)?;
             fd.register_fd(p.ctl.fd())?;
             let size = u64::from(NV_USERMODE_MAP_SIZE);
@@ -292,8 +294,14 @@ fn channel(
     let token = p.ctl.get_work_submit_token(p.client, handle)?;
     let base = p.alloc_va(CHANNEL_VA_RANGE, 2 << 20, true)?;
     uvm_ranges.push(base);
-    p.uvm
-        .register_channel(rm.uuid, p.ctl.fd(), p.client, handle, base, CHANNEL_VA_RANGE)?;
+    p.uvm.register_channel(
+        rm.uuid,
+        p.ctl.fd(),
+        p.client,
+        handle,
+        base,
+        CHANNEL_VA_RANGE,
+    )?;
     let cmd = alloc_memory(rm, CMD_RING_BYTES, MemKind::Vram, true)?;
     NvChannel::new(name, handle, token, engine_class, notifier, ring_off, cmd)
 }
@@ -309,7 +317,8 @@ pub fn create_channels(rm: &NvRmDevice, classes: &NvClasses, vaspace: u32) -> Re
     let handle = step(
         "TSG (KEPLER_CHANNEL_GROUP_A)",
         |h| format!("{h:#x}"),
-        p.ctl.rm_alloc_with(c, rm.device, 0, KEPLER_CHANNEL_GROUP_A, &mut tp),
+        p.ctl
+            .rm_alloc_with(c, rm.device, 0, KEPLER_CHANNEL_GROUP_A, &mut tp),
     )?;
     let mut tsg = Tsg {
         proc: p.clone(),
@@ -326,18 +335,31 @@ pub fn create_channels(rm: &NvRmDevice, classes: &NvClasses, vaspace: u32) -> Re
     tsg.ctxshare = step(
         "ctxshare (FERMI_CONTEXT_SHARE_A)",
         |h| format!("{h:#x}"),
-        p.ctl.rm_alloc_with(c, handle, 0, FERMI_CONTEXT_SHARE_A, &mut cp),
+        p.ctl
+            .rm_alloc_with(c, handle, 0, FERMI_CONTEXT_SHARE_A, &mut cp),
     )?;
     let q = (&gpfifo, handle, tsg.ctxshare);
     let compute = step(
         "compute channel + engine + token",
         |ch: &NvChannel| format!("channel {:#x} token {:#x}", ch.handle, ch.token),
-        channel(rm, classes, q, ("compute", 0, classes.arch.compute_class), &mut tsg.uvm_ranges),
+        channel(
+            rm,
+            classes,
+            q,
+            ("compute", 0, classes.arch.compute_class),
+            &mut tsg.uvm_ranges,
+        ),
     )?;
     let dma = step(
         "DMA channel + engine + token",
         |ch: &NvChannel| format!("channel {:#x} token {:#x}", ch.handle, ch.token),
-        channel(rm, classes, q, ("DMA", 1, classes.copy.class), &mut tsg.uvm_ranges),
+        channel(
+            rm,
+            classes,
+            q,
+            ("DMA", 1, classes.copy.class),
+            &mut tsg.uvm_ranges,
+        ),
     )?;
     step(
         "GPFIFO_SCHEDULE",

@@ -83,7 +83,9 @@ struct Io<'a> {
 impl GpFifoIo for Io<'_> {
     fn write_entry(&mut self, index: u32, entry: u64) -> Result<()> {
         let off = self.ring_off + 8 * u64::from(index);
-        self.io.gpfifo.store_u64(off as usize, entry, Ordering::Release)
+        self.io
+            .gpfifo
+            .store_u64(off as usize, entry, Ordering::Release)
     }
     fn read_gp_get(&mut self) -> Result<u32> {
         let off = (self.userd_off + USERD_GP_GET) as usize;
@@ -95,7 +97,9 @@ impl GpFifoIo for Io<'_> {
     }
     fn ring_doorbell(&mut self, token: u32) -> Result<()> {
         std::sync::atomic::fence(Ordering::SeqCst);
-        self.io.drv.write_doorbell(self.io.doorbell, u64::from(token))
+        self.io
+            .drv
+            .write_doorbell(self.io.doorbell, u64::from(token))
     }
 }
 
@@ -149,7 +153,8 @@ impl NvChannel {
 
     /// GP entries the GPU consumed (from USERD GPGet).
     fn consumed(&self, gpfifo: &Mapping) -> Result<u64> {
-        let gp_get = gpfifo.load_u32((self.userd_off + USERD_GP_GET) as usize, Ordering::Acquire)?;
+        let gp_get =
+            gpfifo.load_u32((self.userd_off + USERD_GP_GET) as usize, Ordering::Acquire)?;
         Ok(self.fifo.put() - u64::from(self.fifo.outstanding(gp_get)?))
     }
 
@@ -162,7 +167,11 @@ impl NvChannel {
             "{} channel: a pushbuffer of {bytes} bytes exceeds half the {size}-byte command ring",
             self.name
         );
-        let start = if self.cmd.pos + bytes > size { 0 } else { self.cmd.pos };
+        let start = if self.cmd.pos + bytes > size {
+            0
+        } else {
+            self.cmd.pos
+        };
         let end = start + bytes;
         let deadline = Instant::now() + crate::hcq::wait_timeout();
         loop {
@@ -170,12 +179,20 @@ impl NvChannel {
             while matches!(self.cmd.pending.front(), Some(&(n, _, _)) if n < done) {
                 self.cmd.pending.pop_front();
             }
-            let busy = self.cmd.pending.iter().any(|&(_, s, e)| s < end && start < e);
+            let busy = self
+                .cmd
+                .pending
+                .iter()
+                .any(|&(_, s, e)| s < end && start < e);
             if !busy {
                 return Ok(start);
             }
             if let Some(e) = self.rc_error() {
-                bail!(Fault, "{} channel: command ring busy and the channel died: {e}", self.name);
+                bail!(
+                    Fault,
+                    "{} channel: command ring busy and the channel died: {e}",
+                    self.name
+                );
             }
             if Instant::now() >= deadline {
                 bail!(
@@ -207,7 +224,8 @@ impl NvChannel {
             ring_off: self.ring_off,
             userd_off: self.userd_off,
         };
-        self.fifo.submit(entry, &mut fio, crate::hcq::wait_timeout())?;
+        self.fifo
+            .submit(entry, &mut fio, crate::hcq::wait_timeout())?;
         self.cmd.pending.push_back((n, start, start + bytes));
         self.cmd.pos = start + bytes;
         Ok(())

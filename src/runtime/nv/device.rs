@@ -86,7 +86,10 @@ fn local_sizes(gr: &GrInfo, per_thread: u32) -> (u64, u64) {
         .tpc_count
         .max(gr.litter_gpcs * gr.litter_tpc_per_gpc)
         .max(1);
-    (per_tpc, (per_tpc * u64::from(tpcs)).next_multiple_of(0x20000))
+    (
+        per_tpc,
+        (per_tpc * u64::from(tpcs)).next_multiple_of(0x20000),
+    )
 }
 
 /// Step 14: the process's signal page (allocated by its first device, mapped on the others).
@@ -148,7 +151,11 @@ impl NvBackend {
             seen_fault: Mutex::new(None),
             rm,
         };
-        step("channel setup + first signal", |_| String::new(), dev.setup_channels())?;
+        step(
+            "channel setup + first signal",
+            |_| String::new(),
+            dev.setup_channels(),
+        )?;
         Ok(dev)
     }
 
@@ -238,14 +245,18 @@ impl NvBackend {
     /// (compute, DMA) work submit tokens.
     pub fn tokens(&self) -> Result<(u32, u32)> {
         let g = lock(&self.chans);
-        let c = g.as_ref().ok_or_else(|| Error::Device("no channels".into()))?;
+        let c = g
+            .as_ref()
+            .ok_or_else(|| Error::Device("no channels".into()))?;
         Ok((c.compute.token, c.dma.token))
     }
 
     /// (compute, DMA) GP entries submitted so far.
     pub fn gp_puts(&self) -> Result<(u64, u64)> {
         let g = lock(&self.chans);
-        let c = g.as_ref().ok_or_else(|| Error::Device("no channels".into()))?;
+        let c = g
+            .as_ref()
+            .ok_or_else(|| Error::Device("no channels".into()))?;
         Ok((c.compute.put(), c.dma.put()))
     }
 
@@ -267,7 +278,12 @@ impl NvBackend {
             return Ok(l.buf.clone());
         }
         let (bytes_per_tpc, total) = local_sizes(&self.gr, per_thread);
-        let buf = Arc::new(alloc_memory(&self.rm, total as usize, MemKind::Vram, false)?);
+        let buf = Arc::new(alloc_memory(
+            &self.rm,
+            total as usize,
+            MemKind::Vram,
+            false,
+        )?);
         let mut b = PushBuf::new(self.classes);
         b.set_shader_local_memory(buf.va())?;
         b.set_shader_local_memory_non_throttled(bytes_per_tpc, MAX_SM_COUNT)?;
@@ -282,7 +298,11 @@ impl NvBackend {
     pub fn submit(&self, engine: NvEngine, dwords: &[u32]) -> Result<()> {
         let mut g = lock(&self.chans);
         let Some(c) = g.as_mut() else {
-            bail!(Device, "{}: the channels are gone (a reset failed)", self.name);
+            bail!(
+                Device,
+                "{}: the channels are gone (a reset failed)",
+                self.name
+            );
         };
         let Some(gpfifo) = c.gpfifo.cpu() else {
             bail!(Internal, "{}: GPFIFO area is not CPU-mapped", self.name);

@@ -126,7 +126,9 @@ fn layout(size: usize, kind: MemKind) -> Result<(u64, bool)> {
     let rounded = s
         .checked_next_multiple_of(page)
         .filter(|&r| r < 1 << 46)
-        .ok_or_else(|| Error::InvalidArgument(format!("NV allocation of {size} bytes is too large")))?;
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!("NV allocation of {size} bytes is too large"))
+        })?;
     Ok((rounded, huge))
 }
 
@@ -193,7 +195,8 @@ pub fn alloc_memory(dev: &NvRmDevice, size: usize, kind: MemKind, cpu: bool) -> 
     };
     // From here on, `b`'s Drop undoes whatever part succeeded.
     let what = || format!("NV alloc of {bytes:#x} bytes of {kind:?} at {va:#x}");
-    b.fill(dev, bytes, huge).map_err(|e| e.with_context(&what()))?;
+    b.fill(dev, bytes, huge)
+        .map_err(|e| e.with_context(&what()))?;
     Ok(b)
 }
 
@@ -203,7 +206,15 @@ impl NvBuffer {
         match self.kind {
             MemKind::Host => {
                 let flags = MapFlags::SHARED | MapFlags::ANONYMOUS | MapFlags::FIXED;
-                let m = Mapping::map(&p.drv, Some(self.va), bytes as usize, Prot::RW, flags, None, 0)?;
+                let m = Mapping::map(
+                    &p.drv,
+                    Some(self.va),
+                    bytes as usize,
+                    Prot::RW,
+                    flags,
+                    None,
+                    0,
+                )?;
                 self.cpu = Some(m);
                 let os_flags = (NVOS02_FLAGS_PHYSICALITY_NONCONTIGUOUS
                     << NVOS02_FLAGS_PHYSICALITY_SHIFT)

@@ -8,7 +8,8 @@
 //!   [`crate::hcq::HcqBackend`]), [`vaspace`] (the VA plan), [`memory`] (VRAM, RM sysmem, host
 //!   OS-descriptor memory at GPU VA = CPU VA), [`channel`] (GPFIFO channels, command rings, error
 //!   notifiers), [`queue`] (the compute queue), [`copy`] (the DMA copy queue), [`signal`]
-//!   (16-byte signal slots), [`program`] (cubin upload, cbuf0 and QMD per launch).
+//!   (16-byte signal slots), [`program`] (cubin upload, cbuf0 and QMD per launch), [`first_run`]
+//!   (the first-run checklist of memo 9).
 //! - [`mockgpu`]: under `MOCKGPU=1`, the emulated RM/UVM with a software NV GPU running mock cubins
 //!   (serialized UOps) on the UOp interpreter.
 //! - Registration: [`register`] makes `NV` a device family; [`open_nv`] opens `NV:n` as a
@@ -26,6 +27,7 @@ pub mod copy;
 pub mod cubin;
 pub mod decode;
 pub mod device;
+pub mod first_run;
 pub mod gpfifo;
 pub mod memory;
 pub mod mockgpu;

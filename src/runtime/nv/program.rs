@@ -45,7 +45,12 @@ pub struct NvProgram {
 
 impl std::fmt::Debug for NvProgram {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "NvProgram({}, QMD {})", self.name, self.qmd.version().name())
+        write!(
+            f,
+            "NvProgram({}, QMD {})",
+            self.name,
+            self.qmd.version().name()
+        )
     }
 }
 
@@ -62,7 +67,8 @@ impl NvProgram {
             bail!(Internal, "NV code memory is not CPU-mapped");
         };
         view.write_bytes(0, &cubin.image_at(code.va())?)?;
-        let slm_per_thread = (cubin.min_stack.max(cubin.frame_size) + SLM_EXTRA).next_multiple_of(32);
+        let slm_per_thread =
+            (cubin.min_stack.max(cubin.frame_size) + SLM_EXTRA).next_multiple_of(32);
         let slm = dev.ensure_local_memory(slm_per_thread)?;
         let const_banks = cubin
             .const_banks
@@ -83,7 +89,8 @@ impl NvProgram {
                 program_addr: code.va() + cubin.entry_offset,
                 code_bytes: cubin.code_size,
                 register_count: cubin.regcount,
-                shared: arch.shared_mem_config(cubin.shared_size + cubin.reserved_shared_size, 0)?,
+                shared: arch
+                    .shared_mem_config(cubin.shared_size + cubin.reserved_shared_size, 0)?,
                 slm_bytes_per_thread: slm_per_thread,
                 sm: dev.sm(),
                 const_banks,
@@ -154,7 +161,10 @@ impl NvProgram {
         let mut ps = self.kparams.clone();
         ps.sort_by_key(|p| p.ordinal);
         let sizes_ok = ps.len() == nbufs + nvals
-            && ps.iter().enumerate().all(|(i, p)| p.size == if i < nbufs { 8 } else { 4 });
+            && ps
+                .iter()
+                .enumerate()
+                .all(|(i, p)| p.size == if i < nbufs { 8 } else { 4 });
         ensure!(
             sizes_ok,
             InvalidArgument,
@@ -190,7 +200,11 @@ impl HcqProgram for NvProgram {
         let slots = self.param_slots(a.bufs.len(), a.vals.len())?;
         let mut cb = vec![0u8; self.cbuf0_size as usize];
         self.arch.fill_cbuf0(&mut cb, a.local, a.global)?;
-        let vals = a.bufs.iter().copied().chain(a.vals.iter().map(|&v| v as i32 as u32 as u64));
+        let vals = a
+            .bufs
+            .iter()
+            .copied()
+            .chain(a.vals.iter().map(|&v| v as i32 as u32 as u64));
         for (&(o, size), v) in slots.iter().zip(vals) {
             let at = (self.param_base + o) as usize;
             let bytes = v.to_le_bytes();

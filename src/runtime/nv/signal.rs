@@ -36,7 +36,10 @@ impl SignalPool {
     /// Slots over `buf` (CPU-mapped, at least `SIGNAL_SLOTS * SIGNAL_SIZE` bytes).
     pub fn new(buf: NvBuffer) -> Result<Arc<SignalPool>> {
         if buf.cpu().is_none() || buf.size() < SIGNAL_SLOTS * SIGNAL_SIZE {
-            bail!(Internal, "signal memory {buf:?} is not a CPU-mapped page of slots");
+            bail!(
+                Internal,
+                "signal memory {buf:?} is not a CPU-mapped page of slots"
+            );
         }
         Ok(Arc::new(SignalPool {
             buf,
@@ -78,7 +81,10 @@ impl NvSignal {
     /// A slot of `pool` starting at `value` (timestamp 0).
     pub fn new(pool: &Arc<SignalPool>, value: u64) -> Result<NvSignal> {
         let Some(index) = lock(&pool.free).pop() else {
-            bail!(Device, "out of NV signals: all {SIGNAL_SLOTS} slots are in use");
+            bail!(
+                Device,
+                "out of NV signals: all {SIGNAL_SLOTS} slots are in use"
+            );
         };
         let s = NvSignal(Arc::new(Slot {
             pool: Some(pool.clone()),

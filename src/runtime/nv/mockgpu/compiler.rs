@@ -58,7 +58,10 @@ impl Renderer for MockNvRenderer {
     }
     fn render(&self, name: &str, uops: &[UOp]) -> Result<String> {
         if name.is_empty() || name.contains(char::is_whitespace) {
-            bail!(Codegen, "NV mock renderer: kernel name {name:?} is not a symbol");
+            bail!(
+                Codegen,
+                "NV mock renderer: kernel name {name:?} is not a symbol"
+            );
         }
         Ok(format!("{MOCK_SOURCE_PREFIX}{name}\n{}", serialize(uops)?))
     }

@@ -98,9 +98,20 @@ struct GpuBufs<'a> {
 
 impl GpuBufs<'_> {
     fn va(&self, buf: usize, off: usize) -> Result<u64> {
-        match self.k.slots.get(buf).copied().flatten().and_then(|p| self.addrs.get(p)) {
+        match self
+            .k
+            .slots
+            .get(buf)
+            .copied()
+            .flatten()
+            .and_then(|p| self.addrs.get(p))
+        {
             Some(a) => Ok(a.wrapping_add(off as u64)),
-            None => bail!(Fault, "kernel {}: no buffer {buf} in the parameters", self.k.name),
+            None => bail!(
+                Fault,
+                "kernel {}: no buffer {buf} in the parameters",
+                self.k.name
+            ),
         }
     }
 
@@ -155,7 +166,11 @@ impl NvDispatchExecutor for NvUopExecutor {
             d.param_base
         );
         let p = d.read_params(mem, want).map_err(|e| {
-            Error::Fault(format!("kernel {}: reading parameters: {}", k.name, e.message()))
+            Error::Fault(format!(
+                "kernel {}: reading parameters: {}",
+                k.name,
+                e.message()
+            ))
         })?;
         let word = |i: usize, n: usize| {
             let mut b = [0u8; 8];
@@ -167,11 +182,7 @@ impl NvDispatchExecutor for NvUopExecutor {
         let vals: Vec<i64> = (0..k.nvars)
             .map(|i| i64::from(word(base + 4 * i, 4) as u32 as i32))
             .collect();
-        let mut bufs = GpuBufs {
-            mem,
-            addrs,
-            k: &k,
-        };
+        let mut bufs = GpuBufs { mem, addrs, k: &k };
         let g = d.grid.map(|x| x as usize);
         let l = d.block.map(|x| x as usize);
         k.prg.run(&mut bufs, &vals, g, l)

@@ -62,5 +62,9 @@ fn dropping_devices_returns_their_memory() {
         dev.synchronize().unwrap();
     }
     assert!(p.take_errors().is_empty());
-    assert_eq!(p.low_free_bytes(), before, "every low-window range came back");
+    assert_eq!(
+        p.low_free_bytes(),
+        before,
+        "every low-window range came back"
+    );
 }

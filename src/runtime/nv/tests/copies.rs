@@ -35,7 +35,11 @@ fn multi_chunk_copy_through_the_staging_ring() {
     let data = pattern(n, 7);
     let v0 = dev.timeline_value();
     a.copyin(&b, &data).unwrap();
-    assert_eq!(dev.timeline_value(), v0 + 3, "one submission per 4 MiB chunk");
+    assert_eq!(
+        dev.timeline_value(),
+        v0 + 3,
+        "one submission per 4 MiB chunk"
+    );
     let mut out = vec![0u8; n];
     a.copyout(&mut out, &b).unwrap();
     assert!(out == data, "multi-chunk round trip differs");
@@ -46,15 +50,15 @@ fn multi_chunk_copy_through_the_staging_ring() {
 #[test]
 fn staging_is_host_os_descriptor_memory() {
     let (dev, _emu) = one_gpu();
-    let b = crate::hcq::HcqBackend::alloc(
-        dev.backend(),
-        4096,
-        &crate::hcq::device::STAGING_OPTS,
-    )
-    .unwrap();
+    let b = crate::hcq::HcqBackend::alloc(dev.backend(), 4096, &crate::hcq::device::STAGING_OPTS)
+        .unwrap();
     assert_eq!(b.kind(), MemKind::Host);
     assert_eq!(b.origin(), MemOrigin::OsDescriptor);
-    assert!(b.handle() >= 0x1000, "client-chosen handle {:#x}", b.handle());
+    assert!(
+        b.handle() >= 0x1000,
+        "client-chosen handle {:#x}",
+        b.handle()
+    );
 }
 
 #[test]

@@ -14,7 +14,11 @@ use crate::Error;
 fn check_recovered(dev: &Arc<NvDevice>, emu: &EmuDriver) {
     assert_eq!(dev.pending_count(), 0, "pending work dropped");
     dev.synchronize().unwrap();
-    assert_eq!(emu.nv_channels(0).len(), 2, "the channels were rebuilt, not leaked");
+    assert_eq!(
+        emu.nv_channels(0).len(),
+        2,
+        "the channels were rebuilt, not leaked"
+    );
     let (a, b) = alloc(dev, 64);
     let data: Vec<u8> = (0..64).collect();
     a.copyin(&b, &data).unwrap();
@@ -32,7 +36,10 @@ fn check_recovered(dev: &Arc<NvDevice>, emu: &EmuDriver) {
     let mut o = vec![0u8; 32];
     a.copyout(&mut o, &bufs[0]).unwrap();
     assert_eq!(f32s(&o), vec![3.0f32; 8], "kernels work after the recovery");
-    assert!(dev.backend().process().take_errors().is_empty(), "no deferred errors");
+    assert!(
+        dev.backend().process().take_errors().is_empty(),
+        "no deferred errors"
+    );
 }
 
 #[test]
@@ -56,7 +63,13 @@ fn hung_channel_times_out_with_a_report() {
     let Error::Timeout(m) = &e else {
         panic!("expected a timeout, got {e}")
     };
-    for needle in ["synchronize", "exec E_stuck", "compute channel", "GPPut", "queues were reset"] {
+    for needle in [
+        "synchronize",
+        "exec E_stuck",
+        "compute channel",
+        "GPPut",
+        "queues were reset",
+    ] {
         assert!(m.contains(needle), "report lacks {needle:?}: {m}");
     }
     drop((bufs, prg, q, never));
@@ -78,7 +91,13 @@ fn kernel_writing_to_an_unmapped_address_faults_with_the_rc_error() {
     let prg = load(&dev, "E_oob", &oob_uops());
     let (_a, b) = alloc(&dev, 16);
     let e = prg
-        .call(std::slice::from_ref(&b), &[], Some([1, 1, 1]), Some([4, 1, 1]), true)
+        .call(
+            std::slice::from_ref(&b),
+            &[],
+            Some([1, 1, 1]),
+            Some([4, 1, 1]),
+            true,
+        )
         .unwrap_err();
     let Error::Fault(m) = &e else {
         panic!("expected a fault, got {e}")
@@ -120,7 +139,10 @@ fn a_param_size_mismatch_faults_the_channel() {
         .call(&bufs, &[], Some([1, 1, 1]), Some([8, 1, 1]), true)
         .unwrap_err();
     assert!(matches!(e, Error::Fault(_)), "{e}");
-    assert!(e.message().contains("ROBUST_CHANNEL_GR_EXCEPTION (13)"), "{e}");
+    assert!(
+        e.message().contains("ROBUST_CHANNEL_GR_EXCEPTION (13)"),
+        "{e}"
+    );
     drop((prg, bufs));
     check_recovered(&dev, &emu);
 }

@@ -28,8 +28,17 @@ fn program_call_stream() {
         let prg = Arc::new(NvProgram::encode_only("E_4", arch, cbuf0));
         let mut q = NvComputeQueue::new(classes);
         let tl = NvSignal::encode_only(TIMELINE);
-        encode_program_call::<NvBackend>(&mut q, &tl, 7, &prg, KERNARGS, [4, 1, 1], [32, 1, 1], None)
-            .unwrap();
+        encode_program_call::<NvBackend>(
+            &mut q,
+            &tl,
+            7,
+            &prg,
+            KERNARGS,
+            [4, 1, 1],
+            [32, 1, 1],
+            None,
+        )
+        .unwrap();
         // The QMD sits at the first 256-byte boundary after cbuf0.
         assert_eq!(prg.qmd_addr(KERNARGS) % 256, 0);
         assert!(prg.qmd_addr(KERNARGS) >= KERNARGS + u64::from(cbuf0));
@@ -43,9 +52,20 @@ fn copy_stream() {
     let mut q = NvCopyQueue::new(classes);
     let tl = NvSignal::encode_only(TIMELINE);
     // 5 GiB: split into 2 GiB pieces.
-    encode_copy::<NvBackend>(&mut q, &tl, 3, 0x200_0000_0000, 0x10_8000_0000, 5 << 30, None)
-        .unwrap();
-    check_golden("hcq_copy.txt", &decode_push_listing(&classes, q.dwords()).unwrap());
+    encode_copy::<NvBackend>(
+        &mut q,
+        &tl,
+        3,
+        0x200_0000_0000,
+        0x10_8000_0000,
+        5 << 30,
+        None,
+    )
+    .unwrap();
+    check_golden(
+        "hcq_copy.txt",
+        &decode_push_listing(&classes, q.dwords()).unwrap(),
+    );
 }
 
 #[test]
@@ -55,7 +75,12 @@ fn wait_stream() {
     let mut q = NvComputeQueue::new(classes);
     let other = NvSignal::encode_only(0x10_2000_0100);
     let tl = NvSignal::encode_only(TIMELINE);
-    q.wait(&other, 12).unwrap().wait(&tl, 4).unwrap().signal(&tl, 5).unwrap();
+    q.wait(&other, 12)
+        .unwrap()
+        .wait(&tl, 4)
+        .unwrap()
+        .signal(&tl, 5)
+        .unwrap();
     let mut c = NvCopyQueue::new(classes);
     c.wait(&other, 12).unwrap();
     HwCopyQueue::copy(&mut c, 0x10_5000_0000, 0x10_6000_0000, 4096).unwrap();

@@ -7,7 +7,11 @@ use crate::dtype::dtypes;
 
 fn run_add(dev: &Arc<NvDevice>, groups: usize, local: usize) {
     let n = groups * local;
-    let prg = load(dev, "E_add", &add_uops(groups as i64, local as i64, dtypes::float32));
+    let prg = load(
+        dev,
+        "E_add",
+        &add_uops(groups as i64, local as i64, dtypes::float32),
+    );
     let a = HcqAllocator::new(dev.clone());
     let bufs: Vec<RawBuf> = (0..3)
         .map(|_| a.alloc(4 * n, &BufferOptions::default()).unwrap())
@@ -88,7 +92,10 @@ fn timeline_wraps_through_the_shadow_signal() {
             .unwrap();
     }
     dev.synchronize().unwrap();
-    assert!(dev.timeline_epoch() > epoch, "the timeline swapped past 2^31");
+    assert!(
+        dev.timeline_epoch() > epoch,
+        "the timeline swapped past 2^31"
+    );
     assert!(dev.timeline_value() < 1 << 31);
     prg.call(&bufs, &[], Some([1, 1, 1]), Some([8, 1, 1]), true)
         .unwrap();
