@@ -64,7 +64,7 @@ fn add_n_uops(groups: i64, local: i64) -> Result<Vec<UOp>> {
     let i = UOp::special(0, "gidx0", groups)
         .mul(local)
         .add(UOp::special(0, "lidx0", local));
-    let v = UOp::load(&d1, &i, dt).add(&n.cast(dt));
+    let v = UOp::load(&d1, &i, dt).add(n.cast(dt));
     linearize(&[UOp::store(&d0, &i, &v)], None, true)
 }
 
