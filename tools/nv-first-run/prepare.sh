@@ -43,5 +43,10 @@ fi
 cp tests/fixtures/cubin/fill_sm*.cubin tests/fixtures/cubin/add_n_sm*.cubin "$OUT/fixtures/"
 cp tools/nv-first-run/run.sh "$OUT/run.sh"
 chmod +x "$OUT"/run.sh "$OUT"/nv_first_run "$OUT"/rawgrad-tests
+# The device call carries at most 64 MiB: drop the debug info.
+for b in "$OUT"/nv_first_run "$OUT"/rawgrad-tests "$OUT"/bench; do
+  if [ -f "$b" ] && command -v strip >/dev/null 2>&1; then strip --strip-debug "$b"; fi
+done
+du -sh "$OUT"
 ls -l "$OUT" "$OUT/fixtures"
 echo "[prepare] glibc here: $(ldd --version 2>&1 | head -n 1)"
