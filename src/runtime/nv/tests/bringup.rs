@@ -46,6 +46,41 @@ fn the_570_family_and_ada_bring_up() {
 }
 
 #[test]
+fn a_failing_step_is_named() {
+    // No NVIDIA driver in this emulated process: the first step fails and says so.
+    let emu = crate::runtime::nv::mockgpu::mock_driver(EmuConfig {
+        nv_count: 0,
+        ..Default::default()
+    })
+    .unwrap();
+    let e = NvProcess::new(Arc::new(emu)).err().unwrap();
+    assert!(
+        e.message()
+            .contains("NV bring-up step control fd + CHECK_VERSION_STR"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_kernel_runs_on_the_570_family() {
+    use crate::dtype::dtypes;
+    let (p, _emu) = mock_nv(1, "hopper", "570.86.16");
+    let dev = open(&p, 0);
+    let prg = load(&dev, "E_570", &add_uops(1, 16, dtypes::float32));
+    let (a, _) = alloc(&dev, 64);
+    let bufs: Vec<RawBuf> = (0..3)
+        .map(|_| a.alloc(64, &BufferOptions::default()).unwrap())
+        .collect();
+    a.copyin(&bufs[1], &f32_bytes(&[1.5; 16])).unwrap();
+    a.copyin(&bufs[2], &f32_bytes(&[2.0; 16])).unwrap();
+    prg.call(&bufs, &[], Some([1, 1, 1]), Some([16, 1, 1]), true)
+        .unwrap();
+    let mut o = vec![0u8; 64];
+    a.copyout(&mut o, &bufs[0]).unwrap();
+    assert_eq!(f32s(&o), vec![3.5f32; 16]);
+}
+
+#[test]
 fn a_missing_gpu_index_is_an_error_naming_the_count() {
     let (p, _emu) = mock_nv(1, "hopper", "");
     let e = open_nv_device(&p, 3, "NV:3").err().unwrap();

@@ -8,6 +8,7 @@ mod copies;
 mod faults;
 mod golden;
 mod kernels;
+mod profile;
 mod registry;
 
 use std::sync::Arc;
