@@ -232,6 +232,11 @@ impl NvProcess {
         lock(&self.low).free_bytes()
     }
 
+    /// Free bytes of (the low window, the GPU-only region): every buffer returns its range.
+    pub fn va_free_bytes(&self) -> (u64, u64) {
+        (lock(&self.low).free_bytes(), lock(&self.high).free_bytes())
+    }
+
     /// A client-chosen handle for OS-descriptor memory.
     pub(crate) fn next_handle(&self) -> u32 {
         self.next_handle.fetch_add(1, Ordering::Relaxed)

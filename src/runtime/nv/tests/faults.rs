@@ -10,14 +10,31 @@ use crate::hcq::{HcqBackend, HwQueue};
 use crate::helpers::Context;
 use crate::Error;
 
-/// After a failure: nothing pending, two channels again, and a copy and a kernel work.
-fn check_recovered(dev: &Arc<NvDevice>, emu: &EmuDriver) {
+/// A device that already did one copy (its staging buffer exists), and its VA balance.
+fn warm() -> (Arc<NvDevice>, EmuDriver, (u64, u64)) {
+    let (dev, emu) = one_gpu();
+    let (a, b) = alloc(&dev, 64);
+    a.copyin(&b, &[0u8; 64]).unwrap();
+    drop(b);
+    a.synchronize().unwrap();
+    let va = dev.backend().process().va_free_bytes();
+    (dev, emu, va)
+}
+
+/// After a failure: nothing pending, two channels again, no VA range (so no buffer) leaked once
+/// the test's buffers are gone, and a copy and a kernel work.
+fn check_recovered(dev: &Arc<NvDevice>, emu: &EmuDriver, baseline: (u64, u64)) {
     assert_eq!(dev.pending_count(), 0, "pending work dropped");
     dev.synchronize().unwrap();
     assert_eq!(
         emu.nv_channels(0).len(),
         2,
         "the channels were rebuilt, not leaked"
+    );
+    assert_eq!(
+        dev.backend().process().va_free_bytes(),
+        baseline,
+        "no leaked buffers (every VA range came back)"
     );
     let (a, b) = alloc(dev, 64);
     let data: Vec<u8> = (0..64).collect();
@@ -44,7 +61,7 @@ fn check_recovered(dev: &Arc<NvDevice>, emu: &EmuDriver) {
 
 #[test]
 fn hung_channel_times_out_with_a_report() {
-    let (dev, emu) = one_gpu();
+    let (dev, emu, baseline) = warm();
     let never = dev.new_signal(0).unwrap();
     let mut q = dev.backend().compute_queue();
     q.wait(&never, 1).unwrap();
@@ -73,7 +90,7 @@ fn hung_channel_times_out_with_a_report() {
         assert!(m.contains(needle), "report lacks {needle:?}: {m}");
     }
     drop((bufs, prg, q, never));
-    check_recovered(&dev, &emu);
+    check_recovered(&dev, &emu, baseline);
 }
 
 /// data0[i + 10^9] = i: a store about 4 GB past the buffer, into unmapped GPU VA.
@@ -87,7 +104,7 @@ fn oob_uops() -> Vec<UOp> {
 
 #[test]
 fn kernel_writing_to_an_unmapped_address_faults_with_the_rc_error() {
-    let (dev, emu) = one_gpu();
+    let (dev, emu, baseline) = warm();
     let prg = load(&dev, "E_oob", &oob_uops());
     let (_a, b) = alloc(&dev, 16);
     let e = prg
@@ -105,13 +122,13 @@ fn kernel_writing_to_an_unmapped_address_faults_with_the_rc_error() {
     assert!(m.contains("ROBUST_CHANNEL"), "RC error named: {m}");
     assert!(m.contains("error notifier"), "{m}");
     drop((prg, b));
-    check_recovered(&dev, &emu);
+    check_recovered(&dev, &emu, baseline);
 }
 
 #[test]
 fn a_param_size_mismatch_faults_the_channel() {
     use crate::runtime::nv::cubin::{write_mock_cubin, KParam, MockCubin};
-    let (dev, emu) = one_gpu();
+    let (dev, emu, baseline) = warm();
     // A blob whose declared parameter bytes (two buffers) do not match its UOps (three).
     let uops = add_uops(1, 8, dtypes::float32);
     let b = dev.backend();
@@ -144,5 +161,5 @@ fn a_param_size_mismatch_faults_the_channel() {
         "{e}"
     );
     drop((prg, bufs));
-    check_recovered(&dev, &emu);
+    check_recovered(&dev, &emu, baseline);
 }
