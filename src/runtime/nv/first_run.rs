@@ -96,8 +96,8 @@ fn read_u32s(a: &HcqAllocator<super::NvBackend>, b: &RawBuf, n: usize) -> Result
         .collect())
 }
 
-/// Every first-run step on `drv`; kernels from `fixtures` (real cubins) or mock cubins (`None`).
-pub fn first_run(drv: Arc<dyn Driver>, fixtures: Option<&Path>) -> Result<()> {
+/// Steps 1-20 of the bring-up: the process, then `NV:0`.
+fn open_steps(drv: Arc<dyn Driver>) -> Result<Arc<NvDevice>> {
     let mut proc = None;
     run_step("NV process (steps 1-5)", || {
         let p = NvProcess::new(drv)?;
@@ -121,72 +121,99 @@ pub fn first_run(drv: Arc<dyn Driver>, fixtures: Option<&Path>) -> Result<()> {
         dev = Some(d);
         Ok(s)
     })?;
-    let Some(dev) = dev else {
-        bail!(Internal, "first run: no device")
-    };
-    run_step("host semaphore release", || {
-        let b = dev.backend();
-        let sig = b.new_signal(0, false)?;
-        let mut q = b.compute_queue();
-        q.signal(&sig, 0x1234)?;
-        q.submit(b)?;
-        b.spin_for(&sig, 0x1234, "host semaphore release")?;
-        Ok("the CPU sees 0x1234".into())
-    })?;
+    dev.ok_or_else(|| crate::Error::Internal("first run: no device".into()))
+}
+
+/// A host semaphore release on the compute channel, no engine work; the CPU reads the value.
+fn semaphore_step(dev: &Arc<NvDevice>) -> Result<String> {
+    let b = dev.backend();
+    let sig = b.new_signal(0, false)?;
+    let mut q = b.compute_queue();
+    q.signal(&sig, 0x1234)?;
+    q.submit(b)?;
+    b.spin_for(&sig, 0x1234, "host semaphore release")?;
+    Ok("the CPU sees 0x1234".into())
+}
+
+/// Staging in, a copy-engine copy between two VRAM buffers, staging out.
+fn copy_step(a: &HcqAllocator<super::NvBackend>) -> Result<String> {
+    let (x, y) = (
+        a.alloc(4096, &BufferOptions::default())?,
+        a.alloc(4096, &BufferOptions::default())?,
+    );
+    let data: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
+    a.copyin(&x, &data)?;
+    a.transfer(&y, &x, 4096)?;
+    let mut out = vec![0u8; 4096];
+    a.copyout(&mut out, &y)?;
+    ensure!(out == data, Device, "the copied bytes differ");
+    Ok("staging in, copy, staging out: equal".into())
+}
+
+/// The fill kernel: 256 threads write [`FILL_VALUE`] through their one pointer argument.
+fn fill_step(
+    dev: &Arc<NvDevice>,
+    a: &HcqAllocator<super::NvBackend>,
+    fx: Option<&Path>,
+) -> Result<String> {
+    let prg = kernel(dev, fx, "fill", fill_uops(4, 64))?;
+    let out = a.alloc(4 * 256, &BufferOptions::default())?;
+    a.copyin(&out, &[0u8; 1024])?;
+    prg.call(
+        std::slice::from_ref(&out),
+        &[],
+        Some([4, 1, 1]),
+        Some([64, 1, 1]),
+        true,
+    )?;
+    let got = read_u32s(a, &out, 256)?;
+    ensure!(
+        got.iter().all(|&v| v == FILL_VALUE),
+        Device,
+        "fill wrote {:#x?}.. (want {FILL_VALUE:#x})",
+        &got[..4]
+    );
+    Ok(format!("256 x {FILL_VALUE:#x}"))
+}
+
+/// The add_n kernel: out = a + n, three parameters from the cbuf0 parameter base.
+fn add_n_step(
+    dev: &Arc<NvDevice>,
+    a: &HcqAllocator<super::NvBackend>,
+    fx: Option<&Path>,
+) -> Result<String> {
+    let prg = kernel(dev, fx, "add_n", add_n_uops(2, 128))?;
+    let (out, inp) = (
+        a.alloc(4 * 256, &BufferOptions::default())?,
+        a.alloc(4 * 256, &BufferOptions::default())?,
+    );
+    let x: Vec<u8> = (0..256u32).flat_map(|i| (i * 3).to_le_bytes()).collect();
+    a.copyin(&inp, &x)?;
+    prg.call(
+        &[out.clone(), inp],
+        &[1000],
+        Some([2, 1, 1]),
+        Some([128, 1, 1]),
+        true,
+    )?;
+    let got = read_u32s(a, &out, 256)?;
+    let want: Vec<u32> = (0..256u32).map(|i| i * 3 + 1000).collect();
+    ensure!(got == want, Device, "add_n wrote {:?}..", &got[..4]);
+    let base = dev.backend().classes().arch.cbuf0.param_base;
+    Ok(format!("out = a + 1000, parameters at cbuf0 {base:#x}"))
+}
+
+/// Every first-run step on `drv`; kernels from `fixtures` (real cubins) or mock cubins (`None`).
+pub fn first_run(drv: Arc<dyn Driver>, fixtures: Option<&Path>) -> Result<()> {
+    let dev = open_steps(drv)?;
+    run_step("host semaphore release", || semaphore_step(&dev))?;
     let a = HcqAllocator::new(dev.clone());
-    run_step("copy engine copy (4 KiB)", || {
-        let (x, y) = (
-            a.alloc(4096, &BufferOptions::default())?,
-            a.alloc(4096, &BufferOptions::default())?,
-        );
-        let data: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
-        a.copyin(&x, &data)?;
-        a.transfer(&y, &x, 4096)?;
-        let mut out = vec![0u8; 4096];
-        a.copyout(&mut out, &y)?;
-        ensure!(out == data, Device, "the copied bytes differ");
-        Ok("staging in, copy, staging out: equal".into())
-    })?;
+    run_step("copy engine copy (4 KiB)", || copy_step(&a))?;
     run_step("kernel writing a constant", || {
-        let prg = kernel(&dev, fixtures, "fill", fill_uops(4, 64))?;
-        let out = a.alloc(4 * 256, &BufferOptions::default())?;
-        a.copyin(&out, &[0u8; 1024])?;
-        prg.call(
-            std::slice::from_ref(&out),
-            &[],
-            Some([4, 1, 1]),
-            Some([64, 1, 1]),
-            true,
-        )?;
-        let got = read_u32s(&a, &out, 256)?;
-        ensure!(
-            got.iter().all(|&v| v == FILL_VALUE),
-            Device,
-            "fill wrote {:#x?}.. (want {FILL_VALUE:#x})",
-            &got[..4]
-        );
-        Ok(format!("256 x {FILL_VALUE:#x}"))
+        fill_step(&dev, &a, fixtures)
     })?;
     run_step("kernel with arguments (cbuf0)", || {
-        let prg = kernel(&dev, fixtures, "add_n", add_n_uops(2, 128))?;
-        let (out, inp) = (
-            a.alloc(4 * 256, &BufferOptions::default())?,
-            a.alloc(4 * 256, &BufferOptions::default())?,
-        );
-        let x: Vec<u8> = (0..256u32).flat_map(|i| (i * 3).to_le_bytes()).collect();
-        a.copyin(&inp, &x)?;
-        prg.call(
-            &[out.clone(), inp],
-            &[1000],
-            Some([2, 1, 1]),
-            Some([128, 1, 1]),
-            true,
-        )?;
-        let got = read_u32s(&a, &out, 256)?;
-        let want: Vec<u32> = (0..256u32).map(|i| i * 3 + 1000).collect();
-        ensure!(got == want, Device, "add_n wrote {:?}..", &got[..4]);
-        let base = dev.backend().classes().arch.cbuf0.param_base;
-        Ok(format!("out = a + 1000, parameters at cbuf0 {base:#x}"))
+        add_n_step(&dev, &a, fixtures)
     })?;
     run_step("synchronize", || {
         dev.synchronize()?;
