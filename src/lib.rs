@@ -27,3 +27,4 @@ pub mod tensor;
 
 pub use dtype::{dtypes, ConstValue, DType};
 pub use error::{Error, Result};
+pub use tensor::{Axis, Index, Operand, Tensor};

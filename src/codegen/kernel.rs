@@ -11,7 +11,7 @@
 //! Not guaranteed: image dtypes and tensor cores do not exist here yet (the TC opt reports that
 //! no tensor core is available); the hand-coded heuristics are not part of this module.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 
 use crate::codegen::uops::UOp;
@@ -131,14 +131,27 @@ pub(crate) fn dedup_kernel_name(name: &str) -> String {
     }
 }
 
-/// Post-order, deduplicated (children before parents).
+/// Post-order, deduplicated by structure (children before parents). Each node is visited once
+/// (by identity), so shared subgraphs cost linear time.
 fn ordered_lazyops(op: &LazyOp, out: &mut Vec<LazyOp>) {
-    for s in op.src() {
-        ordered_lazyops(s, out);
+    fn walk(
+        op: &LazyOp,
+        seen: &mut HashSet<usize>,
+        have: &mut HashSet<LazyOp>,
+        out: &mut Vec<LazyOp>,
+    ) {
+        if !seen.insert(op.id()) {
+            return;
+        }
+        for s in op.src() {
+            walk(s, seen, have, out);
+        }
+        if have.insert(op.clone()) {
+            out.push(op.clone());
+        }
     }
-    if !out.contains(op) {
-        out.push(op.clone());
-    }
+    let mut have: HashSet<LazyOp> = out.iter().cloned().collect();
+    walk(op, &mut HashSet::new(), &mut have, out);
 }
 
 /// The distinct reduce nodes of all roots, inner first.

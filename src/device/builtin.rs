@@ -4,6 +4,7 @@
 //! - `CLANG`: [`ClangRenderer`], the C compiler (`clang`, else `cc`), dlopen'd shared objects,
 //!   LRU-cached host memory ([`open_clang`]).
 //! - `INTERP`: the UOp interpreter ([`open_interp`]).
+//! - `LLVM`: LLVM IR compiled in process by libLLVM, linked by `cc` ([`open_llvm`]).
 //! - `AMD`: the KFD backend ([`crate::runtime::amd::register`]); it opens nothing until an `AMD`
 //!   device is selected or probed, and under `MOCKGPU=1` it opens the emulated GPU.
 //!
@@ -17,12 +18,14 @@ use crate::renderer::cstyle::ClangRenderer;
 use crate::renderer::Renderer;
 use crate::runtime::cpu::clang::open_clang;
 use crate::runtime::cpu::interp_device::open_interp;
+use crate::runtime::cpu::llvm::open_llvm;
 
 /// Register every built-in family (called once, by the registry).
 pub(crate) fn register_builtin_families() {
     let clang: Arc<dyn Renderer> = Arc::new(ClangRenderer::new());
     register_family("CLANG", move |name| open_clang(name, Arc::clone(&clang)));
     register_family("INTERP", open_interp);
+    register_family("LLVM", open_llvm);
     crate::runtime::amd::register();
     crate::runtime::nv::register();
 }

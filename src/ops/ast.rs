@@ -8,9 +8,10 @@
 //!
 //! Not guaranteed: a `LazyOp` built by hand is not checked until [`verify_lazyop`] runs.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use sha2::{Digest, Sha256};
 
@@ -102,6 +103,8 @@ pub struct LazyOpInner {
     pub src: Vec<LazyOp>,
     pub arg: LazyOpArg,
     hash: u64,
+    /// The content key, computed once (sources share theirs, so a DAG is hashed in linear time).
+    key: OnceLock<String>,
 }
 
 /// A kernel AST node: cheap to clone, compared and hashed by structure.
@@ -118,7 +121,13 @@ impl LazyOp {
         }
         arg.hash(&mut h);
         let hash = h.finish();
-        LazyOp(Arc::new(LazyOpInner { op, src, arg, hash }))
+        LazyOp(Arc::new(LazyOpInner {
+            op,
+            src,
+            arg,
+            hash,
+            key: OnceLock::new(),
+        }))
     }
 
     /// `LOAD` of buffer `idx`.
@@ -245,13 +254,23 @@ impl LazyOp {
     /// A stable content key (hex sha256 of the op, its arg and its sources' keys): the BEAM and
     /// disk-cache key, identical across processes for identical ASTs.
     pub fn key(&self) -> String {
-        let mut h = Sha256::new();
-        h.update(self.0.op.name().as_bytes());
-        h.update(format!("{:?}", self.0.arg).as_bytes());
-        for s in &self.0.src {
-            h.update(s.key().as_bytes());
-        }
-        h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+        self.0
+            .key
+            .get_or_init(|| {
+                let mut h = Sha256::new();
+                h.update(self.0.op.name().as_bytes());
+                h.update(format!("{:?}", self.0.arg).as_bytes());
+                for s in &self.0.src {
+                    h.update(s.key().as_bytes());
+                }
+                h.finalize().iter().map(|b| format!("{b:02x}")).collect()
+            })
+            .clone()
+    }
+
+    /// Identity of the node (its allocation), for memo tables over a DAG.
+    pub fn id(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
     }
 
     /// Identity (same allocation).
@@ -266,7 +285,10 @@ impl PartialEq for LazyOp {
             return true;
         }
         let (a, b) = (&*self.0, &*other.0);
-        a.hash == b.hash && a.op == b.op && a.arg == b.arg && a.src == b.src
+        // Two distinct allocations of one DAG: comparing sources recursively would walk every
+        // path (exponential for threefry's shared rounds); the cached content keys decide in
+        // linear time overall.
+        a.hash == b.hash && a.op == b.op && a.arg == b.arg && self.key() == other.key()
     }
 }
 impl Eq for LazyOp {}
@@ -328,6 +350,9 @@ pub fn verify_lazyop(ast: &[LazyOp]) -> Result<()> {
         bail!(Codegen, "verify_lazyop: empty kernel");
     }
     let mut sizes = Vec::new();
+    // Kernel ASTs are DAGs with heavy sharing (threefry reuses every round twice): each node is
+    // checked once, keyed by identity, or the walk is exponential in the depth.
+    let mut memo = HashMap::new();
     for (i, root) in ast.iter().enumerate() {
         let Some(mb) = (root.op() == Op::Buffer(BufferOps::STORE))
             .then(|| root.membuffer())
@@ -353,7 +378,7 @@ pub fn verify_lazyop(ast: &[LazyOp]) -> Result<()> {
                 root.src().len()
             );
         }
-        let shape = verify_shape(&root.src()[0])?;
+        let shape = verify_shape(&root.src()[0], &mut memo)?;
         if shape != mb.st.shape() {
             bail!(
                 Codegen,
@@ -374,7 +399,17 @@ pub fn verify_lazyop(ast: &[LazyOp]) -> Result<()> {
 }
 
 /// The shape a node produces, checking its sources on the way.
-fn verify_shape(op: &LazyOp) -> Result<Vec<Sint>> {
+fn verify_shape(op: &LazyOp, memo: &mut HashMap<usize, Vec<Sint>>) -> Result<Vec<Sint>> {
+    let key = op.id();
+    if let Some(s) = memo.get(&key) {
+        return Ok(s.clone());
+    }
+    let shape = verify_shape_uncached(op, memo)?;
+    memo.insert(key, shape.clone());
+    Ok(shape)
+}
+
+fn verify_shape_uncached(op: &LazyOp, memo: &mut HashMap<usize, Vec<Sint>>) -> Result<Vec<Sint>> {
     match op.op() {
         Op::Buffer(BufferOps::STORE) => bail!(Codegen, "verify_lazyop: STORE inside a kernel"),
         Op::Buffer(_) => match op.st() {
@@ -390,7 +425,7 @@ fn verify_shape(op: &LazyOp) -> Result<Vec<Sint>> {
             let [src] = op.src() else {
                 bail!(Codegen, "verify_lazyop: ReduceOps.{r:?} needs one source");
             };
-            let mut shape = verify_shape(src)?;
+            let mut shape = verify_shape(src, memo)?;
             let axis = op.axis().unwrap_or(&[]);
             for &a in axis {
                 let Some(d) = shape.get_mut(a) else {
@@ -405,8 +440,11 @@ fn verify_shape(op: &LazyOp) -> Result<Vec<Sint>> {
             Ok(shape)
         }
         _ => {
-            let shapes: Vec<Vec<Sint>> =
-                op.src().iter().map(verify_shape).collect::<Result<_>>()?;
+            let shapes: Vec<Vec<Sint>> = op
+                .src()
+                .iter()
+                .map(|s| verify_shape(s, memo))
+                .collect::<Result<_>>()?;
             let Some(first) = shapes.first() else {
                 bail!(Codegen, "verify_lazyop: {} has no sources", op.op().name());
             };
@@ -454,6 +492,25 @@ mod tests {
         let b = LazyOp::load(2, dtypes::float32, st(&[4, 4]));
         let add = LazyOp::new(BinaryOps::ADD, vec![a, b], LazyOpArg::None);
         LazyOp::store(add, 0, dtypes::float32, st(&[4, 4]))
+    }
+
+    /// 200 levels of `x = x + x`: 2^200 paths, one node per level. Verification, keys and
+    /// equality of two separately built copies must be linear in the nodes (an exponential
+    /// walk would never return).
+    #[test]
+    fn shared_dags_are_walked_once_per_node() {
+        let build = || {
+            let mut x = LazyOp::load(1, dtypes::float32, st(&[4]));
+            for _ in 0..200 {
+                x = LazyOp::new(BinaryOps::ADD, vec![x.clone(), x], LazyOpArg::None);
+            }
+            LazyOp::store(x, 0, dtypes::float32, st(&[4]))
+        };
+        let (a, b) = (build(), build());
+        verify_lazyop(std::slice::from_ref(&a)).unwrap();
+        assert!(!a.ptr_eq(&b));
+        assert_eq!(a, b);
+        assert_eq!(a.key(), b.key());
     }
 
     #[test]

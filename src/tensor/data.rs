@@ -1,0 +1,172 @@
+//! Getting data in and out, and realization: the [`Element`] trait (Rust types to dtypes),
+//! `schedule`/`realize` (scheduler, memory planner, then the realize engine through one
+//! function, [`run_schedule`]), and `to_vec`/`item`.
+//!
+//! Not guaranteed: reading data copies straight from the tensor's device (tinygrad goes
+//! through CLANG); values read from a tensor of a dtype Rust has no type for (none: every
+//! rawgrad dtype has one) are unavailable.
+
+use std::collections::HashSet;
+
+use super::{fmt_shape, Tensor};
+use crate::dtype::{dtypes, DType};
+use crate::engine::schedule::{create_schedule_with_vars, ScheduleItem};
+use crate::lazy::LazyBuffer;
+use crate::shape::VarVals;
+use crate::{ensure, Error, Result};
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// A Rust type that is one of rawgrad's dtypes (bool, i8..u64, f16, bf16, f32, f64).
+pub trait Element: Copy + Send + Sync + std::fmt::Debug + 'static + sealed::Sealed {
+    /// The dtype of this type.
+    const DTYPE: DType;
+    /// The Rust type's name, for error messages.
+    const NAME: &'static str;
+    /// Append the value's native-endian bytes.
+    fn write_ne(&self, out: &mut Vec<u8>);
+    /// The value from exactly `DTYPE.itemsize()` native-endian bytes.
+    fn read_ne(b: &[u8]) -> Self;
+}
+
+macro_rules! element {
+    ($($t:ty => $dt:expr, $n:expr);* $(;)?) => {$(
+        impl sealed::Sealed for $t {}
+        impl Element for $t {
+            const DTYPE: DType = $dt;
+            const NAME: &'static str = stringify!($t);
+            fn write_ne(&self, out: &mut Vec<u8>) {
+                out.extend_from_slice(&self.to_ne_bytes());
+            }
+            fn read_ne(b: &[u8]) -> Self {
+                <$t>::from_ne_bytes(b.try_into().unwrap_or([0; $n]))
+            }
+        }
+    )*};
+}
+
+element!(
+    i8 => dtypes::int8, 1;
+    u8 => dtypes::uint8, 1;
+    i16 => dtypes::int16, 2;
+    u16 => dtypes::uint16, 2;
+    i32 => dtypes::int32, 4;
+    u32 => dtypes::uint32, 4;
+    i64 => dtypes::int64, 8;
+    u64 => dtypes::uint64, 8;
+    f32 => dtypes::float32, 4;
+    f64 => dtypes::float64, 8;
+    half::f16 => dtypes::float16, 2;
+    half::bf16 => dtypes::bfloat16, 2;
+);
+
+impl sealed::Sealed for bool {}
+impl Element for bool {
+    const DTYPE: DType = dtypes::bool;
+    const NAME: &'static str = "bool";
+    fn write_ne(&self, out: &mut Vec<u8>) {
+        out.push(u8::from(*self));
+    }
+    fn read_ne(b: &[u8]) -> Self {
+        b.first().is_some_and(|&v| v != 0)
+    }
+}
+
+/// Run a schedule: the one seam between the Tensor API and the realize engine.
+pub(crate) fn run_schedule(schedule: Vec<ScheduleItem>, var_vals: &VarVals) -> Result<()> {
+    crate::engine::realize::run_schedule(schedule, var_vals)
+}
+
+impl Tensor {
+    /// The LazyBuffers of `self` and `others`, for the scheduler.
+    fn lbs(&self, others: &[&Tensor]) -> Vec<LazyBuffer> {
+        std::iter::once(self)
+            .chain(others.iter().copied())
+            .map(Tensor::lazydata)
+            .collect()
+    }
+
+    /// tinygrad's `schedule_with_vars`: the schedule that realizes `self` and `others` (after
+    /// the memory planner) and the values of its bound variables.
+    pub fn schedule_with_vars(&self, others: &[&Tensor]) -> Result<(Vec<ScheduleItem>, VarVals)> {
+        let mut seen = HashSet::new();
+        let (sched, var_vals) = create_schedule_with_vars(&self.lbs(others), &mut seen)?;
+        Ok((crate::engine::memory::memory_planner(sched)?, var_vals))
+    }
+
+    /// tinygrad's `schedule`: like [`Tensor::schedule_with_vars`] for graphs without bound
+    /// variables.
+    pub fn schedule(&self, others: &[&Tensor]) -> Result<Vec<ScheduleItem>> {
+        let (sched, var_vals) = self.schedule_with_vars(others)?;
+        ensure!(
+            var_vals.is_empty(),
+            Schedule,
+            "schedule: the graph has bound variables; use schedule_with_vars"
+        );
+        Ok(sched)
+    }
+
+    /// Compute `self` (and `others`) now; later reads and schedules find them realized.
+    pub fn realize_all(&self, others: &[&Tensor]) -> Result<Tensor> {
+        let (sched, var_vals) = self.schedule_with_vars(others)?;
+        run_schedule(sched, &var_vals)?;
+        Ok(self.clone())
+    }
+
+    /// Compute this tensor now (tinygrad's `realize`); returns the same tensor.
+    pub fn realize(&self) -> Result<Tensor> {
+        self.realize_all(&[])
+    }
+
+    /// The elements in row-major order. `T` must be this tensor's dtype (`f32` for float32,
+    /// `bool` for bool, `half::f16` for float16, ...); cast first to read another type.
+    pub fn to_vec<T: Element>(&self) -> Result<Vec<T>> {
+        let dt = self.dtype();
+        ensure!(
+            dt == T::DTYPE,
+            InvalidArgument,
+            "to_vec: the tensor has dtype {dt:?} but {} ({:?}) was requested",
+            T::NAME,
+            T::DTYPE
+        );
+        let n = self.numel();
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let t = self.contiguous()?.realize()?;
+        let lb = t.lazydata();
+        let Some(buf) = lb.realized_buffer() else {
+            return Err(Error::Internal(format!(
+                "to_vec: {lb:?} is not realized after realize()"
+            )));
+        };
+        let size = dt.itemsize();
+        let bytes = buf.as_bytes()?;
+        ensure!(
+            bytes.len() >= n * size && lb.st().contiguous(),
+            Internal,
+            "to_vec: buffer {buf:?} cannot hold shape {}",
+            fmt_shape(&self.shape())
+        );
+        Ok(bytes[..n * size]
+            .chunks_exact(size)
+            .map(T::read_ne)
+            .collect())
+    }
+
+    /// The value of a one-element tensor.
+    pub fn item<T: Element>(&self) -> Result<T> {
+        ensure!(
+            self.numel() == 1,
+            InvalidArgument,
+            "item: must have one element for item, shape is {}",
+            fmt_shape(&self.shape())
+        );
+        self.to_vec::<T>()?
+            .first()
+            .copied()
+            .ok_or_else(|| Error::Internal("item: no element read".into()))
+    }
+}

@@ -1,0 +1,532 @@
+//! Movement ops (tinygrad 0.9.1): the low-level ones, one Function each (`reshape`, `expand`,
+//! `permute`, `flip`, `shrink`, `pad`), and the high-level ones built from them (`_slice`,
+//! `pad2d`, `squeeze`, `unsqueeze`, `flatten`, `unflatten`, `transpose`, `repeat`, `cat`,
+//! `stack`, `split`, `chunk`, `_pool`). None of them copies data.
+//!
+//! Not guaranteed: shapes and arguments are integers (no symbolic sizes).
+
+use super::{fmt_shape, function as F, prod, resolve_dim, to_sints, Tensor};
+use crate::dtype::ConstValue;
+use crate::shape::{Node, Sint};
+use crate::{bail, ensure, Result};
+
+fn fmt_ishape(shape: &[isize]) -> String {
+    let s: Vec<String> = shape.iter().map(|x| x.to_string()).collect();
+    match s.len() {
+        1 => format!("({},)", s[0]),
+        _ => format!("({})", s.join(", ")),
+    }
+}
+
+fn pairs(arg: &[(usize, usize)]) -> Vec<(Sint, Sint)> {
+    arg.iter()
+        .map(|&(a, b)| (Node::Num(a as i64), Node::Num(b as i64)))
+        .collect()
+}
+
+/// tinygrad's `_pad_left`: left-pad the shorter shapes with 1s.
+pub(crate) fn pad_left(a: &[usize], b: &[usize]) -> (Vec<usize>, Vec<usize>) {
+    let n = a.len().max(b.len());
+    let left = |s: &[usize]| {
+        let mut v = vec![1; n - s.len()];
+        v.extend_from_slice(s);
+        v
+    };
+    (left(a), left(b))
+}
+
+/// tinygrad's `_broadcast_shape`: per dim 0 if any is 0, else the largest.
+pub(crate) fn broadcast_shape(a: &[usize], b: &[usize]) -> Vec<usize> {
+    let (a, b) = pad_left(a, b);
+    a.iter()
+        .zip(&b)
+        .map(|(&x, &y)| if x == 0 || y == 0 { 0 } else { x.max(y) })
+        .collect()
+}
+
+impl Tensor {
+    /// Reshape with int dims (an internal shortcut; no -1 handling).
+    pub(crate) fn reshape_sints(&self, shape: &[Sint]) -> Result<Tensor> {
+        if shape == self.lazydata().shape() {
+            return Ok(self.clone());
+        }
+        F::reshape(self, shape)
+    }
+
+    /// tinygrad's `reshape`: the same elements in a new shape; one dim may be -1 (inferred).
+    pub fn reshape(&self, shape: &[isize]) -> Result<Tensor> {
+        let cur = self.shape();
+        let err = || {
+            crate::Error::InvalidArgument(format!(
+                "reshape: cannot reshape {} to {}",
+                fmt_shape(&cur),
+                fmt_ishape(shape)
+            ))
+        };
+        let infer = shape.iter().filter(|&&s| s == -1).count();
+        if infer > 1 {
+            bail!(
+                InvalidArgument,
+                "reshape: only one dimension can be inferred using -1, getting {}",
+                fmt_ishape(shape)
+            );
+        }
+        if shape.iter().any(|&s| s < -1) {
+            return Err(err());
+        }
+        let known: usize = prod(
+            &shape
+                .iter()
+                .filter(|&&s| s != -1)
+                .map(|&s| s as usize)
+                .collect::<Vec<_>>(),
+        );
+        let total = prod(&cur);
+        let mut new_shape = Vec::with_capacity(shape.len());
+        for &s in shape {
+            if s == -1 {
+                if known == 0 || total % known != 0 {
+                    return Err(err());
+                }
+                new_shape.push(total / known);
+            } else {
+                new_shape.push(s as usize);
+            }
+        }
+        if prod(&new_shape) != total {
+            return Err(err());
+        }
+        if new_shape == cur {
+            return Ok(self.clone());
+        }
+        F::reshape(self, &to_sints(&new_shape))
+    }
+
+    /// `view` is `reshape`.
+    pub fn view(&self, shape: &[isize]) -> Result<Tensor> {
+        self.reshape(shape)
+    }
+
+    /// tinygrad's `_broadcast_to`: left-pad with 1s, then expand dims of size 1.
+    pub fn broadcast_to(&self, shape: &[usize]) -> Result<Tensor> {
+        let cur = self.shape();
+        if cur == shape {
+            return Ok(self.clone());
+        }
+        ensure!(
+            cur.len() <= shape.len(),
+            InvalidArgument,
+            "broadcast_to: cannot broadcast tensor to fewer dimensions. shape={} to shape={}",
+            fmt_shape(&cur),
+            fmt_shape(shape)
+        );
+        let (padded, _) = pad_left(&cur, shape);
+        ensure!(
+            padded.iter().zip(shape).all(|(&f, &t)| f == 1 || f == t),
+            InvalidArgument,
+            "broadcast_to: cannot broadcast from shape={} to shape={}",
+            fmt_shape(&cur),
+            fmt_shape(shape)
+        );
+        let x = self.reshape_sints(&to_sints(&padded))?;
+        if padded == shape {
+            return Ok(x);
+        }
+        F::expand(&x, &to_sints(shape))
+    }
+
+    /// tinygrad's `expand`: broadcast to `shape` (left-padding with 1s); -1 keeps a dim.
+    pub fn expand(&self, shape: &[isize]) -> Result<Tensor> {
+        let cur = self.shape();
+        let n = cur.len().max(shape.len());
+        ensure!(
+            shape.len() >= cur.len(),
+            InvalidArgument,
+            "expand: cannot broadcast tensor to fewer dimensions. shape={} to shape={}",
+            fmt_shape(&cur),
+            fmt_ishape(shape)
+        );
+        let mut from = vec![1; n - cur.len()];
+        from.extend_from_slice(&cur);
+        let mut out = Vec::with_capacity(n);
+        for (&f, &t) in from.iter().zip(shape) {
+            ensure!(
+                t >= -1,
+                InvalidArgument,
+                "expand: bad size {t} in {}",
+                fmt_ishape(shape)
+            );
+            out.push(if t == -1 { f } else { t as usize });
+        }
+        self.broadcast_to(&out)
+    }
+
+    /// tinygrad's `permute`: reorder the dims (negative dims count from the end).
+    pub fn permute(&self, order: &[isize]) -> Result<Tensor> {
+        let nd = self.ndim();
+        let resolved = order
+            .iter()
+            .map(|&d| resolve_dim(nd, d, false))
+            .collect::<Result<Vec<_>>>()?;
+        let mut sorted = resolved.clone();
+        sorted.sort_unstable();
+        ensure!(
+            sorted == (0..nd).collect::<Vec<_>>(),
+            InvalidArgument,
+            "permute: order is not a valid permutation, getting {}",
+            fmt_ishape(order)
+        );
+        F::permute(self, &resolved)
+    }
+
+    /// tinygrad's `flip`: reverse the given dims.
+    pub fn flip(&self, axis: &[isize]) -> Result<Tensor> {
+        let nd = self.ndim();
+        let resolved = axis
+            .iter()
+            .map(|&d| resolve_dim(nd, d, false))
+            .collect::<Result<Vec<_>>>()?;
+        let mut dedup = resolved.clone();
+        dedup.sort_unstable();
+        dedup.dedup();
+        ensure!(
+            dedup.len() == resolved.len(),
+            InvalidArgument,
+            "flip: dim can appear at most once, getting {}",
+            fmt_ishape(axis)
+        );
+        F::flip(self, &resolved)
+    }
+
+    /// tinygrad's `shrink`: per dim `None` (keep) or `(start, end)` with
+    /// `0 <= start <= end <= size`.
+    pub fn shrink(&self, arg: &[Option<(usize, usize)>]) -> Result<Tensor> {
+        let shape = self.shape();
+        ensure!(
+            arg.len() == shape.len(),
+            InvalidArgument,
+            "shrink: {} args for shape {}",
+            arg.len(),
+            fmt_shape(&shape)
+        );
+        let full: Vec<(usize, usize)> = arg
+            .iter()
+            .zip(&shape)
+            .map(|(a, &s)| a.unwrap_or((0, s)))
+            .collect();
+        for (&(b, e), &s) in full.iter().zip(&shape) {
+            ensure!(
+                b <= e && e <= s,
+                InvalidArgument,
+                "shrink: invalid shrink {:?} for shape {}",
+                full,
+                fmt_shape(&shape)
+            );
+        }
+        if full
+            .iter()
+            .zip(&shape)
+            .all(|(&(b, e), &s)| b == 0 && e == s)
+        {
+            return Ok(self.clone());
+        }
+        F::shrink(self, &pairs(&full))
+    }
+
+    /// tinygrad's `pad` with zeros: per dim `None` or `(before, after)`.
+    pub fn pad(&self, arg: &[Option<(usize, usize)>]) -> Result<Tensor> {
+        self.pad_with(arg, 0.0)
+    }
+
+    /// tinygrad's `pad(arg, value)`: pad with `value` (a zero pad plus `pad(ones).where(0,
+    /// value)` for non-zero values).
+    pub fn pad_with(
+        &self,
+        arg: &[Option<(usize, usize)>],
+        value: impl Into<ConstValue>,
+    ) -> Result<Tensor> {
+        let shape = self.shape();
+        ensure!(
+            arg.len() == shape.len(),
+            InvalidArgument,
+            "pad: {} args for shape {}",
+            arg.len(),
+            fmt_shape(&shape)
+        );
+        if arg.iter().all(|a| a.map_or(true, |p| p == (0, 0))) {
+            return Ok(self.clone());
+        }
+        let narg: Vec<(usize, usize)> = arg.iter().map(|a| a.unwrap_or((0, 0))).collect();
+        let ret = F::pad(self, &pairs(&narg))?;
+        let value = value.into();
+        if value.as_f64() == 0.0 {
+            return Ok(ret);
+        }
+        let mask = F::pad(&self.ones_like()?, &pairs(&narg))?;
+        ret.add(&mask.where_(0i64, value)?)
+    }
+
+    /// tinygrad's `_slice`: per dim `None` or `(start, end)` where start may be negative and end
+    /// past the size: pad (with `value`) then shrink.
+    pub fn slice_pad(
+        &self,
+        arg: &[Option<(isize, isize)>],
+        value: impl Into<ConstValue>,
+    ) -> Result<Tensor> {
+        let shape = self.shape();
+        ensure!(
+            arg.len() == shape.len(),
+            InvalidArgument,
+            "_slice: {} args for shape {}",
+            arg.len(),
+            fmt_shape(&shape)
+        );
+        let full: Vec<(isize, isize)> = (arg.iter().zip(&shape))
+            .map(|(a, &s)| a.unwrap_or((0, s as isize)))
+            .collect();
+        let mut padding = Vec::with_capacity(full.len());
+        let mut shrink = Vec::with_capacity(full.len());
+        for (&(l, r), &s) in full.iter().zip(&shape) {
+            let (pl, pr) = ((-l).max(0), (r - s as isize).max(0));
+            padding.push(Some((pl as usize, pr as usize)));
+            let (b, e) = (l + pl, r + pl);
+            ensure!(
+                0 <= b && b <= e,
+                InvalidArgument,
+                "_slice: invalid range {:?} for shape {}",
+                full,
+                fmt_shape(&shape)
+            );
+            shrink.push(Some((b as usize, e as usize)));
+        }
+        self.pad_with(&padding, value)?.shrink(&shrink)
+    }
+
+    /// tinygrad's `pad2d`: torch-style padding of the last dims, `(left, right, top, bottom,
+    /// ...)` from the last dim backwards; negative values crop.
+    pub fn pad2d(&self, padding: &[isize], value: impl Into<ConstValue>) -> Result<Tensor> {
+        let shape = self.shape();
+        let nd = padding.len() / 2;
+        ensure!(
+            padding.len() % 2 == 0 && nd <= shape.len(),
+            InvalidArgument,
+            "pad2d: padding {} does not fit shape {}",
+            fmt_ishape(padding),
+            fmt_shape(&shape)
+        );
+        let mut arg: Vec<Option<(isize, isize)>> = shape[..shape.len() - nd]
+            .iter()
+            .map(|&s| Some((0, s as isize)))
+            .collect();
+        let mut slc: Vec<Option<(isize, isize)>> = (0..nd)
+            .map(|i| {
+                let s = shape[shape.len() - 1 - i] as isize;
+                Some((-padding[2 * i], s + padding[2 * i + 1]))
+            })
+            .collect();
+        slc.reverse();
+        arg.extend(slc);
+        self.slice_pad(&arg, value)
+    }
+
+    /// tinygrad's `squeeze`: drop `dim` if it has size 1 (all size-1 dims when `None`).
+    pub fn squeeze(&self, dim: Option<isize>) -> Result<Tensor> {
+        let shape = self.shape();
+        let Some(dim) = dim else {
+            let s: Vec<usize> = shape.into_iter().filter(|&d| d != 1).collect();
+            return self.reshape_sints(&to_sints(&s));
+        };
+        if shape.is_empty() {
+            resolve_dim(0, dim, true)?;
+            return Ok(self.clone());
+        }
+        let d = self.resolve_dim(dim, false)?;
+        if shape[d] != 1 {
+            return Ok(self.clone());
+        }
+        let mut s = shape;
+        s.remove(d);
+        self.reshape_sints(&to_sints(&s))
+    }
+
+    /// tinygrad's `unsqueeze`: insert a dim of size 1 at `dim` (may be one past the last).
+    pub fn unsqueeze(&self, dim: isize) -> Result<Tensor> {
+        let d = self.resolve_dim(dim, true)?;
+        let mut s = self.shape();
+        s.insert(d, 1);
+        self.reshape_sints(&to_sints(&s))
+    }
+
+    /// tinygrad's `T`: `transpose(1, 0)`.
+    #[allow(non_snake_case)]
+    pub fn T(&self) -> Result<Tensor> {
+        self.transpose(1, 0)
+    }
+
+    /// tinygrad's `transpose`: swap two dims.
+    pub fn transpose(&self, dim0: isize, dim1: isize) -> Result<Tensor> {
+        let nd = self.ndim();
+        let (a, b) = (resolve_dim(nd, dim0, false)?, resolve_dim(nd, dim1, false)?);
+        let mut order: Vec<isize> = (0..nd as isize).collect();
+        order.swap(a, b);
+        self.permute(&order)
+    }
+
+    /// tinygrad's `flatten(start_dim, end_dim)`: merge dims `start..=end`.
+    pub fn flatten(&self, start_dim: isize, end_dim: isize) -> Result<Tensor> {
+        let shape = self.shape();
+        if shape.is_empty() {
+            resolve_dim(0, start_dim, true)?;
+            resolve_dim(0, end_dim, true)?;
+            return self.reshape_sints(&to_sints(&[1]));
+        }
+        let nd = shape.len();
+        let (s, e) = (
+            resolve_dim(nd, start_dim, false)?,
+            resolve_dim(nd, end_dim, false)?,
+        );
+        let mut out = shape[..s].to_vec();
+        out.push(if e + 1 > s { prod(&shape[s..e + 1]) } else { 1 });
+        out.extend_from_slice(&shape[e + 1..]);
+        self.reshape_sints(&to_sints(&out))
+    }
+
+    /// tinygrad's `unflatten(dim, sizes)`: split one dim into several (one size may be -1).
+    pub fn unflatten(&self, dim: isize, sizes: &[isize]) -> Result<Tensor> {
+        let d = self.resolve_dim(dim, false)?;
+        let shape = self.shape();
+        let mut out: Vec<isize> = shape[..d].iter().map(|&s| s as isize).collect();
+        out.extend_from_slice(sizes);
+        out.extend(shape[d + 1..].iter().map(|&s| s as isize));
+        self.reshape(&out)
+    }
+
+    /// tinygrad's `repeat`: tile the tensor `repeats[i]` times along each dim (more repeats than
+    /// dims add leading dims).
+    pub fn repeat(&self, repeats: &[usize]) -> Result<Tensor> {
+        let shape = self.shape();
+        ensure!(
+            repeats.len() >= shape.len(),
+            InvalidArgument,
+            "repeat: {} repeats for shape {}",
+            repeats.len(),
+            fmt_shape(&shape)
+        );
+        let mut base = vec![1; repeats.len() - shape.len()];
+        base.extend_from_slice(&shape);
+        let new_shape: Vec<usize> = base.iter().flat_map(|&b| [1, b]).collect();
+        let expand_shape: Vec<usize> = repeats
+            .iter()
+            .zip(&base)
+            .flat_map(|(&r, &b)| [r, b])
+            .collect();
+        let final_shape: Vec<usize> = repeats.iter().zip(&base).map(|(&r, &b)| r * b).collect();
+        self.reshape_sints(&to_sints(&new_shape))?
+            .broadcast_to(&expand_shape)?
+            .reshape_sints(&to_sints(&final_shape))
+    }
+
+    /// tinygrad's `cat`: concatenate along `dim` (every operand padded to the full extent and
+    /// the pads added).
+    pub fn cat(&self, others: &[&Tensor], dim: isize) -> Result<Tensor> {
+        let d = self.resolve_dim(dim, false)?;
+        let shape = self.shape();
+        let mut all = vec![self];
+        all.extend_from_slice(others);
+        for y in others {
+            let ys = y.shape();
+            ensure!(
+                ys.len() == shape.len()
+                    && ys
+                        .iter()
+                        .zip(&shape)
+                        .enumerate()
+                        .all(|(i, (a, b))| i == d || a == b),
+                InvalidArgument,
+                "cat: shapes {} and {} differ outside dim {d}",
+                fmt_shape(&shape),
+                fmt_shape(&ys)
+            );
+        }
+        let dims: Vec<usize> = all.iter().map(|t| t.shape()[d]).collect();
+        let total: usize = dims.iter().sum();
+        let mut acc: Option<Tensor> = None;
+        let mut start = 0;
+        for (t, &n) in all.iter().zip(&dims) {
+            let mut arg: Vec<Option<(usize, usize)>> = vec![None; shape.len()];
+            arg[d] = Some((start, total - start - n));
+            start += n;
+            let p = t.pad(&arg)?;
+            acc = Some(match acc {
+                None => p,
+                Some(a) => a.add(&p)?,
+            });
+        }
+        acc.ok_or_else(|| crate::Error::Internal("cat: no operands".into()))
+    }
+
+    /// tinygrad's `stack`: unsqueeze every operand at `dim`, then `cat`.
+    pub fn stack(&self, others: &[&Tensor], dim: isize) -> Result<Tensor> {
+        let first = self.unsqueeze(dim)?;
+        let rest = others
+            .iter()
+            .map(|t| t.unsqueeze(dim))
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&Tensor> = rest.iter().collect();
+        first.cat(&refs, dim)
+    }
+
+    /// tinygrad's `split` with explicit sizes (they must sum to the size of `dim`).
+    pub fn split_sizes(&self, sizes: &[usize], dim: isize) -> Result<Vec<Tensor>> {
+        let d = self.resolve_dim(dim, false)?;
+        let shape = self.shape();
+        ensure!(
+            sizes.iter().sum::<usize>() == shape[d],
+            InvalidArgument,
+            "split: expect sizes to sum exactly to {}, but got {}",
+            shape[d],
+            sizes.iter().sum::<usize>()
+        );
+        let mut start = 0;
+        let mut out = Vec::with_capacity(sizes.len());
+        for &n in sizes {
+            let mut arg: Vec<Option<(usize, usize)>> = vec![None; shape.len()];
+            arg[d] = Some((start, start + n));
+            out.push(self.shrink(&arg)?);
+            start += n;
+        }
+        Ok(out)
+    }
+
+    /// tinygrad's `split(int)`: chunks of `size` along `dim` (the last may be smaller).
+    pub fn split(&self, size: usize, dim: isize) -> Result<Vec<Tensor>> {
+        let d = self.resolve_dim(dim, false)?;
+        let n = self.shape()[d];
+        ensure!(
+            size > 0,
+            InvalidArgument,
+            "split: split size must be positive, got 0"
+        );
+        let sizes: Vec<usize> = (0..n.max(1))
+            .step_by(size)
+            .map(|i| size.min(n.saturating_sub(i)))
+            .collect();
+        self.split_sizes(&sizes, dim)
+    }
+
+    /// tinygrad's `chunk`: `chunks` pieces of size `ceil(n / chunks)` along `dim` (possibly
+    /// fewer pieces).
+    pub fn chunk(&self, chunks: usize, dim: isize) -> Result<Vec<Tensor>> {
+        ensure!(
+            chunks > 0,
+            InvalidArgument,
+            "chunk: expect chunks to be greater than 0, got: {chunks}"
+        );
+        let d = self.resolve_dim(dim, false)?;
+        let n = self.shape()[d];
+        if n == 0 {
+            return self.split_sizes(&vec![0; chunks], dim);
+        }
+        self.split(n.div_ceil(chunks), dim)
+    }
+}

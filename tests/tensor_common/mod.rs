@@ -1,0 +1,121 @@
+//! Shared helpers of the Tensor integration tests: a CLANG device for the test thread (graphs
+//! are built on it; nothing is compiled unless a test realizes), "realized" inputs made by
+//! scheduling an EMPTY (the scheduler marks it realized), and tinygrad's `check_schedule`.
+
+#![allow(dead_code)]
+
+pub mod reference;
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use rawgrad::device::register_family;
+use rawgrad::device::registry::is_registered;
+use rawgrad::dtype::{dtypes, DType};
+use rawgrad::engine::schedule::{create_schedule_with_vars, ScheduleItem};
+use rawgrad::helpers::Context;
+use rawgrad::lazy::LazyBuffer;
+use rawgrad::ops::verify_lazyop;
+use rawgrad::renderer::cstyle::ClangRenderer;
+use rawgrad::runtime::cpu::clang::open_clang;
+use rawgrad::Tensor;
+
+/// Make `CLANG` the default device of this thread (registering the family if nobody has).
+pub fn clang() -> Context {
+    if !is_registered("CLANG") {
+        register_family("CLANG", |n| open_clang(n, Arc::new(ClangRenderer::new())));
+    }
+    Context::with_str(&[("DEVICE", "CLANG")])
+}
+
+pub fn empty(shape: &[usize]) -> Tensor {
+    Tensor::empty(shape).unwrap()
+}
+
+pub fn empty_dt(shape: &[usize], dt: DType) -> Tensor {
+    Tensor::empty_dtype(shape, dt).unwrap()
+}
+
+/// Schedule `t` alone, so it counts as realized in later schedules (its kernels are returned).
+pub fn prerealize(t: &Tensor) -> Vec<ScheduleItem> {
+    let mut seen = HashSet::new();
+    create_schedule_with_vars(&[t.lazydata()], &mut seen)
+        .unwrap()
+        .0
+}
+
+/// A float32 input that is already realized.
+pub fn realized(shape: &[usize]) -> Tensor {
+    let t = empty(shape);
+    prerealize(&t);
+    t
+}
+
+/// tinygrad's `check_schedule`: the schedule of `outs` after prerealizing `pre`, every kernel
+/// AST verified, LoadOps items dropped when `filter_loadops`.
+pub fn check(outs: &[&Tensor], pre: &[&Tensor], filter_loadops: bool) -> Vec<ScheduleItem> {
+    for p in pre {
+        prerealize(p);
+    }
+    let lbs: Vec<LazyBuffer> = outs.iter().map(|t| t.lazydata()).collect();
+    let mut seen = HashSet::new();
+    let (sched, _) = create_schedule_with_vars(&lbs, &mut seen).unwrap();
+    for si in &sched {
+        if si.is_kernel() {
+            verify_lazyop(&si.ast).unwrap_or_else(|e| panic!("{e}\n{:?}", si.ast));
+        }
+    }
+    sched
+        .into_iter()
+        .filter(|si| !filter_loadops || si.is_kernel())
+        .collect()
+}
+
+/// Kernels (non-LoadOps items) of `outs` after prerealizing `pre`.
+pub fn kernels_pre(outs: &[&Tensor], pre: &[&Tensor]) -> usize {
+    check(outs, pre, true).len()
+}
+
+/// Kernels (non-LoadOps items) of `outs`.
+pub fn kernels(outs: &[&Tensor]) -> usize {
+    check(outs, &[], true).len()
+}
+
+/// All items (LoadOps included) of `outs`.
+pub fn items(outs: &[&Tensor]) -> usize {
+    check(outs, &[], false).len()
+}
+
+pub const F32: DType = dtypes::float32;
+
+/// The devices the numeric tests run on.
+pub const DEVICES: [&str; 2] = ["CLANG", "INTERP"];
+
+/// Make `dev` the default device of this thread.
+pub fn on(dev: &str) -> Context {
+    if dev == "CLANG" {
+        return clang();
+    }
+    Context::with_str(&[("DEVICE", dev)])
+}
+
+/// A float32 tensor of the reference array's values.
+pub fn t32(r: &reference::R) -> Tensor {
+    Tensor::from_vec(r.f32(), &r.shape).unwrap()
+}
+
+/// A float64 tensor of the reference array's values.
+pub fn t64(r: &reference::R) -> Tensor {
+    Tensor::from_vec(r.data.clone(), &r.shape).unwrap()
+}
+
+/// The values of a float32 tensor as f64.
+pub fn get(t: &Tensor) -> Vec<f64> {
+    reference::to_f64(&t.to_vec::<f32>().unwrap())
+}
+
+/// Check a float32 tensor against a reference array (shape and values).
+pub fn check_close(t: &Tensor, want: &reference::R, atol: f64, rtol: f64, what: &str) {
+    assert_eq!(t.shape(), want.shape, "{what}: shape");
+    reference::assert_close(&get(t), &want.data, atol, rtol, what);
+}
