@@ -7,6 +7,8 @@
 //! - `LLVM`: LLVM IR compiled in process by libLLVM, linked by `cc` ([`open_llvm`]).
 //! - `AMD`: the KFD backend ([`crate::runtime::amd::register`]); it opens nothing until an `AMD`
 //!   device is selected or probed, and under `MOCKGPU=1` it opens the emulated GPU.
+//! - `NV`: the RM/UVM backend ([`crate::runtime::nv::register`]); likewise lazy, and under
+//!   `MOCKGPU=1` it opens the emulated RM/UVM with the software NV GPU.
 //!
 //! Not guaranteed: registering a family does not prove it opens (the opener reports why it
 //! cannot, for example a missing compiler or device node).
