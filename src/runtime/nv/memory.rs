@@ -307,16 +307,25 @@ impl Drop for NvBuffer {
                 errs.push(format!("UVM_FREE: {e}"));
             }
         }
+        // RM memory: the CPU mapping goes before the object (as tinygrad unmaps before RM_FREE);
+        // OS-descriptor memory: RM lets go of (unpins) the host pages before they are unmapped.
+        let cpu_first = self.origin == MemOrigin::Rm;
+        let mut release_cpu = |errs: &mut Vec<String>| {
+            if let Some(m) = self.cpu.take() {
+                if let Err(e) = m.into_reservation() {
+                    errs.push(format!("re-reserving the CPU range: {e}"));
+                }
+            }
+        };
+        if cpu_first {
+            release_cpu(&mut errs);
+        }
         if self.handle != 0 {
             if let Err(e) = p.ctl.rm_free(p.client, self.device, self.handle) {
                 errs.push(format!("RM_FREE {:#x}: {e}", self.handle));
             }
         }
-        if let Some(m) = self.cpu.take() {
-            if let Err(e) = m.into_reservation() {
-                errs.push(format!("re-reserving the CPU range: {e}"));
-            }
-        }
+        release_cpu(&mut errs);
         p.free_va(self.va, self.size as u64, self.low);
         if !errs.is_empty() {
             p.defer_error(format!("freeing {self:?}: {}", errs.join("; ")));

@@ -117,3 +117,24 @@ fn blocks_beyond_the_register_budget_are_refused() {
         .unwrap_err();
     assert!(e.message().contains("2048 threads"), "{e}");
 }
+
+#[test]
+fn pcas_action_knob_changes_the_launch_and_refuses_non_scheduling_actions() {
+    use crate::helpers::Context;
+    let (dev, _emu) = one_gpu();
+    {
+        // NVK's INVALIDATE_COPY_SCHEDULE: the grid still runs.
+        let _k = Context::new(&[("NV_PCAS_ACTION", 3)]);
+        run_add(&dev, 2, 16);
+    }
+    let _k = Context::new(&[("NV_PCAS_ACTION", 8)]);
+    let prg = load(&dev, "E_add", &add_uops(1, 8, dtypes::float32));
+    let (a, _) = alloc(&dev, 32);
+    let bufs: Vec<RawBuf> = (0..3)
+        .map(|_| a.alloc(32, &BufferOptions::default()).unwrap())
+        .collect();
+    let e = prg
+        .call(&bufs, &[], Some([1, 1, 1]), Some([8, 1, 1]), false)
+        .unwrap_err();
+    assert!(e.message().contains("NV_PCAS_ACTION=8"), "{e}");
+}
