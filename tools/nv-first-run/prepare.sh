@@ -50,3 +50,7 @@ done
 du -sh "$OUT"
 ls -l "$OUT" "$OUT/fixtures"
 echo "[prepare] glibc here: $(ldd --version 2>&1 | head -n 1)"
+if command -v objdump >/dev/null 2>&1; then
+  need=$(objdump -T "$OUT/nv_first_run" "$OUT/rawgrad-tests" 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -n 1)
+  echo "[prepare] the binaries need ${need:-an unknown glibc} or newer on the GPU host"
+fi
