@@ -25,15 +25,19 @@ thread_local! {
 }
 
 /// The string value of a knob: the innermost [`Context`] override on this thread, else the
-/// process environment (read once and cached).
+/// process environment (read once and cached). Safe to call from exit handlers: once the
+/// thread's overrides are destroyed, only the environment answers.
 pub fn getenv_str(key: &str) -> Option<String> {
-    let over = OVERRIDES.with(|o| {
-        o.borrow()
-            .iter()
-            .rev()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| v.clone())
-    });
+    let over = OVERRIDES
+        .try_with(|o| {
+            o.borrow()
+                .iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| v.clone())
+        })
+        .ok()
+        .flatten();
     if over.is_some() {
         return over;
     }

@@ -28,3 +28,8 @@ pub mod tensor;
 pub use dtype::{dtypes, ConstValue, DType};
 pub use error::{Error, Result};
 pub use tensor::{Axis, Index, Operand, Tensor};
+
+/// The README's code blocks, compiled and run as doctests so the front page cannot rot.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

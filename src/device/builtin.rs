@@ -5,6 +5,8 @@
 //!   LRU-cached host memory ([`open_clang`]).
 //! - `INTERP`: the UOp interpreter ([`open_interp`]).
 //! - `LLVM`: LLVM IR compiled in process by libLLVM, linked by `cc` ([`open_llvm`]).
+//! - `CUDA`: the CUDA driver API fallback ([`crate::runtime::fallback::cuda::register`]); it
+//!   loads libcuda only when a `CUDA` device is selected or probed.
 //! - `AMD`: the KFD backend ([`crate::runtime::amd::register`]); it opens nothing until an `AMD`
 //!   device is selected or probed, and under `MOCKGPU=1` it opens the emulated GPU.
 //! - `NV`: the RM/UVM backend ([`crate::runtime::nv::register`]); likewise lazy, and under
@@ -30,4 +32,5 @@ pub(crate) fn register_builtin_families() {
     register_family("LLVM", open_llvm);
     crate::runtime::amd::register();
     crate::runtime::nv::register();
+    crate::runtime::fallback::cuda::register();
 }

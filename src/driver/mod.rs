@@ -16,13 +16,19 @@
 //! - [`vma`]: address-range bookkeeping shared by both drivers.
 
 pub mod api;
+pub mod cuda;
 pub mod dl;
 pub mod emu;
 pub mod hostmem;
 pub mod kfd;
 pub mod llvm;
 pub mod mapped;
+#[cfg(target_os = "macos")]
+pub mod metal;
 pub mod nv;
+pub mod nvjitlink;
+pub mod nvlib;
+pub mod nvrtc;
 pub mod process;
 pub mod real;
 pub mod vma;

@@ -101,7 +101,17 @@ impl<B: HcqBackend> HcqDevice<B> {
             let hz = dev.backend.timestamp_hz();
             dev.profiler = Some(Mutex::new(Profiler::new(dev.name(), hz, offsets)));
         }
-        Ok(Arc::new(dev))
+        let dev = Arc::new(dev);
+        if dev.profiler.is_some() {
+            let weak = Arc::downgrade(&dev);
+            super::trace::flush_at_exit(Box::new(move || {
+                if let Some(d) = weak.upgrade() {
+                    // At exit there is no caller for an error; the trace keeps what was read.
+                    let _ = d.synchronize();
+                }
+            }));
+        }
+        Ok(dev)
     }
 
     /// The vendor half.

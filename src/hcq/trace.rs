@@ -145,7 +145,27 @@ pub fn write_collected(path: &Path) -> Result<usize> {
     Ok(events.len())
 }
 
+type ExitFlush = Box<dyn Fn() + Send + Sync>;
+
+fn exit_flushes() -> &'static Mutex<Vec<ExitFlush>> {
+    static FLUSHES: OnceLock<Mutex<Vec<ExitFlush>>> = OnceLock::new();
+    FLUSHES.get_or_init(|| Mutex::new(Vec::new()))
+}
+
+/// Run `f` at exit before the trace is written (a profiling device synchronizes there, so the
+/// timestamps of work nobody waited for are read and recorded).
+pub(crate) fn flush_at_exit(f: ExitFlush) {
+    exit_flushes()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(f);
+}
+
 extern "C" fn write_at_exit() {
+    let flushes = std::mem::take(&mut *exit_flushes().lock().unwrap_or_else(|e| e.into_inner()));
+    for f in flushes {
+        f();
+    }
     let path = profile_path();
     match write_collected(&path) {
         Ok(n) => println!("saved profile ({n} events) to {}", path.display()),

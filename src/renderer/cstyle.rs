@@ -47,6 +47,11 @@ pub struct Needs {
     pub half: bool,
     pub bf16: bool,
     pub vectors: BTreeSet<DType>,
+    /// Dialect-specific helper definitions the body uses (by name).
+    pub helpers: BTreeSet<&'static str>,
+    /// What [`CStyle::kernel_modifier`] returned for this kernel (written between `void ` and the
+    /// name, e.g. CUDA's `__launch_bounds__(N) `).
+    pub kernel_modifier: String,
 }
 
 /// A kernel parameter: a buffer pointer (element dtype) or an integer variable.
@@ -201,6 +206,32 @@ pub trait CStyle {
         lines.push(format!("{tt} {out};"));
         lines.push(format!("__builtin_memcpy(&{out}, &{pre}, sizeof({out}));"));
         Ok(out.to_string())
+    }
+
+    /// Lane `lane` of the vector expression `x` (of type `from`).
+    fn render_gep(&self, x: &str, lane: usize, from: DType) -> Result<String> {
+        let _ = from;
+        Ok(format!("{x}[{lane}]"))
+    }
+
+    /// A vector value `x` of `from` converted lane by lane to the vector type `to`.
+    fn render_vector_cast(
+        &self,
+        x: &str,
+        from: DType,
+        to: DType,
+        needs: &mut Needs,
+    ) -> Result<String> {
+        let _ = from;
+        let t = self.render_dtype(to, needs)?;
+        Ok(format!("__builtin_convertvector({x}, {t})"))
+    }
+
+    /// Text between `void ` and the kernel name (tinygrad's `get_kernel_modifier`), from the
+    /// whole UOp list; stored in [`Needs::kernel_modifier`] for [`CStyle::render_kernel`].
+    fn kernel_modifier(&self, uops: &[UOp]) -> String {
+        let _ = uops;
+        String::new()
     }
 
     /// A workgroup-local buffer declaration.
@@ -452,6 +483,7 @@ pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Res
     } else {
         None
     };
+    st.needs.kernel_modifier = l.kernel_modifier(uops);
     for (i, u) in uops.iter().enumerate() {
         let n = child_count.get(u).copied().unwrap_or(0);
         render_uop(l, &mut st, u, n, split == Some(i)).map_err(|e| {
@@ -675,9 +707,9 @@ fn render_convert<L: CStyle + ?Sized>(
             let xs = (0..u.src().len())
                 .map(|i| st.src(u, i))
                 .collect::<Result<Vec<_>>>()?;
-            let val = if xs.len() == 1 && src_dtype(u, 0)?.count > 1 && d.count > 1 {
-                let t = l.render_dtype(d, &mut st.needs)?;
-                format!("__builtin_convertvector({}, {t})", xs[0])
+            let from = src_dtype(u, 0)?;
+            let val = if xs.len() == 1 && from.count > 1 && d.count > 1 {
+                l.render_vector_cast(&xs[0], from, d, &mut st.needs)?
             } else {
                 l.render_cast(&xs, d, &mut st.needs)?
             };
@@ -753,7 +785,8 @@ fn render_misc<L: CStyle + ?Sized>(
                 UOps::LOAD | UOps::WMMA | UOps::DEFINE_ACC | UOps::PHI
             );
             let base = if from_ssa { x } else { format!("({x})") };
-            st.r.insert(u.clone(), format!("{base}[{i}]"));
+            let lane = l.render_gep(&base, *i, src_dtype(u, 0)?)?;
+            st.r.insert(u.clone(), lane);
         }
         (UOps::WMMA, UArg::Wmma(w)) => {
             let (a, b, c) = (st.src(u, 0)?, st.src(u, 1)?, st.src(u, 2)?);

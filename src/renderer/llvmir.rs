@@ -16,6 +16,15 @@
 //!   an acquire fence; `"amdgpu-flat-work-group-size"="1,<local threads>"`. No ockl/ocml: only
 //!   `llvm.*` intrinsics.
 //!
+//! - [`Flavour::Nvptx`] (the `NV` and `CUDA` devices, PTX through LLVM's NVPTX target): a
+//!   `ptx_kernel` function (the calling convention marks it `.entry`; no `!nvvm.annotations`
+//!   needed, on LLVM 13 to 20) whose parameters are the buffers as `addrspace(1)` pointers in
+//!   DEFINE_GLOBAL order, then each DEFINE_VAR as i32: `8*nbufs + 4*nvars` bytes at constant buffer
+//!   0's parameter base. SPECIAL is `llvm.nvvm.read.ptx.sreg.ctaid.*` (`gidx`), `tid.*` (`lidx`)
+//!   or `ctaid*ntid+tid` (`idx`, as tinygrad's CUDA renderer); DEFINE_LOCAL is an `addrspace(3)`
+//!   global (`.shared`); BARRIER is `llvm.nvvm.barrier0` (`bar.sync 0`); EXP2/LOG2/SIN/SQRT are PTX's
+//!   f32 approximations.
+//!
 //! Pointers are typed (`float*`) for LLVM 14 and opaque (`ptr`) for LLVM >= 15
 //! ([`LLVMRenderer::opaque_pointers`]); the compiler's libLLVM decides which.
 //!
@@ -52,19 +61,22 @@ pub enum Flavour {
     Cpu,
     /// An AMD GPU kernel for the `AMD` device.
     Amdgpu { target: &'static GfxTarget },
+    /// An NVIDIA GPU kernel (PTX through LLVM's NVPTX target) for the `NV`/`CUDA` devices;
+    /// `sm` is the SM version (90 for sm_90).
+    Nvptx { sm: u32 },
 }
 
 impl Flavour {
     fn global_addrspace(&self) -> u32 {
         match self {
             Flavour::Cpu => 0,
-            Flavour::Amdgpu { .. } => 1,
+            Flavour::Amdgpu { .. } | Flavour::Nvptx { .. } => 1,
         }
     }
     fn local_addrspace(&self) -> u32 {
         match self {
             Flavour::Cpu => 0,
-            Flavour::Amdgpu { .. } => 3,
+            Flavour::Amdgpu { .. } | Flavour::Nvptx { .. } => 3,
         }
     }
 }
@@ -120,6 +132,28 @@ impl LLVMRenderer {
         }
     }
 
+    /// The NVPTX flavour for `sm_XX` on the device family `device` (`NV` or `CUDA`): tinygrad's
+    /// PTX renderer's capabilities (locals, shared memory, no float4 grouping, CUDA's launch
+    /// limits, 48 KiB of shared memory, no tensor cores).
+    pub fn nvptx(device: &str, sm: u32, opaque_pointers: bool) -> LLVMRenderer {
+        LLVMRenderer {
+            opts: RendererOpts {
+                device: device.into(),
+                suffix: "PTX".into(),
+                supports_float4: false,
+                has_local: true,
+                has_shared: true,
+                global_max: Some([i32::MAX as i64, 65535, 65535]),
+                local_max: Some([1024, 1024, 64]),
+                shared_max: 49152,
+                tensor_cores: vec![],
+            },
+            flavour: Flavour::Nvptx { sm },
+            opaque_pointers,
+            fmf: format!(" {TINYGRAD_FAST_MATH}"),
+        }
+    }
+
     /// The CPU flavour with the pointer syntax of `llvm`.
     pub fn cpu_for(llvm: &Llvm) -> LLVMRenderer {
         LLVMRenderer::cpu(llvm.opaque_pointers())
@@ -162,6 +196,7 @@ impl LLVMRenderer {
                     let attrs = match self.flavour {
                         Flavour::Cpu => "noalias",
                         Flavour::Amdgpu { .. } => "noalias align 32",
+                        Flavour::Nvptx { .. } => "noalias",
                     };
                     out.push(format!("{pt} {attrs} {name}"));
                 }
@@ -254,6 +289,9 @@ impl LLVMRenderer {
                 "attributes #0 = {{ nounwind \"amdgpu-flat-work-group-size\"=\"1,{}\" \"no-builtins\" \"no-trapping-math\"=\"true\" \"uniform-work-group-size\"=\"true\" }}",
                 local_threads.max(1)
             ),
+            Flavour::Nvptx { .. } => {
+                "attributes #0 = { nounwind \"no-builtins\" \"no-trapping-math\"=\"true\" }".into()
+            }
         }
     }
 }
@@ -292,6 +330,7 @@ impl Renderer for LLVMRenderer {
         let def = match self.flavour {
             Flavour::Cpu => "define internal void",
             Flavour::Amdgpu { .. } => "define amdgpu_kernel void",
+            Flavour::Nvptx { .. } => "define ptx_kernel void",
         };
         let mut out = vec![];
         out.extend(w.globals.iter().cloned());

@@ -6,6 +6,7 @@
 //! `Error::Codegen`, never undefined output.
 
 pub mod cstyle;
+pub mod cuda;
 pub mod llvmir;
 
 use crate::codegen::uops::UOp;

@@ -2,4 +2,5 @@
 
 pub mod amd;
 pub mod cpu;
+pub mod fallback;
 pub mod nv;

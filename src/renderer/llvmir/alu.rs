@@ -10,7 +10,11 @@
 //! - Float instructions carry the renderer's fast-math flags (tinygrad's `nsz arcp contract afn
 //!   reassoc` by default).
 //!
-//! Not guaranteed: on AMD GPUs, double EXP2/LOG2/SIN have no intrinsic lowering and are refused.
+//! - On NVPTX, EXP2/LOG2/SIN/SQRT are PTX's f32 approximations (`ex2.approx`, `lg2.approx`,
+//!   `sin.approx`, `sqrt.approx`, what tinygrad's PTX renderer emits); half goes through f32.
+//!
+//! Not guaranteed: on AMD GPUs and NVPTX, double EXP2/LOG2/SIN have no intrinsic lowering and are
+//! refused.
 
 use crate::codegen::uops::UOp;
 use crate::dtype::{ConstValue, DType, Scalar};
@@ -98,6 +102,13 @@ impl Walk<'_> {
             ensure!(d.is_float(), Codegen, "{o:?} of {d}");
         }
         let amd_f64 = matches!(self.flavour, Flavour::Amdgpu { .. }) && d.scalar == Scalar::Float64;
+        let math = matches!(
+            o,
+            UnaryOps::EXP2 | UnaryOps::LOG2 | UnaryOps::SIN | UnaryOps::SQRT
+        );
+        if math && matches!(self.flavour, Flavour::Nvptx { .. }) {
+            return self.nvptx_math(o, d, x, name);
+        }
         match o {
             UnaryOps::NEG if d.is_bool() => {
                 self.emit(format!(
@@ -129,6 +140,42 @@ impl Walk<'_> {
             }
         }
         Ok(name.to_string())
+    }
+
+    /// EXP2/LOG2/SIN/SQRT as PTX's `ex2.approx`/`lg2.approx`/`sin.approx`/`sqrt.approx` (f32, as
+    /// tinygrad's PTX renderer; `sqrt.rn` would call a slow-path subroutine that needs a
+    /// relocation the cubin loader does not apply), double SQRT as `llvm.sqrt`; half computes in
+    /// f32 and rounds once.
+    fn nvptx_math(&mut self, o: UnaryOps, d: DType, x: &str, name: &str) -> Result<String> {
+        ensure!(d.count == 1, Codegen, "{o:?} of the vector {d} on NVPTX");
+        let f32 = DType::new(Scalar::Float32);
+        match d.scalar {
+            Scalar::Float16 => {
+                self.emit(format!("  {name}.x = fpext half {x} to float"));
+                let r = self.nvptx_math(o, f32, &format!("{name}.x"), &format!("{name}.f"))?;
+                self.emit(format!("  {name} = fptrunc float {r} to half"));
+                Ok(name.to_string())
+            }
+            Scalar::Float64 if o == UnaryOps::SQRT => self.intrinsic("sqrt", d, x, name),
+            Scalar::Float32 | Scalar::BFloat16 => {
+                let f = match o {
+                    UnaryOps::EXP2 => "ex2",
+                    UnaryOps::LOG2 => "lg2",
+                    UnaryOps::SQRT => "sqrt",
+                    _ => "sin",
+                };
+                self.decls
+                    .insert(format!("declare float @llvm.nvvm.{f}.approx.f(float)"));
+                self.emit(format!(
+                    "  {name} = call float @llvm.nvvm.{f}.approx.f(float {x})"
+                ));
+                Ok(name.to_string())
+            }
+            _ => bail!(
+                Codegen,
+                "{o:?} of {d}: PTX has only f32 approximations (NV_COMPILER=nvrtc computes it in CUDA C)"
+            ),
+        }
     }
 
     fn binary(

@@ -335,7 +335,7 @@ impl<'a> Walk<'a> {
         let arr = format!("[{size} x {}]", mem(d.scalar()));
         let g = format!("local_{}", to_function_name(name));
         match self.flavour {
-            Flavour::Amdgpu { .. } => {
+            Flavour::Amdgpu { .. } | Flavour::Nvptx { .. } => {
                 self.globals.push(format!(
                     "@{g} = internal unnamed_addr addrspace(3) global {arr} undef, align 16"
                 ));
@@ -353,41 +353,76 @@ impl<'a> Walk<'a> {
         let UArg::Special { axis, name, size } = u.arg() else {
             bail!(Codegen, "SPECIAL without a launch axis");
         };
-        let Flavour::Amdgpu { .. } = self.flavour else {
-            bail!(
-                Codegen,
-                "SPECIAL {name}: the CPU LLVM renderer has no launch indices"
-            );
-        };
         let dim = match axis {
             0 => 'x',
             1 => 'y',
             2 => 'z',
             a => bail!(Codegen, "SPECIAL {name}: launch axis {a} (only 0-2)"),
         };
-        // `idx` (a global index without locals) is the workgroup id: such kernels are launched
-        // with one thread per workgroup (the flat work group size says so).
-        let kind = if name.starts_with('l') {
+        if name.starts_with('l') {
             self.local_threads = self.local_threads.saturating_mul((*size).max(1));
-            "workitem"
-        } else {
-            "workgroup"
-        };
-        let f = format!("@llvm.amdgcn.{kind}.id.{dim}");
-        self.decls.insert(format!("declare i32 {f}()"));
+        }
         let ssa = format!("%{}", to_function_name(name));
-        self.emit(format!("  {ssa} = call i32 {f}()"));
+        match self.flavour {
+            Flavour::Cpu => bail!(
+                Codegen,
+                "SPECIAL {name}: the CPU LLVM renderer has no launch indices"
+            ),
+            // `idx` (a global index without locals) is the workgroup id: such kernels are
+            // launched with one thread per workgroup (the flat work group size says so).
+            Flavour::Amdgpu { .. } => {
+                let kind = if name.starts_with('l') {
+                    "workitem"
+                } else {
+                    "workgroup"
+                };
+                self.sreg(&format!("amdgcn.{kind}.id.{dim}"), &ssa);
+                self.r.insert(u.clone(), ssa);
+                return Ok(());
+            }
+            Flavour::Nvptx { .. } => {}
+        }
+        // NVPTX: blockIdx (ctaid), threadIdx (tid), or blockIdx*blockDim+threadIdx for `idx`
+        // (tinygrad's CUDA spelling of a global index without locals).
+        let sreg = |r: &str| format!("nvvm.read.ptx.sreg.{r}.{dim}");
+        match name.as_bytes().first() {
+            Some(b'g') => self.sreg(&sreg("ctaid"), &ssa),
+            Some(b'l') => self.sreg(&sreg("tid"), &ssa),
+            Some(b'i') => {
+                self.sreg(&sreg("ctaid"), &format!("{ssa}.ctaid"));
+                self.sreg(&sreg("ntid"), &format!("{ssa}.ntid"));
+                self.sreg(&sreg("tid"), &format!("{ssa}.tid"));
+                self.emit(format!("  {ssa}.base = mul i32 {ssa}.ctaid, {ssa}.ntid"));
+                self.emit(format!("  {ssa} = add i32 {ssa}.base, {ssa}.tid"));
+            }
+            _ => bail!(Codegen, "SPECIAL {name}: not a gidx/lidx/idx launch index"),
+        }
         self.r.insert(u.clone(), ssa);
         Ok(())
     }
 
+    /// `dst = call i32 @llvm.<f>()`, a launch-register intrinsic (declared once).
+    fn sreg(&mut self, f: &str, dst: &str) {
+        self.decls.insert(format!("declare i32 @llvm.{f}()"));
+        self.emit(format!("  {dst} = call i32 @llvm.{f}()"));
+    }
+
     fn barrier(&mut self) -> Result<()> {
-        if let Flavour::Amdgpu { .. } = self.flavour {
-            self.decls
-                .insert("declare void @llvm.amdgcn.s.barrier()".to_string());
-            self.emit("  fence syncscope(\"workgroup\") release".into());
-            self.emit("  call void @llvm.amdgcn.s.barrier()".into());
-            self.emit("  fence syncscope(\"workgroup\") acquire".into());
+        match self.flavour {
+            Flavour::Amdgpu { .. } => {
+                self.decls
+                    .insert("declare void @llvm.amdgcn.s.barrier()".to_string());
+                self.emit("  fence syncscope(\"workgroup\") release".into());
+                self.emit("  call void @llvm.amdgcn.s.barrier()".into());
+                self.emit("  fence syncscope(\"workgroup\") acquire".into());
+            }
+            // bar.sync 0: a CTA-wide barrier that also orders shared and global memory
+            Flavour::Nvptx { .. } => {
+                self.decls
+                    .insert("declare void @llvm.nvvm.barrier0()".to_string());
+                self.emit("  call void @llvm.nvvm.barrier0()".into());
+            }
+            Flavour::Cpu => {}
         }
         Ok(())
     }

@@ -10,12 +10,14 @@
 //!   notifiers), [`queue`] (the compute queue), [`copy`] (the DMA copy queue), [`signal`]
 //!   (16-byte signal slots), [`program`] (cubin upload, cbuf0 and QMD per launch), [`first_run`]
 //!   (the first-run checklist of memo 9).
+//! - The compiler: [`compiler`] (NVRTC, or PTX through ptxas / nvJitLink) with the finding of
+//!   NVIDIA's tools ([`toolchain`]).
 //! - [`mockgpu`]: under `MOCKGPU=1`, the emulated RM/UVM with a software NV GPU running mock cubins
 //!   (serialized UOps) on the UOp interpreter.
 //! - Registration: [`register`] makes `NV` a device family; [`open_nv`] opens `NV:n` as a
 //!   [`Compiled`] (HCQ allocator behind the LRU cache, the cubin loader, and the mock
-//!   renderer/compiler under `MOCKGPU`; on a real device a compiler slot that says the CUDA
-//!   compiler is not wired in yet).
+//!   renderer/compiler under `MOCKGPU`; on a real device the CUDA renderer and [`NVCompiler`], or
+//!   a compiler slot that says why no NVIDIA compiler is available).
 //!
 //! Not guaranteed: one process-wide [`NvProcess`] serves the registry's devices (opened on first
 //! use, never closed); tests open their own.
@@ -23,6 +25,7 @@
 pub mod arch;
 pub mod bringup;
 pub mod channel;
+pub mod compiler;
 pub mod copy;
 pub mod cubin;
 pub mod decode;
@@ -37,6 +40,7 @@ pub mod push;
 pub mod qmd;
 pub mod queue;
 pub mod signal;
+pub mod toolchain;
 pub mod vaspace;
 
 #[cfg(test)]
@@ -59,7 +63,8 @@ use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
 use crate::helpers::getenv;
 use crate::renderer::Renderer;
 use crate::{Error, Result};
-use mockgpu::compiler::{MockNvCompiler, MockNvRenderer, UnwiredNvCompiler};
+use compiler::NVCompiler;
+use mockgpu::compiler::{MockNvCompiler, MockNvRenderer, UnavailableNvCompiler};
 
 /// An opened NV device.
 pub type NvDevice = HcqDevice<NvBackend>;
@@ -121,12 +126,23 @@ pub fn compiled(dev: Arc<NvDevice>, name: &str) -> Compiled {
     let b = dev.backend();
     let emulated = b.process().driver().name() == "emu";
     let (arch, sm) = (b.classes().arch, b.sm());
-    let compiler: Arc<dyn Compiler> = if emulated {
-        Arc::new(MockNvCompiler::new(arch, sm))
+    let (compiler, renderer): (Arc<dyn Compiler>, Arc<dyn Renderer>) = if emulated {
+        (
+            Arc::new(MockNvCompiler::new(arch, sm)),
+            Arc::new(MockNvRenderer::new()),
+        )
     } else {
-        Arc::new(UnwiredNvCompiler::new(sm))
+        match NVCompiler::new("NV", sm) {
+            Ok(c) => {
+                let r = c.renderer();
+                (Arc::new(c), r)
+            }
+            Err(e) => (
+                Arc::new(UnavailableNvCompiler::new(sm, e.message().to_string())),
+                Arc::new(crate::renderer::cuda::CUDARenderer::nv(sm)),
+            ),
+        }
     };
-    let renderer: Arc<dyn Renderer> = Arc::new(MockNvRenderer::new());
     Compiled {
         name: name.to_string(),
         allocator: Arc::new(LruAllocator::new(HcqAllocator::new(dev.clone()))),

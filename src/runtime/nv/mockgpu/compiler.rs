@@ -6,8 +6,8 @@
 //! - [`MockNvCompiler`]: that source to a mock cubin for the device's arch and SM
 //!   ([`crate::runtime::nv::cubin::write_mock_cubin`]: parameters 8 bytes per buffer then 4 per
 //!   variable, static shared memory from the DEFINE_LOCALs);
-//! - [`UnwiredNvCompiler`]: what a real device uses until the CUDA compiler is wired in: every
-//!   compile fails saying so.
+//! - [`UnavailableNvCompiler`]: what a real device uses when no NVIDIA compiler (NVRTC, ptxas,
+//!   nvJitLink) can be set up: every compile fails saying why.
 //!
 //! Not guaranteed: the mock compiler checks that the UOps deserialize, not that they verify.
 
@@ -142,26 +142,29 @@ impl Compiler for MockNvCompiler {
     }
 }
 
-/// The compiler slot of a real NV device until the CUDA compiler (NVRTC/ptxas) is wired in.
-pub struct UnwiredNvCompiler {
+/// The compiler slot of a real NV device whose NVIDIA compiler could not be set up: every compile
+/// reports why.
+pub struct UnavailableNvCompiler {
     sm: u32,
+    reason: String,
 }
 
-impl UnwiredNvCompiler {
-    pub fn new(sm: u32) -> UnwiredNvCompiler {
-        UnwiredNvCompiler { sm }
+impl UnavailableNvCompiler {
+    pub fn new(sm: u32, reason: String) -> UnavailableNvCompiler {
+        UnavailableNvCompiler { sm, reason }
     }
 }
 
-impl Compiler for UnwiredNvCompiler {
+impl Compiler for UnavailableNvCompiler {
     fn cache_key(&self) -> Option<String> {
         None
     }
     fn compile(&self, _src: &str) -> Result<Vec<u8>> {
         bail!(
             Compile,
-            "NV compiler for sm_{} is not wired in yet (CUDA-C/PTX -> cubin lands with the NV compiler); set MOCKGPU=1 to run kernels on the emulator",
-            self.sm
+            "NV compiler for sm_{} is unavailable: {} (set MOCKGPU=1 to run kernels on the emulator)",
+            self.sm,
+            self.reason
         )
     }
 }

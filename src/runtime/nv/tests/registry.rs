@@ -1,12 +1,12 @@
 //! The `NV` family through the device registry (`MOCKGPU=1`): allocator, renderer, compiler,
-//! runtime and program of `NV:1` working together; the real device's compiler slot says the CUDA
-//! compiler is not wired in yet.
+//! runtime and program of `NV:1` working together; the real device's compiler slot says why no
+//! NVIDIA compiler is available.
 
 use super::*;
 use crate::device::registry::open_device;
 use crate::dtype::dtypes;
 use crate::helpers::Context;
-use crate::runtime::nv::mockgpu::compiler::UnwiredNvCompiler;
+use crate::runtime::nv::mockgpu::compiler::UnavailableNvCompiler;
 use crate::Error;
 
 #[test]
@@ -38,10 +38,12 @@ fn registry_opens_nv_under_mockgpu_and_runs_a_kernel() {
 }
 
 #[test]
-fn unwired_compiler_slot_reports_why() {
-    let e = UnwiredNvCompiler::new(90).compile("x").unwrap_err();
+fn unavailable_compiler_slot_reports_why() {
+    let e = UnavailableNvCompiler::new(90, "no ptxas found".into())
+        .compile("x")
+        .unwrap_err();
     assert!(
-        matches!(&e, Error::Compile(m) if m.contains("not wired in") && m.contains("sm_90")),
+        matches!(&e, Error::Compile(m) if m.contains("no ptxas found") && m.contains("sm_90")),
         "{e}"
     );
 }
