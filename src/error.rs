@@ -101,6 +101,28 @@ impl Error {
         }
     }
 
+    /// The same error (variant, errno, status) with `prefix: ` in front of its message.
+    pub fn with_context(self, prefix: &str) -> Error {
+        let p = |m: String| format!("{prefix}: {m}");
+        match self {
+            Error::InvalidArgument(m) => Error::InvalidArgument(p(m)),
+            Error::Shape(m) => Error::Shape(p(m)),
+            Error::Schedule(m) => Error::Schedule(p(m)),
+            Error::KernelOpt(m) => Error::KernelOpt(p(m)),
+            Error::Codegen(m) => Error::Codegen(p(m)),
+            Error::Compile(m) => Error::Compile(p(m)),
+            Error::Device(m) => Error::Device(p(m)),
+            Error::Runtime(m) => Error::Runtime(p(m)),
+            Error::Timeout(m) => Error::Timeout(p(m)),
+            Error::Fault(m) => Error::Fault(p(m)),
+            Error::Driver(m) => Error::Driver(p(m)),
+            Error::Errno(e, m) => Error::Errno(e, p(m)),
+            Error::NvStatus(s, m) => Error::NvStatus(s, p(m)),
+            Error::Io(m) => Error::Io(p(m)),
+            Error::Internal(m) => Error::Internal(p(m)),
+        }
+    }
+
     /// The message without the layer prefix.
     pub fn message(&self) -> &str {
         match self {

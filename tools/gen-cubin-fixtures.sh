@@ -30,4 +30,7 @@ done
 for sm in 80 90 120; do
   "$PTXAS_BIN" -arch=sm_$sm -o two_kernels_sm$sm.cubin two_kernels.ptx
 done
+for sm in 89 90; do
+  "$PTXAS_BIN" -arch=sm_$sm -o fill_sm$sm.cubin fill.ptx
+done
 ls -l ./*.cubin

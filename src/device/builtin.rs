@@ -9,6 +9,8 @@
 //!   loads libcuda only when a `CUDA` device is selected or probed.
 //! - `AMD`: the KFD backend ([`crate::runtime::amd::register`]); it opens nothing until an `AMD`
 //!   device is selected or probed, and under `MOCKGPU=1` it opens the emulated GPU.
+//! - `NV`: the RM/UVM backend ([`crate::runtime::nv::register`]); likewise lazy, and under
+//!   `MOCKGPU=1` it opens the emulated RM/UVM with the software NV GPU.
 //!
 //! Not guaranteed: registering a family does not prove it opens (the opener reports why it
 //! cannot, for example a missing compiler or device node).
@@ -29,5 +31,6 @@ pub(crate) fn register_builtin_families() {
     register_family("INTERP", open_interp);
     register_family("LLVM", open_llvm);
     crate::runtime::amd::register();
+    crate::runtime::nv::register();
     crate::runtime::fallback::cuda::register();
 }

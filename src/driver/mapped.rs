@@ -158,6 +158,23 @@ impl Mapping {
         }
     }
 
+    /// Replace an owned mapping by an inaccessible reservation of the same range (an anonymous
+    /// `PROT_NONE` `MAP_FIXED` mapping over it) instead of unmapping it, so a runtime that carves
+    /// its buffers out of a reserved VA window keeps the range reserved for reuse. Borrowed views
+    /// are just dropped.
+    pub fn into_reservation(mut self) -> Result<()> {
+        let owner = std::mem::replace(&mut self.owner, Owner::Borrowed);
+        match owner {
+            Owner::Driver(drv) => {
+                let flags =
+                    MapFlags::PRIVATE | MapFlags::ANONYMOUS | MapFlags::NORESERVE | MapFlags::FIXED;
+                drv.mmap(Some(self.addr), self.len, Prot::empty(), flags, None, 0)
+                    .map(|_| ())
+            }
+            _ => Ok(()),
+        }
+    }
+
     fn ptr(&self, off: usize, len: usize, align: usize, need: Prot, what: &str) -> Result<*mut u8> {
         if !matches!(off.checked_add(len), Some(e) if e <= self.len) {
             bail!(

@@ -117,7 +117,7 @@ impl EmuKfd {
         let (span, target) = mmap_checks(&st, addr, len, flags, offset)
             .map_err(|e| errno_error(e.0, format!("{what}: {}", e.1)))?;
         let res = match fd {
-            None => mmap_anon(target, span, prot, flags),
+            None => mmap_anon(target, addr, span, prot, flags),
             Some(f) => match st.fds.get(&f.0).copied() {
                 None => Err(KErr(
                     libc::EBADF,
@@ -343,6 +343,7 @@ pub(crate) fn to_kerr(e: Error) -> KErr {
 
 fn mmap_anon(
     target: Option<u64>,
+    hint: Option<u64>,
     span: u64,
     prot: Prot,
     flags: MapFlags,
@@ -366,18 +367,15 @@ fn mmap_anon(
     if target.is_some() {
         f |= libc::MAP_FIXED;
     }
+    // Without MAP_FIXED an address is a hint, as for the kernel (the NV runtime asks for a low
+    // VA window this way).
+    let at = target
+        .or(hint.filter(|h| h % page_size() == 0))
+        .unwrap_or(0);
     // SAFETY: a fresh anonymous mapping; with MAP_FIXED the caller checked that the target range
-    // is memory the emulator mapped for the process, so no Rust object lives there.
-    let r = unsafe {
-        libc::mmap(
-            target.unwrap_or(0) as *mut libc::c_void,
-            span as usize,
-            p,
-            f,
-            -1,
-            0,
-        )
-    };
+    // is memory the emulator mapped for the process, so no Rust object lives there; a hint
+    // without MAP_FIXED never replaces an existing mapping.
+    let r = unsafe { libc::mmap(at as *mut libc::c_void, span as usize, p, f, -1, 0) };
     if r == libc::MAP_FAILED {
         let e = std::io::Error::last_os_error()
             .raw_os_error()

@@ -35,7 +35,7 @@ pub mod targets;
 #[cfg(test)]
 mod hw_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::sync::{Arc, Mutex};
 

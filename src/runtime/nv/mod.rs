@@ -1,15 +1,164 @@
-//! The NV backend (HCQ through RM/UVM ioctls, no libcuda): per-class facts ([`arch`]), the
-//! pushbuffer method builders ([`push`]), GPFIFO submission ([`gpfifo`]), QMDs per version
-//! ([`qmd`]), the cubin loader and the MOCKGPU mock cubin ([`cubin`]), the decoders for
-//! golden tests and the emulator's trace ([`decode`]), and the compiler ([`compiler`]: NVRTC, or
-//! PTX through ptxas / nvJitLink) with the finding of NVIDIA's tools ([`toolchain`]). The
-//! device, memory, signal and program parts come later.
+//! The NV backend: HCQ through RM/UVM ioctls, no libcuda.
+//!
+//! - Chip facts and command formats: [`arch`] (per-class table), [`push`] (pushbuffer method
+//!   builders), [`gpfifo`] (GP entries, USERD), [`qmd`] (QMDs per version), [`cubin`] (the cubin
+//!   loader and the MOCKGPU mock cubin), [`decode`] (text form for golden tests and traces).
+//! - The device: [`process`] (the RM client, UVM and VA window a process's devices share; memo
+//!   1.10 steps 1-5), [`bringup`] (steps 6-19 per GPU), [`device`] ([`NvBackend`], the
+//!   [`crate::hcq::HcqBackend`]), [`vaspace`] (the VA plan), [`memory`] (VRAM, RM sysmem, host
+//!   OS-descriptor memory at GPU VA = CPU VA), [`channel`] (GPFIFO channels, command rings, error
+//!   notifiers), [`queue`] (the compute queue), [`copy`] (the DMA copy queue), [`signal`]
+//!   (16-byte signal slots), [`program`] (cubin upload, cbuf0 and QMD per launch), [`first_run`]
+//!   (the first-run checklist of memo 9).
+//! - The compiler: [`compiler`] (NVRTC, or PTX through ptxas / nvJitLink) with the finding of
+//!   NVIDIA's tools ([`toolchain`]).
+//! - [`mockgpu`]: under `MOCKGPU=1`, the emulated RM/UVM with a software NV GPU running mock cubins
+//!   (serialized UOps) on the UOp interpreter.
+//! - Registration: [`register`] makes `NV` a device family; [`open_nv`] opens `NV:n` as a
+//!   [`Compiled`] (HCQ allocator behind the LRU cache, the cubin loader, and the mock
+//!   renderer/compiler under `MOCKGPU`; on a real device the CUDA renderer and [`NVCompiler`], or
+//!   a compiler slot that says why no NVIDIA compiler is available).
+//!
+//! Not guaranteed: one process-wide [`NvProcess`] serves the registry's devices (opened on first
+//! use, never closed); tests open their own.
 
 pub mod arch;
+pub mod bringup;
+pub mod channel;
 pub mod compiler;
+pub mod copy;
 pub mod cubin;
 pub mod decode;
+pub mod device;
+pub mod first_run;
 pub mod gpfifo;
+pub mod memory;
+pub mod mockgpu;
+pub mod process;
+pub mod program;
 pub mod push;
 pub mod qmd;
+pub mod queue;
+pub mod signal;
 pub mod toolchain;
+pub mod vaspace;
+
+#[cfg(test)]
+mod hw_tests;
+#[cfg(test)]
+mod tests;
+
+use std::sync::{Arc, Mutex};
+
+pub use device::{open_nv_device, NvBackend};
+pub use process::NvProcess;
+pub use program::NvProgram;
+pub use signal::NvSignal;
+
+use crate::device::registry::{register_family, Compiled};
+use crate::device::{Compiler, LruAllocator, Program, Runtime};
+use crate::driver::emu::EmuConfig;
+use crate::driver::{Driver, RealDriver};
+use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
+use crate::helpers::getenv;
+use crate::renderer::Renderer;
+use crate::{Error, Result};
+use compiler::NVCompiler;
+use mockgpu::compiler::{MockNvCompiler, MockNvRenderer, UnavailableNvCompiler};
+
+/// An opened NV device.
+pub type NvDevice = HcqDevice<NvBackend>;
+
+/// Loads cubins onto one device.
+pub struct NvRuntime {
+    dev: Arc<NvDevice>,
+}
+
+impl NvRuntime {
+    pub fn new(dev: Arc<NvDevice>) -> NvRuntime {
+        NvRuntime { dev }
+    }
+}
+
+impl Runtime for NvRuntime {
+    fn load(&self, name: &str, lib: &[u8]) -> Result<Box<dyn Program>> {
+        let prg = NvProgram::load(self.dev.backend(), name, lib)?;
+        Ok(Box::new(HcqProgramHandle::new(
+            self.dev.clone(),
+            Arc::new(prg),
+        )))
+    }
+}
+
+/// The driver for a new NV process: the emulator with software NV GPUs under `MOCKGPU=1`
+/// (`MOCKGPU_NV_COUNT`, `MOCKGPU_NV_ARCH`, `MOCKGPU_NV_DRIVER`), else the kernel.
+pub fn nv_driver() -> Result<Arc<dyn Driver>> {
+    if getenv("MOCKGPU", 0) != 0 {
+        Ok(Arc::new(mockgpu::mock_driver(EmuConfig::from_env())?))
+    } else {
+        Ok(Arc::new(RealDriver::new()))
+    }
+}
+
+fn process() -> Result<Arc<NvProcess>> {
+    static PROC: Mutex<Option<Arc<NvProcess>>> = Mutex::new(None);
+    let mut p = PROC.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(p) = p.as_ref() {
+        return Ok(p.clone());
+    }
+    let proc = NvProcess::new(nv_driver()?)?;
+    *p = Some(proc.clone());
+    Ok(proc)
+}
+
+/// The index of `NV` / `NV:n`.
+fn device_index(name: &str) -> Result<usize> {
+    match name.split_once(':') {
+        None => Ok(0),
+        Some((_, n)) => n.parse().map_err(|_| {
+            Error::InvalidArgument(format!("device {name}: {n:?} is not a GPU index"))
+        }),
+    }
+}
+
+/// The parts of an opened device for the registry.
+pub fn compiled(dev: Arc<NvDevice>, name: &str) -> Compiled {
+    let b = dev.backend();
+    let emulated = b.process().driver().name() == "emu";
+    let (arch, sm) = (b.classes().arch, b.sm());
+    let (compiler, renderer): (Arc<dyn Compiler>, Arc<dyn Renderer>) = if emulated {
+        (
+            Arc::new(MockNvCompiler::new(arch, sm)),
+            Arc::new(MockNvRenderer::new()),
+        )
+    } else {
+        match NVCompiler::new("NV", sm) {
+            Ok(c) => {
+                let r = c.renderer();
+                (Arc::new(c), r)
+            }
+            Err(e) => (
+                Arc::new(UnavailableNvCompiler::new(sm, e.message().to_string())),
+                Arc::new(crate::renderer::cuda::CUDARenderer::nv(sm)),
+            ),
+        }
+    };
+    Compiled {
+        name: name.to_string(),
+        allocator: Arc::new(LruAllocator::new(HcqAllocator::new(dev.clone()))),
+        compiler,
+        runtime: Arc::new(NvRuntime::new(dev)),
+        renderer,
+    }
+}
+
+/// Open `NV` / `NV:n` on the process-wide NV process.
+pub fn open_nv(name: &str) -> Result<Compiled> {
+    let dev = open_nv_device(&process()?, device_index(name)?, name)?;
+    Ok(compiled(dev, name))
+}
+
+/// Make `NV` a device family of the registry.
+pub fn register() {
+    register_family("NV", open_nv);
+}

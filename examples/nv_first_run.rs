@@ -1,0 +1,41 @@
+//! The first run of the NV backend on an NVIDIA host (memo section 9), step by step with a status
+//! line each: the bring-up of `NV:0` (each memo 1.10 step logs itself), a host semaphore release,
+//! a copy-engine copy, a kernel writing a constant, a kernel with arguments at cbuf0.
+//!
+//! Usage: `nv_first_run [FIXTURES_DIR]` with `FIXTURES_DIR` holding `fill_sm<NN>.cubin` and
+//! `add_n_sm<NN>.cubin` (default: `tests/fixtures/cubin`). With `MOCKGPU=1` it runs on the
+//! emulator with mock cubins instead. Exit status 0 when every step passed.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use rawgrad::helpers::{getenv, Context};
+use rawgrad::runtime::nv::first_run::first_run;
+use rawgrad::runtime::nv::nv_driver;
+
+fn main() -> ExitCode {
+    let _log = Context::new(&[("NV_BRINGUP_LOG", 1)]);
+    let mock = getenv("MOCKGPU", 0) != 0;
+    let dir = std::env::args()
+        .nth(1)
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("tests/fixtures/cubin"));
+    let drv = match nv_driver() {
+        Ok(d) => d,
+        Err(e) => {
+            println!("[first-run] driver: FAIL {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let fixtures = (!mock).then_some(dir.as_path());
+    match first_run(drv, fixtures) {
+        Ok(()) => {
+            println!("[first-run] all steps passed");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            println!("[first-run] stopped: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}

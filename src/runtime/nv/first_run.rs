@@ -1,0 +1,254 @@
+//! The first run on an NVIDIA host (memo section 9), step by step with a status line each, as
+//! `examples/nv_first_run.rs` and `tools/nv-first-run/run.sh` drive it (and as a test drives it
+//! on the emulator): the bring-up of `NV:0` (every memo 1.10 step logs itself with
+//! `NV_BRINGUP_LOG=1`), a host semaphore release with no engine work (the CPU sees the value), a
+//! copy-engine copy of a small buffer, one kernel that writes a constant through its one
+//! argument, then a kernel with three arguments at the arch's cbuf0 parameter base (0x210 on
+//! Hopper).
+//!
+//! Kernels: on hardware the precompiled cubins `fill_sm<NN>.cubin` and `add_n_sm<NN>.cubin` from
+//! a fixtures folder (ptxas outputs of `tests/fixtures/cubin/*.ptx`); on the emulator the same
+//! kernels as mock cubins built from UOps.
+//!
+//! Not guaranteed: a hang inside the driver itself (an ioctl that never returns) is left to the
+//! caller's `timeout`.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use super::mockgpu::compiler::mock_cubin;
+use super::{open_nv_device, NvDevice, NvProcess, NvRuntime};
+use crate::codegen::uop_serial::serialize;
+use crate::codegen::uopgraph::linearize;
+use crate::codegen::uops::UOp;
+use crate::device::{Allocator, BufferOptions, Program, RawBuf, Runtime};
+use crate::driver::Driver;
+use crate::dtype::dtypes;
+use crate::hcq::{HcqAllocator, HcqBackend, HwQueue};
+use crate::{bail, ensure, Result};
+
+/// The constant the fill kernel writes.
+pub const FILL_VALUE: u32 = 0xC0FFEE;
+
+fn status(name: &str, r: &Result<String>) {
+    match r {
+        Ok(d) => println!("[first-run] {name:<34} ok   {d}"),
+        Err(e) => println!("[first-run] {name:<34} FAIL {e}"),
+    }
+}
+
+fn run_step(name: &str, f: impl FnOnce() -> Result<String>) -> Result<()> {
+    let r = f();
+    status(name, &r);
+    r.map(|_| ())
+        .map_err(|e| e.with_context(&format!("first run step {name}")))
+}
+
+/// out[i] = FILL_VALUE, i = gidx0 * local + lidx0 (the UOps of fill.ptx).
+fn fill_uops(groups: i64, local: i64) -> Result<Vec<UOp>> {
+    let dt = dtypes::uint32;
+    let d0 = UOp::define_global(dt, 0, true);
+    let i = UOp::special(0, "gidx0", groups)
+        .mul(local)
+        .add(UOp::special(0, "lidx0", local));
+    let v = UOp::cnst(dt, i64::from(FILL_VALUE));
+    linearize(&[UOp::store(&d0, &i, &v)], None, true)
+}
+
+/// out[i] = a[i] + n (the UOps of add_n.ptx).
+fn add_n_uops(groups: i64, local: i64) -> Result<Vec<UOp>> {
+    let dt = dtypes::uint32;
+    let d0 = UOp::define_global(dt, 0, true);
+    let d1 = UOp::define_global(dt, 1, false);
+    let n = UOp::define_var("n", 0, 1 << 30);
+    let i = UOp::special(0, "gidx0", groups)
+        .mul(local)
+        .add(UOp::special(0, "lidx0", local));
+    let v = UOp::load(&d1, &i, dt).add(n.cast(dt));
+    linearize(&[UOp::store(&d0, &i, &v)], None, true)
+}
+
+/// Kernel `name`: the fixture cubin for the device's SM, or (emulator) a mock cubin of `uops`.
+fn kernel(
+    dev: &Arc<NvDevice>,
+    fixtures: Option<&Path>,
+    name: &str,
+    uops: Result<Vec<UOp>>,
+) -> Result<Box<dyn Program>> {
+    let b = dev.backend();
+    let lib = match fixtures {
+        Some(dir) => {
+            let path = dir.join(format!("{name}_sm{}.cubin", b.sm()));
+            std::fs::read(&path)
+                .map_err(|e| crate::Error::Io(format!("reading {}: {e}", path.display())))?
+        }
+        None => mock_cubin(name, &serialize(&uops?)?, b.classes().arch, b.sm())?,
+    };
+    NvRuntime::new(dev.clone()).load(name, &lib)
+}
+
+fn read_u32s(a: &HcqAllocator<super::NvBackend>, b: &RawBuf, n: usize) -> Result<Vec<u32>> {
+    let mut out = vec![0u8; 4 * n];
+    a.copyout(&mut out, b)?;
+    Ok(out
+        .chunks_exact(4)
+        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
+}
+
+/// Steps 1-20 of the bring-up: the process, then `NV:0`.
+fn open_steps(drv: Arc<dyn Driver>) -> Result<Arc<NvDevice>> {
+    let mut proc = None;
+    run_step("NV process (steps 1-5)", || {
+        let p = NvProcess::new(drv)?;
+        let d = format!("driver {} ({} GPU(s))", p.ctl().version(), p.cards().len());
+        proc = Some(p);
+        Ok(d)
+    })?;
+    let Some(proc) = proc else {
+        bail!(Internal, "first run: no process")
+    };
+    let mut dev = None;
+    run_step("open NV:0 (steps 6-20)", || {
+        let d = open_nv_device(&proc, 0, "NV")?;
+        let b = d.backend();
+        let s = format!(
+            "{} sm_{} QMD {}",
+            b.classes().arch.compute_class_name,
+            b.sm(),
+            b.classes().arch.qmd_version.name()
+        );
+        dev = Some(d);
+        Ok(s)
+    })?;
+    dev.ok_or_else(|| crate::Error::Internal("first run: no device".into()))
+}
+
+/// A host semaphore release on the compute channel, no engine work; the CPU reads the value.
+fn semaphore_step(dev: &Arc<NvDevice>) -> Result<String> {
+    let b = dev.backend();
+    let sig = b.new_signal(0, false)?;
+    let mut q = b.compute_queue();
+    q.signal(&sig, 0x1234)?;
+    q.submit(b)?;
+    b.spin_for(&sig, 0x1234, "host semaphore release")?;
+    Ok("the CPU sees 0x1234".into())
+}
+
+/// Staging in, a copy-engine copy between two VRAM buffers, staging out.
+fn copy_step(a: &HcqAllocator<super::NvBackend>) -> Result<String> {
+    let (x, y) = (
+        a.alloc(4096, &BufferOptions::default())?,
+        a.alloc(4096, &BufferOptions::default())?,
+    );
+    let data: Vec<u8> = (0..4096u32).map(|i| (i * 7 + 3) as u8).collect();
+    a.copyin(&x, &data)?;
+    a.transfer(&y, &x, 4096)?;
+    let mut out = vec![0u8; 4096];
+    a.copyout(&mut out, &y)?;
+    ensure!(out == data, Device, "the copied bytes differ");
+    Ok("staging in, copy, staging out: equal".into())
+}
+
+/// The fill kernel: 256 threads write [`FILL_VALUE`] through their one pointer argument.
+fn fill_step(
+    dev: &Arc<NvDevice>,
+    a: &HcqAllocator<super::NvBackend>,
+    fx: Option<&Path>,
+) -> Result<String> {
+    let prg = kernel(dev, fx, "fill", fill_uops(4, 64))?;
+    let out = a.alloc(4 * 256, &BufferOptions::default())?;
+    a.copyin(&out, &[0u8; 1024])?;
+    prg.call(
+        std::slice::from_ref(&out),
+        &[],
+        Some([4, 1, 1]),
+        Some([64, 1, 1]),
+        true,
+    )?;
+    let got = read_u32s(a, &out, 256)?;
+    ensure!(
+        got.iter().all(|&v| v == FILL_VALUE),
+        Device,
+        "fill wrote {:#x?}.. (want {FILL_VALUE:#x})",
+        &got[..4]
+    );
+    Ok(format!("256 x {FILL_VALUE:#x}"))
+}
+
+/// The add_n kernel: out = a + n, three parameters from the cbuf0 parameter base.
+fn add_n_step(
+    dev: &Arc<NvDevice>,
+    a: &HcqAllocator<super::NvBackend>,
+    fx: Option<&Path>,
+) -> Result<String> {
+    let prg = kernel(dev, fx, "add_n", add_n_uops(2, 128))?;
+    let (out, inp) = (
+        a.alloc(4 * 256, &BufferOptions::default())?,
+        a.alloc(4 * 256, &BufferOptions::default())?,
+    );
+    let x: Vec<u8> = (0..256u32).flat_map(|i| (i * 3).to_le_bytes()).collect();
+    a.copyin(&inp, &x)?;
+    prg.call(
+        &[out.clone(), inp],
+        &[1000],
+        Some([2, 1, 1]),
+        Some([128, 1, 1]),
+        true,
+    )?;
+    let got = read_u32s(a, &out, 256)?;
+    let want: Vec<u32> = (0..256u32).map(|i| i * 3 + 1000).collect();
+    ensure!(got == want, Device, "add_n wrote {:?}..", &got[..4]);
+    let base = dev.backend().classes().arch.cbuf0.param_base;
+    Ok(format!("out = a + 1000, parameters at cbuf0 {base:#x}"))
+}
+
+/// Every first-run step on `drv`; kernels from `fixtures` (real cubins) or mock cubins (`None`).
+pub fn first_run(drv: Arc<dyn Driver>, fixtures: Option<&Path>) -> Result<()> {
+    let dev = open_steps(drv)?;
+    run_step("host semaphore release", || semaphore_step(&dev))?;
+    let a = HcqAllocator::new(dev.clone());
+    run_step("copy engine copy (4 KiB)", || copy_step(&a))?;
+    run_step("kernel writing a constant", || {
+        fill_step(&dev, &a, fixtures)
+    })?;
+    run_step("kernel with arguments (cbuf0)", || {
+        add_n_step(&dev, &a, fixtures)
+    })?;
+    run_step("synchronize", || {
+        dev.synchronize()?;
+        Ok(format!("timeline at {}", dev.timeline_value()))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::emu::EmuConfig;
+    use crate::runtime::nv::mockgpu::mock_driver;
+
+    #[test]
+    fn first_run_steps_pass_on_the_emulator() {
+        for arch in ["hopper", "ada"] {
+            let emu = mock_driver(EmuConfig {
+                nv_arch: arch.into(),
+                ..Default::default()
+            })
+            .unwrap();
+            first_run(Arc::new(emu), None).unwrap();
+        }
+    }
+
+    #[test]
+    fn fixture_cubins_load_on_the_emulated_h200() {
+        // The real sm_90 cubins parse and upload (they cannot run on the software GPU).
+        let emu = mock_driver(EmuConfig::default()).unwrap();
+        let p = NvProcess::new(Arc::new(emu)).unwrap();
+        let dev = open_nv_device(&p, 0, "NV").unwrap();
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cubin");
+        for name in ["fill", "add_n"] {
+            let lib = std::fs::read(dir.join(format!("{name}_sm90.cubin"))).unwrap();
+            NvRuntime::new(dev.clone()).load(name, &lib).unwrap();
+        }
+    }
+}

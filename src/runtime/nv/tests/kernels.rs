@@ -1,0 +1,140 @@
+//! Kernels: mock cubins of hand-built UOp kernels, run by the software NV GPU on the UOp
+//! interpreter through the emulated RM/UVM (QMD V04 on Hopper, V03 on Ada), results checked on the
+//! host; variables, many queued launches, the timeline wrap.
+
+use super::*;
+use crate::dtype::dtypes;
+
+fn run_add(dev: &Arc<NvDevice>, groups: usize, local: usize) {
+    let n = groups * local;
+    let prg = load(
+        dev,
+        "E_add",
+        &add_uops(groups as i64, local as i64, dtypes::float32),
+    );
+    let a = HcqAllocator::new(dev.clone());
+    let bufs: Vec<RawBuf> = (0..3)
+        .map(|_| a.alloc(4 * n, &BufferOptions::default()).unwrap())
+        .collect();
+    let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let y: Vec<f32> = (0..n).map(|i| 1000.0 - i as f32).collect();
+    a.copyin(&bufs[1], &f32_bytes(&x)).unwrap();
+    a.copyin(&bufs[2], &f32_bytes(&y)).unwrap();
+    let t = prg
+        .call(&bufs, &[], Some([groups, 1, 1]), Some([local, 1, 1]), true)
+        .unwrap();
+    assert!(t.is_some(), "wait=true returns the GPU time");
+    let mut out = vec![0u8; 4 * n];
+    a.copyout(&mut out, &bufs[0]).unwrap();
+    let want: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+    assert_eq!(f32s(&out), want);
+}
+
+#[test]
+fn add_kernel_runs_on_hopper_with_qmd_v04() {
+    let (dev, _emu) = one_gpu();
+    run_add(&dev, 4, 32);
+    run_add(&dev, 3, 7);
+}
+
+#[test]
+fn add_kernel_runs_on_ada_with_qmd_v03() {
+    let (p, _emu) = mock_nv(1, "ada", "");
+    let dev = open(&p, 0);
+    run_add(&dev, 2, 64);
+}
+
+#[test]
+fn kernel_with_variables_and_many_launches() {
+    let (dev, _emu) = one_gpu();
+    let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
+    let a = HcqAllocator::new(dev.clone());
+    let (out, inp) = (
+        a.alloc(128, &BufferOptions::default()).unwrap(),
+        a.alloc(128, &BufferOptions::default()).unwrap(),
+    );
+    let x: Vec<i32> = (0..32).map(|i| i - 10).collect();
+    let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    a.copyin(&inp, &xb).unwrap();
+    let bufs = [out.clone(), inp];
+    for k in 0..20 {
+        prg.call(&bufs, &[-k, k], Some([2, 1, 1]), Some([16, 1, 1]), false)
+            .unwrap();
+    }
+    let mut o = vec![0u8; 128];
+    a.copyout(&mut o, &out).unwrap();
+    let got: Vec<i32> = o
+        .chunks_exact(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect();
+    let want: Vec<i32> = x.iter().map(|v| v * 19 - 19).collect();
+    assert_eq!(got, want, "the last of 20 queued launches wins");
+    let e = prg
+        .call(&bufs, &[1], Some([2, 1, 1]), Some([16, 1, 1]), false)
+        .unwrap_err();
+    assert!(e.message().contains("param size mismatch"), "{e}");
+}
+
+#[test]
+fn timeline_wraps_through_the_shadow_signal() {
+    let (dev, _emu) = one_gpu();
+    let prg = load(&dev, "E_add", &add_uops(1, 8, dtypes::float32));
+    let (a, _) = alloc(&dev, 32);
+    let bufs: Vec<RawBuf> = (0..3)
+        .map(|_| a.alloc(32, &BufferOptions::default()).unwrap())
+        .collect();
+    a.copyin(&bufs[1], &f32_bytes(&[1.0; 8])).unwrap();
+    a.copyin(&bufs[2], &f32_bytes(&[2.5; 8])).unwrap();
+    dev.force_timeline_value((1 << 31) - 2).unwrap();
+    let epoch = dev.timeline_epoch();
+    for _ in 0..4 {
+        prg.call(&bufs, &[], Some([1, 1, 1]), Some([8, 1, 1]), false)
+            .unwrap();
+    }
+    dev.synchronize().unwrap();
+    assert!(
+        dev.timeline_epoch() > epoch,
+        "the timeline swapped past 2^31"
+    );
+    assert!(dev.timeline_value() < 1 << 31);
+    prg.call(&bufs, &[], Some([1, 1, 1]), Some([8, 1, 1]), true)
+        .unwrap();
+    let mut o = vec![0u8; 32];
+    a.copyout(&mut o, &bufs[0]).unwrap();
+    assert_eq!(f32s(&o), vec![3.5f32; 8]);
+}
+
+#[test]
+fn blocks_beyond_the_register_budget_are_refused() {
+    let (dev, _emu) = one_gpu();
+    let prg = load(&dev, "E_big", &add_uops(1, 2048, dtypes::float32));
+    let (a, _) = alloc(&dev, 4);
+    let bufs: Vec<RawBuf> = (0..3)
+        .map(|_| a.alloc(4 * 2048, &BufferOptions::default()).unwrap())
+        .collect();
+    let e = prg
+        .call(&bufs, &[], Some([1, 1, 1]), Some([2048, 1, 1]), false)
+        .unwrap_err();
+    assert!(e.message().contains("2048 threads"), "{e}");
+}
+
+#[test]
+fn pcas_action_knob_changes_the_launch_and_refuses_non_scheduling_actions() {
+    use crate::helpers::Context;
+    let (dev, _emu) = one_gpu();
+    {
+        // NVK's INVALIDATE_COPY_SCHEDULE: the grid still runs.
+        let _k = Context::new(&[("NV_PCAS_ACTION", 3)]);
+        run_add(&dev, 2, 16);
+    }
+    let _k = Context::new(&[("NV_PCAS_ACTION", 8)]);
+    let prg = load(&dev, "E_add", &add_uops(1, 8, dtypes::float32));
+    let (a, _) = alloc(&dev, 32);
+    let bufs: Vec<RawBuf> = (0..3)
+        .map(|_| a.alloc(32, &BufferOptions::default()).unwrap())
+        .collect();
+    let e = prg
+        .call(&bufs, &[], Some([1, 1, 1]), Some([8, 1, 1]), false)
+        .unwrap_err();
+    assert!(e.message().contains("NV_PCAS_ACTION=8"), "{e}");
+}

@@ -1,0 +1,73 @@
+//! NV backend tests through the emulated RM/UVM with the software NV GPU (`mockgpu`): bring-up,
+//! copies, kernels, waits, the timeline wrap, faults, golden pushbuffer streams, registration.
+//! Every test opens its own emulated driver, so they run in parallel threads; waits meant to fail
+//! use a short `HCQDEV_WAIT_TIMEOUT_MS` (a hang guard, not a timing threshold).
+
+mod bringup;
+mod copies;
+mod faults;
+mod golden;
+mod kernels;
+mod profile;
+mod registry;
+
+use std::sync::Arc;
+
+use super::mockgpu::compiler::{MockNvCompiler, MockNvRenderer};
+use super::mockgpu::mock_driver;
+use super::{open_nv_device, NvDevice, NvProcess, NvRuntime};
+use crate::codegen::uops::UOp;
+use crate::device::{Allocator, BufferOptions, Compiler, Program, RawBuf, Runtime};
+use crate::driver::emu::{EmuConfig, EmuDriver};
+use crate::hcq::HcqAllocator;
+use crate::renderer::Renderer;
+
+pub(crate) use crate::runtime::amd::tests::{add_uops, axpb_uops, f32_bytes, f32s};
+
+/// An emulated NV process with `count` GPUs of `arch` on driver `driver`.
+pub(crate) fn mock_nv(count: usize, arch: &str, driver: &str) -> (Arc<NvProcess>, EmuDriver) {
+    let mut cfg = EmuConfig {
+        count: 1,
+        nv_count: count,
+        nv_arch: arch.into(),
+        ..Default::default()
+    };
+    if !driver.is_empty() {
+        cfg.nv_driver = driver.into();
+    }
+    let emu = mock_driver(cfg).unwrap();
+    let proc = NvProcess::new(Arc::new(emu.clone())).unwrap();
+    (proc, emu)
+}
+
+/// `NV:i` of `proc`.
+pub(crate) fn open(proc: &Arc<NvProcess>, i: usize) -> Arc<NvDevice> {
+    let name = if i == 0 {
+        "NV".to_string()
+    } else {
+        format!("NV:{i}")
+    };
+    open_nv_device(proc, i, &name).unwrap()
+}
+
+/// One H200 on a fresh emulated process.
+pub(crate) fn one_gpu() -> (Arc<NvDevice>, EmuDriver) {
+    let (p, e) = mock_nv(1, "hopper", "");
+    (open(&p, 0), e)
+}
+
+/// Render, compile and load `uops` as kernel `name` the way the registry's NV device does.
+pub(crate) fn load(dev: &Arc<NvDevice>, name: &str, uops: &[UOp]) -> Box<dyn Program> {
+    let src = MockNvRenderer::new().render(name, uops).unwrap();
+    let b = dev.backend();
+    let lib = MockNvCompiler::new(b.classes().arch, b.sm())
+        .compile(&src)
+        .unwrap();
+    NvRuntime::new(dev.clone()).load(name, &lib).unwrap()
+}
+
+pub(crate) fn alloc(dev: &Arc<NvDevice>, size: usize) -> (HcqAllocator<super::NvBackend>, RawBuf) {
+    let a = HcqAllocator::new(dev.clone());
+    let b = a.alloc(size, &BufferOptions::default()).unwrap();
+    (a, b)
+}
