@@ -78,6 +78,17 @@ pub fn canonicalize(device: &str) -> String {
     out
 }
 
+/// The index of a numbered device (`AMD` -> 0, `NV:2` -> 2): the n of `FAMILY:n`, an error
+/// naming the device when n is not a number.
+pub fn device_index(name: &str) -> Result<usize> {
+    match name.split_once(':') {
+        None => Ok(0),
+        Some((_, n)) => n.parse().map_err(|_| {
+            Error::InvalidArgument(format!("device {name}: {n:?} is not a device index"))
+        }),
+    }
+}
+
 /// `canonicalize`, with `None` meaning [`default_device`].
 pub fn canonicalize_opt(device: Option<&str>) -> Result<String> {
     match device {

@@ -44,14 +44,14 @@ pub use process::AmdProcess;
 pub use program::AmdProgram;
 pub use signal::AmdSignal;
 
-use crate::device::registry::{register_family, Compiled};
+use crate::device::registry::{device_index, register_family, Compiled};
 use crate::device::{Compiler, LruAllocator, Program, Runtime};
 use crate::driver::emu::EmuConfig;
 use crate::driver::{Driver, RealDriver};
 use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
 use crate::helpers::getenv;
 use crate::renderer::Renderer;
-use crate::{Error, Result};
+use crate::Result;
 use compiler::AMDCompiler;
 use mockgpu::compiler::{MockAmdCompiler, MockAmdRenderer, UnavailableAmdCompiler};
 
@@ -98,16 +98,6 @@ fn process() -> Result<Arc<AmdProcess>> {
     let proc = AmdProcess::new(amd_driver()?)?;
     *p = Some(proc.clone());
     Ok(proc)
-}
-
-/// The index of `AMD` / `AMD:n`.
-fn device_index(name: &str) -> Result<usize> {
-    match name.split_once(':') {
-        None => Ok(0),
-        Some((_, n)) => n.parse().map_err(|_| {
-            Error::InvalidArgument(format!("device {name}: {n:?} is not a GPU index"))
-        }),
-    }
 }
 
 /// The parts of an opened device for the registry.

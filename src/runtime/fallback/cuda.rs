@@ -107,12 +107,7 @@ impl VendorDevice for CudaDevice {
 
 /// The device ordinal of `CUDA[:n]`.
 pub fn cuda_ordinal(name: &str) -> Result<usize> {
-    match name.split_once(':') {
-        None => Ok(0),
-        Some((_, n)) => n.parse().map_err(|_| {
-            Error::InvalidArgument(format!("device {name}: {n:?} is not a CUDA device index"))
-        }),
-    }
+    crate::device::registry::device_index(name)
 }
 
 /// Open `CUDA[:n]` for the registry.

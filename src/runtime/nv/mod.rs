@@ -55,14 +55,14 @@ pub use process::NvProcess;
 pub use program::NvProgram;
 pub use signal::NvSignal;
 
-use crate::device::registry::{register_family, Compiled};
+use crate::device::registry::{device_index, register_family, Compiled};
 use crate::device::{Compiler, LruAllocator, Program, Runtime};
 use crate::driver::emu::EmuConfig;
 use crate::driver::{Driver, RealDriver};
 use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
 use crate::helpers::getenv;
 use crate::renderer::Renderer;
-use crate::{Error, Result};
+use crate::Result;
 use compiler::NVCompiler;
 use mockgpu::compiler::{MockNvCompiler, MockNvRenderer, UnavailableNvCompiler};
 
@@ -109,16 +109,6 @@ fn process() -> Result<Arc<NvProcess>> {
     let proc = NvProcess::new(nv_driver()?)?;
     *p = Some(proc.clone());
     Ok(proc)
-}
-
-/// The index of `NV` / `NV:n`.
-fn device_index(name: &str) -> Result<usize> {
-    match name.split_once(':') {
-        None => Ok(0),
-        Some((_, n)) => n.parse().map_err(|_| {
-            Error::InvalidArgument(format!("device {name}: {n:?} is not a GPU index"))
-        }),
-    }
 }
 
 /// The parts of an opened device for the registry.
