@@ -122,12 +122,11 @@ impl KernelFn {
             "kernel {}: a buffer address is null ({bufs:x?})",
             self.name
         );
-        // SAFETY: `entry` has the kernel entry ABI (see `Library::kernel`) and its library is kept
-        // loaded by `_lib`. `bufs` and `vals` are live slices of 8-byte addresses and 4-byte ints
-        // (sizes asserted at compile time), read by the kernel only for the counts its source
-        // declares, which the renderer derived from the same buffer list and variable list the
-        // caller passes. The buffers are non-null and the caller (the CLANG program) checked that
-        // each lies in live host memory it keeps alive across this call; `core` is in range.
+        // The kernel reads `bufs`/`vals` (live slices of 8-byte addresses and 4-byte ints, sizes
+        // asserted at compile time) only for the counts its source declares, which the renderer
+        // derived from the same buffer and variable lists the caller passes; `core` is in range.
+        // SAFETY: `entry` has the kernel entry ABI (`Library::kernel`), `_lib` keeps it loaded,
+        // and every buffer is non-null live host memory the CLANG program keeps alive (checked).
         unsafe {
             (self.entry)(
                 bufs.as_ptr().cast::<*mut c_void>(),

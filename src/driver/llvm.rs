@@ -363,10 +363,10 @@ impl Llvm {
 
     fn dlopen(path: &Path) -> Result<Llvm> {
         let shown = path.display().to_string();
-        // SAFETY: loading runs libLLVM's static initializers (option registration, target
-        // registries), which only touch the library's own state; the handle is leaked below so
-        // the library stays loaded for the life of the process (no static destructors run while
-        // rawgrad may hold LLVM pointers).
+        // The handle is leaked below: the library stays loaded for the life of the process, so no
+        // static destructors run while rawgrad may hold LLVM pointers.
+        // SAFETY: loading runs libLLVM's static initializers (option and target registries),
+        // which only touch the library's own state.
         let lib = unsafe { RawLibrary::open(Some(path), RTLD_NOW | RTLD_LOCAL) }
             .map_err(|e| Error::Compile(format!("dlopen {shown}: {e}")))?;
         let lib: &'static RawLibrary = Box::leak(Box::new(lib));

@@ -192,10 +192,10 @@ unsafe extern "C" fn record_diagnostic(info: DiagnosticInfoRef, ctx: *mut c_void
     if ctx.is_null() || info.is_null() {
         return;
     }
-    // SAFETY: `ctx` is the `*mut Diagnostics` passed to LLVMContextSetDiagnosticHandler by
-    // `Context::new`, which outlives the context (it is boxed inside `Context` and dropped after
-    // LLVMContextDispose); LLVM calls the handler on the thread that compiles, while no other
-    // reference to the diagnostics exists.
+    // `ctx` is boxed inside `Context` and dropped after LLVMContextDispose; LLVM calls the
+    // handler on the compiling thread, while no other reference to the diagnostics exists.
+    // SAFETY: `ctx` is the live `*mut Diagnostics` that `Context::new` gave
+    // LLVMContextSetDiagnosticHandler, and this is its only reference during the call.
     let diags = unsafe { &mut *(ctx as *mut Diagnostics) };
     let Some((desc, sev, dispose)) = diags.get else {
         return;
