@@ -41,6 +41,7 @@ macro_rules! kbail {
 
 pub(crate) mod backing;
 mod buffers;
+pub(crate) mod engine_loop;
 mod events;
 pub mod gpu;
 pub mod hooks;

@@ -28,9 +28,10 @@ mod tests;
 pub use hooks::{DispatchExecutor, DispatchState, EventSink, InterruptSource, NoEvents};
 pub use memory::{GpuMemory, SparseMemory};
 
+use crate::driver::emu::engine_loop;
 use crate::runtime::amd::targets::GfxTarget;
 use crate::{bail, ensure, Error, Result};
-use crossbeam::channel::{unbounded, Receiver, RecvTimeoutError, Sender};
+use crossbeam::channel::{unbounded, Sender};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -202,12 +203,7 @@ impl Shared {
     }
 }
 
-enum Msg {
-    Add(Box<queue::Runner>),
-    Remove(QueueId, Sender<()>),
-    Wake,
-    Shutdown,
-}
+type Msg = engine_loop::Msg<queue::Runner>;
 
 /// How long an idle GPU thread with a blocked wait sleeps between polls.
 const POLL: Duration = Duration::from_micros(100);
@@ -246,7 +242,7 @@ impl Gpu {
         let (tx, rx) = unbounded();
         let thread = std::thread::Builder::new()
             .name(format!("rawgrad-gpu-{}", target.name))
-            .spawn(move || gpu_thread(rx))
+            .spawn(move || engine_loop::run_engines(rx, BUDGET, POLL))
             .map_err(|e| Error::Device(format!("software GPU: cannot start its thread: {e}")))?;
         Ok(Gpu {
             shared,
@@ -430,55 +426,6 @@ impl Drop for Gpu {
         let _ = self.tx.send(Msg::Shutdown);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
-        }
-    }
-}
-
-fn gpu_thread(rx: Receiver<Msg>) {
-    let mut runners: Vec<queue::Runner> = Vec::new();
-    let handle = |m: Msg, runners: &mut Vec<queue::Runner>| -> bool {
-        match m {
-            Msg::Add(r) => runners.push(*r),
-            Msg::Remove(id, ack) => {
-                runners.retain(|r| r.id() != id);
-                let _ = ack.send(());
-            }
-            Msg::Wake => {}
-            Msg::Shutdown => return false,
-        }
-        true
-    };
-    loop {
-        while let Ok(m) = rx.try_recv() {
-            if !handle(m, &mut runners) {
-                return;
-            }
-        }
-        let (mut progressed, mut waiting) = (false, false);
-        for r in runners.iter_mut() {
-            match r.run(BUDGET) {
-                queue::RunResult::Progress => progressed = true,
-                queue::RunResult::Waiting => waiting = true,
-                queue::RunResult::Idle => {}
-            }
-        }
-        if progressed {
-            continue;
-        }
-        let m = if waiting {
-            match rx.recv_timeout(POLL) {
-                Ok(m) => m,
-                Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
-        } else {
-            match rx.recv() {
-                Ok(m) => m,
-                Err(_) => return,
-            }
-        };
-        if !handle(m, &mut runners) {
-            return;
         }
     }
 }

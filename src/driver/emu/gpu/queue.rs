@@ -5,6 +5,7 @@
 use super::pm4::Pm4Engine;
 use super::sdma::execute_sdma;
 use super::{lock, IbPos, LastPacket, QueueFault, QueueId, QueueKind, QueueSlot, Shared};
+use crate::driver::emu::engine_loop::{EngineRunner, RunResult};
 use crate::runtime::amd::decode::{
     decode_pm4_packet, decode_sdma_packet, pm4_packet_len, sdma_packet_len, Pm4Packet,
 };
@@ -17,13 +18,6 @@ pub(super) enum Step {
     Done,
     /// A wait is not satisfied yet; retry the same packet later.
     Blocked,
-}
-
-/// What one turn of a queue did.
-pub(super) enum RunResult {
-    Progress,
-    Waiting,
-    Idle,
 }
 
 /// An indirect buffer being executed.
@@ -59,44 +53,6 @@ impl Runner {
             buf: Vec::new(),
             last: None,
         }
-    }
-
-    pub(super) fn id(&self) -> QueueId {
-        self.id
-    }
-
-    /// Executes up to `budget` packets between rptr and the doorbell's wptr.
-    pub(super) fn run(&mut self, budget: usize) -> RunResult {
-        let (wptr, faulted) = match lock(&self.slot.state) {
-            Ok(s) => (s.wptr, s.fault.is_some()),
-            Err(_) => return RunResult::Idle,
-        };
-        if faulted || self.rptr == wptr {
-            return RunResult::Idle;
-        }
-        let (mut progressed, mut blocked, mut error) = (false, false, None);
-        for _ in 0..budget {
-            if self.rptr == wptr {
-                break;
-            }
-            match self.step(wptr) {
-                Ok(Step::Done) => progressed = true,
-                Ok(Step::Blocked) => {
-                    blocked = true;
-                    break;
-                }
-                Err(e) => {
-                    error = Some(e.message().to_string());
-                    break;
-                }
-            }
-        }
-        if progressed && error.is_none() {
-            if let Err(e) = self.shared.mem.write_u64(self.slot.desc.rptr_va, self.rptr) {
-                error = Some(format!("publishing rptr: {}", e.message()));
-            }
-        }
-        self.publish(blocked, error)
     }
 
     fn publish(&self, blocked: bool, error: Option<String>) -> RunResult {
@@ -278,5 +234,47 @@ impl Runner {
                 None => format!("{id} @{pos}: {pkt}"),
             });
         }
+    }
+}
+
+impl EngineRunner for Runner {
+    type Id = QueueId;
+
+    fn id(&self) -> QueueId {
+        self.id
+    }
+
+    /// Executes up to `budget` packets between rptr and the doorbell's wptr.
+    fn run(&mut self, budget: usize) -> RunResult {
+        let (wptr, faulted) = match lock(&self.slot.state) {
+            Ok(s) => (s.wptr, s.fault.is_some()),
+            Err(_) => return RunResult::Idle,
+        };
+        if faulted || self.rptr == wptr {
+            return RunResult::Idle;
+        }
+        let (mut progressed, mut blocked, mut error) = (false, false, None);
+        for _ in 0..budget {
+            if self.rptr == wptr {
+                break;
+            }
+            match self.step(wptr) {
+                Ok(Step::Done) => progressed = true,
+                Ok(Step::Blocked) => {
+                    blocked = true;
+                    break;
+                }
+                Err(e) => {
+                    error = Some(e.message().to_string());
+                    break;
+                }
+            }
+        }
+        if progressed && error.is_none() {
+            if let Err(e) = self.shared.mem.write_u64(self.slot.desc.rptr_va, self.rptr) {
+                error = Some(format!("publishing rptr: {}", e.message()));
+            }
+        }
+        self.publish(blocked, error)
     }
 }

@@ -7,6 +7,7 @@ use super::compute::ComputeEngine;
 use super::copy::CopyEngine;
 use super::host::HostEngine;
 use super::{lock, ChannelFault, ChannelId, ChannelSlot, FaultKind, Shared};
+use crate::driver::emu::engine_loop::{EngineRunner, RunResult};
 use crate::runtime::nv::decode::method_text;
 use crate::runtime::nv::gpfifo::decode_gp_entry;
 use crate::runtime::nv::push::methods::{method_name, HOST_METHOD_LIMIT};
@@ -63,13 +64,6 @@ pub(super) enum Step {
     Blocked,
 }
 
-/// What one turn of a channel did.
-pub(super) enum RunResult {
-    Progress,
-    Waiting,
-    Idle,
-}
-
 /// The pushbuffer segment of the GP entry being executed.
 struct Segment {
     va: u64,
@@ -118,50 +112,6 @@ impl Runner {
             compute: ComputeEngine::default(),
             copy: CopyEngine::default(),
             launches: 0,
-        }
-    }
-
-    pub(super) fn id(&self) -> ChannelId {
-        self.id
-    }
-
-    /// Executes up to `budget` method writes.
-    pub(super) fn run(&mut self, budget: usize) -> RunResult {
-        let faulted = lock(&self.slot.state).map_or(true, |s| s.fault.is_some());
-        if faulted {
-            return RunResult::Idle;
-        }
-        let was_waiting = lock(&self.slot.state).is_ok_and(|s| s.waiting);
-        if self.slot.kicked.swap(false, Ordering::SeqCst) {
-            self.active = true;
-        }
-        if !self.active && !was_waiting && self.seg.is_none() {
-            return RunResult::Idle;
-        }
-        let (mut progressed, mut blocked, mut fault) = (false, false, None);
-        for _ in 0..budget {
-            match self.step() {
-                Ok(Some(Step::Done)) => progressed = true,
-                Ok(Some(Step::Blocked)) => {
-                    blocked = true;
-                    break;
-                }
-                Ok(None) => break,
-                Err(f) => {
-                    fault = Some(f);
-                    break;
-                }
-            }
-        }
-        if !progressed && !blocked && fault.is_none() {
-            self.publish(false, None);
-            return RunResult::Idle;
-        }
-        self.publish(blocked, fault);
-        if blocked && !progressed {
-            RunResult::Waiting
-        } else {
-            RunResult::Progress
         }
     }
 
@@ -394,5 +344,53 @@ impl Runner {
             )));
         }
         Ok(())
+    }
+}
+
+impl EngineRunner for Runner {
+    type Id = ChannelId;
+
+    fn id(&self) -> ChannelId {
+        self.id
+    }
+
+    /// Executes up to `budget` method writes.
+    fn run(&mut self, budget: usize) -> RunResult {
+        let faulted = lock(&self.slot.state).map_or(true, |s| s.fault.is_some());
+        if faulted {
+            return RunResult::Idle;
+        }
+        let was_waiting = lock(&self.slot.state).is_ok_and(|s| s.waiting);
+        if self.slot.kicked.swap(false, Ordering::SeqCst) {
+            self.active = true;
+        }
+        if !self.active && !was_waiting && self.seg.is_none() {
+            return RunResult::Idle;
+        }
+        let (mut progressed, mut blocked, mut fault) = (false, false, None);
+        for _ in 0..budget {
+            match self.step() {
+                Ok(Some(Step::Done)) => progressed = true,
+                Ok(Some(Step::Blocked)) => {
+                    blocked = true;
+                    break;
+                }
+                Ok(None) => break,
+                Err(f) => {
+                    fault = Some(f);
+                    break;
+                }
+            }
+        }
+        if !progressed && !blocked && fault.is_none() {
+            self.publish(false, None);
+            return RunResult::Idle;
+        }
+        self.publish(blocked, fault);
+        if blocked && !progressed {
+            RunResult::Waiting
+        } else {
+            RunResult::Progress
+        }
     }
 }

@@ -39,11 +39,12 @@ pub use hooks::{
 };
 pub use rm::{nv_gpu_factory, RmNvGpu};
 
+use crate::driver::emu::engine_loop;
 use crate::driver::emu::gpu::GpuMemory;
 use crate::runtime::nv::arch::{host_class, HostClass, NvArch};
 use crate::runtime::nv::push::ClassKind;
 use crate::{bail, ensure, Error, Result};
-use crossbeam::channel::{unbounded, Receiver, RecvTimeoutError, Sender};
+use crossbeam::channel::{unbounded, Sender};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -221,12 +222,7 @@ fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
         .map_err(|_| Error::Internal("software NV GPU: lock poisoned".into()))
 }
 
-enum Msg {
-    Add(Box<channel::Runner>),
-    Remove(ChannelId, Sender<()>),
-    Wake,
-    Shutdown,
-}
+type Msg = engine_loop::Msg<channel::Runner>;
 
 /// How long the GPU thread sleeps between polls while a channel waits on a semaphore.
 const POLL: Duration = Duration::from_micros(100);
@@ -262,7 +258,7 @@ impl NvGpu {
         let (tx, rx) = unbounded();
         let thread = std::thread::Builder::new()
             .name(format!("rawgrad-nvgpu-{}", arch.name))
-            .spawn(move || gpu_thread(rx))
+            .spawn(move || engine_loop::run_engines(rx, BUDGET, POLL))
             .map_err(|e| Error::Device(format!("software NV GPU: cannot start its thread: {e}")))?;
         Ok(NvGpu {
             shared,
@@ -445,55 +441,6 @@ impl Drop for NvGpu {
         let _ = self.tx.send(Msg::Shutdown);
         if let Some(t) = self.thread.take() {
             let _ = t.join();
-        }
-    }
-}
-
-fn gpu_thread(rx: Receiver<Msg>) {
-    let mut runners: Vec<channel::Runner> = Vec::new();
-    let handle = |m: Msg, runners: &mut Vec<channel::Runner>| -> bool {
-        match m {
-            Msg::Add(r) => runners.push(*r),
-            Msg::Remove(id, ack) => {
-                runners.retain(|r| r.id() != id);
-                let _ = ack.send(());
-            }
-            Msg::Wake => {}
-            Msg::Shutdown => return false,
-        }
-        true
-    };
-    loop {
-        while let Ok(m) = rx.try_recv() {
-            if !handle(m, &mut runners) {
-                return;
-            }
-        }
-        let (mut progressed, mut waiting) = (false, false);
-        for r in runners.iter_mut() {
-            match r.run(BUDGET) {
-                channel::RunResult::Progress => progressed = true,
-                channel::RunResult::Waiting => waiting = true,
-                channel::RunResult::Idle => {}
-            }
-        }
-        if progressed {
-            continue;
-        }
-        let m = if waiting {
-            match rx.recv_timeout(POLL) {
-                Ok(m) => m,
-                Err(RecvTimeoutError::Timeout) => continue,
-                Err(RecvTimeoutError::Disconnected) => return,
-            }
-        } else {
-            match rx.recv() {
-                Ok(m) => m,
-                Err(_) => return,
-            }
-        };
-        if !handle(m, &mut runners) {
-            return;
         }
     }
 }
