@@ -113,7 +113,7 @@ fn check_object(t: &GfxTarget, k: &Kernel, obj: &[u8]) -> KernelDescriptor {
     let img = load_code_object(obj, k.name).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert_eq!(img.e_flags & 0xff, t.elf_mach);
     let lkd = KernelDescriptor::parse(&img.image[img.descriptor..]).unwrap();
-    check_descriptor(k.name, &lkd, t.wave32, t.lds_max_bytes).unwrap_or_else(|e| panic!("{what}: {e}"));
+    check_descriptor(k.name, &lkd, t, t.lds_max_bytes).unwrap_or_else(|e| panic!("{what}: {e}"));
     // the relocated code offset points at the kernel's first instruction, 256-byte aligned
     let code = usize::try_from(img.descriptor as i64 + lkd.kernel_code_entry_byte_offset)
         .unwrap_or_else(|_| panic!("{what}: code before the image"));
