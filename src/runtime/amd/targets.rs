@@ -9,7 +9,8 @@
 //! neighbouring generation) and must be re-verified on hardware.
 //!
 //! Not guaranteed: chips outside the table (lookup fails with the list of known targets); facts
-//! still marked NOT CONFIRMED below (gfx90a's RSRC3 offset, NBIO segment bases, SDMA revisions).
+//! still marked NOT CONFIRMED below (NBIO segment bases, SDMA revisions, ELF machine numbers,
+//! the private segment descriptor's word 3, TMPRING units before gfx11).
 
 use crate::{bail, ensure, Result};
 
@@ -70,7 +71,9 @@ pub struct ShRegLayout {
     pub dispatch_scratch_base: bool,
 }
 
-/// COMPUTE_TMPRING_SIZE field units (memo 5.6; NOT CONFIRMED against AMD documentation).
+/// COMPUTE_TMPRING_SIZE field units (memo 5.6). The fields are WAVES 11:0 and WAVESIZE 24:12
+/// (gc_9_4_3_sh_mask.h, Mesa gfx10.json); the units are tinygrad's, NOT CONFIRMED against AMD
+/// documentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TmpringLayout {
     /// Unit of WAVESIZE (bits 24:12): 256 bytes on gfx11+, 1024 bytes before.
@@ -168,7 +171,8 @@ pub struct GfxTarget {
     pub private_segment_word3: u32,
     /// COMPUTE_TMPRING_SIZE units.
     pub tmpring: TmpringLayout,
-    /// COMPUTE_PGM_RSRC2.LDS_SIZE granule in bytes.
+    /// COMPUTE_PGM_RSRC2.LDS_SIZE granule in bytes: 128 dwords from GFX7 on (Mesa
+    /// `ac_gpu_info.c` `lds_encode_granularity`).
     pub lds_granule_bytes: u32,
     /// Largest LDS allocation per workgroup in bytes.
     pub lds_max_bytes: u32,
@@ -235,7 +239,8 @@ pub static GFX90A: GfxTarget = GfxTarget {
     acquire_mem: AcquireMemLayout::Gfx9CoherCntl,
     release_mem_cache: ReleaseMemCache::Gfx9EopActions,
     gcr_glm: true,
-    // RSRC3 at 0x22D like gfx9.4.3: NOT CONFIRMED for gc 9.4.2.
+    // gc_9_4_2_offset.h: regCOMPUTE_PGM_RSRC3 0x0e2d (SH offset 0x22D, as gfx9.4.3); the dispatch
+    // packet/scratch base registers exist but absolute flat scratch does not read them.
     sh: GFX9_SH,
     scratch: ScratchModel::PrivateSegmentDescriptor,
     // tinygrad PR #13509 revisited this word for gfx9: NOT CONFIRMED.
@@ -410,7 +415,8 @@ pub static GFX1201: GfxTarget = GfxTarget {
     gcr_glm: false,
     elf_mach: 0x4E, // LLVM ELF.h; NOT CONFIRMED on a produced object
     rsrc1_priv_cwsr_workaround: false,
-    // SDMA 7.0; tinygrad uses the 6.0 packet definitions (memo 2.7). 1 GiB copies NOT CONFIRMED.
+    // SDMA 7.0: amdgpu's sdma_v7_0.c builds its packets from sdma_v6_0_0_pkt_open.h (30-bit
+    // COPY_LINEAR count); Mesa's SDMA_V5_2_COPY_MAX_BYTES covers every SDMA from 5.2 on.
     sdma: sdma5plus((7, 0, 1)),
     // NBIF 6.3.1 BIF_BX_PF0_GPU_HDP_FLUSH_REQ/DONE = 0x106/0x107; segment base NOT CONFIRMED.
     hdp_flush: Some(HDP_SEG2_D20),
