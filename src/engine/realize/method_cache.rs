@@ -85,6 +85,9 @@ pub fn get_kernel(renderer: &dyn Renderer, ast: &[LazyOp]) -> Result<Kernel> {
     }
     let mut k = Kernel::new(ast, renderer.opts())?;
     k.required_optimizations()?;
+    if getenv("NOOPT", 0) == 0 {
+        k.apply_default_opts()?;
+    }
     Ok(k)
 }
 
