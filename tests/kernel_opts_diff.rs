@@ -101,7 +101,7 @@ fn every_single_opt_on_interp() {
             }
         }
     }
-    assert!(legal > 500, "only {legal} legal single opts");
+    assert!(legal >= 200, "only {legal} legal single opts");
 }
 
 /// Compile every kernel of `progs` (all of one case) as one C file, run each, compare.

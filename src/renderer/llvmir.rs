@@ -96,13 +96,14 @@ pub struct LLVMRenderer {
 }
 
 impl LLVMRenderer {
-    /// The CPU flavour (tinygrad's `LLVMRenderer`: no locals, no float4, loops for every dim).
+    /// The CPU flavour (tinygrad's `LLVMRenderer`: no locals, loops for every dim; float4
+    /// grouping on, unlike 0.9.1, so upcasts become vector loads and stores).
     pub fn cpu(opaque_pointers: bool) -> LLVMRenderer {
         LLVMRenderer {
             opts: RendererOpts {
                 device: "LLVM".into(),
                 suffix: "LLVM".into(),
-                supports_float4: false,
+                supports_float4: true,
                 has_local: false,
                 has_shared: false,
                 global_max: None,
