@@ -76,6 +76,32 @@ impl Kernel {
         None
     }
 
+    /// The buffers of the two factors when `reduceop` is a SUM of (a CAST to the output dtype
+    /// of) a MUL of two tensor-core inputs.
+    fn tc_mul_bufs(
+        &self,
+        reduceop: &LazyOp,
+        tc: &TensorCore,
+        opt_level: usize,
+    ) -> Option<(usize, usize)> {
+        let src = reduceop.src().first()?;
+        let mul = if tc.dtype_in != tc.dtype_out {
+            if src.op() != Op::Unary(UnaryOps::CAST) || src.dtype().ok() != Some(tc.dtype_out) {
+                return None;
+            }
+            src.src().first()?
+        } else {
+            src
+        };
+        if mul.op() != Op::Binary(BinaryOps::MUL) || mul.src().len() != 2 {
+            return None;
+        }
+        Some((
+            self.tc_buf_index(&mul.src()[0], tc, opt_level)?,
+            self.tc_buf_index(&mul.src()[1], tc, opt_level)?,
+        ))
+    }
+
     /// 0.9.1's `_create_tc_opts`: the axes `tc` would use for `reduceop`, if it matches.
     fn create_tc_opts(
         &mut self,
@@ -84,27 +110,7 @@ impl Kernel {
         axis: usize,
         opt_level: usize,
     ) -> Result<Option<TensorCoreOptions>> {
-        let Some(src) = reduceop.src().first() else {
-            return Ok(None);
-        };
-        let mul = if tc.dtype_in != tc.dtype_out {
-            if src.op() != Op::Unary(UnaryOps::CAST) || src.dtype().ok() != Some(tc.dtype_out) {
-                return Ok(None);
-            }
-            match src.src().first() {
-                Some(m) => m,
-                None => return Ok(None),
-            }
-        } else {
-            src
-        };
-        if mul.op() != Op::Binary(BinaryOps::MUL) || mul.src().len() != 2 {
-            return Ok(None);
-        }
-        let (Some(buf0), Some(buf1)) = (
-            self.tc_buf_index(&mul.src()[0], tc, opt_level),
-            self.tc_buf_index(&mul.src()[1], tc, opt_level),
-        ) else {
+        let Some((buf0, buf1)) = self.tc_mul_bufs(reduceop, tc, opt_level) else {
             return Ok(None);
         };
         let s0 = self.st(buf0)?.real_strides(false)?;
@@ -196,30 +202,37 @@ impl Kernel {
             if !padded {
                 continue;
             }
-            let k_axis = self.tc_axes()?.axes[2] - self.first_reduce();
-            self.apply_opt_with(Opt::new(OptOps::UNROLL, k_axis, tc.dims[2]), false)?;
-            for d in 0..2 {
-                let covered: usize = tc
-                    .threads
-                    .iter()
-                    .filter(|t| t.0 == d)
-                    .map(|t| t.1)
-                    .product();
-                if tc.dims[d] > covered {
-                    let ax = self.tc_axes()?.axes[d];
-                    self.apply_opt_with(Opt::new(OptOps::UPCAST, ax, tc.dims[d] / covered), false)?;
-                }
-            }
-            for &(d, amt) in &tc.threads {
-                let ax = self.tc_axes()?.axes[d];
-                self.apply_opt_with(Opt::new(OptOps::LOCAL, ax, amt), false)?;
-            }
+            self.shape_for_tc(&tc)?;
             if use_tc == 1 {
                 self.tensor_core = Some(tc);
             }
             return Ok(true);
         }
         Ok(false)
+    }
+
+    /// UNROLL K by the tensor core's K, UPCAST N and M by what its threads do not cover, then
+    /// one LOCAL per warp-thread entry (none recorded as applied opts).
+    fn shape_for_tc(&mut self, tc: &TensorCore) -> Result<()> {
+        let k_axis = self.tc_axes()?.axes[2] - self.first_reduce();
+        self.apply_opt_with(Opt::new(OptOps::UNROLL, k_axis, tc.dims[2]), false)?;
+        for d in 0..2 {
+            let covered: usize = tc
+                .threads
+                .iter()
+                .filter(|t| t.0 == d)
+                .map(|t| t.1)
+                .product();
+            if tc.dims[d] > covered {
+                let ax = self.tc_axes()?.axes[d];
+                self.apply_opt_with(Opt::new(OptOps::UPCAST, ax, tc.dims[d] / covered), false)?;
+            }
+        }
+        for &(d, amt) in &tc.threads {
+            let ax = self.tc_axes()?.axes[d];
+            self.apply_opt_with(Opt::new(OptOps::LOCAL, ax, amt), false)?;
+        }
+        Ok(())
     }
 
     /// 0.9.1's `apply_tensor_cores`: the TC opt (`use_tc` 0 disables it, 2 shapes the kernel

@@ -133,27 +133,25 @@ impl Lin {
         Ok(out)
     }
 
-    /// The WMMA chain of reduce `ri`: returns the PHI'd accumulators.
-    pub(crate) fn render_tc_reduce(
+    /// The two inputs of reduce `ri`, loaded per thread (in the tensor core's input dtype), with
+    /// their buffer indices.
+    fn tc_inputs(
         &mut self,
         ri: usize,
-        acc: Vec<UOp>,
+        tc: &TensorCore,
         aliases: &TcAliases,
-    ) -> Result<Vec<UOp>> {
-        let Some(tc) = self.k.tensor_core.clone() else {
-            bail!(Internal, "render_tc_reduce without a tensor core");
-        };
+    ) -> Result<Vec<(usize, Vec<UOp>)>> {
         let reduceop = self.k.reduceops[ri].clone();
         let Some((_, inputs)) = aliases.iter().find(|(op, _)| *op == reduceop) else {
             bail!(Codegen, "tensor core: reduce {ri} has no aliased inputs");
         };
-        let [(ba, ia), (bb, ib)] = inputs.as_slice() else {
+        if inputs.len() != 2 {
             bail!(Internal, "tensor core: expected two inputs");
-        };
-        let mut vals = vec![];
-        for (b, idxs) in [(*ba, ia), (*bb, ib)] {
-            let loaded = self.global_load(b, idxs, None, None, &[])?;
-            let cast: Vec<UOp> = loaded
+        }
+        let mut out = vec![];
+        for (b, idxs) in inputs {
+            let loaded = self.global_load(*b, idxs, None, None, &[])?;
+            let vals = loaded
                 .into_iter()
                 .map(|u| {
                     if u.dtype() == Some(tc.dtype_in) {
@@ -163,16 +161,32 @@ impl Lin {
                     }
                 })
                 .collect();
-            vals.push(cast);
+            out.push((*b, vals));
         }
+        Ok(out)
+    }
+
+    /// The WMMA chain of reduce `ri`: one WMMA per combination of the upcast dims beyond the
+    /// tensor core's (the first varying fastest), chained per accumulator group; returns the
+    /// PHI'd accumulators.
+    pub(crate) fn render_tc_reduce(
+        &mut self,
+        ri: usize,
+        acc: Vec<UOp>,
+        aliases: &TcAliases,
+    ) -> Result<Vec<UOp>> {
+        let Some(tc) = self.k.tensor_core.clone() else {
+            bail!(Internal, "render_tc_reduce without a tensor core");
+        };
+        let inputs = self.tc_inputs(ri, &tc, aliases)?;
         let sz: Vec<usize> = tc
             .thread_local_sizes
             .iter()
             .map(|l| l.iter().product())
             .collect();
         let upcasts = [
-            self.upcast_strides(*ba, &tc)?,
-            self.upcast_strides(*bb, &tc)?,
+            self.upcast_strides(inputs[0].0, &tc)?,
+            self.upcast_strides(inputs[1].0, &tc)?,
             self.upcast_strides(0, &tc)?,
         ];
         let dt3 = tc.dtype_out.vec(sz[2] as u16);
@@ -189,44 +203,27 @@ impl Lin {
             device: self.k.opts.device.clone(),
         };
         let sizes: Vec<usize> = upcasts[0].iter().map(|x| x.1).collect();
-        let mut it = vec![0usize; sizes.len()];
-        loop {
+        for it in combos(&sizes) {
             let offs: Vec<usize> = upcasts
                 .iter()
                 .zip(&sz)
                 .map(|(u, s)| it.iter().zip(u).map(|(i, (st, _))| i * st).sum::<usize>() * s)
                 .collect();
-            let slice = |v: &[UOp], o: usize, n: usize| -> Result<Vec<UOp>> {
-                v.get(o..o + n)
-                    .map(<[UOp]>::to_vec)
-                    .ok_or_else(|| Error::Internal("tensor core: input slice out of range".into()))
-            };
-            let a = UOp::vectorize(
-                slice(&vals[0], offs[0], sz[0])?,
-                tc.dtype_in.vec(sz[0] as u16),
-            );
-            let b = UOp::vectorize(
-                slice(&vals[1], offs[1], sz[1])?,
-                tc.dtype_in.vec(sz[1] as u16),
-            );
+            let mut ab = vec![];
+            for (j, (_, vals)) in inputs.iter().enumerate() {
+                let Some(lanes) = vals.get(offs[j]..offs[j] + sz[j]) else {
+                    bail!(Internal, "tensor core: input slice out of range");
+                };
+                ab.push(UOp::vectorize(
+                    lanes.to_vec(),
+                    tc.dtype_in.vec(sz[j] as u16),
+                ));
+            }
             let wi = offs[2] / sz[2];
             let Some(c) = wmmas.get(wi).cloned() else {
                 bail!(Internal, "tensor core: accumulator group {wi} out of range");
             };
-            wmmas[wi] = UOp::wmma(&a, &b, &c, arg.clone(), dt3);
-            // the first upcast dim varies fastest
-            let mut d = 0;
-            while d < it.len() {
-                it[d] += 1;
-                if it[d] < sizes[d] {
-                    break;
-                }
-                it[d] = 0;
-                d += 1;
-            }
-            if d == it.len() {
-                break;
-            }
+            wmmas[wi] = UOp::wmma(&ab[0], &ab[1], &c, arg.clone(), dt3);
         }
         Ok(acc
             .iter()
@@ -234,4 +231,22 @@ impl Lin {
             .map(|(z, a)| UOp::phi(a, &UOp::gep(&wmmas[z / sz[2]], z % sz[2], tc.dtype_out)))
             .collect())
     }
+}
+
+/// Every index combination of dims of `sizes`, the first varying fastest (one empty combination
+/// without dims).
+fn combos(sizes: &[usize]) -> Vec<Vec<usize>> {
+    let mut out: Vec<Vec<usize>> = vec![vec![]];
+    for &s in sizes {
+        let mut next = Vec::with_capacity(out.len() * s);
+        for v in 0..s {
+            for p in &out {
+                let mut p = p.clone();
+                p.push(v);
+                next.push(p);
+            }
+        }
+        out = next;
+    }
+    out
 }
