@@ -278,3 +278,30 @@ fn half_matmul_uses_tensor_cores() {
         );
     }
 }
+
+#[test]
+fn get_kernel_applies_them_unless_noopt() {
+    use rawgrad::engine::realize::get_kernel;
+    use rawgrad::helpers::Context;
+    let _d = clang();
+    let t = mm(&[64, 64], &[64, 64]);
+    let sched = check(&[&t], &[], true);
+    let r = ClangRenderer::new();
+    let k = get_kernel(&r, &sched[0].ast).unwrap();
+    assert_eq!(k.applied_opts.len(), 3, "{:?}", k.applied_opts);
+    let _n = Context::new(&[("NOOPT", 1)]);
+    let k = get_kernel(&r, &sched[0].ast).unwrap();
+    assert!(k.applied_opts.is_empty(), "{:?}", k.applied_opts);
+    // TC=0 turns the tensor cores off: a half matmul on CUDA gets the heuristics instead
+    drop(_n);
+    let h = |s: &[usize]| empty_dt(s, dtypes::float16);
+    let t = h(&[64, 64]).matmul(&h(&[64, 64])).unwrap();
+    let sched = check(&[&t], &[], true);
+    let cuda = CUDARenderer::new(80);
+    let k = get_kernel(&cuda, &sched[0].ast).unwrap();
+    assert!(k.tensor_core.is_some());
+    let _t = Context::new(&[("TC", 0)]);
+    let k = get_kernel(&cuda, &sched[0].ast).unwrap();
+    assert!(k.tensor_core.is_none());
+    assert!(!k.applied_opts.is_empty());
+}

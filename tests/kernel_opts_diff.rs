@@ -24,15 +24,12 @@ use rawgrad::codegen::kernel::opts::actions;
 use rawgrad::codegen::kernel::{Kernel, Opt, OptOps};
 use rawgrad::codegen::program::ProgramSpec;
 use rawgrad::device::registry::{open_device, Compiled};
-use rawgrad::device::{BufferOptions, Compiler, Runtime};
-use rawgrad::dtype::{dtypes, DType};
+use rawgrad::device::{Compiler, Runtime};
+use rawgrad::dtype::dtypes;
 use rawgrad::helpers::getenv;
-use rawgrad::ops::BinaryOps::MUL;
-use rawgrad::ops::ReduceOps::SUM;
 use rawgrad::renderer::cstyle::ClangRenderer;
 use rawgrad::renderer::{tensor_cores, Renderer, RendererOpts};
 use rawgrad::runtime::cpu::clang::{ClangCompiler, ClangRuntime};
-use rawgrad::shape::sints;
 use rawgrad::Error;
 
 use OptOps::*;
@@ -212,30 +209,6 @@ fn heuristics_and_opts_on_llvm() {
 // ------------------------------------------------------------------------------------------
 // Tensor cores
 
-/// (M, K) @ (K, N) of `dt_in`, accumulated in float (or in `dt_in` when `same`).
-fn tc_matmul(name: &'static str, dt_in: DType, (m, n, k): (i64, i64, i64), same: bool) -> Case {
-    let va = st(&[m, k])
-        .reshape(&sints(&[m, 1, k]))
-        .unwrap()
-        .expand(&sints(&[m, n, k]))
-        .unwrap();
-    let vb = st(&[k, n])
-        .permute(&[1, 0])
-        .unwrap()
-        .reshape(&sints(&[1, n, k]))
-        .unwrap()
-        .expand(&sints(&[m, n, k]))
-        .unwrap();
-    let mul = bin(MUL, ld(1, dt_in, va), ld(2, dt_in, vb));
-    let (src, out) = if same {
-        (mul, dt_in)
-    } else {
-        (cast(mul, dtypes::float32), dtypes::float32)
-    };
-    let r = red(SUM, src, &[2]);
-    Case::new(name, vec![store(r, 0, out, st(&[m, n, 1]))])
-}
-
 /// An INTERP-like renderer that reports `device` (the WMMA lane layout the interpreter uses)
 /// and offers its tensor cores.
 fn tc_renderer(device: &str) -> InterpRenderer {
@@ -250,19 +223,24 @@ fn tc_renderer(device: &str) -> InterpRenderer {
 
 fn tc_cases(device: &str) -> Vec<Case> {
     let mut out = vec![
-        tc_matmul("tc_half_32", dtypes::float16, (32, 32, 32), false),
-        tc_matmul("tc_half_pad", dtypes::float16, (20, 24, 24), false),
-        tc_matmul("tc_half_64x16", dtypes::float16, (64, 16, 48), false),
+        catalogue::matmul_of("tc_half_32", dtypes::float16, (32, 32, 32), false),
+        catalogue::matmul_of("tc_half_pad", dtypes::float16, (20, 24, 24), false),
+        catalogue::matmul_of("tc_half_64x16", dtypes::float16, (64, 16, 48), false),
     ];
     if device == "AMD" {
-        out.push(tc_matmul(
+        out.push(catalogue::matmul_of(
             "tc_half_out",
             dtypes::float16,
             (32, 16, 32),
             true,
         ));
     } else {
-        out.push(tc_matmul("tc_bf16", dtypes::bfloat16, (32, 16, 32), false));
+        out.push(catalogue::matmul_of(
+            "tc_bf16",
+            dtypes::bfloat16,
+            (32, 16, 32),
+            false,
+        ));
     }
     out
 }
@@ -319,32 +297,6 @@ fn tensor_cores_nv_layout_on_interp() {
 
 // ------------------------------------------------------------------------------------------
 // Emulated GPUs
-
-fn run_program(
-    prg: &dyn rawgrad::device::Program,
-    case: &Case,
-    p: &ProgramSpec,
-    alloc: &dyn rawgrad::device::Allocator,
-) -> rawgrad::Result<Buffers> {
-    let (g, l) = p.launch_dims(&case.var_vals)?;
-    let vals = p.var_values(&case.var_vals)?;
-    let mut bufs = case.initial_buffers();
-    let o = BufferOptions::default();
-    let mut raws = vec![];
-    for b in &bufs {
-        let raw = alloc.alloc(b.len().max(1), &o)?;
-        alloc.copyin(&raw, b)?;
-        raws.push(raw);
-    }
-    prg.call(&raws, &vals, g, l, true)?;
-    for (b, raw) in bufs.iter_mut().zip(&raws) {
-        alloc.copyout(b, raw)?;
-    }
-    for (b, raw) in bufs.iter().zip(raws) {
-        alloc.free(raw, b.len().max(1), &o);
-    }
-    Ok(bufs)
-}
 
 fn check_on_device(dev: &Compiled, case: &Case, k: &mut Kernel, want: &Buffers) {
     let r = &*dev.renderer;

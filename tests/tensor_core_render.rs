@@ -7,44 +7,22 @@
 
 mod linearizer_support;
 
+use linearizer_support::catalogue;
 use linearizer_support::*;
 use rawgrad::codegen::kernel::Kernel;
 use rawgrad::device::Compiler;
 use rawgrad::driver::llvm::{find_libraries, Emit, Llvm, MIN_LLVM_MAJOR};
 use rawgrad::dtype::{dtypes, DType};
-use rawgrad::ops::BinaryOps::MUL;
-use rawgrad::ops::ReduceOps::SUM;
 use rawgrad::renderer::cuda::CUDARenderer;
 use rawgrad::renderer::llvmir::LLVMRenderer;
 use rawgrad::renderer::Renderer;
 use rawgrad::runtime::amd::compiler::AMDCompiler;
 use rawgrad::runtime::amd::targets::GFX1100;
 use rawgrad::runtime::nv::compiler::{nvptx_target, NVCompiler, NvCompilerKind};
-use rawgrad::shape::sints;
 
 /// A 32x32x32 matmul of `dt` accumulated in float (or in `dt` when `same`).
 fn matmul(dt: DType, same: bool) -> Case {
-    let n = 32i64;
-    let va = st(&[n, n])
-        .reshape(&sints(&[n, 1, n]))
-        .unwrap()
-        .expand(&sints(&[n, n, n]))
-        .unwrap();
-    let vb = st(&[n, n])
-        .permute(&[1, 0])
-        .unwrap()
-        .reshape(&sints(&[1, n, n]))
-        .unwrap()
-        .expand(&sints(&[n, n, n]))
-        .unwrap();
-    let mul = bin(MUL, ld(1, dt, va), ld(2, dt, vb));
-    let (src, out) = if same {
-        (mul, dt)
-    } else {
-        (cast(mul, dtypes::float32), dtypes::float32)
-    };
-    let r = red(SUM, src, &[2]);
-    Case::new("tc_matmul", vec![store(r, 0, out, st(&[n, n, 1]))])
+    catalogue::matmul_of("tc_matmul", dt, (32, 32, 32), same)
 }
 
 /// The kernel with the default tensor-core opts, rendered by `r`.
