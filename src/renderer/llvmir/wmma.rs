@@ -108,18 +108,11 @@ impl Walk<'_> {
             "  {name}.r = call {st} asm sideeffect \"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{$0, $1, $2, $3}}, {{$4, $5, $6, $7}}, {{$8, $9}}, {{$10, $11, $12, $13}};\", \"=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f\"({}) convergent",
             args.join(", ")
         ));
-        let mut prev = "undef".to_string();
+        let mut lanes = vec![];
         for i in 0..4 {
             self.emit(format!("  {name}.r{i} = extractvalue {st} {name}.r, {i}"));
-            let cur = if i == 3 {
-                name.to_string()
-            } else {
-                format!("{name}.v{i}")
-            };
-            self.emit(format!(
-                "  {cur} = insertelement {f4} {prev}, float {name}.r{i}, i32 {i}"
-            ));
-            prev = cur;
+            lanes.push(format!("{name}.r{i}"));
         }
+        self.build_vector(name, crate::dtype::dtypes::float32.vec(4), &lanes);
     }
 }
