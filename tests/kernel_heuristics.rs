@@ -174,7 +174,7 @@ fn reductions() {
 #[test]
 fn elementwise() {
     let _d = clang();
-    let add = empty(&[256, 256]).add(&empty(&[256, 256])).unwrap();
+    let add = empty(&[256, 256]).add(empty(&[256, 256])).unwrap();
     let gpu = list(&[u(0, 4), l(0, 32)]);
     expect(
         "add 256x256",
@@ -200,7 +200,7 @@ fn elementwise() {
             ("AMD", &[7, 6], masked),
         ],
     );
-    let bcast = empty(&[64, 1]).add(&empty(&[1, 128])).unwrap();
+    let bcast = empty(&[64, 1]).add(empty(&[1, 128])).unwrap();
     let gpu = list(&[u(1, 4), u(0, 4), l(0, 8), l(1, 16)]);
     expect(
         "broadcast add",

@@ -189,7 +189,7 @@ impl Kernel {
     fn hc_grouptop(&mut self) -> Result<()> {
         let fr = self.first_reduce();
         let out_prefix: Vec<Sint> = self.output_shape()[..fr].to_vec();
-        if !(self.opts.has_local && self.opts.has_shared) || !out_prefix.iter().all(Node::is_int) {
+        if !(self.opts.has_local && self.opts.has_shared && out_prefix.iter().all(Node::is_int)) {
             return Ok(());
         }
         let n = sint_prod(&out_prefix)?.as_int().unwrap_or(i64::MAX);

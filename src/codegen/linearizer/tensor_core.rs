@@ -92,23 +92,19 @@ impl Lin {
                     .collect();
                 let rep =
                     self.calc_tc_idxs(&tc.thread_local_sizes[pos], &tc.thread_local_aliases[pos])?;
-                for n in 0..nthreads {
-                    idxs[gd + n] = rep[n].clone();
-                }
-                for n in 0..tc.num_upcasts() {
-                    idxs[up_start + n] = rep[nthreads + n].clone();
-                }
+                put(&mut idxs, gd, part(&rep, 0, nthreads)?)?;
+                put(
+                    &mut idxs,
+                    up_start,
+                    part(&rep, nthreads, nthreads + tc.num_upcasts())?,
+                )?;
                 per_op.push((b, idxs));
             }
             out.push((op, per_op));
         }
         let rep = self.calc_tc_idxs(&tc.thread_local_sizes[2], &tc.thread_local_aliases[2])?;
-        for n in 0..nthreads {
-            self.local_idxs[n] = rep[n].clone();
-        }
-        for n in 0..rep.len() - nthreads {
-            self.upcast_idxs[n] = rep[nthreads + n].clone();
-        }
+        put(&mut self.local_idxs, 0, part(&rep, 0, nthreads)?)?;
+        put(&mut self.upcast_idxs, 0, part(&rep, nthreads, rep.len())?)?;
         Ok(out)
     }
 
@@ -231,6 +227,22 @@ impl Lin {
             .map(|(z, a)| UOp::phi(a, &UOp::gep(&wmmas[z / sz[2]], z % sz[2], tc.dtype_out)))
             .collect())
     }
+}
+
+/// `xs[a..b]`, or an error when the tensor core's alias table is shorter.
+fn part(xs: &[Node], a: usize, b: usize) -> Result<&[Node]> {
+    xs.get(a..b)
+        .ok_or_else(|| Error::Codegen(format!("tensor core: aliases {a}..{b} of {}", xs.len())))
+}
+
+/// Overwrite `dst[at..]` with `src`.
+fn put(dst: &mut [Node], at: usize, src: &[Node]) -> Result<()> {
+    let n = dst.len();
+    let Some(d) = dst.get_mut(at..at + src.len()) else {
+        bail!(Codegen, "tensor core: {} indices at {at} of {n}", src.len());
+    };
+    d.clone_from_slice(src);
+    Ok(())
 }
 
 /// Every index combination of dims of `sizes`, the first varying fastest (one empty combination
