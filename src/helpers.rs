@@ -80,6 +80,18 @@ impl Context {
         Context { n: vars.len() }
     }
 
+    /// Every override active on this thread, outermost first: hand it to
+    /// [`Context::with_snapshot`] on a worker thread so the worker sees the caller's knobs.
+    pub fn snapshot() -> Vec<(String, String)> {
+        OVERRIDES.with(|o| o.borrow().clone())
+    }
+
+    /// Apply the overrides of a [`Context::snapshot`] (taken on another thread) to this thread.
+    pub fn with_snapshot(vars: &[(String, String)]) -> Context {
+        OVERRIDES.with(|o| o.borrow_mut().extend(vars.iter().cloned()));
+        Context { n: vars.len() }
+    }
+
     /// Override string-valued knobs (device names, paths).
     pub fn with_str(vars: &[(&str, &str)]) -> Context {
         OVERRIDES.with(|o| {
@@ -340,5 +352,19 @@ mod tests {
             assert_eq!(getenv("RAWGRAD_TEST_KNOB_X", 7), 3);
         }
         assert_eq!(getenv("RAWGRAD_TEST_KNOB_X", 7), 7);
+    }
+
+    #[test]
+    fn snapshots_carry_overrides_to_other_threads() {
+        let _g = Context::new(&[("RAWGRAD_TEST_KNOB_Y", 3)]);
+        let snap = Context::snapshot();
+        let seen = std::thread::spawn(move || {
+            let before = getenv("RAWGRAD_TEST_KNOB_Y", 7);
+            let _c = Context::with_snapshot(&snap);
+            (before, getenv("RAWGRAD_TEST_KNOB_Y", 7))
+        })
+        .join()
+        .unwrap();
+        assert_eq!(seen, (7, 3));
     }
 }

@@ -358,6 +358,27 @@ impl Kernel {
         c
     }
 
+    /// tinygrad's `colored_shape(pad, dense)`: each dim of `full_shape` in its axis color, joined
+    /// by spaces (ints right-aligned to 4 characters unless `dense`), padded with spaces to `pad`
+    /// visible characters.
+    pub fn colored_shape(&self, pad: Option<usize>, dense: bool) -> String {
+        let dims: Vec<String> = (self.full_shape().iter().zip(self.colors()))
+            .map(|(s, c)| {
+                let text = match s.as_int() {
+                    Some(v) if !dense => format!("{v:4}"),
+                    _ => format!("{s:?}"),
+                };
+                crate::helpers::colored(&text, Some(c))
+            })
+            .collect();
+        let mut ret = dims.join(" ");
+        if let Some(pad) = pad {
+            let n = crate::helpers::ansilen(&ret);
+            ret.push_str(&" ".repeat(pad.saturating_sub(n)));
+        }
+        ret
+    }
+
     /// The name before deduplication: "r" (has a reduce), "C" (buffer ops only) or "E", the
     /// output count when more than one, then the full shape joined by "_".
     pub fn base_name(&self) -> String {

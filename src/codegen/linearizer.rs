@@ -47,12 +47,25 @@ pub(crate) struct Lin {
 impl Kernel {
     /// Lower the kernel with its applied opts to UOps (kept until the opts change).
     pub fn linearize(&mut self) -> Result<&Linearized> {
-        let fresh = self
-            .linearized
-            .as_ref()
-            .is_some_and(|l| l.applied_opts == self.applied_opts);
+        self.linearize_with_name(None)
+    }
+
+    /// [`Kernel::linearize`] under the name `name`, leaving the process-wide name counter alone
+    /// (BEAM's candidates: rendered under names of their own, never run by the engine).
+    pub fn linearize_as(&mut self, name: &str) -> Result<&Linearized> {
+        self.linearize_with_name(Some(name))
+    }
+
+    fn linearize_with_name(&mut self, name: Option<&str>) -> Result<&Linearized> {
+        let fresh = self.linearized.as_ref().is_some_and(|l| {
+            l.applied_opts == self.applied_opts && name.map_or(true, |n| n == l.name)
+        });
         if !fresh {
-            let out = Lin::new(self.clone()).run()?;
+            let name = match name {
+                Some(n) => n.to_string(),
+                None => dedup_kernel_name(&self.base_name()),
+            };
+            let out = Lin::new(self.clone()).run(name)?;
             self.linearized = Some(out);
         }
         self.linearized
@@ -90,9 +103,8 @@ impl Lin {
         }
     }
 
-    fn run(mut self) -> Result<Linearized> {
+    fn run(mut self, name: String) -> Result<Linearized> {
         self.define_buffers()?;
-        let name = dedup_kernel_name(&self.k.base_name());
         let (global_size, local_size) = self.define_indexes()?;
         let aliases = self.index_local_aliases(&self.reduce_idxs()?)?;
         let mut loaded: Values = HashMap::new();

@@ -12,7 +12,8 @@
 //!
 //! Built on these: [`allocator`] (host memory, the LRU cache), [`buffer`] (tinygrad's `Buffer`),
 //! [`registry`] (device names, families, `DEFAULT`, the [`Compiled`] record, the built-in families
-//! of `builtin.rs`) and [`compiler`] (the on-disk compile cache).
+//! of `builtin.rs`), [`compiler`] (the on-disk compile cache) and [`diskcache`] (tinygrad's
+//! `diskcache_get`/`diskcache_put`).
 //!
 //! Not guaranteed: a `RawBuf` does not free its memory when dropped; the owning `Buffer` returns it
 //! to its allocator.
@@ -21,6 +22,7 @@ pub mod allocator;
 pub mod buffer;
 mod builtin;
 pub mod compiler;
+pub mod diskcache;
 pub mod registry;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -107,6 +109,12 @@ pub trait Compiler: Send + Sync {
     fn cache_key(&self) -> Option<String>;
     /// Compile `src` to a binary.
     fn compile(&self, src: &str) -> Result<Vec<u8>>;
+    /// Whether sources of distinct kernels joined by newlines compile to one binary that holds
+    /// each of them (C does; LLVM IR modules do not). BEAM then compiles a batch of candidates in
+    /// one compiler run.
+    fn joins_sources(&self) -> bool {
+        false
+    }
 }
 
 /// Launch dims: (x, y, z).
@@ -125,6 +133,23 @@ pub trait Program: Send + Sync {
         local: Option<LaunchDims>,
         wait: bool,
     ) -> Result<Option<f64>>;
+
+    /// A test-size run for BEAM on devices without launch dims: the kernel's split outer loop is
+    /// cut into `fraction` times as many shares as [`Program::call`] with `global` would use, and
+    /// only the first shares (one per thread `call` would use) run. Blocks until they finished;
+    /// returns (seconds, shares run, shares in all). Devices that cannot run part of a kernel say so.
+    fn call_part(
+        &self,
+        bufs: &[RawBuf],
+        vals: &[i64],
+        global: LaunchDims,
+        fraction: usize,
+    ) -> Result<(f64, usize, usize)> {
+        let _ = (bufs, vals, global, fraction);
+        Err(crate::Error::Device(
+            "this device cannot run part of a kernel".into(),
+        ))
+    }
 }
 
 /// Loads binaries of one device as programs (tinygrad's runtime class, `ClangProgram(name, lib)`).

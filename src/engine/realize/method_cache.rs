@@ -8,7 +8,8 @@
 //!
 //! The optimizer step of `get_kernel` (0.9.1's `get_linearizer`): the renderer's required opts,
 //! then, unless `NOOPT=1`, tensor cores where one matches or else the hand-coded heuristics
-//! (`Kernel::apply_default_opts`). BEAM plugs in here when the engine provides it.
+//! (`Kernel::apply_default_opts`); then at `BEAM>=1` BEAM search (`engine/search.rs`
+//! `beam_kernel`: the search from the required opts, compared with the heuristic kernel).
 //!
 //! Counters for tests: [`compiles_on_this_thread`] (binaries built, i.e. `compile_cached` calls)
 //! and [`programs_built_on_this_thread`] (kernels linearized and rendered).
@@ -86,7 +87,10 @@ pub fn get_kernel(renderer: &dyn Renderer, ast: &[LazyOp]) -> Result<Kernel> {
     let mut k = Kernel::new(ast, renderer.opts())?;
     k.required_optimizations()?;
     if getenv("NOOPT", 0) == 0 {
-        k.apply_default_opts()?;
+        let used_tc = k.apply_default_opts()?;
+        if getenv("BEAM", 0) >= 1 {
+            k = crate::engine::search::beam_kernel(renderer, ast, k, used_tc)?;
+        }
     }
     Ok(k)
 }

@@ -15,18 +15,18 @@
 //! time a runner reports with `wait` is host wall time around the call.
 
 use std::any::Any;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crate::codegen::program::ProgramSpec;
 use crate::codegen::uops::{UArg, UOp, UOps};
 use crate::device::registry::{device_family, open_device, Compiled};
-use crate::device::{compile_cached, BufferRef, LaunchDims, Program, RawBuf};
+use crate::device::{compile_cached, Buffer, BufferRef, LaunchDims, Program, RawBuf};
 use crate::dtype::ConstValue;
 use crate::helpers::colored;
 use crate::ops::CustomOp as CustomFnOp;
 use crate::renderer::cstyle::split_range;
-use crate::shape::{sym_infer, Node, VarVals};
+use crate::shape::{all_int, sym_infer, Node, VarVals};
 use crate::{ensure, Error, Result};
 
 use super::debug::debug_print;
@@ -89,6 +89,9 @@ pub struct CompiledRunner {
     /// the kernel does not use).
     slots: Option<Vec<Option<usize>>>,
     split: CpuSplit,
+    /// (global, local) chosen by `optimize_local_size` for a program with a global size and no
+    /// local size (tinygrad rewrites its Program the same way on the first run).
+    tuned: OnceLock<(LaunchDims, LaunchDims)>,
 }
 
 impl CompiledRunner {
@@ -141,6 +144,7 @@ impl CompiledRunner {
             prg,
             slots,
             split,
+            tuned: OnceLock::new(),
         })
     }
 
@@ -164,12 +168,42 @@ impl CompiledRunner {
             .collect()
     }
 
-    /// `[n, 1, 1]` for a CPU kernel: the cores worth using (see the module doc).
-    fn cpu_dims(&self, var_vals: &VarVals) -> Result<Option<LaunchDims>> {
-        let (start, end) = match &self.split {
-            CpuSplit::NotCpu => return Ok(None),
-            CpuSplit::Single => return Ok(Some([1, 1, 1])),
-            CpuSplit::Loop(s, e) => (s, e),
+    /// The launch dims `optimize_local_size` picks for global size `g` (once per runner); an output
+    /// that is also an input gets a scratch copy for the trials.
+    fn tune_local_size(
+        &self,
+        g: LaunchDims,
+        bufs: &[BufferRef],
+        vals: &[i64],
+    ) -> Result<(LaunchDims, LaunchDims)> {
+        if let Some(t) = self.tuned.get() {
+            return Ok(*t);
+        }
+        let mut trial: Vec<BufferRef> = bufs.to_vec();
+        if let Some(first) = bufs.first() {
+            if bufs[1..].contains(first) {
+                let scratch = Buffer::new(
+                    first.device(),
+                    first.size(),
+                    first.dtype(),
+                    *first.options(),
+                );
+                scratch.ensure_allocated()?;
+                trial[0] = scratch;
+            }
+        }
+        let raws = self.raw_args(&trial)?;
+        let l = crate::engine::search::optimize_local_size(&*self.prg, g, &raws, vals)
+            .map_err(|e| with_kernel(e, &self.p.name, "choosing a local size for"))?;
+        let t = ([g[0] / l[0], g[1] / l[1], g[2] / l[2]], l);
+        Ok(*self.tuned.get_or_init(|| t))
+    }
+
+    /// The extent of the split outer loop for these variable values (`None` when the kernel has
+    /// no split loop or a bound is unknown).
+    fn split_extent(&self, var_vals: &VarVals) -> Option<i64> {
+        let CpuSplit::Loop(start, end) = &self.split else {
+            return None;
         };
         let value = |b: &Bound| -> Option<i64> {
             match b {
@@ -181,14 +215,66 @@ impl CompiledRunner {
                 Bound::Unknown => None,
             }
         };
-        let (Some(s), Some(e)) = (value(start), value(end)) else {
+        Some(value(end)? - value(start)?)
+    }
+
+    /// The estimated work (flops + bytes) of one run.
+    fn work(&self, var_vals: &VarVals) -> Result<i64> {
+        Ok(sym_infer(&self.base.op_estimate, var_vals)?
+            .saturating_add(sym_infer(&self.base.mem_estimate, var_vals)?))
+    }
+
+    /// `[n, 1, 1]` for a CPU kernel: the cores worth using (see the module doc).
+    fn cpu_dims(&self, var_vals: &VarVals) -> Result<Option<LaunchDims>> {
+        match &self.split {
+            CpuSplit::NotCpu => return Ok(None),
+            CpuSplit::Single => return Ok(Some([1, 1, 1])),
+            CpuSplit::Loop(..) => {}
+        }
+        let Some(extent) = self.split_extent(var_vals) else {
             return Ok(None);
         };
-        let work = sym_infer(&self.base.op_estimate, var_vals)?
-            .saturating_add(sym_infer(&self.base.mem_estimate, var_vals)?);
-        let cap = (work / MIN_WORK_PER_CORE).max(1);
-        let n = (e - s).clamp(1, cap);
+        let cap = (self.work(var_vals)? / MIN_WORK_PER_CORE).max(1);
+        let n = extent.clamp(1, cap);
         Ok(Some([usize::try_from(n).unwrap_or(1), 1, 1]))
+    }
+
+    /// Run once and time it; on a device without launch dims whose outer loop is split across
+    /// cores, only about `1/f` of that loop runs, `f` chosen so the timed work is near
+    /// `max_work` (BEAM's test size on CPU devices; beyond tinygrad 0.9.1, which times CPU
+    /// kernels whole), and the time is scaled to the whole loop.
+    pub fn time_test_size(
+        &self,
+        bufs: &[BufferRef],
+        var_vals: &VarVals,
+        max_work: i64,
+    ) -> Result<f64> {
+        let whole = |r: &Self| -> Result<f64> {
+            r.exec(bufs, var_vals, true)?.ok_or_else(|| {
+                Error::Runtime(format!("kernel {}: the device did not time it", r.p.name))
+            })
+        };
+        let (Some(extent), Some(global)) = (self.split_extent(var_vals), self.cpu_dims(var_vals)?)
+        else {
+            return whole(self);
+        };
+        let threads = global[0].max(1) as i64;
+        let f = (self.work(var_vals)? / max_work.max(1)).clamp(1, (extent / threads).max(1));
+        if f <= 1 {
+            return whole(self);
+        }
+        let raws = self.raw_args(bufs)?;
+        let vals = self.p.var_values(var_vals)?;
+        let (t, ran, of) = self
+            .prg
+            .call_part(&raws, &vals, global, f as usize)
+            .map_err(|e| with_kernel(e, &self.p.name, "running part of"))?;
+        // shares 0..ran of `of` cover iterations [0, extent*ran/of) of the loop
+        let iters = extent.saturating_mul(ran as i64) / (of as i64).max(1);
+        if iters <= 0 {
+            return whole(self);
+        }
+        Ok(t * extent as f64 / iters as f64)
     }
 }
 
@@ -224,11 +310,16 @@ impl Runner for CompiledRunner {
                 e.message()
             ))
         };
-        let (mut global, local) = self.p.launch_dims(var_vals).map_err(dims)?;
+        let (mut global, mut local) = self.p.launch_dims(var_vals).map_err(dims)?;
         if global.is_none() {
             global = self.cpu_dims(var_vals).map_err(dims)?;
         }
         let raws = self.raw_args(bufs)?;
+        let tunable = self.p.global_size.as_ref().is_some_and(|g| all_int(g));
+        if let (Some(g), None, true) = (global, local, tunable) {
+            let (g, l) = self.tune_local_size(g, bufs, &vals)?;
+            (global, local) = (Some(g), Some(l));
+        }
         self.prg
             .call(&raws, &vals, global, local, wait)
             .map_err(|e| with_kernel(e, &self.p.name, "running"))

@@ -108,6 +108,10 @@ impl Compiler for ClangCompiler {
         Some(format!("compile_clang_{} {}", self.name, CFLAGS.join(" ")))
     }
 
+    fn joins_sources(&self) -> bool {
+        true
+    }
+
     fn compile(&self, src: &str) -> Result<Vec<u8>> {
         let out = TempPath::new("clang", ".so");
         let mut args: Vec<&OsStr> = CFLAGS.iter().map(OsStr::new).collect();
@@ -237,9 +241,30 @@ impl Program for ClangProgram {
         if ncores <= 1 {
             self.kernel.call(&addrs, &ivals, 0, 1)?;
         } else {
-            pool::run_split(&self.kernel, addrs, ivals, ncores)?;
+            pool::run_split(&self.kernel, addrs, ivals, ncores, ncores)?;
         }
         Ok(wait.then(|| start.elapsed().as_secs_f64()))
+    }
+
+    fn call_part(
+        &self,
+        bufs: &[RawBuf],
+        vals: &[i64],
+        global: LaunchDims,
+        fraction: usize,
+    ) -> Result<(f64, usize, usize)> {
+        let addrs = self.addresses(bufs)?;
+        let ivals = self.int_vals(vals)?;
+        let parts = clang_threads(Some(global));
+        let of = parts.checked_mul(fraction.max(1)).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "kernel {}: {fraction} is too many shares",
+                self.name
+            ))
+        })?;
+        let start = Instant::now();
+        pool::run_split(&self.kernel, addrs, ivals, parts, of)?;
+        Ok((start.elapsed().as_secs_f64(), parts, of))
     }
 }
 

@@ -120,27 +120,35 @@ pub(super) fn max_cores() -> usize {
     pool().workers + 1
 }
 
-/// Run `kernel` split into `ncores` shares and wait for all of them.
+/// Run shares `0..parts` of `kernel` split into `ncores` shares (all of them when `parts ==
+/// ncores`) and wait for them.
 pub(super) fn run_split(
     kernel: &Arc<KernelFn>,
     addrs: Vec<u64>,
     vals: Vec<i32>,
+    parts: usize,
     ncores: usize,
 ) -> Result<()> {
     let n = i32::try_from(ncores)
         .map_err(|_| Error::InvalidArgument(format!("{ncores} kernel shares are too many")))?;
+    if parts == 0 || parts > ncores {
+        return Err(Error::InvalidArgument(format!(
+            "run {parts} of {ncores} kernel shares"
+        )));
+    }
+    let parts = parts as i32;
     let job = Arc::new(Job {
         kernel: Arc::clone(kernel),
         addrs,
         vals,
         ncores: n,
-        remaining: AtomicUsize::new(ncores - 1),
+        remaining: AtomicUsize::new(parts as usize - 1),
         error: Mutex::new(None),
         finished: Mutex::new(false),
         done: Condvar::new(),
     });
     let pool = pool();
-    for core in 1..n {
+    for core in 1..parts {
         // Without workers (none could be started) the shares run here, in order.
         if pool.workers == 0 {
             job.run_share(core);
