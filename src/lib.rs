@@ -27,7 +27,9 @@ pub mod tensor;
 
 pub use dtype::{dtypes, ConstValue, DType};
 pub use error::{Error, Result};
-pub use tensor::{Axis, Index, Operand, Tensor};
+pub use tensor::{
+    nn, ArangeArgs, Axis, ConvArgs, HostArray, Index, Operand, PoolArgs, Tensor, TensorData,
+};
 
 /// The README's code blocks, compiled and run as doctests so the front page cannot rot.
 #[cfg(doctest)]
