@@ -267,7 +267,9 @@ impl Forward for Embedding {
         let nd = big.len();
         big.extend([self.vocab_sz, self.embed_sz]);
         if idx.numel() == 0 {
-            return Tensor::empty_on(&big, self.weight.dtype(), &self.weight.device());
+            let mut shape = idx.shape();
+            shape.push(self.embed_sz);
+            return Tensor::empty_on(&shape, self.weight.dtype(), &self.weight.device());
         }
         let ones = |tail: [usize; 2]| -> Vec<isize> {
             let mut v = vec![1isize; nd];

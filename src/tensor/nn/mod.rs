@@ -28,7 +28,10 @@ pub use norm::{
     BatchNorm, BatchNorm1d, BatchNorm2d, GroupNorm, InstanceNorm, LayerNorm, LayerNorm2d,
 };
 pub use optim::{LambArgs, LarsArgs, Optimizer, OptimizerGroup, LAMB, LARS};
-pub use state::{get_parameters, get_state_dict, load_state_dict, safe_load, safe_save};
+pub use state::{
+    get_parameters, get_state_dict, load_state_dict, safe_load, safe_load_bytes,
+    safe_load_with_metadata, safe_save,
+};
 
 /// Something that maps a tensor to a tensor: tinygrad's `__call__` on a layer, or any closure.
 pub trait Forward {

@@ -120,13 +120,20 @@ pub fn safe_load_with_metadata(
 ) -> Result<(IndexMap<String, Tensor>, IndexMap<String, String>)> {
     let path = path.as_ref();
     let map = MappedFile::open(path)?;
-    let file = map.bytes();
-    let header = parse_header(file).map_err(|e| e.with_context(&path.display().to_string()))?;
+    safe_load_bytes(map.bytes(), device).map_err(|e| e.with_context(&path.display().to_string()))
+}
+
+/// `safe_load` of a whole safetensors file held in memory, onto `device`, with its metadata.
+pub fn safe_load_bytes(
+    file: &[u8],
+    device: &str,
+) -> Result<(IndexMap<String, Tensor>, IndexMap<String, String>)> {
+    let header = parse_header(file)?;
     let data = &file[header.data_start..];
     let mut out = IndexMap::with_capacity(header.tensors.len());
     for (name, e) in &header.tensors {
         let t = from_le_bytes(&data[e.begin..e.end], e.dtype, &e.shape, device)
-            .map_err(|err| err.with_context(&format!("{}: tensor {name:?}", path.display())))?;
+            .map_err(|err| err.with_context(&format!("tensor {name:?}")))?;
         out.insert(name.clone(), t);
     }
     Ok((out, header.metadata))
