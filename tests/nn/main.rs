@@ -11,6 +11,7 @@ mod layers;
 mod methods;
 mod optim;
 mod state;
+#[rustfmt::skip]
 mod values;
 
 use rawgrad::{Result, Tensor};

@@ -250,7 +250,7 @@ fn setitem_writes_slices_and_tensor_indices() {
             [5, -2, 5, 7, 0, 0, 0, 8, 8, -3, 10, 9],
             "{dev}: the last write wins"
         );
-        let f = Tensor::zeros(&[2, 3]).unwrap().contiguous().unwrap();
+        let f = Tensor::from_vec(vec![0f32; 6], &[2, 3]).unwrap();
         f.setitem(
             &[
                 I::Ellipsis,
