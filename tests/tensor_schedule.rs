@@ -260,7 +260,7 @@ fn resnet_block() {
             .unwrap()
             .rsqrt()
             .unwrap();
-        x.batchnorm(Some(&w), Some(&b), &rm, &invstd, &[1]).unwrap()
+        x.batchnorm(Some(&w), Some(&b), &rm, &invstd, [1]).unwrap()
     };
     let (w1, w2) = (realized(&[64, 64, 3, 3]), realized(&[64, 64, 3, 3]));
     let x = empty(&[1, 64, 32, 32]);

@@ -10,7 +10,8 @@ use super::{arr, check_case, err, f64s, on, DEVICES};
 
 #[test]
 fn einsum_matches_reference() {
-    let cases: [(&str, Vec<(Vec<usize>, usize)>, &[f64], Vec<&[f64]>); 4] = [
+    type Case<'a> = (&'a str, Vec<(Vec<usize>, usize)>, &'a [f64], Vec<&'a [f64]>);
+    let cases: [Case; 4] = [
         (
             "ij,jk->ik",
             vec![(vec![3, 4], 38), (vec![4, 5], 39)],
@@ -232,7 +233,7 @@ fn setitem_writes_slices_and_tensor_indices() {
         t.setitem(&[I::Int(1)], 0i64).unwrap();
         t.setitem(
             &[I::all(), I::Slice(Some(-1), None, None)],
-            &Tensor::from_vec(vec![7i32, 8, 9], &[3, 1]).unwrap(),
+            Tensor::from_vec(vec![7i32, 8, 9], &[3, 1]).unwrap(),
         )
         .unwrap();
         t.setitem(&[I::Int(0), I::Slice(None, None, Some(2))], 5.5)
@@ -272,7 +273,7 @@ fn setitem_writes_slices_and_tensor_indices() {
             e.contains("setitem: a tensor index is out of bounds for shape (3, 4)"),
             "{e}"
         );
-        let e = err(t.setitem(&[I::Int(0)], &Tensor::zeros(&[3]).unwrap()));
+        let e = err(t.setitem(&[I::Int(0)], Tensor::zeros(&[3]).unwrap()));
         assert!(
             e.contains("setitem: broadcast_to: cannot broadcast from shape=(3,) to shape=(4,)"),
             "{e}"
@@ -298,7 +299,7 @@ fn in_place_operators_assign() {
         let same = t.clone();
         t.iadd(1i64)
             .unwrap()
-            .imul(&Tensor::from_vec(vec![2.0f32, 3.0, 4.0], &[3]).unwrap())
+            .imul(Tensor::from_vec(vec![2.0f32, 3.0, 4.0], &[3]).unwrap())
             .unwrap();
         t.isub(1.0)
             .unwrap()

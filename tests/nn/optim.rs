@@ -128,7 +128,7 @@ fn run_steps(w: &Tensor, opt: &dyn Optimizer) {
         let loss = a
             .mul(w)
             .unwrap()
-            .add(&c.mul(w).unwrap().mul(w).unwrap())
+            .add(c.mul(w).unwrap().mul(w).unwrap())
             .unwrap()
             .sum()
             .unwrap();
@@ -170,7 +170,7 @@ fn lars_and_sgd_states_match_reference() {
         let _d = on(dev);
         for (name, args, want_w, want_b) in &cases {
             let w = arr(&[2, 3], 47).realize().unwrap();
-            let opt = LARS::new(&[w.clone()], args.clone()).unwrap();
+            let opt = LARS::new(std::slice::from_ref(&w), args.clone()).unwrap();
             run_steps(&w, &opt);
             assert_close(&f64s(&w), want_w, 1e-6, 1e-5, &format!("{name} w on {dev}"));
             if args.momentum != 0.0 {
@@ -214,7 +214,7 @@ fn lamb_and_adam_states_match_reference() {
         let _d = on(dev);
         for (name, args, [ww, wm, wv, wbt]) in &cases {
             let w = arr(&[2, 3], 47).realize().unwrap();
-            let opt = LAMB::new(&[w.clone()], args.clone()).unwrap();
+            let opt = LAMB::new(std::slice::from_ref(&w), args.clone()).unwrap();
             run_steps(&w, &opt);
             assert_close(&f64s(&w), ww, 1e-6, 1e-5, &format!("{name} w on {dev}"));
             assert_close(
@@ -245,8 +245,8 @@ fn group_steps_every_optimizer_and_errors_are_named() {
         arr(&[2, 3], 47).realize().unwrap(),
     );
     let group = OptimizerGroup::new(vec![
-        Box::new(LARS::new(&[w1.clone()], LarsArgs::sgd(0.1)).unwrap()),
-        Box::new(LAMB::new(&[w2.clone()], LambArgs::adam(0.01)).unwrap()),
+        Box::new(LARS::new(std::slice::from_ref(&w1), LarsArgs::sgd(0.1)).unwrap()),
+        Box::new(LAMB::new(std::slice::from_ref(&w2), LambArgs::adam(0.01)).unwrap()),
     ]);
     assert_eq!(group.params().len(), 2);
     let a = arr(&[2, 3], 48);
@@ -258,12 +258,12 @@ fn group_steps_every_optimizer_and_errors_are_named() {
             let f = |w: &Tensor| {
                 a.mul(w)
                     .unwrap()
-                    .add(&c.mul(w).unwrap().mul(w).unwrap())
+                    .add(c.mul(w).unwrap().mul(w).unwrap())
                     .unwrap()
                     .sum()
                     .unwrap()
             };
-            f(&w1).add(&f(&w2)).unwrap().backward().unwrap();
+            f(&w1).add(f(&w2)).unwrap().backward().unwrap();
             group.step().unwrap();
         }
     }
@@ -274,7 +274,7 @@ fn group_steps_every_optimizer_and_errors_are_named() {
     let frozen = Tensor::zeros(&[2]).unwrap().requires_grad_(false);
     assert!(err(sgd(&[frozen], 0.1).map(|_| ())).contains("at least one param"));
     let w = arr(&[2], 1).realize().unwrap();
-    let opt = sgd(&[w.clone()], 0.1).unwrap();
+    let opt = sgd(std::slice::from_ref(&w), 0.1).unwrap();
     assert_eq!(
         w.requires_grad(),
         Some(true),
