@@ -437,6 +437,28 @@ impl Tensor {
         }
     }
 
+    /// conv_transpose2d's strides: `s - 1` zeros after each spatial element, none after the
+    /// last (reshape to (k, 1), pad to (k, s), reshape to k*s, shrink to k*s - (s-1)).
+    fn spread(&self, stride: &[usize]) -> Result<Tensor> {
+        if stride.iter().all(|&s| s <= 1) {
+            return Ok(self.clone());
+        }
+        let xs = self.shape();
+        let sp = &xs[2..];
+        let mut s1: Vec<usize> = xs[..2].to_vec();
+        s1.extend(sp.iter().flat_map(|&k| [k, 1]));
+        let mut pad: Vec<Option<(usize, usize)>> = vec![None, None];
+        pad.extend(stride.iter().flat_map(|&s| [None, Some((0, s - 1))]));
+        let mut s2: Vec<usize> = xs[..2].to_vec();
+        s2.extend(sp.iter().zip(stride).map(|(&k, &s)| k * s));
+        let mut sh: Vec<Option<(usize, usize)>> = vec![None, None];
+        sh.extend((s2[2..].iter().zip(stride)).map(|(&k, &s)| Some((0, k.saturating_sub(s - 1)))));
+        self.reshape_sints(&to_sints(&s1))?
+            .pad(&pad)?
+            .reshape_sints(&to_sints(&s2))?
+            .shrink(&sh)
+    }
+
     /// tinygrad's `conv_transpose2d` with the default arguments.
     pub fn conv_transpose2d(&self, weight: &Tensor, bias: Option<&Tensor>) -> Result<Tensor> {
         self.conv_transpose2d_with(weight, bias, &ConvArgs::default())
@@ -484,27 +506,7 @@ impl Tensor {
             .transpose(1, 2)?
             .flip(&flips)?
             .flatten(0, 1)?;
-        let mut x = self.clone();
-        if stride.iter().any(|&s| s > 1) {
-            let sp = &xs[2..];
-            let mut s1: Vec<usize> = xs[..2].to_vec();
-            s1.extend(sp.iter().flat_map(|&k| [k, 1]));
-            x = x.reshape_sints(&to_sints(&s1))?;
-            let mut pad: Vec<Option<(usize, usize)>> = vec![None, None];
-            pad.extend(stride.iter().flat_map(|&s| [None, Some((0, s - 1))]));
-            x = x.pad(&pad)?;
-            let mut s2: Vec<usize> = xs[..2].to_vec();
-            s2.extend(sp.iter().zip(&stride).map(|(&k, &s)| k * s));
-            x = x.reshape_sints(&to_sints(&s2))?;
-            let mut sh: Vec<Option<(usize, usize)>> = vec![None, None];
-            sh.extend(
-                s2[2..]
-                    .iter()
-                    .zip(&stride)
-                    .map(|(&k, &s)| Some((0, k.saturating_sub(s - 1)))),
-            );
-            x = x.shrink(&sh)?;
-        }
+        let x = self.spread(&stride)?;
         let mut pads = Vec::with_capacity(2 * n);
         for j in (0..n).rev() {
             let base = ((hw[j] - 1) * dilation[j]) as isize - padding[j] as isize;

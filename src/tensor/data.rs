@@ -114,7 +114,21 @@ impl TensorData {
 
     /// The number of elements.
     pub fn len(&self) -> usize {
-        self.to_f64().len()
+        match self {
+            TensorData::Bool(v) => v.len(),
+            TensorData::I8(v) => v.len(),
+            TensorData::U8(v) => v.len(),
+            TensorData::I16(v) => v.len(),
+            TensorData::U16(v) => v.len(),
+            TensorData::I32(v) => v.len(),
+            TensorData::U32(v) => v.len(),
+            TensorData::I64(v) => v.len(),
+            TensorData::U64(v) => v.len(),
+            TensorData::F16(v) => v.len(),
+            TensorData::BF16(v) => v.len(),
+            TensorData::F32(v) => v.len(),
+            TensorData::F64(v) => v.len(),
+        }
     }
 
     /// Whether there are no elements.
