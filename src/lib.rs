@@ -17,6 +17,7 @@ pub mod engine;
 mod error;
 pub mod hcq;
 pub mod helpers;
+pub(crate) mod json;
 pub mod lazy;
 pub mod ops;
 pub mod renderer;

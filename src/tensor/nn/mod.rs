@@ -11,7 +11,6 @@
 //! Not guaranteed: tinygrad's `Embedding` caches its `arange` as an attribute, which then shows
 //! up in its state dict after the first call; rawgrad's does not.
 
-mod json;
 mod layers;
 mod norm;
 pub mod optim;

@@ -14,8 +14,8 @@
 
 use indexmap::IndexMap;
 
-use super::json::{self, Value};
 use crate::dtype::{dtypes, DType};
+use crate::json::{self, Value};
 use crate::{bail, ensure, Result};
 
 /// The largest header accepted (the reference implementation's limit).

@@ -1,4 +1,4 @@
-//! A strict JSON reader and string writer for safetensors headers: RFC 8259 values, objects
+//! A strict JSON reader and string writer (safetensors headers, profiler traces): RFC 8259 values, objects
 //! kept in file order with duplicate keys refused, nesting limited to [`MAX_DEPTH`], numbers
 //! kept as their text. Errors say what is wrong and at which byte.
 //!
