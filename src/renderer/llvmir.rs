@@ -33,13 +33,17 @@
 //! integer division by a variable is guarded (no trap); float CMPLT is ordered and MAX propagates
 //! NaN; no `"no-nans-fp-math"` attribute.
 //!
-//! Not guaranteed: WMMA (tensor cores) and image dtypes are refused; lists that did not pass
+//! Tensor cores: WMMA UOps become `llvm.amdgcn.wmma.*` calls (gfx11) or inline `mma.sync` PTX
+//! (sm_80+), see `llvmir/wmma.rs`.
+//!
+//! Not guaranteed: image dtypes are refused; lists that did not pass
 //! `type_verify` give an `Error::Codegen` or IR the LLVM verifier refuses.
 
 mod alu;
 mod memory;
 mod types;
 mod walk;
+mod wmma;
 
 use crate::codegen::uops::UOp;
 use crate::driver::llvm::Llvm;
@@ -92,13 +96,14 @@ pub struct LLVMRenderer {
 }
 
 impl LLVMRenderer {
-    /// The CPU flavour (tinygrad's `LLVMRenderer`: no locals, no float4, loops for every dim).
+    /// The CPU flavour (tinygrad's `LLVMRenderer`: no locals, loops for every dim; float4
+    /// grouping on, unlike 0.9.1, so upcasts become vector loads and stores).
     pub fn cpu(opaque_pointers: bool) -> LLVMRenderer {
         LLVMRenderer {
             opts: RendererOpts {
                 device: "LLVM".into(),
                 suffix: "LLVM".into(),
-                supports_float4: false,
+                supports_float4: true,
                 has_local: false,
                 has_shared: false,
                 global_max: None,
@@ -124,7 +129,7 @@ impl LLVMRenderer {
                 global_max: Some([i32::MAX as i64, 65535, 65535]),
                 local_max: Some([1024, 1024, 1024]),
                 shared_max: target.lds_max_bytes as usize,
-                tensor_cores: vec![],
+                tensor_cores: crate::renderer::tensor_cores::amd(target.name),
             },
             flavour: Flavour::Amdgpu { target },
             opaque_pointers,
@@ -146,7 +151,7 @@ impl LLVMRenderer {
                 global_max: Some([i32::MAX as i64, 65535, 65535]),
                 local_max: Some([1024, 1024, 64]),
                 shared_max: 49152,
-                tensor_cores: vec![],
+                tensor_cores: crate::renderer::tensor_cores::ptx(sm),
             },
             flavour: Flavour::Nvptx { sm },
             opaque_pointers,

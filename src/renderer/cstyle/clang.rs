@@ -1,7 +1,7 @@
 //! The CLANG dialect (tinygrad's `ClangRenderer`), for C compiled by gcc 12+ or clang 14+ on the
-//! host: no launch dims (global dims are loops), no locals, no float4 grouping; pointers are
-//! ` restrict` and `const` for inputs; integer MAX is a ternary, float MAX a helper with the
-//! interpreter's NaN and signed-zero rules (`ops::float_max`); bool is `_Bool`.
+//! host: no launch dims (global dims are loops), no locals; pointers are ` restrict` and `const`
+//! for inputs; integer MAX is a ternary, float MAX a helper with the interpreter's NaN and
+//! signed-zero rules (`ops::float_max`); bool is `_Bool`.
 //!
 //! Where rawgrad differs from tinygrad (so the source builds warning-free under both gcc and clang
 //! with `-O2 -Wall`, without `-include tgmath.h`):
@@ -13,8 +13,10 @@
 //! - integer types are spelled in C (`signed char`, `unsigned int`, ...); literals carry the
 //!   suffixes that keep 64-bit and extreme values warning-free.
 //! - bool ADD and MUL are `||` and `&&` (gcc warns about `*` on `_Bool`).
-//! - vector types are `__attribute__((vector_size(N), aligned(scalar)))` typedefs, emitted only when
-//!   used; lanes are read with `[i]`.
+//! - float4 grouping is on (0.9.1's CLANG has it off): an upcast dim of 2 or 4 unit-stride float or
+//!   half lanes is one vector load or store. Vector types are
+//!   `__attribute__((vector_size(N), aligned(scalar)))` typedefs (so unaligned addresses are fine),
+//!   emitted only when used; lanes are read with `[i]`.
 //! - multi-core: when the kernel's outermost loop is a non-reduce RANGE that holds every store, it
 //!   runs only the slice `[N*core/ncores, N*(core+1)/ncores)` of its `N` iterations, with `core`
 //!   and `ncores` as two extra trailing parameters. Every kernel also gets the fixed-ABI entry point
@@ -22,8 +24,9 @@
 //!   (DEFINE_GLOBAL index), `vals[j]` the j-th variable in name order; a kernel without a split loop
 //!   runs on core 0 only, and an invalid (core, ncores) pair runs nothing.
 //!
-//! Not guaranteed: vector ALU beyond what the GNU vector extension offers in C (no vector MAX,
-//! comparisons or WHERE), bool and bfloat16 vectors, WMMA and launch indices are refused.
+//! Not guaranteed: vector ALU beyond what the GNU vector extension offers in C (no vector MAX or
+//! comparisons; WHERE only with a scalar condition), bool and bfloat16 vectors, WMMA and launch
+//! indices are refused.
 
 use crate::codegen::uops::UOp;
 use crate::dtype::{ConstValue, DType, Scalar};
@@ -55,7 +58,7 @@ impl ClangRenderer {
             opts: RendererOpts {
                 device: "CLANG".into(),
                 suffix: "CLANG".into(),
-                supports_float4: false,
+                supports_float4: true,
                 has_local: false,
                 has_shared: false,
                 global_max: None,
@@ -202,11 +205,13 @@ impl CStyle for ClangRenderer {
 
     fn code_for_op(&self, op: Op, a: &[String], d: DType, needs: &mut Needs) -> Result<String> {
         let x = a.first().map(String::as_str).unwrap_or("");
+        // WHERE on vectors: only the gated vector load makes one, with a scalar gate (bool
+        // vectors, the only other kind of condition, have no C type here)
         let vector_ok = matches!(
             op,
             Op::Unary(UnaryOps::NEG)
                 | Op::Binary(BinaryOps::ADD | BinaryOps::MUL | BinaryOps::IDIV | BinaryOps::XOR)
-                | Op::Ternary(TernaryOps::MULACC)
+                | Op::Ternary(TernaryOps::MULACC | TernaryOps::WHERE)
         );
         if d.count > 1 && !vector_ok {
             bail!(Codegen, "CLANG: no vector form of {} on {d}", op.name());
