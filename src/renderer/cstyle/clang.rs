@@ -123,8 +123,15 @@ static inline unsigned short rg_float_to_bf16(float f) { unsigned int u; __built
 
 /// Float MAX as the UOp interpreter computes it (`ops::float_max`, IEEE 754-2019 `maximum`): a
 /// NaN operand gives NaN (`a + b`), and +0 is above -0 (equal zeros: `a + b` is -0 only when both
-/// are -0). Instantiated per C type by [`fmax_helper`].
-const FMAX_HELPER: &str = "static inline T rg_fmax_S(T a, T b) { return (a != a || b != b) ? a + b : (a > b ? a : (b > a ? b : (a == 0 ? a + b : a))); }";
+/// are -0). One definition per C type `t`, under an include guard so that several kernels joined
+/// into one C file (a batch compile, a CPU graph) define it once.
+fn fmax_helper_src(t: &str) -> String {
+    let guard = format!("RG_FMAX_{}", t.to_ascii_uppercase());
+    format!(
+        "#ifndef {guard}\n#define {guard}\nstatic inline {t} rg_fmax_{t}({t} a, {t} b) \
+         {{ return (a != a || b != b) ? a + b : (a > b ? a : (b > a ? b : (a == 0 ? a + b : a))); }}\n#endif"
+    )
+}
 
 /// The name of the float MAX helper for `d` (`rg_fmax_` and the C type).
 fn fmax_helper(d: DType) -> &'static str {
@@ -145,7 +152,7 @@ fn preamble(needs: &Needs) -> Vec<String> {
     }
     for h in &needs.helpers {
         if let Some(t) = h.strip_prefix("rg_fmax_") {
-            out.push(FMAX_HELPER.replace('T', t).replace("_S", &format!("_{t}")));
+            out.push(fmax_helper_src(t));
         }
     }
     if needs.bf16 {
