@@ -149,6 +149,34 @@ pub(crate) fn run_schedule(schedule: Vec<ScheduleItem>, var_vals: &VarVals) -> R
     crate::engine::realize::run_schedule(schedule, var_vals)
 }
 
+/// One schedule-and-run at a time in the process. Scheduling marks nodes realized before the
+/// kernels that compute them run, so a graph shared between threads (a `Tensor` sent to another
+/// thread) could otherwise be read by one thread's kernels before another thread's kernels wrote
+/// it. Re-entrant on one thread (a realize reached from inside a realize takes no second lock).
+struct RealizeGuard(Option<std::sync::MutexGuard<'static, ()>>);
+
+thread_local! {
+    static REALIZING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+impl RealizeGuard {
+    fn take() -> RealizeGuard {
+        static ONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+        if REALIZING.with(|r| r.replace(true)) {
+            return RealizeGuard(None);
+        }
+        RealizeGuard(Some(ONE.lock().unwrap_or_else(|e| e.into_inner())))
+    }
+}
+
+impl Drop for RealizeGuard {
+    fn drop(&mut self) {
+        if self.0.is_some() {
+            REALIZING.with(|r| r.set(false));
+        }
+    }
+}
+
 impl Tensor {
     /// The LazyBuffers of `self` and `others`, for the scheduler.
     fn lbs(&self, others: &[&Tensor]) -> Vec<LazyBuffer> {
@@ -161,6 +189,7 @@ impl Tensor {
     /// tinygrad's `schedule_with_vars`: the schedule that realizes `self` and `others` (after
     /// the memory planner) and the values of its bound variables.
     pub fn schedule_with_vars(&self, others: &[&Tensor]) -> Result<(Vec<ScheduleItem>, VarVals)> {
+        let _one = RealizeGuard::take();
         let mut seen = HashSet::new();
         let (sched, var_vals) = create_schedule_with_vars(&self.lbs(others), &mut seen)?;
         Ok((crate::engine::memory::memory_planner(sched)?, var_vals))
@@ -180,6 +209,7 @@ impl Tensor {
 
     /// Compute `self` (and `others`) now; later reads and schedules find them realized.
     pub fn realize_all(&self, others: &[&Tensor]) -> Result<Tensor> {
+        let _one = RealizeGuard::take();
         let (sched, var_vals) = self.schedule_with_vars(others)?;
         run_schedule(sched, &var_vals)?;
         Ok(self.clone())
