@@ -95,11 +95,15 @@ pub struct EmuConfig {
     pub nv_count: usize,
     /// Their chip (`MOCKGPU_NV_ARCH`, default `hopper`; see [`NV_CHIPS`]).
     pub nv_arch: String,
-    /// The emulated NVIDIA driver version (`MOCKGPU_NV_DRIVER`, default `580.142`; `570.86.16`
-    /// for the 570 layouts, `550.54.15` to see clients refuse an unsupported family).
+    /// The emulated NVIDIA driver version (`MOCKGPU_NV_DRIVER`, default `580.142`; a family,
+    /// `570`/`575`/`580`/`590`/`595`, stands for its measured tag; `550` to see clients refuse
+    /// an unsupported family).
     pub nv_driver: String,
     /// Software NVIDIA GPU for each device (`None`: channels accept doorbells and record them).
     pub nv_gpu_factory: Option<NvGpuFactory>,
+    /// Fresh NVIDIA VRAM reads zero, as kernel RM's scrub-on-free leaves it (`MOCKGPU_NV_SCRUB`,
+    /// default 1; 0 models the configurations without scrubbing: fresh VRAM holds garbage).
+    pub nv_scrub: bool,
 }
 
 impl Default for EmuConfig {
@@ -114,6 +118,7 @@ impl Default for EmuConfig {
             nv_arch: "hopper".into(),
             nv_driver: "580.142".into(),
             nv_gpu_factory: None,
+            nv_scrub: true,
         }
     }
 }
@@ -135,6 +140,7 @@ impl EmuConfig {
         if let Some(v) = getenv_str("MOCKGPU_NV_DRIVER").filter(|v| !v.is_empty()) {
             c.nv_driver = v;
         }
+        c.nv_scrub = getenv("MOCKGPU_NV_SCRUB", 1) != 0;
         c
     }
 }
@@ -305,6 +311,7 @@ impl EmuDriver {
             arch: cfg.nv_arch.clone(),
             version: cfg.nv_driver.clone(),
             gpu_factory: cfg.nv_gpu_factory.clone(),
+            scrub: cfg.nv_scrub,
         };
         let nv = nv::EmuNv::new(&nv_cfg, kfd.clone())?;
         Ok(EmuDriver { kfd, nv })

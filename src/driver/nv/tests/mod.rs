@@ -91,8 +91,8 @@ pub(crate) fn pick(classes: &[u32], want: &[u32]) -> Result<u32> {
 /// device/subdevice, class list, usermode page, perf boost, vaspace, UUID and UVM registration.
 pub(crate) fn open_nv(drv: &Arc<dyn Driver>) -> Result<Nv> {
     let ctl = NvCtl::open(drv.clone())?;
-    let uvm = NvUvm::open(drv.clone())?;
-    let uvm_mm = NvUvm::open(drv.clone())?;
+    let uvm = NvUvm::open(drv.clone(), ctl.family())?;
+    let uvm_mm = NvUvm::open(drv.clone(), ctl.family())?;
     let client = ctl.alloc_root_client()?;
     uvm.initialize(0)?;
     uvm_mm.mm_initialize(&uvm)?;
@@ -278,7 +278,7 @@ impl Nv {
     }
 
     /// tinygrad's `_gpu_alloc`: RM memory, CPU mapping at its VA when `cpu` (VRAM through a fresh
-    /// registered GPU node, system memory through the control fd), GPU mapping at the same VA.
+    /// registered GPU node, system memory through a fresh control fd), GPU mapping at the same VA.
     pub(crate) fn alloc(&self, size: u64, vram: bool, cpu: bool) -> Result<NvBuf> {
         let class = if vram {
             NV01_MEMORY_LOCAL_USER
@@ -322,15 +322,17 @@ impl Nv {
                 0,
             )
         } else {
+            // A fresh control fd per mapping: one mapping context per fd for its life.
+            let fd = NvCtlMapFd::open(self.drv.clone())?;
             self.ctl
-                .rm_map_memory(self.client, self.device, handle, 0, size, 0, self.ctl.fd())?;
+                .rm_map_memory(self.client, self.device, handle, 0, size, 0, fd.fd())?;
             Mapping::map(
                 &self.drv,
                 Some(va),
                 size as usize,
                 Prot::RW,
                 flags,
-                Some(self.ctl.fd()),
+                Some(fd.fd()),
                 0,
             )
         }

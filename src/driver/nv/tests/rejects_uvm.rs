@@ -7,7 +7,7 @@ use crate::sys::nv::common::*;
 #[test]
 fn uvm_calls_before_initialize_are_illegal_action() {
     let (drv, emu) = emu_nv("hopper", "580.142");
-    let uvm = NvUvm::open(drv.clone()).unwrap();
+    let uvm = NvUvm::open(drv.clone(), DriverFamily::V580).unwrap();
     let uuid = emu.nv_device(0).unwrap().uuid();
     fails_nv(
         uvm.register_gpu(uuid, -1, 0, 0),
@@ -36,7 +36,7 @@ fn uvm_calls_before_initialize_are_illegal_action() {
         &["unknown UVM_INITIALIZE flags"],
     );
     // MM_INITIALIZE: on a fresh fd, naming an initialized one; the mm fd takes nothing else.
-    let mm = NvUvm::open(drv.clone()).unwrap();
+    let mm = NvUvm::open(drv.clone(), DriverFamily::V580).unwrap();
     fails_nv(
         uvm.mm_initialize(&mm),
         NV_ERR_INVALID_ARGUMENT,
@@ -80,7 +80,7 @@ fn uvm_calls_before_initialize_are_illegal_action() {
 #[test]
 fn register_gpu_needs_a_known_uuid() {
     let (drv, _emu) = emu_nv("hopper", "580.142");
-    let uvm = NvUvm::open(drv.clone()).unwrap();
+    let uvm = NvUvm::open(drv.clone(), DriverFamily::V580).unwrap();
     uvm.initialize(0).unwrap();
     fails_nv(
         uvm.register_gpu([0xAB; 16], -1, 0, 0),
@@ -114,7 +114,7 @@ fn vaspace_and_channel_registration_rules() {
         .ctl
         .alloc_vaspace(nv.client, nv.device, &VaSpaceParams::default())
         .unwrap();
-    let uvm = NvUvm::open(drv.clone()).unwrap();
+    let uvm = NvUvm::open(drv.clone(), DriverFamily::V580).unwrap();
     uvm.initialize(0).unwrap();
     fails_nv(
         uvm.register_gpu_vaspace(nv.uuid, nv.ctl.fd(), nv.client, nv.vaspace),
@@ -330,7 +330,7 @@ fn mapping_permissions_owners_and_teardown() {
     map(base, 2 << 20, 0, &attr, mem).unwrap();
     assert!(dev.translate(base, 8, true).is_ok());
     // Another UVM fd cannot map over it.
-    let other = NvUvm::open(drv.clone()).unwrap();
+    let other = NvUvm::open(drv.clone(), DriverFamily::V580).unwrap();
     other.initialize(0).unwrap();
     other.register_gpu(nv.uuid, -1, 0, 0).unwrap();
     let vs = nv
