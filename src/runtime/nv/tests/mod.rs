@@ -5,8 +5,10 @@
 
 mod bringup;
 mod copies;
+mod driver_facts;
 mod faults;
 mod golden;
+mod hand_goldens;
 mod kernels;
 mod profile;
 mod registry;
