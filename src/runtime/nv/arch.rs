@@ -724,7 +724,7 @@ impl NvArch {
                 .copied()
                 .filter(move |&k| k <= max_kib)
         };
-        let Some(max) = configs().last() else {
+        let Some(max) = configs().next_back() else {
             bail!(
                 InvalidArgument,
                 "NV arch {}: no shared memory carveout up to {max_kib} KiB (carveouts {:?})",

@@ -21,7 +21,7 @@ const WINDOW: u64 = 1 << 30;
 /// GP entries per channel ring (tinygrad: 0x10000; smaller keeps the tests light).
 pub(crate) const ENTRIES: u32 = 0x400;
 /// UVM channel range per channel (tinygrad reserves 64 MiB).
-const CHANNEL_RANGE: u64 = 64 << 20;
+pub(crate) const CHANNEL_RANGE: u64 = 64 << 20;
 
 /// An emulated driver with `cfg`'s NVIDIA part (1 GPU of `arch` on driver `version`).
 pub(crate) fn emu_nv(arch: &str, version: &str) -> (Arc<dyn Driver>, EmuDriver) {
@@ -53,6 +53,8 @@ pub(crate) struct Chan {
     /// Byte offset of the ring in the GPFIFO area; USERD follows the ring.
     pub ring_off: u64,
     pub userd_off: u64,
+    /// The VA span registered with UVM_REGISTER_CHANNEL.
+    pub uvm_base: u64,
 }
 
 /// Everything the bring-up made.
@@ -412,6 +414,7 @@ impl Nv {
             token,
             ring_off,
             userd_off,
+            uvm_base: base,
         })
     }
 

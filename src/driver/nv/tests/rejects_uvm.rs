@@ -365,3 +365,40 @@ fn mapping_permissions_owners_and_teardown() {
         "closing the UVM fd unmapped its ranges"
     );
 }
+
+#[test]
+fn channel_ranges_go_with_unregister_channel_not_free() {
+    // kernel-open/nvidia-uvm/uvm_va_range.c uvm_free frees external (and semaphore-pool, P2P,
+    // SKED-reflected) ranges only: a channel's is NV_ERR_INVALID_ADDRESS. uvm_user_channel.c
+    // uvm_unregister_channel drops it; a channel not registered is NV_ERR_INVALID_CHANNEL.
+    // 580: 24-byte UVM_FREE and 28-byte UNREGISTER_CHANNEL; 595: 16 and 12 bytes.
+    for version in ["580.142", "595.45.04"] {
+        let (drv, _emu) = emu_nv("hopper", version);
+        let nv = open_nv(&drv).unwrap();
+        let q = nv.queues().unwrap();
+        let base = q.compute.uvm_base;
+        fails_nv(
+            nv.uvm.free(base, CHANNEL_RANGE),
+            NV_ERR_INVALID_ADDRESS,
+            &["UVM_FREE", "channel", "UVM_UNREGISTER_CHANNEL drops it"],
+        );
+        nv.uvm
+            .unregister_channel(nv.uuid, nv.client, q.compute.handle)
+            .unwrap();
+        fails_nv(
+            nv.uvm
+                .unregister_channel(nv.uuid, nv.client, q.compute.handle),
+            NV_ERR_INVALID_CHANNEL,
+            &["UVM_UNREGISTER_CHANNEL", "is not registered on this UVM fd"],
+        );
+        // The span is UVM's to hand out again.
+        nv.uvm.create_external_range(base, 0x1000).unwrap();
+        nv.uvm.free(base, 0x1000).unwrap();
+        // The DMA channel's range is still there.
+        fails_nv(
+            nv.uvm.create_external_range(q.dma.uvm_base, 0x1000),
+            NV_ERR_UVM_ADDRESS_IN_USE,
+            &["overlaps"],
+        );
+    }
+}

@@ -5,25 +5,8 @@
 //! not scrub, and local memory sized from LITTER_NUM_SM_PER_TPC.
 
 use super::*;
-use crate::dtype::dtypes;
 use crate::hcq::{HcqBackend, HcqBuffer};
 use crate::runtime::nv::device::local_sizes;
-
-/// A kernel (out = a + b) and a copy work on `dev`.
-fn kernel_and_copy_work(dev: &Arc<NvDevice>, name: &str) {
-    let prg = load(dev, name, &add_uops(1, 16, dtypes::float32));
-    let (a, _) = alloc(dev, 64);
-    let bufs: Vec<RawBuf> = (0..3)
-        .map(|_| a.alloc(64, &BufferOptions::default()).unwrap())
-        .collect();
-    a.copyin(&bufs[1], &f32_bytes(&[1.25; 16])).unwrap();
-    a.copyin(&bufs[2], &f32_bytes(&[2.0; 16])).unwrap();
-    prg.call(&bufs, &[], Some([1, 1, 1]), Some([16, 1, 1]), true)
-        .unwrap();
-    let mut o = vec![0u8; 64];
-    a.copyout(&mut o, &bufs[0]).unwrap();
-    assert_eq!(f32s(&o), vec![3.25f32; 16], "{name}");
-}
 
 /// `reset_queues` on an idle device `n` times: every VA range comes back, nothing is deferred.
 fn resets_keep_the_va_balance(dev: &Arc<NvDevice>, n: usize) {
@@ -65,7 +48,7 @@ fn system_memory_buffers_map_through_fresh_control_fds() {
         );
     }
     // The GPU sees what the CPU wrote: a copy out of system memory.
-    kernel_and_copy_work(&dev, "E_sysmem");
+    run_add(&dev, 2, 16);
 }
 
 #[test]
@@ -81,10 +64,10 @@ fn every_driver_family_brings_up_runs_and_resets() {
         assert_eq!(p.family().name(), family);
         assert_eq!(p.ctl().version(), version);
         let dev = open(&p, 0);
-        kernel_and_copy_work(&dev, &format!("E_{family}"));
+        run_add(&dev, 2, 16);
         // 590+: the 16-byte UVM_FREE and 12-byte UVM_UNREGISTER_CHANNEL.
         resets_keep_the_va_balance(&dev, 2);
-        kernel_and_copy_work(&dev, &format!("E_{family}_after_reset"));
+        run_add(&dev, 2, 16);
     }
 }
 
@@ -95,7 +78,7 @@ fn queue_resets_unregister_the_channels_and_return_their_va() {
     let (dev, emu) = one_gpu();
     resets_keep_the_va_balance(&dev, 3);
     assert_eq!(emu.nv_channels(0).len(), 2, "only the new channels exist");
-    kernel_and_copy_work(&dev, "E_after_resets");
+    run_add(&dev, 2, 16);
 }
 
 #[test]
@@ -118,9 +101,9 @@ fn unscrubbed_vram_gets_its_userd_zeroed_before_the_channels_exist() {
     };
     let v = b.alloc(0x1000, &opts).unwrap();
     assert_eq!(v.cpu().unwrap().read_u32(0x10).unwrap(), 0xA5A5_A5A5);
-    kernel_and_copy_work(&dev, "E_unscrubbed");
+    run_add(&dev, 2, 16);
     resets_keep_the_va_balance(&dev, 1);
-    kernel_and_copy_work(&dev, "E_unscrubbed_after_reset");
+    run_add(&dev, 2, 16);
 }
 
 #[test]
@@ -145,5 +128,5 @@ fn hopper_launches_with_nvk_s_action_by_default() {
     assert!(b.set_pcas_action(PcasAction::PREFETCH).is_err());
     b.set_pcas_action(PcasAction::PREFETCH_SCHEDULE).unwrap();
     assert_eq!(b.pcas_action(), PcasAction::PREFETCH_SCHEDULE);
-    kernel_and_copy_work(&dev, "E_action_9");
+    run_add(&dev, 2, 16);
 }
