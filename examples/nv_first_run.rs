@@ -37,16 +37,17 @@ fn main() -> ExitCode {
                 .iter()
                 .map(|(a, _)| format!("{:#x}", *a as u32))
                 .collect();
+            let va = |(low, high): (u64, u64)| format!("low {low:#x} / GPU-only {high:#x}");
             println!(
-                "[first-run] all steps passed: driver {}, {}; USERD before the first submit {:?}; launch action {:#x} {} (failed before it: [{}]); VA free before/after the reset {:#x?} / {:#x?}",
+                "[first-run] all steps passed: driver {}, {}; USERD (GPGet, GPPut) before the first submit {:?}; launch action {:#x} {} (failed before it: [{}]); VA free before the reset {}, after {}",
                 r.driver,
                 r.gr.describe(),
                 r.first_userd,
                 r.launch_action as u32,
                 r.launch_action.name(),
                 failed.join(", "),
-                r.va_before_reset,
-                r.va_after_reset
+                va(r.va_before_reset),
+                va(r.va_after_reset)
             );
             ExitCode::SUCCESS
         }

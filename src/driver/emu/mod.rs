@@ -25,7 +25,8 @@
 //! The same driver also emulates the NVIDIA kernel driver ([`nv`]): `/dev/nvidiactl`,
 //! `/dev/nvidia<N>`, `/dev/nvidia-uvm` and `/proc/driver/nvidia/version` (knobs
 //! `MOCKGPU_NV_COUNT`, default 1, `MOCKGPU_NV_ARCH`, default `hopper`, `MOCKGPU_NV_DRIVER`,
-//! default `580.142`), so one `EmuDriver` serves both the KFD and the NV paths under `MOCKGPU=1`.
+//! default `580.142`, `MOCKGPU_NV_SCRUB`, default 1), so one `EmuDriver` serves both the KFD and
+//! the NV paths under `MOCKGPU=1`.
 //! Paths, descriptors and mappings route to the emulator that owns them; the process address
 //! space (what was mapped through the driver) is one, shared by both.
 //!

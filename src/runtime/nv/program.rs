@@ -11,6 +11,9 @@
 //! `round_up(block + cbuf0 size, 256)` the QMD with grid, block and cbuf0 filled
 //! ([`NvProgram::qmd_addr`]); the compute queue's exec only sends that address (SEND_PCAS).
 //!
+//! Shared memory: the QMD's MAX_SM_CONFIG_SHARED_MEM_SIZE is the largest carve-out up to
+//! `NV_MAX_SHARED_KIB` (default 100 KiB = 0x1A, the proven value; [`max_shared_kib`]).
+//!
 //! Not guaranteed: dynamic shared memory (none is requested); cubins with several kernels load
 //! the one named like the program.
 
