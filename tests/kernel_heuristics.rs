@@ -132,10 +132,10 @@ fn matvecs() {
 #[test]
 fn reductions() {
     let _d = clang();
-    let sum = |s: &[usize], ax: isize| empty(s).sum(Axis::Dims(vec![ax]), false).unwrap();
+    let sum = |s: &[usize], ax: isize| empty(s).sum_axis(Axis::Dims(vec![ax]), false).unwrap();
     expect(
         "sum 4096",
-        &empty(&[4096]).sum(Axis::All, false).unwrap(),
+        &empty(&[4096]).sum().unwrap(),
         &[
             ("CLANG", &[1024, 4], list(&[un(0, 4)])),
             ("CUDA", &[256, 16], list(&[gt(256)])),
@@ -162,7 +162,9 @@ fn reductions() {
     );
     expect(
         "max 32x64",
-        &empty(&[32, 64]).max(Axis::Dims(vec![1]), false).unwrap(),
+        &empty(&[32, 64])
+            .max_axis(Axis::Dims(vec![1]), false)
+            .unwrap(),
         &[
             ("CLANG", &[32, 16, 4], list(&[un(0, 4)])),
             ("CUDA", &[32, 16, 4], list(&[gt(16)])),
@@ -228,7 +230,7 @@ fn conv2d() {
     let _d = clang();
     let x = empty(&[1, 4, 16, 16]);
     let w = empty(&[8, 4, 3, 3]);
-    let c = x.conv2d(&w, None, 1, &[1], &[1], &[0], None).unwrap();
+    let c = x.conv2d(&w, None).unwrap();
     let cpu = list(&[u(0, 4), un(2, 0), un(1, 0)]);
     let gpu = list(&[u(0, 4), un(2, 0), un(1, 0), l(0, 2), l(0, 2), l(1, 2)]);
     expect(

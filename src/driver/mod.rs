@@ -19,6 +19,7 @@ pub mod api;
 pub mod cuda;
 pub mod dl;
 pub mod emu;
+pub mod filemap;
 pub mod hostmem;
 pub mod kfd;
 pub mod llvm;

@@ -216,21 +216,23 @@ __device__ inline half hlog2(half x) { return half(log2f(x.f())); }
 __device__ inline half hsin(half x) { return half(sinf(x.f())); }
 __device__ inline half hsqrt(half x) { return half(sqrtf(x.f())); }
 __device__ inline half hrcp(half x) { return half(1.0f / x.f()); }
-__device__ inline half __hmax(half a, half b) { float x = a.f(), y = b.f(); return (x != x || y != y) ? half(NAN) : half(fmaxf(x, y)); }";
+__device__ inline half __hmax(half a, half b) { return half(rg_fmax(a.f(), b.f())); }";
 
-const FMAX: &str = "__device__ inline float rg_fmax(float a, float b) { return (a != a || b != b) ? NAN : fmaxf(a, b); }
-__device__ inline double rg_fmax(double a, double b) { return (a != a || b != b) ? (double)NAN : fmax(a, b); }";
+/// `ops::float_max` (NaN propagates, +0 above -0), as the C renderer's helper.
+const FMAX: &str = "__device__ inline float rg_fmax(float a, float b) { return (a != a || b != b) ? a + b : (a > b ? a : (b > a ? b : (a == 0 ? a + b : a))); }
+__device__ inline double rg_fmax(double a, double b) { return (a != a || b != b) ? a + b : (a > b ? a : (b > a ? b : (a == 0 ? a + b : a))); }";
 
 const BF16_HELPERS: &str = "__device__ inline float rg_bf16_to_float(unsigned short x) { return __uint_as_float(((unsigned int)x) << 16); }
 __device__ inline unsigned short rg_float_to_bf16(float f) { unsigned int u = __float_as_uint(f); if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); u += 0x7fffu + ((u >> 16) & 1u); return (unsigned short)(u >> 16); }";
 
 fn preamble(needs: &Needs) -> Vec<String> {
     let mut out = vec![PRELUDE.to_string()];
+    // the half type's __hmax calls rg_fmax
+    if needs.half || needs.helpers.contains("rg_fmax") {
+        out.push(FMAX.to_string());
+    }
     if needs.half {
         out.push(HALF_TYPE.to_string());
-    }
-    if needs.helpers.contains("rg_fmax") {
-        out.push(FMAX.to_string());
     }
     if needs.bf16 {
         out.push(BF16_HELPERS.to_string());
