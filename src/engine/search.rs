@@ -35,8 +35,11 @@
 //! Not guaranteed: times (and so picks) vary from run to run; a timed-out compile is abandoned,
 //! not stopped.
 
+mod cache;
 mod candidates;
+mod local_size;
 mod pool;
+mod progress;
 #[cfg(test)]
 mod tests;
 mod timing;
@@ -46,18 +49,20 @@ use std::time::Instant;
 
 use crate::codegen::kernel::opts::actions;
 use crate::codegen::kernel::{Kernel, KernelBuf, Opt, OptOps};
-use crate::device::diskcache::{diskcache_get, diskcache_put, key_of, VERSION};
 use crate::device::registry::{open_device, Compiled};
-use crate::device::{Buffer, BufferOptions, BufferRef, LaunchDims, Program, RawBuf};
+use crate::device::{Buffer, BufferOptions, BufferRef};
 use crate::engine::realize::debug_print;
-use crate::helpers::{colored, debug, getenv, getenv_str};
+use crate::helpers::{debug, getenv, getenv_str};
 use crate::ops::LazyOp;
 use crate::renderer::Renderer;
 use crate::shape::symbolic::py_gt;
-use crate::shape::Node;
+use crate::shape::{Node, VarVals};
 use crate::{Error, Result};
 
 use candidates::{compile_candidates, Candidate, Seen};
+pub use local_size::optimize_local_size;
+use progress::Progress;
+pub use progress::{progress_line, BeamStats};
 use timing::time_program;
 pub use timing::{get_test_global_size, midpoint_var_vals, TimeOpts, CPU_TEST_WORK};
 
@@ -165,70 +170,6 @@ fn ensure_zeroed(b: &BufferRef) -> Result<()> {
     Ok(())
 }
 
-/// The opts as stored in the disk cache (one `op,axis,amt` line each, `-` for none).
-fn opts_text(opts: &[Opt]) -> String {
-    let f = |x: Option<usize>| x.map_or("-".to_string(), |v| v.to_string());
-    (opts.iter())
-        .map(|o| format!("{:?},{},{}\n", o.op, f(o.axis), f(o.amt)))
-        .collect()
-}
-
-fn parse_opts(text: &[u8]) -> Option<Vec<Opt>> {
-    use OptOps::*;
-    let text = std::str::from_utf8(text).ok()?;
-    let num = |s: &str| -> Option<Option<usize>> {
-        if s == "-" {
-            Some(None)
-        } else {
-            s.parse().ok().map(Some)
-        }
-    };
-    text.lines()
-        .map(|l| {
-            let mut f = l.split(',');
-            let op = match f.next()? {
-                "TC" => TC,
-                "UPCAST" => UPCAST,
-                "UPCASTMID" => UPCASTMID,
-                "UNROLL" => UNROLL,
-                "LOCAL" => LOCAL,
-                "GROUP" => GROUP,
-                "GROUPTOP" => GROUPTOP,
-                "NOLOCALS" => NOLOCALS,
-                "PADTO" => PADTO,
-                _ => return None,
-            };
-            let (axis, amt) = (num(f.next()?)?, num(f.next()?)?);
-            Some(Opt { op, axis, amt })
-        })
-        .collect()
-}
-
-fn ast_key(k: &Kernel) -> Result<String> {
-    (k.ast.first().map(LazyOp::key))
-        .ok_or_else(|| Error::Internal("BEAM: kernel without outputs".into()))
-}
-
-fn py_bool(b: bool) -> &'static str {
-    if b {
-        "True"
-    } else {
-        "False"
-    }
-}
-
-/// The kernel with the cached BEAM opts of `key` applied, when there is a usable entry.
-fn beam_cache_hit(k: &Kernel, key: &str) -> Option<Kernel> {
-    if getenv("IGNORE_BEAM_CACHE", 0) != 0 || getenv("CACHELEVEL", 2) < 1 {
-        return None;
-    }
-    let opts = parse_opts(&diskcache_get(&format!("beam_search_{VERSION}"), key)?)?;
-    let mut ret = fresh(k);
-    let rest = opts.get(k.applied_opts.len()..)?;
-    ret.apply_opts(rest).ok()?;
-    Some(ret)
-}
-
 /// A copy without the linearized program (BEAM renders candidates under names of its own).
 fn fresh(k: &Kernel) -> Kernel {
     let mut k = k.clone();
@@ -236,36 +177,14 @@ fn fresh(k: &Kernel) -> Kernel {
     k
 }
 
-/// The progress state of one search (tinygrad's `DEBUG>=2` lines).
-struct Progress {
-    st: Instant,
+thread_local! {
+    static TIMED: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
-impl Progress {
-    fn candidate(&self, tm: f64, timed: usize, tried: usize, k: &Kernel) {
-        if debug() >= 2 && getenv("BEAM_DEBUG", 0) <= 1 {
-            use std::io::Write;
-            print!(
-                "\r{:7.2}s: {:12.2} us       {timed:4}/{tried:4}         {}\x1b[K",
-                self.st.elapsed().as_secs_f64(),
-                tm * 1e6,
-                k.colored_shape(None, false)
-            );
-            let _ = std::io::stdout().flush();
-        }
-    }
-
-    fn round(&self, best: &(Kernel, f64), exiting: bool, tried: usize, timed: usize) {
-        if debug() >= 2 {
-            let tm = format!("{:12.2} us", best.1 * 1e6);
-            debug_print(format!(
-                "\r{:7.2}s: {} from {tried:3} -> {timed:3} actions\x1b[K {}",
-                self.st.elapsed().as_secs_f64(),
-                colored(&tm, exiting.then_some("green")),
-                best.0.colored_shape(None, false)
-            ));
-        }
-    }
+/// How many BEAM candidates this thread has timed (a counter for tests: a disk-cache hit times
+/// none).
+pub fn candidates_timed_on_this_thread() -> usize {
+    TIMED.with(|t| t.get())
 }
 
 /// tinygrad's `beam_search(lin, rawbufs, amt, allow_test_size)`: the fastest kernel found from
@@ -276,104 +195,130 @@ pub fn beam_search(
     amt: usize,
     allow_test_size: bool,
 ) -> Result<Kernel> {
-    let key = key_of(&[
-        ("ast", &ast_key(k)?),
-        ("amt", &amt.to_string()),
-        ("allow_test_size", py_bool(allow_test_size)),
-        ("device", &k.opts.device),
-        ("suffix", &k.opts.suffix),
-    ]);
-    if let Some(hit) = beam_cache_hit(k, &key) {
-        return Ok(hit);
+    beam_search_stats(k, rawbufs, amt, allow_test_size).map(|r| r.0)
+}
+
+/// [`beam_search`] with the counts of the search.
+pub fn beam_search_stats(
+    k: &Kernel,
+    rawbufs: &[BufferRef],
+    amt: usize,
+    allow_test_size: bool,
+) -> Result<(Kernel, BeamStats)> {
+    let key = cache::beam_key(k, amt, allow_test_size)?;
+    if let Some(opts) = cache::beam_cache_get(&key) {
+        let mut ret = fresh(k);
+        // tinygrad replays the stored opts beyond those already applied
+        let replayed =
+            (opts.get(k.applied_opts.len()..)).is_some_and(|r| ret.apply_opts(r).is_ok());
+        if replayed {
+            let stats = BeamStats {
+                cached: true,
+                best_s: f64::NAN,
+                ..BeamStats::default()
+            };
+            return Ok((ret, stats));
+        }
     }
     let dev = open_device(&k.opts.device)?;
-    let mut beam: Vec<(Kernel, f64)> = vec![(fresh(k), f64::INFINITY)];
-    let mut seen = Seen::default();
-    let min_progress = getenv_f64("BEAM_MIN_PROGRESS", 0.01) / 1e6;
-    if getenv("BEAM_DEBUG", 0) != 0 {
-        debug_print(format!("BEAM_SEARCH:\n{:?}", k.ast));
-    }
-    if debug() >= 2 {
-        debug_print(format!(
-            "   0.00s:                 from   1 ->   1 actions {}",
-            k.colored_shape(None, false)
-        ));
-    }
     for b in rawbufs {
         ensure_zeroed(b)?;
     }
     let var_vals = midpoint_var_vals(&k.ast[0].vars());
-    let progress = Progress { st: Instant::now() };
+    let min_progress = getenv_f64("BEAM_MIN_PROGRESS", 0.01) / 1e6;
+    let mut progress = Progress::start(k);
+    let mut beam: Vec<(Kernel, f64)> = vec![(fresh(k), f64::INFINITY)];
+    let mut seen = Seen::default();
     loop {
         let mut acted: Vec<Kernel> = vec![];
         for (b, _) in &beam {
             acted.extend(get_kernel_actions(b, false)?.into_iter().map(|x| x.1));
         }
-        let compiled = compile_candidates(&acted, &dev, &mut seen, workers())?;
-        let mut timed: Vec<(Kernel, f64)> = vec![];
-        for (i, c) in compiled.iter().enumerate() {
-            let Some(c) = c else { continue };
-            let o = TimeOpts {
-                max_global_size: Some(65536),
-                clear_l2: false,
-                cnt: 3,
-                early_stop: Some(beam[0].1 * 3.0),
-            };
-            let tms = match time_program(c, &var_vals, rawbufs, &o) {
-                Ok(t) => t,
-                Err(e) if getenv("BEAM_STRICT_MODE", 0) == 0 => {
-                    if debug() >= 4 {
-                        println!("BEAM: candidate {i} failed to run: {}", e.message());
-                    }
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            let tm = tms.iter().copied().fold(f64::INFINITY, f64::min);
-            timed.push((fresh(&acted[i]), tm));
-            beam_debug(&progress, i, c, tm, timed.len(), acted.len());
-            progress.candidate(tm, timed.len(), acted.len(), &acted[i]);
-        }
+        progress.round_start(acted.len());
+        let round = Round {
+            dev: &dev,
+            rawbufs,
+            var_vals: &var_vals,
+            early_stop: beam[0].1 * 3.0,
+            amt,
+        };
+        let mut timed = round.run(acted, &mut seen, &mut progress)?;
         timed.sort_by(|a, b| a.1.total_cmp(&b.1));
         let exiting =
             timed.is_empty() || timed[0].1 < min_progress || beam[0].1 - timed[0].1 < min_progress;
         if !exiting {
             timed.truncate(amt.max(1));
-            beam = timed.clone();
+            beam = timed;
         } else if timed.first().is_some_and(|t| t.1 < beam[0].1) {
-            beam = vec![timed[0].clone()];
+            timed.truncate(1);
+            beam = timed;
         }
-        progress.round(&beam[0], exiting, acted.len(), timed.len());
+        progress.round_end((&beam[0].0, beam[0].1), exiting);
         if exiting {
             break;
         }
     }
-    let best = beam.swap_remove(0);
-    if getenv("CACHELEVEL", 2) >= 1 {
-        let table = format!("beam_search_{VERSION}");
-        diskcache_put(&table, &key, opts_text(&best.0.applied_opts).as_bytes());
-    }
-    if getenv("BEAM_DEBUG", 0) != 0 {
-        let opts: Vec<String> = best.0.applied_opts.iter().map(|o| o.to_string()).collect();
-        debug_print(format!(
-            "BEAM_SEARCH: final tm={:0.2} us, applied_opts=[{}]",
-            best.1 * 1e6,
-            opts.join(", ")
-        ));
-    }
-    Ok(best.0)
+    let (best, tm) = beam.swap_remove(0);
+    cache::beam_cache_put(&key, &best.applied_opts);
+    let stats = progress.finish((&best, tm), amt);
+    Ok((best, stats))
 }
 
-/// `BEAM_DEBUG>1`: one line per timed candidate.
-fn beam_debug(p: &Progress, i: usize, c: &Candidate, tm: f64, timed: usize, tried: usize) {
-    if getenv("BEAM_DEBUG", 0) > 1 {
-        debug_print(format!(
-            "{:7.2}s: {i:5} {:5} uops {:12.2} us compile/{:12.2} us run       {timed:4}/{tried:4}",
-            p.st.elapsed().as_secs_f64(),
-            c.p.uops.len(),
-            c.compile_s * 1e6,
-            tm * 1e6
-        ));
+/// One round of the search: its candidates compiled a slice at a time (so the binaries held at
+/// once are bounded) and timed; each binary is dropped as soon as it was timed.
+struct Round<'a> {
+    dev: &'a Arc<Compiled>,
+    rawbufs: &'a [BufferRef],
+    var_vals: &'a VarVals,
+    early_stop: f64,
+    amt: usize,
+}
+
+impl Round<'_> {
+    fn run(
+        &self,
+        acted: Vec<Kernel>,
+        seen: &mut Seen,
+        progress: &mut Progress,
+    ) -> Result<Vec<(Kernel, f64)>> {
+        let w = workers();
+        let slice = w.saturating_mul(24).max(1);
+        let mut timed = vec![];
+        for (n, chunk) in acted.chunks(slice).enumerate() {
+            let compiled = compile_candidates(chunk, self.dev, seen, w)?;
+            for (j, c) in compiled.into_iter().enumerate() {
+                let Some(c) = c else { continue };
+                let i = n * slice + j;
+                let Some(tm) = self.time(&c, i)? else {
+                    continue;
+                };
+                progress.candidate(i, &c, tm, &chunk[j], self.amt);
+                timed.push((fresh(&chunk[j]), tm));
+            }
+        }
+        Ok(timed)
+    }
+
+    /// The best of up to 3 runs of candidate `i`; `None` when it failed to run (an error with
+    /// `BEAM_STRICT_MODE`).
+    fn time(&self, c: &Candidate, i: usize) -> Result<Option<f64>> {
+        let o = TimeOpts {
+            max_global_size: Some(65536),
+            clear_l2: false,
+            cnt: 3,
+            early_stop: Some(self.early_stop),
+        };
+        TIMED.with(|t| t.set(t.get() + 1));
+        match time_program(c, self.var_vals, self.rawbufs, &o) {
+            Ok(tms) => Ok(Some(tms.iter().copied().fold(f64::INFINITY, f64::min))),
+            Err(e) if getenv("BEAM_STRICT_MODE", 0) == 0 => {
+                if debug() >= 4 {
+                    eprintln!("BEAM: candidate {i} failed to run: {}", e.message());
+                }
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 }
 
@@ -388,26 +333,11 @@ pub fn time_linearizer(
     disable_cache: bool,
     clear_l2: bool,
 ) -> Result<f64> {
-    let opts: Vec<String> = k.applied_opts.iter().map(|o| o.to_string()).collect();
-    let key = key_of(&[
-        ("ast", &ast_key(k)?),
-        ("opts", &format!("[{}]", opts.join(", "))),
-        ("allow_test_size", py_bool(allow_test_size)),
-        ("max_global_size", &max_global_size.to_string()),
-        ("clear_l2", py_bool(clear_l2)),
-        ("device", &k.opts.device),
-        ("suffix", &k.opts.suffix),
-    ]);
-    let table = format!("time_linearizer_{VERSION}");
-    let cached = !disable_cache && getenv("CACHELEVEL", 2) >= 2;
-    if cached {
-        if let Some(v) = diskcache_get(&table, &key) {
-            let tms: Vec<f64> = (v.chunks_exact(8))
-                .filter_map(|c| c.try_into().ok().map(f64::from_le_bytes))
-                .collect();
-            if !tms.is_empty() {
-                return Ok(tms.iter().copied().fold(f64::INFINITY, f64::min));
-            }
+    let key = cache::time_key(k, allow_test_size, max_global_size, clear_l2)?;
+    let min = |tms: &[f64]| tms.iter().copied().fold(f64::INFINITY, f64::min);
+    if !disable_cache {
+        if let Some(tms) = cache::time_cache_get(&key) {
+            return Ok(min(&tms));
         }
     }
     let dev = open_device(&k.opts.device)?;
@@ -423,11 +353,10 @@ pub fn time_linearizer(
         early_stop: None,
     };
     let tms = time_program(&c, &var_vals, rawbufs, &o)?;
-    if cached {
-        let bytes: Vec<u8> = tms.iter().flat_map(|t| t.to_le_bytes()).collect();
-        diskcache_put(&table, &key, &bytes);
+    if !disable_cache {
+        cache::time_cache_put(&key, &tms);
     }
-    Ok(tms.iter().copied().fold(f64::INFINITY, f64::min))
+    Ok(min(&tms))
 }
 
 /// One kernel rendered (under a search name) and compiled on this thread.
@@ -442,83 +371,6 @@ fn compile_one(k: &Kernel, dev: &Arc<Compiled>) -> Result<Candidate> {
         lib: lib.into(),
         compile_s: st.elapsed().as_secs_f64(),
     })
-}
-
-/// tinygrad's `optimize_local_size`: for a program launched with `global` and no local size,
-/// the local size (each dim a power of two up to 256, 1024, or the dim itself, dividing it, with
-/// a product of at most 1024) of the fastest of two timed runs each, in random order. An output
-/// that is also an input gets a scratch copy for the trials.
-pub fn optimize_local_size(
-    prg: &dyn Program,
-    global: LaunchDims,
-    rawbufs: &[RawBuf],
-    vals: &[i64],
-) -> Result<LaunchDims> {
-    const MAX_WORKGROUP: usize = 1024;
-    let choices: Vec<Vec<usize>> = (global.iter())
-        .map(|&sz| {
-            let mut c: Vec<usize> = [1, 2, 4, 8, 16, 32, 64, 128, 256, MAX_WORKGROUP, sz]
-                .into_iter()
-                .filter(|&x| x <= sz && x > 0)
-                .collect();
-            c.sort_unstable();
-            c.dedup();
-            c
-        })
-        .collect();
-    let mut sizes: Vec<LaunchDims> = vec![];
-    for &a in &choices[0] {
-        for &b in &choices[1] {
-            for &c in &choices[2] {
-                if a * b * c <= MAX_WORKGROUP {
-                    sizes.push([a, b, c]);
-                }
-            }
-        }
-    }
-    let mut trials: Vec<LaunchDims> = sizes.iter().chain(sizes.iter()).copied().collect();
-    shuffle(&mut trials);
-    let best = (trials.iter())
-        .map(|l| (try_local_size(prg, global, *l, rawbufs, vals), *l))
-        .min_by(|a, b| a.0.total_cmp(&b.0))
-        .filter(|b| b.0.is_finite());
-    best.map(|b| b.1).ok_or_else(|| {
-        Error::Runtime(format!(
-            "optimize_local_size: every local size failed for global {global:?}"
-        ))
-    })
-}
-
-/// One trial: the time with local size `l` (global divided by it), infinity when it fails or does
-/// not divide (tinygrad passes a fractional global size there, which no launch accepts).
-fn try_local_size(
-    prg: &dyn Program,
-    global: LaunchDims,
-    l: LaunchDims,
-    bufs: &[RawBuf],
-    vals: &[i64],
-) -> f64 {
-    if global.iter().zip(&l).any(|(g, l)| g % l != 0) {
-        return f64::INFINITY;
-    }
-    let g = [global[0] / l[0], global[1] / l[1], global[2] / l[2]];
-    match prg.call(bufs, vals, Some(g), Some(l), true) {
-        Ok(Some(t)) => t,
-        _ => f64::INFINITY,
-    }
-}
-
-/// Fisher-Yates with a clock-seeded xorshift (the trial order only needs to vary).
-fn shuffle<T>(v: &mut [T]) {
-    let mut x = (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH))
-        .map_or(0x9e37_79b9, |d| d.as_nanos() as u64)
-        | 1;
-    for i in (1..v.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        v.swap(i, (x % (i as u64 + 1)) as usize);
-    }
 }
 
 /// What `get_kernel` does at `BEAM>=1` (see the module doc): `k_opt` is the kernel with the

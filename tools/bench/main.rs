@@ -1,13 +1,16 @@
 //! rawgrad's benchmarks. `cargo run --release --bin bench -- dispatch [options]`: per-kernel host
 //! overhead, launch latency, back-to-back throughput and copy bandwidth on every device that
-//! opens (see `dispatch.rs`).
+//! opens (see `dispatch.rs`). `bench beam [options]`: BEAM search time and picks on a matmul and a
+//! reduction (see `beam.rs`).
 
+mod beam;
 mod dispatch;
 
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: bench dispatch [--devices CLANG,NV,CUDA] [--n 1000] [--repeats 21] \
-[--sizes-mib 1,64 | --sizes-bytes 4096] [--baseline DEVICE]";
+[--sizes-mib 1,64 | --sizes-bytes 4096] [--baseline DEVICE]
+       bench beam [--device CLANG] [--amt 2] [--repeats 3] [--n 256] [--rows 1024] [--cols 1024]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -25,6 +28,16 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some("beam") => match beam::Config::parse(&args[1..]).and_then(|c| beam::run(&c)) {
+            Ok(table) => {
+                print!("{table}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("bench beam: {e}");
+                ExitCode::FAILURE
+            }
+        },
         _ => {
             eprintln!("{USAGE}");
             ExitCode::from(2)

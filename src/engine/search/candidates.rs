@@ -12,13 +12,13 @@
 //! Not guaranteed: a timed-out compile is abandoned, not stopped (see `pool.rs`).
 
 use std::collections::HashSet;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::pool::{run_parallel, Job, Outcome};
 use crate::codegen::kernel::Kernel;
 use crate::codegen::program::ProgramSpec;
-use crate::codegen::uops::UOp;
 use crate::device::registry::Compiled;
 use crate::helpers::{debug, getenv};
 use crate::{Error, Result};
@@ -30,10 +30,21 @@ pub(crate) struct Candidate {
     pub compile_s: f64,
 }
 
-/// What a search has seen: the UOp programs already compiled (and timed).
+/// What a search has seen: a 64-bit hash of each UOp program (with its launch dims) already
+/// compiled, so the memory it holds stays small however many candidates a search makes.
 #[derive(Default)]
 pub(crate) struct Seen {
-    programs: HashSet<(Vec<UOp>, String)>,
+    programs: HashSet<u64>,
+}
+
+impl Seen {
+    /// Whether `p` is new (and remember it).
+    fn insert(&mut self, p: &ProgramSpec) -> bool {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        p.uops.hash(&mut h);
+        format!("{:?} {:?}", p.global_size, p.local_size).hash(&mut h);
+        self.programs.insert(h.finish())
+    }
 }
 
 fn strict() -> bool {
@@ -92,10 +103,7 @@ pub(crate) fn compile_candidates(
     {
         let p = dropped(&format!("candidate {i}"), o)?;
         // tinygrad skips a program whose binary was timed before; equal UOps give equal binaries
-        let fresh = p.filter(|p| {
-            let launch = format!("{:?} {:?}", p.global_size, p.local_size);
-            seen.programs.insert((p.uops.clone(), launch))
-        });
+        let fresh = p.filter(|p| seen.insert(p));
         progs.push(fresh);
     }
     compile_programs(progs, dev, workers)
