@@ -133,7 +133,10 @@ fn batches(progs: &[Option<ProgramSpec>], joins: bool, workers: usize) -> Vec<Ba
         .collect()
 }
 
-fn compile_jobs(batches: &[Batch], dev: &Arc<Compiled>) -> Vec<Job<Result<(Vec<u8>, f64)>>> {
+/// A compiled batch: the binary and the compile time in seconds.
+type BatchResult = Result<(Vec<u8>, f64)>;
+
+fn compile_jobs(batches: &[Batch], dev: &Arc<Compiled>) -> Vec<Job<BatchResult>> {
     (batches.iter())
         .map(|b| {
             let (src, dev) = (b.src.clone(), Arc::clone(dev));
@@ -141,7 +144,7 @@ fn compile_jobs(batches: &[Batch], dev: &Arc<Compiled>) -> Vec<Job<Result<(Vec<u
                 let st = Instant::now();
                 let lib = dev.compiler.compile(&src)?;
                 Ok((lib, st.elapsed().as_secs_f64()))
-            }) as Job<Result<(Vec<u8>, f64)>>
+            }) as Job<BatchResult>
         })
         .collect()
 }
