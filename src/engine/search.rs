@@ -16,8 +16,11 @@
 //!   `amt`, `allow_test_size`, device, renderer suffix); `IGNORE_BEAM_CACHE=1` skips the lookup,
 //!   `CACHELEVEL=0` the cache. `PARALLEL=n` sets the workers (default: the CPU count, on every
 //!   device: compiling runs as other processes or threads; tinygrad defaults to 0 on CPU devices).
-//!   At `DEBUG>=2` it prints tinygrad's progress lines (elapsed, best time, candidates timed /
-//!   tried, the shape), `BEAM_DEBUG` its extra lines.
+//!   Progress goes to stderr (`search/progress.rs`): at `DEBUG>=1` one line rewritten in place
+//!   (round, candidates tried and timed, best time, elapsed), at `DEBUG>=2` tinygrad's lines,
+//!   `BEAM_DEBUG` its extra lines; [`beam_search_stats`] returns the same counts.
+//!   Memory stays bounded: a round is compiled `PARALLEL x 24` candidates at a time and each
+//!   binary is dropped once timed; the programs seen are kept as 64-bit hashes.
 //! - [`time_linearizer`]: a kernel compiled and timed (cache table `time_linearizer_16` at
 //!   `CACHELEVEL>=2`); [`bufs_from_lin`]: scratch buffers for timing; [`optimize_local_size`]: the
 //!   fastest local size for a program that has a global size but none (tried twice each, in
@@ -29,8 +32,9 @@
 //!
 //! Where rawgrad differs: candidates are deduplicated by their UOp programs before compiling
 //! (tinygrad by binaries after); a CPU kernel's test size is a part of its split outer loop
-//! (`search/timing.rs`); timing buffers are zero-filled; a stale cache entry whose opts no longer
-//! apply is searched again instead of raising.
+//! (`search/timing.rs`; tinygrad times CPU kernels whole); timing buffers are zero-filled; a stale
+//! cache entry whose opts no longer apply is searched again instead of raising; the disk cache is
+//! files under `CACHEDIR` (`device/diskcache.rs`), not tinygrad's sqlite `CACHEDB`.
 //!
 //! Not guaranteed: times (and so picks) vary from run to run; a timed-out compile is abandoned,
 //! not stopped.
