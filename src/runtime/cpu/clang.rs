@@ -149,7 +149,7 @@ impl Runtime for ClangRuntime {
     }
 }
 
-/// A loaded CLANG kernel.
+/// A loaded CPU kernel (CLANG's, or the LLVM device's: both have the `NAME_rg` entry).
 #[derive(Debug)]
 pub struct ClangProgram {
     name: String,
@@ -170,10 +170,15 @@ impl ClangProgram {
         // The file may go as soon as it is mapped: `file` is removed when this returns.
         let library = Library::open(file.path())?;
         let kernel = library.kernel(&format!("{}_rg", to_function_name(name)))?;
-        Ok(ClangProgram {
+        Ok(ClangProgram::from_kernel(name, kernel))
+    }
+
+    /// A program around a kernel entry loaded some other way (the LLVM device's own loader).
+    pub fn from_kernel(name: &str, kernel: KernelFn) -> ClangProgram {
+        ClangProgram {
             name: name.to_string(),
             kernel: Arc::new(kernel),
-        })
+        }
     }
 
     /// The kernel name.
