@@ -27,7 +27,6 @@
 //! sees whatever state the graph has while it runs). Dropping a very deep graph is iterative, so it
 //! cannot overflow the stack.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +34,7 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use crate::device::{Buffer, BufferOptions, BufferRef};
 use crate::dtype::{ConstValue, DType};
+use crate::helpers::{fx_hash, FxHashMap};
 use crate::ops::{ConstArg, CustomOp, LazyOpArg, LoadOps, Op};
 use crate::shape::symbolic::render_shape;
 use crate::shape::{ShapeTracker, Sint};
@@ -93,7 +93,7 @@ pub(crate) struct LbInner {
     buffer: BufferRef,
     kind: Kind,
     /// The lazy-cache key this node was registered under, removed again when it dies.
-    cache_key: Option<CacheKey>,
+    cache_key: Option<HashedKey>,
     /// Set once `release` ran (the buffer reference is returned exactly once).
     released: bool,
 }
@@ -167,21 +167,41 @@ enum CacheKey {
     },
 }
 
-type LazyCache = Mutex<HashMap<CacheKey, Weak<LbInner>>>;
+/// A [`CacheKey`] with its hash, computed once when the node is built: lookups, the insert and
+/// the removal when the node dies do not hash the ShapeTracker again.
+#[derive(Clone)]
+struct HashedKey {
+    hash: u64,
+    key: CacheKey,
+}
+
+impl PartialEq for HashedKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.key == other.key
+    }
+}
+impl Eq for HashedKey {}
+impl Hash for HashedKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+type LazyCache = Mutex<FxHashMap<HashedKey, Weak<LbInner>>>;
 
 fn lazycache() -> &'static LazyCache {
     static CACHE: OnceLock<LazyCache> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+    CACHE.get_or_init(|| Mutex::new(FxHashMap::default()))
 }
 
 /// A live node registered under `key`.
-fn cache_get(key: &CacheKey) -> Option<LazyBuffer> {
+fn cache_get(key: &HashedKey) -> Option<LazyBuffer> {
     let hit = lock(lazycache()).get(key).and_then(Weak::upgrade);
     hit.map(LazyBuffer)
 }
 
 /// Register `lb` under `key` unless a live node got there first (returned instead).
-fn cache_insert(key: CacheKey, lb: &LazyBuffer) -> Option<LazyBuffer> {
+fn cache_insert(key: HashedKey, lb: &LazyBuffer) -> Option<LazyBuffer> {
     let mut cache = lock(lazycache());
     if let Some(live) = cache.get(&key).and_then(Weak::upgrade) {
         drop(cache);
@@ -191,7 +211,7 @@ fn cache_insert(key: CacheKey, lb: &LazyBuffer) -> Option<LazyBuffer> {
     None
 }
 
-fn cache_remove(key: &CacheKey, ptr: *const LbInner) {
+fn cache_remove(key: &HashedKey, ptr: *const LbInner) {
     let mut cache = lock(lazycache());
     if cache
         .get(key)
@@ -265,8 +285,8 @@ pub(crate) fn create_lazybuffer(
     Ok(lb)
 }
 
-fn cache_key(device: &Arc<str>, st: &ShapeTracker, dtype: DType, spec: &Spec) -> CacheKey {
-    match spec {
+fn cache_key(device: &Arc<str>, st: &ShapeTracker, dtype: DType, spec: &Spec) -> HashedKey {
+    let key = match spec {
         Spec::Base { op, arg, srcs } => CacheKey::Base {
             device: Arc::clone(device),
             st: st.clone(),
@@ -279,6 +299,10 @@ fn cache_key(device: &Arc<str>, st: &ShapeTracker, dtype: DType, spec: &Spec) ->
             st: st.clone(),
             base: WeakId(Arc::downgrade(&base.0)),
         },
+    };
+    HashedKey {
+        hash: fx_hash(&key),
+        key,
     }
 }
 
@@ -292,7 +316,7 @@ impl LbInner {
         dtype: DType,
         size: usize,
         spec: Spec,
-        cache_key: Option<CacheKey>,
+        cache_key: Option<HashedKey>,
     ) -> Result<LbInner> {
         let (kind, buffer) = match spec {
             Spec::View(base) => {

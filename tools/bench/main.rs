@@ -1,13 +1,19 @@
-//! rawgrad's benchmarks. `cargo run --release --bin bench -- dispatch [options]`: per-kernel host
-//! overhead, launch latency, back-to-back throughput and copy bandwidth on every device that
-//! opens (see `dispatch.rs`).
+//! rawgrad's benchmarks (`cargo run --release --bin bench -- <subcommand> [options]`):
+//! - `dispatch`: per-kernel host overhead, launch latency, back-to-back throughput and copy
+//!   bandwidth on every device that opens (see `dispatch.rs`);
+//! - `workloads`: issue 10's W1..W12 on the CPU devices, one thread and all threads, against the
+//!   machine's FMA and copy ceilings measured in the same run (see `workloads.rs`, `ceilings.rs`).
 
+mod ceilings;
 mod dispatch;
+mod workloads;
 
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: bench dispatch [--devices CLANG,NV,CUDA] [--n 1000] [--repeats 21] \
-[--sizes-mib 1,64 | --sizes-bytes 4096] [--baseline DEVICE]";
+[--sizes-mib 1,64 | --sizes-bytes 4096] [--baseline DEVICE]
+       bench workloads [--workloads W1,W3] [--devices CLANG,LLVM] [--threads 1,all] \
+[--repeats 11] [--budget-s 10] [--copy-mib 256]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -21,6 +27,19 @@ fn main() -> ExitCode {
                 }
                 Err(e) => {
                     eprintln!("bench dispatch: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+        Some("workloads") => {
+            let result = workloads::Config::parse(&args[1..]).and_then(|c| workloads::run(&c));
+            match result {
+                Ok(table) => {
+                    print!("{table}");
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("bench workloads: {e}");
                     ExitCode::FAILURE
                 }
             }
