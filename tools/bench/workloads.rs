@@ -186,9 +186,12 @@ fn prepare(w: &Workload, device: &str) -> Result<Prepared> {
     })
 }
 
-/// Run `f` once (warm-up), then up to `repeats` times within `budget_s`; the times in seconds.
-fn repeat(cfg: &Config, mut f: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
-    f()?;
+/// Run `f` once (warm-up, unless `steady_only`), then up to `repeats` times within `budget_s`;
+/// the times in seconds.
+fn repeat(cfg: &Config, warm: bool, mut f: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
+    if warm {
+        f()?;
+    }
     let (start, mut times) = (Instant::now(), vec![]);
     while times.len() < cfg.repeats
         && (times.is_empty() || start.elapsed().as_secs_f64() < cfg.budget_s)
@@ -215,7 +218,7 @@ fn run_items(p: &Prepared) -> Result<()> {
 /// W9: `CHAIN` eager steps; seconds per step.
 fn eager_chain(cfg: &Config) -> Result<Vec<f64>> {
     let x0 = Tensor::rand(&[1024])?.realize()?;
-    let times = repeat(cfg, || {
+    let times = repeat(cfg, true, || {
         let mut x = x0.clone();
         for _ in 0..CHAIN {
             x = defs::chain_step(&x)?.realize()?;
@@ -265,7 +268,7 @@ fn rows_for(
         let times = if w.eager {
             eager_chain(cfg)?
         } else {
-            repeat(cfg, || run_items(&p))?
+            repeat(cfg, !w.steady_only, || run_items(&p))?
         };
         let time = Stats::of(&times);
         let (amount, ceiling) = match w.bound {

@@ -5,9 +5,9 @@
 //! the on-disk compile cache keeps. Kernels have the CLANG device's fixed entry `NAME_rg` and run
 //! through the same CPU program ([`ClangProgram`]: outer loop split across the worker pool).
 //!
-//! - [`LLVMCompiler`]: IR text -> object bytes. The pipeline is [`LlvmOpt`] (`LLVMOPT=0..3`,
-//!   default 0: no IR passes, instruction selection at codegen level 2, tinygrad 0.9.1's choice;
-//!   see the README for the measurements behind the default).
+//! - [`LLVMCompiler`]: IR text -> object bytes. The pipeline is [`LlvmOpt`] (`LLVMOPT=0..3`:
+//!   none, light, `default<O2>`, `default<O3>`; see the README for the measurements behind the
+//!   default).
 //! - [`LLVMRuntime`]: object bytes -> program; external calls (libm, half conversions) resolve
 //!   through [`libcalls`].
 //! - [`open_llvm`]: the device record for the registry.
@@ -32,25 +32,33 @@ use crate::runtime::cpu::clang::ClangProgram;
 use crate::runtime::cpu::objload;
 use crate::{bail, Result};
 
+/// The function passes of [`LlvmOpt::Light`]: redundancy elimination, loop-invariant code motion,
+/// peepholes and CFG cleanup; no unrolling or vectorizing, no reassociation (the IR has no
+/// fast-math flags). Valid pipeline text for LLVM 14 and later.
+pub const LIGHT_PASSES: &str = "function(early-cse,loop-mssa(licm),instcombine,simplifycfg)";
+
 /// The optimisation pipeline of the LLVM device (`LLVMOPT`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LlvmOpt {
-    /// No IR passes; instruction selection and machine passes at codegen level 2 (tinygrad 0.9.1:
-    /// an empty module pass manager and a target machine at opt=2).
+    /// `LLVMOPT=0`: no IR passes; instruction selection and machine passes at codegen level 2
+    /// (tinygrad 0.9.1: an empty module pass manager and a target machine at opt=2).
     None,
-    /// `default<O1>`, `default<O2>` or `default<O3>`, then codegen at level 2 (3 for O3).
+    /// `LLVMOPT=1`: [`LIGHT_PASSES`], then codegen at level 2.
+    Light,
+    /// `LLVMOPT=2` / `3`: `default<O2>` / `default<O3>`, then codegen at level 2 / 3.
     Default(u8),
 }
 
 impl LlvmOpt {
-    /// From `LLVMOPT` (0-3; default 0).
+    /// From `LLVMOPT` (0-3; default 1, [`LlvmOpt::Light`]: see the README for the measurements).
     pub fn from_env() -> Result<LlvmOpt> {
-        match getenv("LLVMOPT", 0) {
+        match getenv("LLVMOPT", 1) {
             0 => Ok(LlvmOpt::None),
-            n @ 1..=3 => Ok(LlvmOpt::Default(n as u8)),
+            1 => Ok(LlvmOpt::Light),
+            n @ 2..=3 => Ok(LlvmOpt::Default(n as u8)),
             n => bail!(
                 InvalidArgument,
-                "LLVMOPT={n}: expected 0 (no IR passes), 1, 2 or 3"
+                "LLVMOPT={n}: expected 0 (no IR passes), 1 (light), 2 or 3 (default<O2>/<O3>)"
             ),
         }
     }
@@ -59,6 +67,7 @@ impl LlvmOpt {
     fn pipeline(self) -> (Option<String>, u8) {
         match self {
             LlvmOpt::None => (None, 2),
+            LlvmOpt::Light => (Some(LIGHT_PASSES.to_string()), 2),
             LlvmOpt::Default(n) => (Some(format!("default<O{n}>")), n.max(2)),
         }
     }
@@ -66,6 +75,7 @@ impl LlvmOpt {
     fn tag(self) -> String {
         match self {
             LlvmOpt::None => "noopt_cg2".into(),
+            LlvmOpt::Light => "light_cg2".into(),
             LlvmOpt::Default(n) => format!("O{n}"),
         }
     }

@@ -63,7 +63,6 @@ mod r {
     pub const X86_64_PC64: u32 = 24;
     pub const X86_64_GOTPCRELX: u32 = 41;
     pub const X86_64_REX_GOTPCRELX: u32 = 42;
-    pub const AARCH64_NONE: u32 = 0;
     pub const AARCH64_NONE_OLD: u32 = 256;
     pub const AARCH64_ABS64: u32 = 257;
     pub const AARCH64_ABS32: u32 = 258;
@@ -489,6 +488,45 @@ pub fn link(
     Ok(())
 }
 
+/// One relocation, resolved: where it writes, its type, `P`, `S` (a call's stub for an external
+/// function), `A`, and the address of the symbol's GOT slot when it has one.
+struct Site {
+    at: usize,
+    ty: u32,
+    p: i128,
+    s: i128,
+    a: i128,
+    got: Option<i128>,
+    /// Names the relocation in errors.
+    what: String,
+}
+
+impl Site {
+    fn g(&self) -> Result<i128> {
+        match self.got {
+            Some(g) => Ok(g),
+            None => bail!(
+                InvalidArgument,
+                "object loader: {} has no GOT slot",
+                self.what
+            ),
+        }
+    }
+
+    fn fit(&self, v: i128, bits: u32, signed: bool) -> Result<u64> {
+        fit(v, bits, signed, &|| self.what.clone())
+    }
+
+    fn put32(&self, image: &mut [u8], v: u32) -> Result<()> {
+        put(image, self.at, &v.to_le_bytes())
+    }
+
+    /// 64-bit fields wrap (an address is an address, whatever its sign).
+    fn put64(&self, image: &mut [u8], v: i128) -> Result<()> {
+        put(image, self.at, &(v as u64).to_le_bytes())
+    }
+}
+
 fn apply(
     plan: &Plan,
     image: &mut [u8],
@@ -497,6 +535,9 @@ fn apply(
     r: &Rela,
     resolve: &dyn Fn(&str) -> Option<u64>,
 ) -> Result<()> {
+    if r.ty == r::X86_64_NONE || (plan.arch == Arch::AArch64 && r.ty == r::AARCH64_NONE_OLD) {
+        return Ok(());
+    }
     let at = usize::try_from(r.offset)
         .ok()
         .and_then(|o| o.checked_add(sec_at));
@@ -507,64 +548,45 @@ fn apply(
             r.offset
         );
     };
-    let sym = plan.symbols.get(r.sym);
-    let name = sym.map(|s| s.name.as_str()).unwrap_or("?");
-    let what = || format!("relocation type {} against {name:?} at {at:#x}", r.ty);
-    let p = base.wrapping_add(at as u64) as i128;
-    let a = r.addend as i128;
-    let sv = |plan: &Plan| -> Result<i128> {
-        if plan.arch.is_call(r.ty) {
-            if let Some(stub) = plan.stubs.get(&r.sym) {
-                return Ok(base.wrapping_add(*stub as u64) as i128);
-            }
-        }
-        Ok(plan.address(r.sym, base, resolve)? as i128)
+    let name = plan.symbols.get(r.sym).map_or("?", |s| s.name.as_str());
+    let abs = |off: usize| base.wrapping_add(off as u64) as i128;
+    let stub = plan.stubs.get(&r.sym).filter(|_| plan.arch.is_call(r.ty));
+    let s = match stub {
+        Some(&stub) => abs(stub),
+        None => plan.address(r.sym, base, resolve)? as i128,
     };
-    let g = || -> Result<i128> {
-        match plan.got.get(&r.sym) {
-            Some(slot) => Ok(base.wrapping_add(*slot as u64) as i128),
-            None => bail!(InvalidArgument, "object loader: {} has no GOT slot", what()),
-        }
+    let site = Site {
+        at,
+        ty: r.ty,
+        p: abs(at),
+        s,
+        a: r.addend as i128,
+        got: plan.got.get(&r.sym).map(|&slot| abs(slot)),
+        what: format!("relocation type {} against {name:?} at {at:#x}", r.ty),
     };
     match plan.arch {
-        Arch::X86_64 => apply_x86(image, at, r.ty, p, a, || sv(plan), g, &what),
-        Arch::AArch64 => apply_aarch64(image, at, r.ty, p, a, || sv(plan), g, &what),
+        Arch::X86_64 => apply_x86(image, &site),
+        Arch::AArch64 => apply_aarch64(image, &site),
     }
 }
 
-#[allow(clippy::too_many_arguments)]
-fn apply_x86(
-    image: &mut [u8],
-    at: usize,
-    ty: u32,
-    p: i128,
-    a: i128,
-    s: impl Fn() -> Result<i128>,
-    g: impl Fn() -> Result<i128>,
-    what: &dyn Fn() -> String,
-) -> Result<()> {
-    let (v, bits, signed) = match ty {
-        r::X86_64_NONE => return Ok(()),
-        r::X86_64_64 => (s()? + a, 64, false),
-        r::X86_64_PC32 | r::X86_64_PLT32 => (s()? + a - p, 32, true),
+fn apply_x86(image: &mut [u8], r: &Site) -> Result<()> {
+    let (s, a, p) = (r.s, r.a, r.p);
+    match r.ty {
+        r::X86_64_64 => r.put64(image, s + a),
+        r::X86_64_PC64 => r.put64(image, s + a - p),
+        r::X86_64_PC32 | r::X86_64_PLT32 => r.put32(image, r.fit(s + a - p, 32, true)? as u32),
         r::X86_64_GOTPCREL | r::X86_64_GOTPCRELX | r::X86_64_REX_GOTPCRELX => {
-            (g()? + a - p, 32, true)
+            r.put32(image, r.fit(r.g()? + a - p, 32, true)? as u32)
         }
-        r::X86_64_32 => (s()? + a, 32, false),
-        r::X86_64_32S => (s()? + a, 32, true),
-        r::X86_64_PC64 => (s()? + a - p, 64, true),
+        r::X86_64_32 => r.put32(image, r.fit(s + a, 32, false)? as u32),
+        r::X86_64_32S => r.put32(image, r.fit(s + a, 32, true)? as u32),
         _ => bail!(
             InvalidArgument,
             "object loader: x86-64 {} is not supported",
-            what()
+            r.what
         ),
-    };
-    if bits == 64 {
-        // 64-bit fields wrap (an address is an address, whatever its sign).
-        return put(image, at, &(v as u64).to_le_bytes());
     }
-    let f = fit(v, bits, signed, what)?;
-    put(image, at, &(f as u32).to_le_bytes())
 }
 
 /// `insn` with its bits `[lo, lo + width)` replaced by `v`.
@@ -577,70 +599,57 @@ fn page(x: i128) -> i128 {
     x & !0xfff
 }
 
-#[allow(clippy::too_many_arguments)]
-fn apply_aarch64(
-    image: &mut [u8],
-    at: usize,
-    ty: u32,
-    p: i128,
-    a: i128,
-    s: impl Fn() -> Result<i128>,
-    g: impl Fn() -> Result<i128>,
-    what: &dyn Fn() -> String,
-) -> Result<()> {
-    let adrp = |image: &mut [u8], x: i128, check: bool| -> Result<()> {
-        let imm = if check {
-            fit(x >> 12, 21, true, what)?
-        } else {
-            (x >> 12) as u64
-        };
-        let insn = field(field(get32(image, at)?, 29, 2, imm & 3), 5, 19, imm >> 2);
-        put(image, at, &insn.to_le_bytes())
+/// Patch an ADRP with the page delta `x` (range-checked unless `_NC`).
+fn adrp(image: &mut [u8], r: &Site, x: i128, check: bool) -> Result<()> {
+    let imm = if check {
+        r.fit(x >> 12, 21, true)?
+    } else {
+        (x >> 12) as u64
     };
-    let lo12 = |image: &mut [u8], x: i128, shift: u32| -> Result<()> {
-        let v = ((x & 0xfff) >> shift) as u64;
-        let insn = field(get32(image, at)?, 10, 12, v);
-        put(image, at, &insn.to_le_bytes())
-    };
-    match ty {
-        r::AARCH64_NONE | r::AARCH64_NONE_OLD => Ok(()),
-        r::AARCH64_ABS64 => put(image, at, &((s()? + a) as u64).to_le_bytes()),
-        r::AARCH64_PREL64 => put(image, at, &((s()? + a - p) as u64).to_le_bytes()),
-        r::AARCH64_ABS32 => put(
-            image,
-            at,
-            &(fit(s()? + a, 32, false, what)? as u32).to_le_bytes(),
-        ),
-        r::AARCH64_PREL32 => put(
-            image,
-            at,
-            &(fit(s()? + a - p, 32, true, what)? as u32).to_le_bytes(),
-        ),
-        r::AARCH64_ADR_PREL_PG_HI21 => adrp(image, page(s()? + a) - page(p), true),
-        r::AARCH64_ADR_PREL_PG_HI21_NC => adrp(image, page(s()? + a) - page(p), false),
-        r::AARCH64_ADR_GOT_PAGE => adrp(image, page(g()?) - page(p), true),
-        r::AARCH64_ADD_ABS_LO12_NC | r::AARCH64_LDST8_ABS_LO12_NC => lo12(image, s()? + a, 0),
-        r::AARCH64_LDST16_ABS_LO12_NC => lo12(image, s()? + a, 1),
-        r::AARCH64_LDST32_ABS_LO12_NC => lo12(image, s()? + a, 2),
-        r::AARCH64_LDST64_ABS_LO12_NC => lo12(image, s()? + a, 3),
-        r::AARCH64_LDST128_ABS_LO12_NC => lo12(image, s()? + a, 4),
-        r::AARCH64_LD64_GOT_LO12_NC => lo12(image, g()?, 3),
+    let insn = field(field(get32(image, r.at)?, 29, 2, imm & 3), 5, 19, imm >> 2);
+    r.put32(image, insn)
+}
+
+/// Patch the 12-bit immediate of an ADD or LDR/STR with the low bits of `x`, scaled by the
+/// access size (`shift`).
+fn lo12(image: &mut [u8], r: &Site, x: i128, shift: u32) -> Result<()> {
+    let v = ((x & 0xfff) >> shift) as u64;
+    let insn = field(get32(image, r.at)?, 10, 12, v);
+    r.put32(image, insn)
+}
+
+fn apply_aarch64(image: &mut [u8], r: &Site) -> Result<()> {
+    let (s, a, p) = (r.s, r.a, r.p);
+    match r.ty {
+        r::AARCH64_ABS64 => r.put64(image, s + a),
+        r::AARCH64_PREL64 => r.put64(image, s + a - p),
+        r::AARCH64_ABS32 => r.put32(image, r.fit(s + a, 32, false)? as u32),
+        r::AARCH64_PREL32 => r.put32(image, r.fit(s + a - p, 32, true)? as u32),
+        r::AARCH64_ADR_PREL_PG_HI21 => adrp(image, r, page(s + a) - page(p), true),
+        r::AARCH64_ADR_PREL_PG_HI21_NC => adrp(image, r, page(s + a) - page(p), false),
+        r::AARCH64_ADR_GOT_PAGE => adrp(image, r, page(r.g()?) - page(p), true),
+        r::AARCH64_ADD_ABS_LO12_NC | r::AARCH64_LDST8_ABS_LO12_NC => lo12(image, r, s + a, 0),
+        r::AARCH64_LDST16_ABS_LO12_NC => lo12(image, r, s + a, 1),
+        r::AARCH64_LDST32_ABS_LO12_NC => lo12(image, r, s + a, 2),
+        r::AARCH64_LDST64_ABS_LO12_NC => lo12(image, r, s + a, 3),
+        r::AARCH64_LDST128_ABS_LO12_NC => lo12(image, r, s + a, 4),
+        r::AARCH64_LD64_GOT_LO12_NC => lo12(image, r, r.g()?, 3),
         r::AARCH64_CALL26 | r::AARCH64_JUMP26 => {
-            let x = s()? + a - p;
+            let x = s + a - p;
             ensure!(
                 x & 3 == 0,
                 InvalidArgument,
                 "object loader: {} target is not 4-byte aligned",
-                what()
+                r.what
             );
-            let imm = fit(x >> 2, 26, true, what)?;
-            let insn = field(get32(image, at)?, 0, 26, imm);
-            put(image, at, &insn.to_le_bytes())
+            let imm = r.fit(x >> 2, 26, true)?;
+            let insn = field(get32(image, r.at)?, 0, 26, imm);
+            r.put32(image, insn)
         }
         _ => bail!(
             InvalidArgument,
             "object loader: AArch64 {} is not supported",
-            what()
+            r.what
         ),
     }
 }

@@ -49,7 +49,12 @@ fn compilers() -> Vec<LLVMCompiler> {
         let Ok(llvm) = Llvm::open(&l.path) else {
             continue;
         };
-        for opt in [LlvmOpt::None, LlvmOpt::Default(2), LlvmOpt::Default(3)] {
+        for opt in [
+            LlvmOpt::None,
+            LlvmOpt::Light,
+            LlvmOpt::Default(2),
+            LlvmOpt::Default(3),
+        ] {
             out.push(LLVMCompiler::with_opt(Arc::clone(&llvm), opt).unwrap());
         }
     }
