@@ -1,6 +1,8 @@
 //! The first run of the NV backend on an NVIDIA host (memo section 9), step by step with a status
-//! line each: the bring-up of `NV:0` (each memo 1.10 step logs itself), a host semaphore release,
-//! a copy-engine copy, a kernel writing a constant, a kernel with arguments at cbuf0.
+//! line each: the bring-up of `NV:0` (each memo 1.10 step logs itself), GR info, local memory,
+//! USERD before the first submit, a host semaphore release, a copy-engine copy, a kernel writing a
+//! constant (the launch actions tried in turn), a kernel with arguments at cbuf0, one queue reset
+//! with the VA balance checked; then a summary.
 //!
 //! Usage: `nv_first_run [FIXTURES_DIR]` with `FIXTURES_DIR` holding `fill_sm<NN>.cubin` and
 //! `add_n_sm<NN>.cubin` (default: `tests/fixtures/cubin`). With `MOCKGPU=1` it runs on the
@@ -29,8 +31,24 @@ fn main() -> ExitCode {
     };
     let fixtures = (!mock).then_some(dir.as_path());
     match first_run(drv, fixtures) {
-        Ok(()) => {
-            println!("[first-run] all steps passed");
+        Ok(r) => {
+            let failed: Vec<String> = r
+                .failed_actions
+                .iter()
+                .map(|(a, _)| format!("{:#x}", *a as u32))
+                .collect();
+            let va = |(low, high): (u64, u64)| format!("low {low:#x} / GPU-only {high:#x}");
+            println!(
+                "[first-run] all steps passed: driver {}, {}; USERD (GPGet, GPPut) before the first submit {:?}; launch action {:#x} {} (failed before it: [{}]); VA free before the reset {}, after {}",
+                r.driver,
+                r.gr.describe(),
+                r.first_userd,
+                r.launch_action as u32,
+                r.launch_action.name(),
+                failed.join(", "),
+                va(r.va_before_reset),
+                va(r.va_after_reset)
+            );
             ExitCode::SUCCESS
         }
         Err(e) => {

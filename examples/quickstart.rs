@@ -110,7 +110,7 @@ fn max_err(got: &[f64], want: &[f64]) -> f64 {
 }
 
 fn accuracy(logits: &Tensor, y: &[i32]) -> Result<f64> {
-    let pred = logits.argmax(Some(-1), false)?.to_vec::<i32>()?;
+    let pred = logits.argmax_axis(-1, false)?.to_vec::<i32>()?;
     let hits = pred.iter().zip(y).filter(|(p, t)| p == t).count();
     Ok(hits as f64 / y.len() as f64)
 }

@@ -419,11 +419,16 @@ impl From<i64> for ConstValue {
         ConstValue::Int(i as i128)
     }
 }
-impl From<i32> for ConstValue {
-    fn from(i: i32) -> Self {
-        ConstValue::Int(i as i128)
-    }
+macro_rules! const_from_int {
+    ($($t:ty),*) => {$(
+        impl From<$t> for ConstValue {
+            fn from(i: $t) -> Self {
+                ConstValue::Int(i as i128)
+            }
+        }
+    )*};
 }
+const_from_int!(i8, i16, i32, isize, u8, u16, u32, u64, usize);
 impl From<f64> for ConstValue {
     fn from(x: f64) -> Self {
         ConstValue::Float(x)

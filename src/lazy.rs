@@ -13,7 +13,7 @@
 //! a scheduled-but-unrun buffer is already realized for later schedules, and taking the sources
 //! frees the graph behind it.
 //!
-//! Construction goes through the lazy cache (`LAZYCACHE=1`): a process-wide map from (device, st,
+//! Construction goes through the lazy cache (`LAZYCACHE=1`): a per-thread map from (device, st,
 //! dtype, op, arg, source identities) for bases, or (st, base identity) for views, to weak
 //! handles, so identical expressions built twice share one node. The graph operations (`e`, `r`,
 //! movement ops, `cast`, `copy_to_device`, `contiguous`, `assign`) live in `lazy/ops.rs`.
@@ -30,7 +30,7 @@
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use crate::device::{Buffer, BufferOptions, BufferRef};
 use crate::dtype::{ConstValue, DType};
@@ -187,43 +187,65 @@ impl Hash for HashedKey {
     }
 }
 
-type LazyCache = Mutex<FxHashMap<HashedKey, Weak<LbInner>>>;
+type LazyCache = FxHashMap<HashedKey, Weak<LbInner>>;
 
-fn lazycache() -> &'static LazyCache {
-    static CACHE: OnceLock<LazyCache> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(FxHashMap::default()))
+thread_local! {
+    /// One lazy cache per thread: independent computations on different threads (a test
+    /// harness, a server's workers) never share nodes by accident, so one thread's scheduler
+    /// never marks realized a node that another thread is scheduling at the same moment.
+    static LAZYCACHE: std::cell::RefCell<LazyCache> = std::cell::RefCell::new(FxHashMap::default());
+}
+
+/// Run `f` on this thread's lazy cache; `None` while the thread is being torn down.
+fn with_lazycache<R>(f: impl FnOnce(&mut LazyCache) -> R) -> Option<R> {
+    LAZYCACHE
+        .try_with(|c| c.try_borrow_mut().ok().map(|mut c| f(&mut c)))
+        .ok()
+        .flatten()
 }
 
 /// A live node registered under `key`.
 fn cache_get(key: &HashedKey) -> Option<LazyBuffer> {
-    let hit = lock(lazycache()).get(key).and_then(Weak::upgrade);
-    hit.map(LazyBuffer)
+    with_lazycache(|c| c.get(key).and_then(Weak::upgrade))
+        .flatten()
+        .map(LazyBuffer)
 }
 
 /// Register `lb` under `key` unless a live node got there first (returned instead).
 fn cache_insert(key: HashedKey, lb: &LazyBuffer) -> Option<LazyBuffer> {
-    let mut cache = lock(lazycache());
-    if let Some(live) = cache.get(&key).and_then(Weak::upgrade) {
-        drop(cache);
-        return Some(LazyBuffer(live));
-    }
-    cache.insert(key, Arc::downgrade(&lb.0));
-    None
+    with_lazycache(|cache| {
+        if let Some(live) = cache.get(&key).and_then(Weak::upgrade) {
+            return Some(LazyBuffer(live));
+        }
+        cache.insert(key, Arc::downgrade(&lb.0));
+        None
+    })
+    .flatten()
 }
 
+/// Forget `key` if it still names the node at `ptr` (a node dropped on another thread than the
+/// one that built it leaves its dead entry there; lookups skip dead entries).
 fn cache_remove(key: &HashedKey, ptr: *const LbInner) {
-    let mut cache = lock(lazycache());
-    if cache
-        .get(key)
-        .is_some_and(|w| std::ptr::eq(w.as_ptr(), ptr))
-    {
-        cache.remove(key);
-    }
+    with_lazycache(|cache| {
+        if cache
+            .get(key)
+            .is_some_and(|w| std::ptr::eq(w.as_ptr(), ptr))
+        {
+            cache.remove(key);
+        }
+    });
 }
 
-/// Number of entries in the lazy cache (live or not yet cleaned up), for tests and debugging.
+/// Number of entries in this thread's lazy cache (live or not yet cleaned up), for tests and
+/// debugging.
 pub fn lazycache_len() -> usize {
-    lock(lazycache()).len()
+    with_lazycache(|c| c.len()).unwrap_or(0)
+}
+
+/// Whether this thread's lazy cache holds an entry for `key` (tests).
+#[cfg(test)]
+fn lazycache_contains(key: &HashedKey) -> bool {
+    with_lazycache(|c| c.contains_key(key)).unwrap_or(false)
 }
 
 fn st_size(st: &ShapeTracker) -> Result<usize> {

@@ -17,6 +17,7 @@ pub mod engine;
 mod error;
 pub mod hcq;
 pub mod helpers;
+pub(crate) mod json;
 pub mod lazy;
 pub mod ops;
 pub mod renderer;
@@ -27,7 +28,9 @@ pub mod tensor;
 
 pub use dtype::{dtypes, ConstValue, DType};
 pub use error::{Error, Result};
-pub use tensor::{Axis, Index, Operand, Tensor};
+pub use tensor::{
+    nn, ArangeArgs, Axis, ConvArgs, HostArray, Index, Operand, PoolArgs, Tensor, TensorData,
+};
 
 /// The README's code blocks, compiled and run as doctests so the front page cannot rot.
 #[cfg(doctest)]

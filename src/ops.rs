@@ -254,17 +254,33 @@ fn ne(a: ConstValue, b: ConstValue) -> bool {
     }
 }
 
+/// rawgrad's float MAX on every device (IEEE 754-2019 `maximum`): NaN when either operand is
+/// NaN, and +0 above -0. Both rules make it commutative and associative, so a MAX reduction
+/// gives one answer whatever order a device's kernel combines the elements in.
+pub fn float_max(x: f64, y: f64) -> f64 {
+    if x.is_nan() || y.is_nan() {
+        f64::NAN
+    } else if x == y {
+        // equal values: only the zeros can differ, and then +0 wins
+        if x.is_sign_negative() && y.is_sign_negative() {
+            x
+        } else if x == 0.0 {
+            0.0
+        } else {
+            x
+        }
+    } else if x > y {
+        x
+    } else {
+        y
+    }
+}
+
 fn float_binary(b: BinaryOps, x: f64, y: f64) -> ConstValue {
     let v = match b {
         BinaryOps::ADD => x + y,
         BinaryOps::MUL => x * y,
-        BinaryOps::MAX => {
-            if x.is_nan() || y.is_nan() {
-                f64::NAN
-            } else {
-                x.max(y)
-            }
-        }
+        BinaryOps::MAX => float_max(x, y),
         BinaryOps::IDIV => {
             if y == 0.0 {
                 x * f64::INFINITY

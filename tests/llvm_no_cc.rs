@@ -5,7 +5,7 @@
 
 use rawgrad::device::open_device;
 use rawgrad::helpers::Context;
-use rawgrad::{Axis, Tensor};
+use rawgrad::Tensor;
 
 fn compute(dev: &str) -> Vec<u32> {
     let _g = Context::with_str(&[("DEVICE", dev)]);
@@ -21,13 +21,9 @@ fn compute(dev: &str) -> Vec<u32> {
         .unwrap()
         .mul(&x)
         .unwrap()
-        .sum(1, false)
+        .sum_axis(1, false)
         .unwrap();
-    let z = y
-        .sqrt()
-        .unwrap()
-        .add(y.max(Axis::All, false).unwrap())
-        .unwrap();
+    let z = y.sqrt().unwrap().add(y.max().unwrap()).unwrap();
     z.to_vec::<f32>()
         .unwrap()
         .iter()

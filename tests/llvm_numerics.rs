@@ -9,7 +9,7 @@
 mod tensor_common;
 
 use rawgrad::device::open_device;
-use rawgrad::{Axis, Tensor};
+use rawgrad::Tensor;
 use tensor_common::on;
 
 /// (values, gradient) of one loss.
@@ -49,19 +49,17 @@ fn maxpool_product_grad(dev: &str) -> Run {
         .unwrap()
         .requires_grad_(true);
     let g = Tensor::from_vec(values(n * c * 9, 2.9), &[n, c, 3, 3]).unwrap();
-    let s = x.mul(&x).unwrap().sum(vec![0isize, 2, 3], true).unwrap();
+    let s = x
+        .mul(&x)
+        .unwrap()
+        .sum_axis(vec![0isize, 2, 3], true)
+        .unwrap();
     let h = x
         .mul(w.reshape(&[1, -1, 1, 1]).unwrap())
         .unwrap()
         .mul(&s)
         .unwrap();
-    let loss = h
-        .max_pool2d(&[2, 2], None, &[1, 1])
-        .unwrap()
-        .mul(&g)
-        .unwrap()
-        .sum(Axis::All, false)
-        .unwrap();
+    let loss = h.max_pool2d().unwrap().mul(&g).unwrap().sum().unwrap();
     loss.backward().unwrap();
     let grad = w.grad().expect("w has a gradient").to_vec::<f32>().unwrap();
     (loss.to_vec::<f32>().unwrap(), grad)
@@ -95,7 +93,7 @@ fn max_pool_backward_finds_the_forward_maxima_on_every_device() {
 type F = fn(&Tensor) -> Tensor;
 
 fn sum(t: Tensor) -> Tensor {
-    t.sum(Axis::All, false).unwrap()
+    t.sum().unwrap()
 }
 
 /// Losses over sinh and cosh whose gradients at +-300 meet `inf * 0` or `inf - inf` (exp(300)

@@ -17,6 +17,7 @@ use rawgrad::helpers::GlobalCounters;
 use rawgrad::lazy::{LazyBuffer, LbArg};
 use rawgrad::ops::{BinaryOps, ConstArg, CustomOp, LazyOp, LazyOpArg, LoadOps};
 use rawgrad::shape::{Node, ShapeTracker, VarVals};
+use rawgrad::Tensor;
 use realize_common::*;
 
 #[test]
@@ -295,8 +296,10 @@ fn kernels_get_their_buffers_in_kernel_order() {
     run_schedule(sched, &VarVals::new()).unwrap();
     assert_eq!(read(&out), vec![9.0, 18.0, 27.0, 36.0]);
     // A load folded away leaves a hole in the DEFINE_GLOBAL indices (x*0 folds in the UOp
-    // graph); the program still finds each buffer.
-    for dev in DEVICES {
+    // graph); the program still finds each buffer, on the default device too (a GPU takes them
+    // positionally: under AMD=1 MOCKGPU=1 the software GPU once looked them up by index).
+    for dev in devices() {
+        let dev = dev.as_str();
         let a = input(dev, &[4], &[1.0, 2.0, 3.0, 4.0]);
         let b = input(dev, &[4], &[10.0, 20.0, 30.0, 40.0]);
         let out = Buffer::new(dev, 4, dtypes::float32, BufferOptions::default());
@@ -331,6 +334,23 @@ fn kernels_get_their_buffers_in_kernel_order() {
             .map(|c| f32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
             .collect();
         assert_eq!(got, vec![10.0, 20.0, 30.0, 40.0], "{dev}");
+    }
+}
+
+#[test]
+fn a_buffer_folded_away_by_the_tensor_graph_runs_everywhere() {
+    // Issue 8: `a - a` folds to 0, so the kernel for (a - a < s) declares buffers 0 and 2 only.
+    let (av, sv) = ([1.5f32, -2.0, 3.0, 0.0], [0.5f32, -1.0, 0.0, 2.0]);
+    for dev in devices() {
+        let a = Tensor::from_slice_on(&av, &[4], &dev).unwrap();
+        let s = Tensor::from_slice_on(&sv, &[4], &dev).unwrap();
+        let got = a
+            .sub(&a)
+            .and_then(|z| z.lt(&s))
+            .and_then(|m| m.cast(dtypes::float32))
+            .and_then(|t| t.to_vec::<f32>())
+            .unwrap_or_else(|e| panic!("{dev}: {e}"));
+        assert_eq!(got, vec![1.0, 0.0, 0.0, 1.0], "{dev}");
     }
 }
 

@@ -3,7 +3,7 @@
 
 mod tensor_common;
 
-use rawgrad::{Axis, Index as I, Tensor};
+use rawgrad::{ConvArgs, Index as I, Tensor};
 use tensor_common::reference::{assert_close, R};
 use tensor_common::*;
 
@@ -37,31 +37,21 @@ fn grad_check(name: &str, f: F, inputs: &[R]) {
 }
 
 fn f_matmul_sigmoid(x: &[Tensor]) -> Tensor {
-    let s = x[0].sum(1, true).unwrap();
+    let s = x[0].sum_axis(1, true).unwrap();
     x[0].matmul(&x[1])
         .unwrap()
         .sigmoid()
         .unwrap()
         .mul(&s)
         .unwrap()
-        .sum(Axis::All, false)
+        .sum()
         .unwrap()
 }
 
 fn f_softmax_max(x: &[Tensor]) -> Tensor {
-    let a = x[0]
-        .softmax(-1)
-        .unwrap()
-        .mul(&x[0])
-        .unwrap()
-        .sum(Axis::All, false)
-        .unwrap();
-    let b = x[0].max(1, false).unwrap().sum(Axis::All, false).unwrap();
-    let c = x[0]
-        .logsumexp(1, false)
-        .unwrap()
-        .mean(Axis::All, false)
-        .unwrap();
+    let a = x[0].softmax(-1).unwrap().mul(&x[0]).unwrap().sum().unwrap();
+    let b = x[0].max_axis(1, false).unwrap().sum().unwrap();
+    let c = x[0].logsumexp_axis(1, false).unwrap().mean().unwrap();
     a.add(&b).unwrap().add(&c).unwrap()
 }
 
@@ -81,15 +71,15 @@ fn f_unary_mix(x: &[Tensor]) -> Tensor {
     for t in &terms[1..] {
         acc = acc.add(t).unwrap();
     }
-    acc.sum(Axis::All, false).unwrap()
+    acc.sum().unwrap()
 }
 
 fn f_conv_elu(x: &[Tensor]) -> Tensor {
-    x[0].conv2d(&x[1], None, 1, &[1], &[1], &[1], None)
+    x[0].conv2d_with(&x[1], None, &ConvArgs::default().padding(1))
         .unwrap()
         .elu(1.0)
         .unwrap()
-        .mean(Axis::All, false)
+        .mean()
         .unwrap()
 }
 
@@ -103,26 +93,16 @@ fn f_movement(x: &[Tensor]) -> Tensor {
         .layernorm(-1, 1e-5)
         .unwrap()
         .mul(
-            Tensor::arange(1.0, 4.0, 1.0)
+            Tensor::arange((1.0, 4.0, 1.0))
                 .unwrap()
                 .cast(x.dtype())
                 .unwrap(),
         )
         .unwrap()
-        .sum(Axis::All, false)
+        .sum()
         .unwrap();
-    let b = x
-        .T()
-        .unwrap()
-        .matmul(x)
-        .unwrap()
-        .sum(Axis::All, false)
-        .unwrap();
-    let c = x
-        .cat(&[&x.flip(&[0]).unwrap()], 1)
-        .unwrap()
-        .std(Axis::All, false, 1)
-        .unwrap();
+    let b = x.T().unwrap().matmul(x).unwrap().sum().unwrap();
+    let c = x.cat(&[&x.flip(&[0]).unwrap()], 1).unwrap().std().unwrap();
     let d = x
         .permute(&[1, 0])
         .unwrap()
@@ -130,7 +110,7 @@ fn f_movement(x: &[Tensor]) -> Tensor {
         .unwrap()
         .expand(&[3, 2, 6])
         .unwrap();
-    let d = d.mul(&d).unwrap().mean(Axis::All, false).unwrap();
+    let d = d.mul(&d).unwrap().mean().unwrap();
     a.add(&b).unwrap().add(&c).unwrap().add(&d).unwrap()
 }
 
@@ -146,12 +126,7 @@ fn f_where_maximum(x: &[Tensor]) -> Tensor {
         .unwrap();
     let b = x.maximum(y).unwrap().add(x.minimum(0.3).unwrap()).unwrap();
     let c = x.relu().unwrap().mul(y).unwrap();
-    a.add(&b)
-        .unwrap()
-        .add(&c)
-        .unwrap()
-        .sum(Axis::All, false)
-        .unwrap()
+    a.add(&b).unwrap().add(&c).unwrap().sum().unwrap()
 }
 
 #[test]
@@ -208,7 +183,7 @@ fn gradient_accumulates_and_ties_split() {
         let x = Tensor::from_slice(&[1.0f32, 3.0, 3.0, 2.0], &[4])
             .unwrap()
             .requires_grad_(true);
-        x.max(Axis::All, false).unwrap().backward().unwrap();
+        x.max().unwrap().backward().unwrap();
         assert_eq!(
             get(&x.grad().unwrap()),
             [0.0, 0.5, 0.5, 0.0],
@@ -218,12 +193,7 @@ fn gradient_accumulates_and_ties_split() {
             .unwrap()
             .requires_grad_(true);
         let z = Tensor::from_slice(&[2.0f32, 1.0], &[2]).unwrap();
-        y.maximum(&z)
-            .unwrap()
-            .sum(Axis::All, false)
-            .unwrap()
-            .backward()
-            .unwrap();
+        y.maximum(&z).unwrap().sum().unwrap().backward().unwrap();
         assert_eq!(
             get(&y.grad().unwrap()),
             [0.5, 1.0],
@@ -232,16 +202,10 @@ fn gradient_accumulates_and_ties_split() {
         let w = Tensor::from_slice(&[1.0f32, 2.0], &[2])
             .unwrap()
             .requires_grad_(true);
-        let l = w
-            .mul(&w)
-            .unwrap()
-            .add(&w)
-            .unwrap()
-            .sum(Axis::All, false)
-            .unwrap();
+        let l = w.mul(&w).unwrap().add(&w).unwrap().sum().unwrap();
         l.backward().unwrap();
         assert_eq!(get(&w.grad().unwrap()), [3.0, 5.0], "{dev} 2w + 1");
-        let l2 = w.mul(3i64).unwrap().sum(Axis::All, false).unwrap();
+        let l2 = w.mul(3i64).unwrap().sum().unwrap();
         l2.backward().unwrap();
         assert_eq!(
             get(&w.grad().unwrap()),

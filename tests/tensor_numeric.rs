@@ -395,7 +395,7 @@ fn nan_and_inf() {
             "sin",
         );
         let s = t32(&R::new(&[3], vec![1.0, inf, 2.0]))
-            .sum(0, false)
+            .sum_axis(0, false)
             .unwrap();
         assert_eq!(s.item::<f32>().unwrap(), f32::INFINITY);
     }

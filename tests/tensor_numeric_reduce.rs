@@ -5,7 +5,7 @@
 mod tensor_common;
 
 use rawgrad::dtype::dtypes;
-use rawgrad::{Axis, Index as I, Tensor};
+use rawgrad::{ConvArgs, Index as I, PoolArgs, Tensor};
 use tensor_common::reference::{assert_close, unravel, R};
 use tensor_common::*;
 
@@ -25,53 +25,59 @@ fn sums_maxes_means() {
             for keep in [false, true] {
                 let what = format!("{dev} axes {axes:?} keepdim {keep}");
                 check_close(
-                    &t.sum(ax.clone(), keep).unwrap(),
-                    &x.sum(&axes, keep),
+                    &t.sum_axis(ax.clone(), keep).unwrap(),
+                    &x.sum_axis(&axes, keep),
                     1e-5,
                     1e-5,
                     &what,
                 );
                 check_close(
-                    &t.max(ax.clone(), keep).unwrap(),
-                    &x.max(&axes, keep),
+                    &t.max_axis(ax.clone(), keep).unwrap(),
+                    &x.max_axis(&axes, keep),
                     0.0,
                     0.0,
                     &what,
                 );
-                let mn = x.map(|v| -v).max(&axes, keep).map(|v| -v);
-                check_close(&t.min(ax.clone(), keep).unwrap(), &mn, 0.0, 0.0, &what);
+                let mn = x.map(|v| -v).max_axis(&axes, keep).map(|v| -v);
+                check_close(&t.min_axis(ax.clone(), keep).unwrap(), &mn, 0.0, 0.0, &what);
                 let n: usize = axes.iter().map(|&a| x.shape[a]).product();
-                let mean = x.sum(&axes, keep).map(|v| v / n as f64);
-                check_close(&t.mean(ax.clone(), keep).unwrap(), &mean, 1e-5, 1e-5, &what);
+                let mean = x.sum_axis(&axes, keep).map(|v| v / n as f64);
+                check_close(
+                    &t.mean_axis(ax.clone(), keep).unwrap(),
+                    &mean,
+                    1e-5,
+                    1e-5,
+                    &what,
+                );
             }
         }
         check_close(
-            &t.sum(-1, false).unwrap(),
-            &x.sum(&[2], false),
+            &t.sum_axis(-1, false).unwrap(),
+            &x.sum_axis(&[2], false),
             1e-5,
             1e-5,
             "negative axis",
         );
         check_close(
-            &t.sum(Axis::All, false).unwrap(),
-            &x.sum(&[0, 1, 2], false),
+            &t.sum().unwrap(),
+            &x.sum_axis(&[0, 1, 2], false),
             1e-4,
             1e-5,
             "all",
         );
         let i = Tensor::from_slice(&[1i32, 2, 3, 4], &[2, 2]).unwrap();
-        assert_eq!(i.sum(0, false).unwrap().to_vec::<i32>().unwrap(), [4, 6]);
         assert_eq!(
-            i.mean(Axis::All, false).unwrap().item::<f32>().unwrap(),
-            2.5
+            i.sum_axis(0, false).unwrap().to_vec::<i32>().unwrap(),
+            [4, 6]
         );
+        assert_eq!(i.mean().unwrap().item::<f32>().unwrap(), 2.5);
         let u = Tensor::from_slice(&[200u8, 100, 50], &[3]).unwrap();
         assert_eq!(
-            u.sum(0, false).unwrap().item::<u32>().unwrap(),
+            u.sum_axis(0, false).unwrap().item::<u32>().unwrap(),
             350,
             "uint8 sums in uint32"
         );
-        let h = t.half().unwrap().sum(1, false).unwrap();
+        let h = t.half().unwrap().sum_axis(1, false).unwrap();
         assert_eq!(h.dtype(), dtypes::float16);
         let hv: Vec<f64> = h
             .to_vec::<half::f16>()
@@ -79,7 +85,7 @@ fn sums_maxes_means() {
             .iter()
             .map(|v| v.to_f64())
             .collect();
-        assert_close(&hv, &x.sum(&[1], false).data, 1e-2, 1e-2, "half sum");
+        assert_close(&hv, &x.sum_axis(&[1], false).data, 1e-2, 1e-2, "half sum");
     }
 }
 
@@ -89,32 +95,32 @@ fn var_std_softmax() {
         let _d = on(dev);
         let x = R::rand(&[4, 6], 2, -3.0, 3.0);
         let t = t32(&x);
-        let mean = x.sum(&[1], true).map(|v| v / 6.0);
-        let sq = x.zip(&mean, |a, m| (a - m) * (a - m)).sum(&[1], false);
+        let mean = x.sum_axis(&[1], true).map(|v| v / 6.0);
+        let sq = x.zip(&mean, |a, m| (a - m) * (a - m)).sum_axis(&[1], false);
         check_close(
-            &t.var(1, false, 1).unwrap(),
+            &t.var_axis(1, false, 1).unwrap(),
             &sq.map(|v| v / 5.0),
             1e-5,
             1e-5,
             "var",
         );
         check_close(
-            &t.var(1, false, 0).unwrap(),
+            &t.var_axis(1, false, 0).unwrap(),
             &sq.map(|v| v / 6.0),
             1e-5,
             1e-5,
             "var0",
         );
         check_close(
-            &t.std(1, false, 1).unwrap(),
+            &t.std_axis(1, false, 1).unwrap(),
             &sq.map(|v| (v / 5.0).sqrt()),
             1e-5,
             1e-5,
             "std",
         );
-        let m = x.max(&[1], true);
+        let m = x.max_axis(&[1], true);
         let e = x.zip(&m, |a, b| (a - b).exp());
-        let s = e.sum(&[1], true);
+        let s = e.sum_axis(&[1], true);
         let sm = e.zip(&s, |a, b| a / b);
         check_close(
             &t.softmax(-1).unwrap(),
@@ -133,23 +139,23 @@ fn var_std_softmax() {
         let lse = s.zip(&m, |a, b| a.ln() + b);
         let lse_flat = R::new(&[4], lse.data.clone());
         check_close(
-            &t.logsumexp(1, false).unwrap(),
+            &t.logsumexp_axis(1, false).unwrap(),
             &lse_flat,
             1e-5,
             1e-5,
             "logsumexp",
         );
         check_close(
-            &t.logsumexp(1, true).unwrap(),
+            &t.logsumexp_axis(1, true).unwrap(),
             &lse,
             1e-5,
             1e-5,
             "logsumexp keepdim",
         );
         let sm0 = {
-            let m0 = x.max(&[0], true);
+            let m0 = x.max_axis(&[0], true);
             let e0 = x.zip(&m0, |a, b| (a - b).exp());
-            let s0 = e0.sum(&[0], true);
+            let s0 = e0.sum_axis(&[0], true);
             e0.zip(&s0, |a, b| a / b)
         };
         check_close(&t.softmax(0).unwrap(), &sm0, 1e-6, 1e-5, "softmax axis 0");
@@ -163,19 +169,19 @@ fn argmax_argmin_cumsum() {
         let i = |t: Tensor| t.to_vec::<i32>().unwrap();
         let a = Tensor::from_slice(&[1.0f32, 3.0, 3.0, 0.0], &[4]).unwrap();
         assert_eq!(
-            a.argmax(None, false).unwrap().item::<i32>().unwrap(),
+            a.argmax().unwrap().item::<i32>().unwrap(),
             1,
             "{dev} first max"
         );
-        assert_eq!(a.argmin(None, false).unwrap().item::<i32>().unwrap(), 3);
+        assert_eq!(a.argmin().unwrap().item::<i32>().unwrap(), 3);
         let b = Tensor::from_slice(&[2.0f32, 0.0, 0.0, 5.0, 9.0, 1.0], &[2, 3]).unwrap();
-        assert_eq!(i(b.argmax(Some(1), false).unwrap()), [0, 1]);
-        assert_eq!(i(b.argmin(Some(1), false).unwrap()), [1, 2]);
-        assert_eq!(i(b.argmax(Some(0), true).unwrap()), [1, 1, 1]);
-        assert_eq!(i(b.argmin(Some(0), false).unwrap()), [0, 0, 0]);
-        assert_eq!(b.argmax(Some(0), true).unwrap().shape(), vec![1, 3]);
-        assert_eq!(b.argmax(None, false).unwrap().item::<i32>().unwrap(), 4);
-        let c = Tensor::arange(1, 11, 1)
+        assert_eq!(i(b.argmax_axis(1, false).unwrap()), [0, 1]);
+        assert_eq!(i(b.argmin_axis(1, false).unwrap()), [1, 2]);
+        assert_eq!(i(b.argmax_axis(0, true).unwrap()), [1, 1, 1]);
+        assert_eq!(i(b.argmin_axis(0, false).unwrap()), [0, 0, 0]);
+        assert_eq!(b.argmax_axis(0, true).unwrap().shape(), vec![1, 3]);
+        assert_eq!(b.argmax().unwrap().item::<i32>().unwrap(), 4);
+        let c = Tensor::arange((1, 11, 1))
             .unwrap()
             .cast(dtypes::float32)
             .unwrap();
@@ -478,11 +484,11 @@ fn creation_values() {
     for dev in DEVICES {
         let _d = on(dev);
         let i = |t: Tensor| t.to_vec::<i32>().unwrap();
-        assert_eq!(i(Tensor::arange(0, 10, 3).unwrap()), [0, 3, 6, 9]);
-        assert_eq!(i(Tensor::arange(5, 0, -1).unwrap()), [5, 4, 3, 2, 1]);
-        assert_eq!(i(Tensor::arange(-3, 3, 2).unwrap()), [-3, -1, 1]);
+        assert_eq!(i(Tensor::arange((0, 10, 3)).unwrap()), [0, 3, 6, 9]);
+        assert_eq!(i(Tensor::arange((5, 0, -1)).unwrap()), [5, 4, 3, 2, 1]);
+        assert_eq!(i(Tensor::arange((-3, 3, 2)).unwrap()), [-3, -1, 1]);
         assert_eq!(
-            get(&Tensor::arange(0.0, 1.0, 0.25).unwrap()),
+            get(&Tensor::arange((0.0, 1.0, 0.25)).unwrap()),
             [0.0, 0.25, 0.5, 0.75]
         );
         assert_eq!(
@@ -519,13 +525,15 @@ fn zero_size_and_one_element() {
             Vec::<f32>::new()
         );
         assert_eq!(
-            get(&z.sum(0, false).unwrap()),
+            get(&z.sum_axis(0, false).unwrap()),
             [0.0; 3],
             "{dev} sum over an empty axis"
         );
-        assert_eq!(get(&z.max(0, false).unwrap()), [f64::NEG_INFINITY; 3]);
-        assert!(get(&z.mean(0, false).unwrap()).iter().all(|v| v.is_nan()));
-        assert_eq!(z.sum(1, false).unwrap().shape(), vec![0]);
+        assert_eq!(get(&z.max_axis(0, false).unwrap()), [f64::NEG_INFINITY; 3]);
+        assert!(get(&z.mean_axis(0, false).unwrap())
+            .iter()
+            .all(|v| v.is_nan()));
+        assert_eq!(z.sum_axis(1, false).unwrap().shape(), vec![0]);
         let e = Tensor::from_vec(Vec::<f32>::new(), &[0]).unwrap();
         assert_eq!(
             e.matmul(&Tensor::from_vec(Vec::<f32>::new(), &[0, 2]).unwrap())
@@ -535,7 +543,7 @@ fn zero_size_and_one_element() {
             [0.0, 0.0]
         );
         let s = Tensor::scalar(3.0).unwrap();
-        assert_eq!(s.sum(Axis::All, false).unwrap().item::<f32>().unwrap(), 3.0);
+        assert_eq!(s.sum().unwrap().item::<f32>().unwrap(), 3.0);
         let e = s.mul(&s).unwrap().exp().unwrap().item::<f32>().unwrap() as f64;
         assert_close(&[e], &[9f64.exp()], 0.0, 1e-6, "exp of a 0-d tensor");
         let one = Tensor::from_slice(&[2.0f32], &[1]).unwrap();
@@ -557,20 +565,16 @@ fn nn_ops() {
     for dev in DEVICES {
         let _d = on(dev);
         let img = t32(&arange_r(&[1, 1, 4, 4]));
-        assert_eq!(
-            get(&img.avg_pool2d(&[2, 2], None, &[1]).unwrap()),
-            [2.5, 4.5, 10.5, 12.5]
-        );
-        assert_eq!(
-            get(&img.max_pool2d(&[2, 2], None, &[1]).unwrap()),
-            [5.0, 7.0, 13.0, 15.0]
-        );
-        let p = img.max_pool2d(&[3, 3], Some(&[1]), &[1]).unwrap();
+        assert_eq!(get(&img.avg_pool2d().unwrap()), [2.5, 4.5, 10.5, 12.5]);
+        assert_eq!(get(&img.max_pool2d().unwrap()), [5.0, 7.0, 13.0, 15.0]);
+        let p = img
+            .max_pool2d_with(&PoolArgs::default().kernel(3).stride(1))
+            .unwrap();
         assert_eq!(get(&p), [10.0, 11.0, 14.0, 15.0]);
         let d = img
             .pool(&[2, 2], &[1], &[2])
             .unwrap()
-            .sum([-1, -2], false)
+            .sum_axis([-1, -2], false)
             .unwrap();
         assert_eq!(get(&d), [20.0, 24.0, 36.0, 40.0], "{dev} dilated pool");
         // conv2d against a direct loop: x (1,2,5,5), w (3,2,3,3), stride 2, padding 1.
@@ -601,7 +605,11 @@ fn nn_ops() {
             }
         }
         let got = t32(&x)
-            .conv2d(&t32(&w), Some(&t32(&b)), 1, &[2], &[1], &[1], None)
+            .conv2d_with(
+                &t32(&w),
+                Some(&t32(&b)),
+                &ConvArgs::default().stride(2).padding(1),
+            )
             .unwrap();
         check_close(
             &got,
@@ -611,9 +619,9 @@ fn nn_ops() {
             &format!("{dev} conv2d"),
         );
         let y = R::rand(&[2, 5], 23, -2.0, 2.0);
-        let mean = y.sum(&[1], true).map(|v| v / 5.0);
+        let mean = y.sum_axis(&[1], true).map(|v| v / 5.0);
         let c = y.zip(&mean, |a, m| a - m);
-        let var = c.map(|v| v * v).sum(&[1], true).map(|v| v / 5.0);
+        let var = c.map(|v| v * v).sum_axis(&[1], true).map(|v| v / 5.0);
         let want = c.zip(&var, |a, v| a / (v + 1e-5).sqrt());
         check_close(
             &t32(&y).layernorm(-1, 1e-5).unwrap(),
@@ -659,9 +667,9 @@ fn nn_ops() {
         let q2 = R::new(&[2, 3], q.data.clone());
         let kt = R::new(&[2, 3], k.data.clone()).permute(&[1, 0]);
         let s = q2.matmul(&kt).map(|a| a / 3f64.sqrt());
-        let m = s.max(&[1], true);
+        let m = s.max_axis(&[1], true);
         let e = s.zip(&m, |a, b| (a - b).exp());
-        let sm = e.zip(&e.sum(&[1], true), |a, b| a / b);
+        let sm = e.zip(&e.sum_axis(&[1], true), |a, b| a / b);
         let want = R::new(&[1, 2, 3], sm.matmul(&R::new(&[2, 3], v.data.clone())).data);
         let got = t32(&q)
             .scaled_dot_product_attention(&t32(&k), &t32(&v), None, 0.0, false)

@@ -8,7 +8,7 @@ mod tensor_common;
 
 use rawgrad::dtype::dtypes;
 use rawgrad::ops::Op;
-use rawgrad::{Axis, Index as I, Tensor};
+use rawgrad::{Axis, ConvArgs, Index as I, Tensor};
 use tensor_common::*;
 
 #[test]
@@ -25,10 +25,10 @@ fn elementwise_fusion() {
     let e = ab.add(&c).unwrap().add(ab.add(&d).unwrap()).unwrap();
     assert_eq!(kernels(&[&e]), 1, "diamond");
     let (a, b, _, _) = e4();
-    let m = a.mul(&b).unwrap().sum(Axis::All, false).unwrap();
+    let m = a.mul(&b).unwrap().sum().unwrap();
     assert_eq!(kernels(&[&m]), 1, "mulacc");
     let (a, b, _, _) = e4();
-    let m = a.mul(&b).unwrap().sum(Axis::All, false).unwrap();
+    let m = a.mul(&b).unwrap().sum().unwrap();
     assert_eq!(kernels(&[&m.relu().unwrap()]), 1, "mulacc_relu");
     assert_eq!(kernels(&[&empty(&[10]).elu(1.0).unwrap()]), 1, "elu");
     let k = empty(&[3, 3]).mul(2i64).unwrap();
@@ -77,12 +77,15 @@ fn reduce_fusion() {
     let _d = clang();
     let (a, b) = (empty(&[100]), empty(&[100]));
     let c = a.add(&b).unwrap().reshape(&[10, 10]).unwrap();
-    assert_eq!(kernels(&[&c.sum(0, true).unwrap()]), 1);
+    assert_eq!(kernels(&[&c.sum_axis(0, true).unwrap()]), 1);
     let (a, b) = (empty(&[10, 10]), empty(&[10]));
-    assert_eq!(kernels(&[&a.sum(0, false).unwrap().add(&b).unwrap()]), 1);
+    assert_eq!(
+        kernels(&[&a.sum_axis(0, false).unwrap().add(&b).unwrap()]),
+        1
+    );
     let (a, b) = (empty(&[10, 10, 10]), empty(&[10, 10, 1]));
     let c = a
-        .sum(0, true)
+        .sum_axis(0, true)
         .unwrap()
         .permute(&[2, 1, 0])
         .unwrap()
@@ -93,12 +96,12 @@ fn reduce_fusion() {
     let d = (a.add(&b).unwrap().reshape(&[10, 10]).unwrap())
         .add(&c)
         .unwrap()
-        .sum(0, false)
+        .sum_axis(0, false)
         .unwrap();
     assert_eq!(kernels(&[&d]), 1, "early reshape reduce");
     let y = empty(&[2]);
     let out = y
-        .sum(Axis::All, true)
+        .sum_axis(Axis::All, true)
         .unwrap()
         .sqrt()
         .unwrap()
@@ -107,9 +110,9 @@ fn reduce_fusion() {
     assert_eq!(kernels(&[&out]), 1, "fold double unary");
     let img = empty(&[64, 64]);
     let x = img
-        .sum(0, false)
+        .sum_axis(0, false)
         .unwrap()
-        .add(img.sum(1, false).unwrap())
+        .add(img.sum_axis(1, false).unwrap())
         .unwrap();
     let out = x.relu().unwrap();
     drop(x);
@@ -138,9 +141,7 @@ fn caching() {
     let d = a.add(&b).unwrap().reshape(&[16, 1]).unwrap();
     assert_eq!(kernels_pre(&[&d], &[&c]), 0, "no binop rerun");
     let a = empty(&[10]);
-    let bc = (a.sum(Axis::All, false).unwrap())
-        .add(a.sum(Axis::All, false).unwrap())
-        .unwrap();
+    let bc = (a.sum().unwrap()).add(a.sum().unwrap()).unwrap();
     assert_eq!(kernels(&[&bc]), 1, "cache two reduceops");
 }
 
@@ -157,11 +158,11 @@ fn reduceops(sched: &[rawgrad::engine::schedule::ScheduleItem]) -> usize {
 fn cache_reduce_parent_and_children() {
     let _d = clang();
     let x = empty(&[32]);
-    let r0 = x.mean(0, true).unwrap();
+    let r0 = x.mean_axis(0, true).unwrap();
     let r1 = x
         .sub(&r0)
         .unwrap()
-        .sum(0, false)
+        .sum_axis(0, false)
         .unwrap()
         .div(2i64)
         .unwrap();
@@ -169,11 +170,11 @@ fn cache_reduce_parent_and_children() {
     let s = check(&[&out], &[], true);
     assert_eq!((s.len(), reduceops(&s)), (2, 2));
     let (x, y) = (empty(&[32]), empty(&[4, 4]));
-    let r0 = x.mean(0, true).unwrap();
+    let r0 = x.mean_axis(0, true).unwrap();
     let r1 = x
         .sub(&r0)
         .unwrap()
-        .sum(0, false)
+        .sum_axis(0, false)
         .unwrap()
         .div(2i64)
         .unwrap();
@@ -191,8 +192,7 @@ fn conv(cin: usize, cout: usize, k: usize, bias: bool) -> (Tensor, Option<Tensor
 }
 
 fn apply_conv(x: &Tensor, c: &(Tensor, Option<Tensor>)) -> Tensor {
-    x.conv2d(&c.0, c.1.as_ref(), 1, &[1], &[1], &[0], None)
-        .unwrap()
+    x.conv2d(&c.0, c.1.as_ref()).unwrap()
 }
 
 #[test]
@@ -238,13 +238,8 @@ fn conv_relu_backward() {
         .unwrap()
         .requires_grad_(true);
     let img = empty(&[2, 3, 64, 64]).requires_grad_(true);
-    let out = img.conv2d(&w, None, 1, &[1], &[1], &[0], None).unwrap();
-    out.relu()
-        .unwrap()
-        .mean(Axis::All, false)
-        .unwrap()
-        .backward()
-        .unwrap();
+    let out = img.conv2d(&w, None).unwrap();
+    out.relu().unwrap().mean().unwrap().backward().unwrap();
     let (gi, gw) = (img.grad().unwrap(), w.grad().unwrap());
     assert_eq!(gi.shape(), vec![2, 3, 64, 64]);
     assert_eq!(gw.shape(), vec![16, 3, 3, 3]);
@@ -265,11 +260,14 @@ fn resnet_block() {
             .unwrap()
             .rsqrt()
             .unwrap();
-        x.batchnorm(Some(&w), Some(&b), &rm, &invstd, &[1]).unwrap()
+        x.batchnorm(Some(&w), Some(&b), &rm, &invstd, [1]).unwrap()
     };
     let (w1, w2) = (realized(&[64, 64, 3, 3]), realized(&[64, 64, 3, 3]));
     let x = empty(&[1, 64, 32, 32]);
-    let c = |x: &Tensor, w: &Tensor| x.conv2d(w, None, 1, &[1], &[1], &[1], None).unwrap();
+    let c = |x: &Tensor, w: &Tensor| {
+        x.conv2d_with(w, None, &ConvArgs::default().padding(1))
+            .unwrap()
+    };
     let out = bn(&c(&x, &w1)).relu().unwrap();
     let out = bn(&c(&out, &w2));
     let out = out.add(&x).unwrap().relu().unwrap();
@@ -280,7 +278,7 @@ fn resnet_block() {
 fn permutes_and_children() {
     let _d = clang();
     let (a, b) = (empty(&[4, 4, 4, 4]), empty(&[16]));
-    let c = (a.sum([0, 1], false).unwrap())
+    let c = (a.sum_axis([0, 1], false).unwrap())
         .cast(dtypes::float16)
         .unwrap()
         .permute(&[1, 0])
@@ -299,9 +297,7 @@ fn permutes_and_children() {
     let d = (a.reshape(&[10, 1]).unwrap())
         .add(b.reshape(&[10, 1]).unwrap())
         .unwrap();
-    let out = (c.sum(Axis::All, false).unwrap())
-        .add(d.sum(Axis::All, false).unwrap())
-        .unwrap();
+    let out = (c.sum().unwrap()).add(d.sum().unwrap()).unwrap();
     assert_ne!(kernels(&[&out]), 1, "fancy reshape fusion");
     let (a, b) = (empty(&[10, 10, 1]), empty(&[10, 10, 1]));
     let d = a.add(&b).unwrap().expand(&[10, 10, 10]).unwrap();
@@ -309,12 +305,12 @@ fn permutes_and_children() {
     assert_eq!(kernels(&[&d.add(&e).unwrap()]), 2, "children don't push");
     let (a, b, c) = (empty(&[10]), empty(&[10]), empty(&[10]));
     let keep_me = a.add(&b).unwrap();
-    let _e = keep_me.sum(Axis::All, false).unwrap();
+    let _e = keep_me.sum().unwrap();
     let d = keep_me.add(&c).unwrap();
     assert_ne!(kernels(&[&d]), 2, "don't fuse binops with children");
     assert_ne!(kernels_pre(&[&keep_me], &[&d]), 0);
     let (a, b) = (empty(&[10, 10, 10]), empty(&[10, 10]));
-    let c = (a.sum(2, false).unwrap().add(&b).unwrap())
+    let c = (a.sum_axis(2, false).unwrap().add(&b).unwrap())
         .permute(&[1, 0])
         .unwrap();
     assert_eq!(
@@ -354,7 +350,7 @@ fn p(x: &Tensor) -> Tensor {
         .unwrap()
         .expand(&[32, 16, 16])
         .unwrap()
-        .sum(2, false)
+        .sum_axis(2, false)
         .unwrap()
         .permute(&[1, 0])
         .unwrap()
@@ -392,7 +388,7 @@ fn contiguous_costs() {
     let out = x.permute(&[0, 2, 3, 1]).unwrap().contiguous().unwrap();
     assert_eq!(items(&[&out]), 2, "contiguous while not contiguous");
     let (a, b) = (realized(&[16, 16, 16]), realized(&[16, 16]));
-    let c = (a.sum(2, false).unwrap().contiguous().unwrap())
+    let c = (a.sum_axis(2, false).unwrap().contiguous().unwrap())
         .add(&b)
         .unwrap()
         .contiguous()
@@ -429,37 +425,44 @@ fn constant_folding_costs_nothing() {
 fn multistage_reduces() {
     let _d = clang();
     let (x, y) = (empty(&[32, 32, 32]), empty(&[32, 32]));
-    let out = x.sum(2, false).unwrap().T().unwrap().add(&y).unwrap();
+    let out = x.sum_axis(2, false).unwrap().T().unwrap().add(&y).unwrap();
     assert_eq!(kernels(&[&out]), 2, "reduce permute nofuse");
     let (x, y) = (empty(&[32, 32]), empty(&[32, 32]));
-    let e = |t: &Tensor| t.sum(1, false).unwrap().relu().unwrap().elu(1.0).unwrap();
+    let e = |t: &Tensor| {
+        t.sum_axis(1, false)
+            .unwrap()
+            .relu()
+            .unwrap()
+            .elu(1.0)
+            .unwrap()
+    };
     assert_eq!(kernels(&[&e(&x).add(e(&y)).unwrap()]), 2, "two elus sum");
     let x = realized(&[32768]);
-    let out = (x.sub(x.max(Axis::All, true).unwrap()).unwrap())
-        .max(Axis::All, false)
+    let out = (x.sub(x.max_axis(Axis::All, true).unwrap()).unwrap())
+        .max()
         .unwrap();
     assert_eq!(kernels(&[&out]), 4, "preserve multistage reduce");
     let x = empty(&[32, 32, 32]);
     let out = x
-        .sum(2, false)
+        .sum_axis(2, false)
         .unwrap()
         .relu()
         .unwrap()
-        .sum(1, false)
+        .sum_axis(1, false)
         .unwrap();
     assert_eq!(kernels(&[&out]), 2, "multistage reduce");
-    let x = empty(&[32, 32, 32]).sum(2, false).unwrap();
+    let x = empty(&[32, 32, 32]).sum_axis(2, false).unwrap();
     let out2 = x.add(1i64).unwrap();
-    let out = (x.relu().unwrap().sum(1, false).unwrap())
+    let out = (x.relu().unwrap().sum_axis(1, false).unwrap())
         .add(out2.getitem(&[I::Int(0)]).unwrap())
         .unwrap();
     assert_eq!(kernels(&[&out]), 2, "multistage reduce fork");
-    let x = empty(&[32, 32, 32]).sum(2, false).unwrap();
+    let x = empty(&[32, 32, 32]).sum_axis(2, false).unwrap();
     let out = x.add(x.getitem(&[I::all(), I::Int(4)]).unwrap()).unwrap();
     assert_eq!(kernels(&[&out]), 2, "double sum ref");
     let (x, y) = (empty(&[32, 32]), empty(&[16]));
     let x = x
-        .sum(1, false)
+        .sum_axis(1, false)
         .unwrap()
         .getitem(&[I::range(0, 16)])
         .unwrap();
@@ -471,12 +474,7 @@ fn example_matmul_backward() {
     let _d = clang();
     let x = Tensor::eye(64).unwrap().requires_grad_(true);
     let y = Tensor::eye(64).unwrap().requires_grad_(true);
-    y.matmul(&x)
-        .unwrap()
-        .sum(Axis::All, false)
-        .unwrap()
-        .backward()
-        .unwrap();
+    y.matmul(&x).unwrap().sum().unwrap().backward().unwrap();
     let out = x.grad().unwrap().contiguous().unwrap();
     assert_eq!(kernels(&[&out]), 2);
 }

@@ -18,45 +18,41 @@ fn multireduce_specs() {
     let _d = clang();
     let (a, b, c) = (realized(&[32, 32]), realized(&[32, 32]), realized(&[16]));
     let ao = a
-        .sum(1, false)
+        .sum_axis(1, false)
         .unwrap()
         .getitem(&[I::range(0, 16)])
         .unwrap();
     let bo = b
-        .sum(1, false)
+        .sum_axis(1, false)
         .unwrap()
         .getitem(&[I::range(0, 16)])
         .unwrap();
     let out = ao.add(&bo).unwrap().add(&c).unwrap();
     assert_eq!(kernels(&[&out]), 3, "multireduce shrink");
     let a = realized(&[4, 4]);
-    let s = || a.sum(Axis::All, false).unwrap();
+    let s = || a.sum().unwrap();
     let (o0, o1) = (s().add(2i64).unwrap(), s().add(4i64).unwrap());
     let o2 = o0.mul(&o1).unwrap();
     assert_eq!(kernels(&[&o0, &o1, &o2]), 1, "reduce same size");
     let a = realized(&[4, 4]);
-    let s = || a.sum(Axis::All, false).unwrap();
+    let s = || a.sum().unwrap();
     let o0 = s().exp2().unwrap();
     let o1 = s().add(&o0).unwrap();
     assert_eq!(kernels(&[&o0, &o1]), 1, "reduce multiple paths");
     let a = realized(&[4, 4]);
-    let s = || a.sum(Axis::All, false).unwrap();
+    let s = || a.sum().unwrap();
     let o0 = s().exp2().unwrap();
     let o1 = s().add(&o0).unwrap();
     let b = a.add(&o0).unwrap().add(&o1).unwrap();
-    let o2 = b.sum(Axis::All, false).unwrap().exp2().unwrap();
-    let o3 = b.sum(Axis::All, false).unwrap().add(&o2).unwrap();
+    let o2 = b.sum().unwrap().exp2().unwrap();
+    let o3 = b.sum().unwrap().add(&o2).unwrap();
     assert_eq!(
         kernels(&[&o0, &o1, &o2, &o3]),
         2,
         "multireduce multiple paths"
     );
     let (a, b) = (realized(&[4, 4]), realized(&[4, 4]));
-    let sab = || {
-        (a.sum(Axis::All, false).unwrap())
-            .add(b.sum(Axis::All, false).unwrap())
-            .unwrap()
-    };
+    let sab = || (a.sum().unwrap()).add(b.sum().unwrap()).unwrap();
     let (o0, o1) = (sab().add(2i64).unwrap(), sab().add(4i64).unwrap());
     assert_eq!(kernels(&[&o0, &o1]), 4, "reduce ext reduce child");
 }
@@ -65,20 +61,18 @@ fn multireduce_specs() {
 fn multireduce_midpaths() {
     let _d = clang();
     let a = realized(&[4, 4]);
-    let r = a.sum(Axis::All, false).unwrap();
+    let r = a.sum().unwrap();
     let o0 = r.exp2().unwrap();
-    let o1 = a.sub(&o0).unwrap().max(Axis::All, false).unwrap();
+    let o1 = a.sub(&o0).unwrap().max().unwrap();
     let o2 = r.add(&o1).unwrap();
     assert_eq!(kernels(&[&r, &o0, &o1, &o2]), 4, "midreduce");
     let (a, b) = (realized(&[4, 4]), realized(&[4, 4]));
-    let o0 = a.sum(Axis::All, false).unwrap().add(4i64).unwrap();
-    let o1 = (b.max(Axis::All, false).unwrap())
-        .add(o0.mul(2i64).unwrap())
-        .unwrap();
-    let o2 = a.sum(Axis::All, false).unwrap().add(&o1).unwrap();
+    let o0 = a.sum().unwrap().add(4i64).unwrap();
+    let o1 = (b.max().unwrap()).add(o0.mul(2i64).unwrap()).unwrap();
+    let o2 = a.sum().unwrap().add(&o1).unwrap();
     assert_eq!(kernels(&[&o0, &o1, &o2]), 4, "midreduce fused");
     let (a, b) = (realized(&[4, 4]), realized(&[4, 4, 4]));
-    let r = a.sum(Axis::All, false).unwrap();
+    let r = a.sum().unwrap();
     let o0 = r.exp2().unwrap();
     let e = b.add(&o0).unwrap();
     let e000 = e
@@ -89,21 +83,21 @@ fn multireduce_midpaths() {
     let o1 = r.add(e000.getitem(&[I::Int(0)]).unwrap()).unwrap();
     assert_eq!(kernels(&[&r, &o0, &o1, &e]), 4, "midexpand");
     let (a, b) = (realized(&[32, 32, 32]), realized(&[1, 16]));
-    let o0 = a.sum(Axis::All, false).unwrap().add(2i64).unwrap();
-    let o1 = a.sum(Axis::All, false).unwrap().add(&b).unwrap();
+    let o0 = a.sum().unwrap().add(2i64).unwrap();
+    let o1 = a.sum().unwrap().add(&b).unwrap();
     assert_eq!(kernels(&[&o0, &o1]), 4, "reduce expand child");
     let (a, b) = (empty(&[100, 100]), empty(&[10]));
-    let c = (a.sum(Axis::All, false).unwrap())
+    let c = (a.sum().unwrap())
         .add(b.getitem(&[I::Int(0)]).unwrap())
         .unwrap();
-    let d = a.sum(Axis::All, false).unwrap().add(2i64).unwrap();
+    let d = a.sum().unwrap().add(2i64).unwrap();
     assert_eq!(kernels(&[&c, &d]), 1, "reduce shrink child");
     let a = empty(&[4, 4]);
-    let r = a.sum(1, false).unwrap();
+    let r = a.sum_axis(1, false).unwrap();
     let o0 = r.exp2().unwrap();
     let o1 = o0.getitem(&[I::Int(0)]).unwrap().add(&o0).unwrap();
     assert_eq!(kernels(&[&r, &o0, &o1]), 3, "midshrink");
-    let r = a.sum(Axis::All, true).unwrap();
+    let r = a.sum_axis(Axis::All, true).unwrap();
     let o0 = r.exp2().unwrap();
     let o1 = o0.getitem(&[I::Int(0)]).unwrap().add(empty(&[1])).unwrap();
     assert_eq!(kernels(&[&r, &o0, &o1]), 3, "reduce shrink output");
@@ -114,46 +108,46 @@ fn multireduce_fusions() {
     let _d = clang();
     let xy = || (realized(&[4, 32]), realized(&[4, 32]));
     let (x, y) = xy();
-    let out = (y.add(x.sum(-1, true).unwrap()).unwrap())
-        .sum(-1, false)
+    let out = (y.add(x.sum_axis(-1, true).unwrap()).unwrap())
+        .sum_axis(-1, false)
         .unwrap();
     assert_eq!(kernels(&[&out]), 2, "simple sequential");
     let (x, y) = xy();
-    let out = (y.sum(-1, false).unwrap())
-        .add(x.sum(-1, false).unwrap())
+    let out = (y.sum_axis(-1, false).unwrap())
+        .add(x.sum_axis(-1, false).unwrap())
         .unwrap();
     assert_eq!(kernels(&[&out]), 2, "simple parallel");
     let (x, _) = xy();
     assert_eq!(
-        kernels(&[&x.std(-1, false, 1).unwrap()]),
+        kernels(&[&x.std_axis(-1, false, 1).unwrap()]),
         2,
         "sequential (std)"
     );
     let (x, y) = xy();
-    let out = (x.std(-1, false, 1).unwrap())
-        .add(y.std(-1, false, 1).unwrap())
+    let out = (x.std_axis(-1, false, 1).unwrap())
+        .add(y.std_axis(-1, false, 1).unwrap())
         .unwrap();
     assert_eq!(kernels(&[&out]), 4, "parallel");
     let (x, _) = xy();
-    let out = (x.sub(x.max(-1, true).unwrap()).unwrap())
-        .sum(-1, false)
+    let out = (x.sub(x.max_axis(-1, true).unwrap()).unwrap())
+        .sum_axis(-1, false)
         .unwrap();
     assert_eq!(kernels(&[&out]), 2, "diffops sequential");
     let (x, y) = xy();
-    let out = (x.sum(-1, false).unwrap())
-        .add(y.max(-1, false).unwrap())
+    let out = (x.sum_axis(-1, false).unwrap())
+        .add(y.max_axis(-1, false).unwrap())
         .unwrap();
     assert_eq!(kernels(&[&out]), 2, "diffops parallel");
     let (x, y) = xy();
     let centered = |t: &Tensor| {
-        (t.sub(t.max(-1, true).unwrap()).unwrap())
-            .mean(-1, true)
+        (t.sub(t.max_axis(-1, true).unwrap()).unwrap())
+            .mean_axis(-1, true)
             .unwrap()
     };
     let mu = centered(&x).add(centered(&y)).unwrap();
     let f = |t: &Tensor| {
         (t.sub(&mu).unwrap().square().unwrap())
-            .sum(-1, false)
+            .sum_axis(-1, false)
             .unwrap()
             .div(32i64)
             .unwrap()
@@ -204,21 +198,23 @@ fn prefer_half_buffer() {
     // Each block drops its graph, as reassigning `dummy` does in Python (else the lazy cache
     // hands back the now-realized nodes).
     {
-        let dummy = hf(&x.sum(Axis::All, false).unwrap());
+        let dummy = hf(&x.sum().unwrap());
         assert_eq!(kernels(&[&dummy]), 1);
     }
     {
-        let dummy = (hf(&x.sum(Axis::All, false).unwrap()).contiguous().unwrap())
+        let dummy = (hf(&x.sum().unwrap()).contiguous().unwrap())
             .add(1i64)
             .unwrap();
         assert_eq!(kernels(&[&dummy]), 2);
     }
     {
-        let shared = hf(&x.sum(Axis::All, false).unwrap());
+        let shared = hf(&x.sum().unwrap());
         let (a, b) = (shared.mul(2i64).unwrap(), shared.mul(3i64).unwrap());
         assert_eq!(kernels(&[&a, &b]), 1);
     }
-    let a = hf(&z.sum(0, false).unwrap()).sum(0, false).unwrap();
+    let a = hf(&z.sum_axis(0, false).unwrap())
+        .sum_axis(0, false)
+        .unwrap();
     let s = check(&[&a], &[], true);
     assert_eq!(s.len(), 2);
     assert!(s[..1]
@@ -230,37 +226,41 @@ fn prefer_half_buffer() {
 fn chasing() {
     let _d = clang();
     let a = empty(&[4, 4, 4]);
-    let r = a.sum(0, false).unwrap().add(6i64).unwrap();
-    let b = r.sum(0, false).unwrap().mul(4i64).unwrap();
-    let c = r.sum(1, false).unwrap().mul(2i64).unwrap();
+    let r = a.sum_axis(0, false).unwrap().add(6i64).unwrap();
+    let b = r.sum_axis(0, false).unwrap().mul(4i64).unwrap();
+    let c = r.sum_axis(1, false).unwrap().mul(2i64).unwrap();
     let s = check(&[&b, &c], &[], true);
     assert_eq!(s.len(), 3, "reduce simple chase");
     assert_eq!(first_src_op(&s), Op::Binary(BinaryOps::ADD));
     let a = realized(&[4, 4, 4]);
-    let r = (a.add(a.sum(0, true).unwrap().add(6i64).unwrap()).unwrap())
-        .sum(0, false)
-        .unwrap()
-        .mul(2i64)
-        .unwrap();
-    let b = r.sum(0, false).unwrap().add(8i64).unwrap();
-    let c = r.sum(1, false).unwrap().add(12i64).unwrap();
+    let r = (a
+        .add(a.sum_axis(0, true).unwrap().add(6i64).unwrap())
+        .unwrap())
+    .sum_axis(0, false)
+    .unwrap()
+    .mul(2i64)
+    .unwrap();
+    let b = r.sum_axis(0, false).unwrap().add(8i64).unwrap();
+    let c = r.sum_axis(1, false).unwrap().add(12i64).unwrap();
     assert_eq!(kernels(&[&b, &c]), 4, "multireduce simple chase");
     let (a, b) = (empty(&[4, 4, 4]), empty(&[4, 4]));
-    let r = a.sum(2, false).unwrap().add(&b).unwrap();
+    let r = a.sum_axis(2, false).unwrap().add(&b).unwrap();
     let d = r.T().unwrap().mul(4i64).unwrap();
     let e = r.mul(&d).unwrap();
     let s = check(&[&d, &e], &[], true);
     assert_eq!(s.len(), 3, "push permute chase");
     assert_eq!(first_src_op(&s), Op::Binary(BinaryOps::ADD));
     let (a, b) = (realized(&[4, 4, 4]), realized(&[4, 4]));
-    let r = a.sum(2, false).unwrap().add(&b).unwrap();
+    let r = a.sum_axis(2, false).unwrap().add(&b).unwrap();
     let d = r.T().unwrap().mul(4i64).unwrap();
-    let e = r.mul(d.add(&a).unwrap().sum(2, false).unwrap()).unwrap();
+    let e = r
+        .mul(d.add(&a).unwrap().sum_axis(2, false).unwrap())
+        .unwrap();
     let s = check(&[&d, &e], &[], true);
     assert_eq!(s.len(), 3, "multireduce push permute chase");
     assert_eq!(first_src_op(&s), Op::Binary(BinaryOps::ADD));
     let (a, b, c) = (empty(&[16, 16]), empty(&[4]), empty(&[16]));
-    let r = a.sum(1, false).unwrap().add(&c).unwrap();
+    let r = a.sum_axis(1, false).unwrap().add(&c).unwrap();
     let d = r.getitem(&[I::range(0, 4)]).unwrap().mul(&b).unwrap();
     let s = check(&[&d], &[], true);
     assert_eq!(s.len(), 2, "push shrink chase");
@@ -271,9 +271,14 @@ fn chasing() {
         realized(&[16]),
         realized(&[16, 16]),
     );
-    let r = a.sum(1, false).unwrap().add(&c).unwrap();
+    let r = a.sum_axis(1, false).unwrap().add(&c).unwrap();
     let out = (r.getitem(&[I::range(0, 4)]).unwrap().mul(&b).unwrap())
-        .add(d.sum(1, false).unwrap().getitem(&[I::range(0, 4)]).unwrap())
+        .add(
+            d.sum_axis(1, false)
+                .unwrap()
+                .getitem(&[I::range(0, 4)])
+                .unwrap(),
+        )
         .unwrap();
     let s = check(&[&out], &[], true);
     assert_eq!(s.len(), 3, "multireduce push shrink chase");
@@ -285,9 +290,9 @@ fn midreduce_nochase() {
     let _d = clang();
     let a = empty(&[16, 16]);
     let b = (a
-        .sum(0, false)
+        .sum_axis(0, false)
         .unwrap()
-        .add(a.max(1, false).unwrap())
+        .add(a.max_axis(1, false).unwrap())
         .unwrap())
     .add(2i64)
     .unwrap();
@@ -295,12 +300,12 @@ fn midreduce_nochase() {
     assert_eq!(s.len(), 2);
     assert_eq!(first_src_op(&s), Op::Reduce(ReduceOps::MAX));
     let a = realized(&[16, 16]);
-    let b = (a.sum(0, false).unwrap())
-        .add(a.max(0, false).unwrap())
+    let b = (a.sum_axis(0, false).unwrap())
+        .add(a.max_axis(0, false).unwrap())
         .unwrap()
-        .add(a.max(1, false).unwrap())
+        .add(a.max_axis(1, false).unwrap())
         .unwrap()
-        .add(a.sum(1, false).unwrap())
+        .add(a.sum_axis(1, false).unwrap())
         .unwrap()
         .add(2i64)
         .unwrap();
@@ -313,32 +318,28 @@ fn midreduce_nochase() {
 fn partial_fuse() {
     let _d = clang();
     let (a, b) = (realized(&[16, 16]), realized(&[16, 16]));
-    let sa = || a.sum(Axis::All, false).unwrap();
+    let sa = || a.sum().unwrap();
     let c = sa().add(2i64).unwrap();
-    let d = (sa().sub(b.sum(Axis::All, false).unwrap()).unwrap())
-        .mul(4i64)
-        .unwrap();
+    let d = (sa().sub(b.sum().unwrap()).unwrap()).mul(4i64).unwrap();
     assert_eq!(kernels(&[&c, &d]), 3, "partial fuse 1");
     let (a, b) = (realized(&[16, 16]), realized(&[16, 16]));
-    let sa = || a.sum(Axis::All, false).unwrap();
+    let sa = || a.sum().unwrap();
     let c = sa().add(2i64).unwrap();
-    let d = b.sum(Axis::All, false).unwrap().sub(&c).unwrap();
+    let d = b.sum().unwrap().sub(&c).unwrap();
     assert_eq!(kernels(&[&c, &d]), 2, "partial fuse 2");
     let (a, b) = (realized(&[16, 16]), realized(&[16, 16]));
-    let sa = || a.sum(Axis::All, false).unwrap();
+    let sa = || a.sum().unwrap();
     let c = sa().add(2i64).unwrap();
     let d = sa().mul(2i64).unwrap();
     let e = c.mul(&d).unwrap();
-    let f = b.sum(Axis::All, false).unwrap().sub(&e).unwrap();
+    let f = b.sum().unwrap().sub(&e).unwrap();
     assert_eq!(kernels(&[&c, &d, &e, &f]), 2, "partial fuse 3");
     let (a, b) = (realized(&[16, 16]), realized(&[16, 16]));
-    let sa = || a.sum(Axis::All, false).unwrap();
+    let sa = || a.sum().unwrap();
     let c = sa().add(2i64).unwrap();
     let d = sa().mul(2i64).unwrap();
     let e = c.mul(&d).unwrap();
-    let f = (b.sub(&d).unwrap().sum(Axis::All, false).unwrap())
-        .sub(&e)
-        .unwrap();
+    let f = (b.sub(&d).unwrap().sum().unwrap()).sub(&e).unwrap();
     assert_eq!(kernels(&[&c, &d, &e, &f]), 3, "partial fuse 4");
 }
 
@@ -350,34 +351,28 @@ fn pad1(t: &Tensor, v: f64) -> Tensor {
 fn pads() {
     let _d = clang();
     let (a, b) = (realized(&[3, 4, 5]), realized(&[3, 4, 5]));
-    let out = (pad1(&a.add(&b).unwrap(), 1.0)
-        .sum(Axis::All, false)
-        .unwrap())
-    .contiguous()
-    .unwrap();
+    let out = (pad1(&a.add(&b).unwrap(), 1.0).sum().unwrap())
+        .contiguous()
+        .unwrap();
     assert_eq!(kernels(&[&out]), 1, "pad reduce safe");
-    let out = (pad1(&a, 1.0).sum(Axis::All, true).unwrap())
-        .add(pad1(&b, 1.0).sum(Axis::All, false).unwrap())
+    let out = (pad1(&a, 1.0).sum_axis(Axis::All, true).unwrap())
+        .add(pad1(&b, 1.0).sum().unwrap())
         .unwrap()
         .contiguous()
         .unwrap();
     assert_eq!(kernels(&[&out]), 2, "multireduce pad reduce safe");
-    let out = (pad1(&a.log2().unwrap(), 1.0).sum(Axis::All, false).unwrap())
+    let out = (pad1(&a.log2().unwrap(), 1.0).sum().unwrap())
         .contiguous()
         .unwrap();
     assert_eq!(kernels(&[&out]), 2, "pad reduce unsafe");
-    let inner = (pad1(&a.log2().unwrap(), 1.0).sum(Axis::All, false).unwrap())
+    let inner = (pad1(&a.log2().unwrap(), 1.0).sum().unwrap())
         .add(&b)
         .unwrap()
         .abs()
         .unwrap()
         .log2()
         .unwrap();
-    let out = pad1(&inner, 1.0)
-        .sum(Axis::All, false)
-        .unwrap()
-        .contiguous()
-        .unwrap();
+    let out = pad1(&inner, 1.0).sum().unwrap().contiguous().unwrap();
     assert_eq!(kernels(&[&out]), 4, "multireduce pad reduce unsafe");
 }
 
@@ -451,7 +446,7 @@ fn shrink_pad_and_base_changes() {
 fn pad_reduce_unsafe_multiview_st() {
     let _d = clang();
     let big_p = Tensor::ones(&[3, 3]).unwrap().contiguous().unwrap();
-    let sums = big_p.sum(1, true).unwrap();
+    let sums = big_p.sum_axis(1, true).unwrap();
     big_p.assign(&big_p.div(&sums).unwrap()).unwrap();
     let p = big_p.getitem(&[I::Int(0)]).unwrap();
     let p = p.pad(&[Some((1, 0))]).unwrap().repeat(&[2]).unwrap();

@@ -1,6 +1,6 @@
 /*
  * rawgrad: declarations of the NVIDIA RM escape and UVM ioctl interface that the NV backend uses,
- * the parts that are the same in every supported driver family (570, 580).
+ * the parts that are the same in every supported driver family (570, 575, 580, 590, 595).
  *
  * Written by rawgrad from the facts collected in reference/nv-rm-uvm.md (field names, order,
  * sizes and offsets as measured on the 550/570/580 driver sources); not copied from NVIDIA's
@@ -8,7 +8,7 @@
  * other. x86-64 Linux only. User pointers inside structs are carried as 64-bit integers (NvP64).
  *
  * tools/gen-bindings turns this file into src/sys/nv/common.rs; the per-family structs live in
- * v570.h and v580.h.
+ * v570.h (570, 575), v580.h (580, 590, 595) and v590.h (the UVM structs 590 changed).
  */
 #ifndef RAWGRAD_NV_COMMON_H
 #define RAWGRAD_NV_COMMON_H
@@ -601,6 +601,9 @@ typedef struct {
 #define UVM_INITIALIZE 0x30000001
 #define UVM_REGISTER_GPU_VASPACE 25
 #define UVM_REGISTER_CHANNEL 27
+/* UVM_IOCTL_BASE(28) in every family 570..595 (kernel-open/nvidia-uvm/uvm_ioctl.h); its params
+ * are per family (v570.h/v580.h: with gpuUuid, v590.h: without) */
+#define UVM_UNREGISTER_CHANNEL 28
 #define UVM_ENABLE_PEER_ACCESS 29
 #define UVM_MAP_EXTERNAL_ALLOCATION 33
 #define UVM_FREE 34
@@ -688,11 +691,7 @@ typedef struct {
     NV_STATUS rmStatus;
 } UVM_MAP_EXTERNAL_ALLOCATION_PARAMS;
 
-typedef struct {
-    NvU64 base;
-    NvU64 length;
-    NV_STATUS rmStatus;
-} UVM_FREE_PARAMS;
+/* UVM_FREE_PARAMS and UVM_UNREGISTER_CHANNEL_PARAMS are per family (v570.h, v580.h, v590.h) */
 
 typedef struct {
     NvProcessorUuid gpuUuidA;

@@ -108,4 +108,21 @@ typedef struct {
     NvU32 officialChangelistNumber;
 } NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS;
 
+/* UVM_FREE (UVM_IOCTL_BASE(34)): 24 bytes, rmStatus at 16 (kernel-open/nvidia-uvm/uvm_ioctl.h
+ * of 570.86.16, 575.64.05 and 580.142: `length` is still there; 590 removed it) */
+typedef struct {
+    NvU64 base;
+    NvU64 length;
+    NV_STATUS rmStatus;
+} UVM_FREE_PARAMS;
+
+/* UVM_UNREGISTER_CHANNEL (UVM_IOCTL_BASE(28)): 28 bytes, rmStatus at 24 (same header and tags;
+ * the handler, uvm_user_channel.c uvm_api_unregister_channel, never reads gpuUuid) */
+typedef struct {
+    NvProcessorUuid gpuUuid;
+    NvHandle hClient;
+    NvHandle hChannel;
+    NV_STATUS rmStatus;
+} UVM_UNREGISTER_CHANNEL_PARAMS;
+
 #endif /* RAWGRAD_NV_V580_H */

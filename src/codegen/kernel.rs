@@ -8,8 +8,10 @@
 //! state (`applied_opts`, `upcasted`, `local_dims`, `group_for_reduces`, `dont_use_locals`).
 //! The opt actions live in `kernel/opts.rs`; lowering to UOps in `linearizer.rs`.
 //!
-//! Not guaranteed: image dtypes and tensor cores do not exist here yet (the TC opt reports that
-//! no tensor core is available); the hand-coded heuristics are not part of this module.
+//! The hand-coded heuristics live in `kernel/heuristics.rs`, tensor-core matching in
+//! `kernel/tensor_cores.rs`.
+//!
+//! Not guaranteed: image dtypes do not exist (so image-only opts never apply).
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
@@ -18,16 +20,19 @@ use crate::codegen::uops::UOp;
 use crate::dtype::DType;
 use crate::helpers::to_function_name;
 use crate::ops::{verify_lazyop, BufferOps, ConstBuffer, LazyOp, MemBuffer, Op};
-use crate::renderer::RendererOpts;
+use crate::renderer::{RendererOpts, TensorCore};
 use crate::shape::symbolic::py_gt;
 use crate::shape::{strides_for_shape, Node, ShapeTracker, Sint};
 use crate::{bail, ensure, Error, Result};
 
+mod heuristics;
 pub mod opts;
+mod tensor_cores;
 #[cfg(test)]
 mod tests;
 
 pub use opts::{Opt, OptOps};
+pub use tensor_cores::TensorCoreOptions;
 
 /// A workgroup-local buffer the linearizer adds (the `temp` of a grouped reduce).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -106,6 +111,12 @@ pub struct Kernel {
     pub upcasted: usize,
     pub local_dims: usize,
     pub dont_use_locals: bool,
+    /// The tensor core the kernel uses (set by the TC opt unless `TC=2`).
+    pub tensor_core: Option<TensorCore>,
+    /// The N, M, K axes of the matched tensor core (kept up to date as dims vanish).
+    pub tensor_core_opts: Option<TensorCoreOptions>,
+    /// Per reduce op, the two buffers the tensor core multiplies.
+    pub bufs_for_tensor_core: Vec<(LazyOp, (usize, usize))>,
     pub(crate) linearized: Option<Linearized>,
 }
 
@@ -244,6 +255,9 @@ impl Kernel {
             upcasted: 0,
             local_dims: 0,
             dont_use_locals: false,
+            tensor_core: None,
+            tensor_core_opts: None,
+            bufs_for_tensor_core: vec![],
             linearized: None,
         };
         k.permute_reduce_last()?;

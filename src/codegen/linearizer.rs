@@ -8,8 +8,9 @@
 //! (`ast_parse`), and the final `UOpGraph` pass (constant folder, toposort, `type_verify`).
 //! Index helpers live in `linearizer/index.rs`.
 //!
-//! Not guaranteed: tensor cores (WMMA) and image buffers are not lowered; a kernel whose opts
-//! would need them is refused with an error.
+//! Tensor-core reduces lower to WMMA UOps (`linearizer/tensor_core.rs`).
+//!
+//! Not guaranteed: image buffers are not lowered.
 
 use std::collections::HashMap;
 
@@ -23,6 +24,7 @@ use crate::{bail, Error, Result};
 pub mod index;
 mod lower_reduce;
 mod memory;
+mod tensor_core;
 
 pub use index::{expand_idxs, expand_node, get_grouped_dims, iter_idxs, render_node, GroupedDims};
 
@@ -92,10 +94,11 @@ impl Lin {
         self.define_buffers()?;
         let name = dedup_kernel_name(&self.k.base_name());
         let (global_size, local_size) = self.define_indexes()?;
+        let aliases = self.index_local_aliases(&self.reduce_idxs()?)?;
         let mut loaded: Values = HashMap::new();
         let mut accs: Values = HashMap::new();
         for ri in 0..self.k.reduceops.len() {
-            self.render_reduce_block(ri, &mut accs, &mut loaded)?;
+            self.render_reduce_block(ri, &mut accs, &mut loaded, &aliases)?;
         }
         let stores = self.render_final_block(&accs, &mut loaded)?;
         let uops = uopgraph::linearize(&stores, None, true)?;
@@ -251,10 +254,12 @@ impl Lin {
         ri: usize,
         accs: &mut Values,
         loaded: &mut Values,
+        aliases: &tensor_core::TcAliases,
     ) -> Result<()> {
         let reduce_idxs = self.reduce_idxs()?;
         let fake: Vec<Node> = reduce_idxs.iter().map(|_| Node::Num(0)).collect();
-        let (nlidx, nuidx) = self.render_reduceop(ri, accs, loaded, &reduce_idxs, &fake)?;
+        let (nlidx, nuidx) =
+            self.render_reduceop(ri, accs, loaded, &reduce_idxs, &fake, aliases)?;
         if ri + 1 == self.k.reduceops.len() {
             self.local_idxs = nlidx;
             self.upcast_idxs = nuidx;

@@ -84,6 +84,18 @@ pub fn globals(uops: &[UOp]) -> Vec<(usize, bool)> {
         .collect()
 }
 
+/// The argument position of each DEFINE_GLOBAL index: `slots[idx] == Some(position)`. A kernel
+/// takes its buffers positionally, in DEFINE_GLOBAL order (tinygrad's `[si.bufs[i] for i, _ in
+/// p.globals]`), and a buffer the folder removed leaves a gap (`None`) in the indices.
+pub fn global_slots(uops: &[UOp]) -> Vec<Option<usize>> {
+    let g = globals(uops);
+    let mut slots = vec![None; g.iter().map(|(idx, _)| idx + 1).max().unwrap_or(0)];
+    for (pos, (idx, _)) in g.into_iter().enumerate() {
+        slots[idx] = Some(pos);
+    }
+    slots
+}
+
 /// Linearize `sinks` with the constant folder, followed by a second pass with the constant
 /// folder plus `extra_pm` when given (as tinygrad does for renderer rules).
 pub fn linearize(

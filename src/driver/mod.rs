@@ -21,6 +21,7 @@ pub mod codemem;
 pub mod cuda;
 pub mod dl;
 pub mod emu;
+pub mod filemap;
 pub mod hostmem;
 pub mod kfd;
 pub mod llvm;

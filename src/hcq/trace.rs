@@ -11,7 +11,6 @@
 //! Not guaranteed: events recorded after the exit writer ran are lost; the file is overwritten.
 
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, Once, OnceLock};
 use std::time::Instant;
@@ -39,26 +38,6 @@ pub fn now_us() -> f64 {
     BASE.get_or_init(Instant::now).elapsed().as_secs_f64() * 1e6
 }
 
-fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\r' => out.push_str("\\r"),
-            '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 fn num(x: f64) -> String {
     if x.is_finite() {
         format!("{x:.3}")
@@ -81,21 +60,21 @@ pub fn chrome_trace_json(events: &[TraceEvent]) -> String {
     for (dev, pid) in &pids {
         items.push(format!(
             r#"{{"name":"process_name","ph":"M","pid":{pid},"args":{{"name":{}}}}}"#,
-            escape(dev)
+            crate::json::quote(dev)
         ));
     }
     for ((dev, q), tid) in &tids {
         items.push(format!(
             r#"{{"name":"thread_name","ph":"M","pid":{},"tid":{tid},"args":{{"name":{}}}}}"#,
             pids[dev],
-            escape(q)
+            crate::json::quote(q)
         ));
     }
     for e in events {
         items.push(format!(
             r#"{{"name":{},"cat":{},"ph":"X","pid":{},"tid":{},"ts":{},"dur":{}}}"#,
-            escape(&e.name),
-            escape(&e.cat),
+            crate::json::quote(&e.name),
+            crate::json::quote(&e.cat),
             pids[e.device.as_str()],
             tids[&(e.device.as_str(), e.queue.as_str())],
             num(e.ts_us),

@@ -568,7 +568,13 @@ mod tests {
     fn structural_equality_hash_and_key() {
         let (k1, k2) = (add_kernel(), add_kernel());
         assert!(!k1.ptr_eq(&k2));
+        assert_eq!(k1.0.hash, k2.0.hash, "the build-time hash is structural");
+        assert!(
+            k1.0.key.get().is_none(),
+            "== and the hash never build the text key"
+        );
         assert_eq!(k1, k2);
+        assert!(k1.0.key.get().is_none());
         assert_eq!(k1.key(), k2.key());
         assert_eq!(k1.key().len(), 64);
         let other = LazyOp::store(
@@ -577,6 +583,7 @@ mod tests {
             dtypes::float32,
             st(&[4, 4]),
         );
+        assert_ne!(k1.0.hash, other.0.hash);
         assert_ne!(k1, other);
         assert_ne!(k1.key(), other.key());
         assert_eq!(k1.lazyops().len(), 4);

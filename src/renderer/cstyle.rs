@@ -53,6 +53,8 @@ pub struct Needs {
     pub vectors: BTreeSet<DType>,
     /// Dialect-specific helper definitions the body uses (by name).
     pub helpers: BTreeSet<&'static str>,
+    /// The distinct tensor-core ops the body calls (`__WMMA_...` helpers to define).
+    pub wmma: Vec<crate::codegen::uops::WmmaArg>,
     /// What [`CStyle::kernel_modifier`] returned for this kernel (written between `void ` and the
     /// name, e.g. CUDA's `__launch_bounds__(N) `).
     pub kernel_modifier: String,
@@ -800,6 +802,9 @@ fn render_misc<L: CStyle + ?Sized>(
             let t = l.render_dtype(d, &mut st.needs)?;
             let name = st.ssa("wmma", Some(u));
             st.kk(&format!("{t} {name} = __{}({a}, {b}, {c});", w.name));
+            if !st.needs.wmma.contains(w) {
+                st.needs.wmma.push((**w).clone());
+            }
         }
         (op, arg) => bail!(Codegen, "cannot render {} with arg {arg}", op.name()),
     }

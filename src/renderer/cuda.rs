@@ -26,7 +26,11 @@
 //! NaN (`rg_fmax`); bool ADD/MUL are `||`/`&&`; float MOD goes through `long long`; RECIP is
 //! parenthesized.
 //!
-//! Not guaranteed: vector ALU ops, bool and bfloat16 vectors, WMMA (tensor cores) are refused;
+//! Tensor cores (sm_80+): each WMMA UOp calls a generated `__WMMA_8_16_16_<in>_float` helper that
+//! runs one `mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}` through inline PTX; bfloat16
+//! operand vectors are float vectors in registers, packed to 16 bits in the helper.
+//!
+//! Not guaranteed: vector ALU ops and bool vectors are refused;
 //! integer division by zero gives whatever the GPU gives (no trap, as in tinygrad).
 
 use crate::codegen::uops::{UArg, UOp, UOps};
@@ -72,7 +76,7 @@ impl CUDARenderer {
                 global_max: Some([i32::MAX as i64, 65535, 65535]),
                 local_max: Some([1024, 1024, 64]),
                 shared_max: 49152,
-                tensor_cores: vec![],
+                tensor_cores: crate::renderer::tensor_cores::cuda(sm),
             },
             lang: CStyleLanguage {
                 kernel_prefix: "extern \"C\" __global__ ".into(),
@@ -212,21 +216,23 @@ __device__ inline half hlog2(half x) { return half(log2f(x.f())); }
 __device__ inline half hsin(half x) { return half(sinf(x.f())); }
 __device__ inline half hsqrt(half x) { return half(sqrtf(x.f())); }
 __device__ inline half hrcp(half x) { return half(1.0f / x.f()); }
-__device__ inline half __hmax(half a, half b) { float x = a.f(), y = b.f(); return (x != x || y != y) ? half(NAN) : half(fmaxf(x, y)); }";
+__device__ inline half __hmax(half a, half b) { return half(rg_fmax(a.f(), b.f())); }";
 
-const FMAX: &str = "__device__ inline float rg_fmax(float a, float b) { return (a != a || b != b) ? NAN : fmaxf(a, b); }
-__device__ inline double rg_fmax(double a, double b) { return (a != a || b != b) ? (double)NAN : fmax(a, b); }";
+/// `ops::float_max` (NaN propagates, +0 above -0), as the C renderer's helper.
+const FMAX: &str = "__device__ inline float rg_fmax(float a, float b) { return (a != a || b != b) ? a + b : (a > b ? a : (b > a ? b : (a == 0 ? a + b : a))); }
+__device__ inline double rg_fmax(double a, double b) { return (a != a || b != b) ? a + b : (a > b ? a : (b > a ? b : (a == 0 ? a + b : a))); }";
 
 const BF16_HELPERS: &str = "__device__ inline float rg_bf16_to_float(unsigned short x) { return __uint_as_float(((unsigned int)x) << 16); }
 __device__ inline unsigned short rg_float_to_bf16(float f) { unsigned int u = __float_as_uint(f); if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); u += 0x7fffu + ((u >> 16) & 1u); return (unsigned short)(u >> 16); }";
 
 fn preamble(needs: &Needs) -> Vec<String> {
     let mut out = vec![PRELUDE.to_string()];
+    // the half type's __hmax calls rg_fmax
+    if needs.half || needs.helpers.contains("rg_fmax") {
+        out.push(FMAX.to_string());
+    }
     if needs.half {
         out.push(HALF_TYPE.to_string());
-    }
-    if needs.helpers.contains("rg_fmax") {
-        out.push(FMAX.to_string());
     }
     if needs.bf16 {
         out.push(BF16_HELPERS.to_string());
@@ -236,7 +242,39 @@ fn preamble(needs: &Needs) -> Vec<String> {
             out.push(vector_struct(*v));
         }
     }
+    for w in &needs.wmma {
+        out.push(wmma_helper(w));
+    }
     out
+}
+
+/// The `__WMMA_8_16_16_<in>_float` helper: one `mma.sync.aligned.m16n8k16.row.col` with A as
+/// four and B as two 32-bit registers of two 16-bit values each (lower half = lower lane, as
+/// the PTX ISA's fragment layout for .f16x2/.bf16x2 puts it), C and D as four floats.
+fn wmma_helper(w: &crate::codegen::uops::WmmaArg) -> String {
+    let (ty, pack) = if w.dtype_in.scalar == Scalar::BFloat16 {
+        // bfloat16 registers hold floats: pack them to their 16 bits here
+        let pk = "  const float *af = (const float *)&a, *bf = (const float *)&b;
+  unsigned int ap[4], bp[2];
+  for (int i = 0; i < 4; i++) ap[i] = (unsigned int)rg_float_to_bf16(af[2*i]) | ((unsigned int)rg_float_to_bf16(af[2*i+1]) << 16);
+  for (int i = 0; i < 2; i++) bp[i] = (unsigned int)rg_float_to_bf16(bf[2*i]) | ((unsigned int)rg_float_to_bf16(bf[2*i+1]) << 16);";
+        (("float8", "float4", "bf16"), pk)
+    } else {
+        let pk =
+            "  const unsigned int *ap = (const unsigned int *)&a, *bp = (const unsigned int *)&b;";
+        (("half8", "half4", "f16"), pk)
+    };
+    let (ta, tb, ci) = ty;
+    format!(
+        "__device__ inline float4 __{name}({ta} a, {tb} b, float4 c) {{
+{pack}
+  asm(\"mma.sync.aligned.m16n8k16.row.col.f32.{ci}.{ci}.f32 {{%0, %1, %2, %3}}, {{%4, %5, %6, %7}}, {{%8, %9}}, {{%0, %1, %2, %3}};\"
+      : \"+f\"(c.x), \"+f\"(c.y), \"+f\"(c.z), \"+f\"(c.w)
+      : \"r\"(ap[0]), \"r\"(ap[1]), \"r\"(ap[2]), \"r\"(ap[3]), \"r\"(bp[0]), \"r\"(bp[1]));
+  return c;
+}}",
+        name = w.name
+    )
 }
 
 impl CUDARenderer {
@@ -259,9 +297,13 @@ impl CStyle for CUDARenderer {
         if d.scalar == Scalar::Float16 {
             needs.half = true;
         }
+        if d.count > 1 && d.scalar == Scalar::BFloat16 {
+            // registers hold bfloat16 as float (tensor-core operands are the only such vectors)
+            needs.bf16 = true;
+            return self.render_dtype(DType::new(Scalar::Float32).vec(d.count), needs);
+        }
         if d.count > 1 {
-            if matches!(d.scalar, Scalar::Bool | Scalar::BFloat16) || d.count as usize > LANES.len()
-            {
+            if d.scalar == Scalar::Bool || d.count as usize > LANES.len() {
                 bail!(Codegen, "CUDA: no vector type for {d}");
             }
             needs.vectors.insert(d);

@@ -35,13 +35,17 @@
 //! `nsz arcp contract afn reassoc` let LLVM regroup equal expressions differently in two kernels),
 //! so the LLVM device gives the interpreter's bits.
 //!
-//! Not guaranteed: WMMA (tensor cores) and image dtypes are refused; lists that did not pass
+//! Tensor cores: WMMA UOps become `llvm.amdgcn.wmma.*` calls (gfx11) or inline `mma.sync` PTX
+//! (sm_80+), see `llvmir/wmma.rs`.
+//!
+//! Not guaranteed: image dtypes are refused; lists that did not pass
 //! `type_verify` give an `Error::Codegen` or IR the LLVM verifier refuses.
 
 mod alu;
 mod memory;
 mod types;
 mod walk;
+mod wmma;
 
 use crate::codegen::uops::UOp;
 use crate::driver::llvm::Llvm;
@@ -94,14 +98,15 @@ pub struct LLVMRenderer {
 }
 
 impl LLVMRenderer {
-    /// The CPU flavour (tinygrad's `LLVMRenderer`: no locals, no float4, loops for every dim), with
-    /// no fast-math flags (tinygrad puts [`TINYGRAD_FAST_MATH`] on; see the module doc).
+    /// The CPU flavour (tinygrad's `LLVMRenderer`: no locals, loops for every dim; float4
+    /// grouping on, unlike 0.9.1, so upcasts become vector loads and stores), with no fast-math
+    /// flags (tinygrad puts [`TINYGRAD_FAST_MATH`] on; see the module doc).
     pub fn cpu(opaque_pointers: bool) -> LLVMRenderer {
         LLVMRenderer {
             opts: RendererOpts {
                 device: "LLVM".into(),
                 suffix: "LLVM".into(),
-                supports_float4: false,
+                supports_float4: true,
                 has_local: false,
                 has_shared: false,
                 global_max: None,
@@ -131,7 +136,7 @@ impl LLVMRenderer {
                 global_max: Some([i32::MAX as i64, 65535, 65535]),
                 local_max: Some([1024, 1024, 1024]),
                 shared_max: target.lds_max_bytes as usize,
-                tensor_cores: vec![],
+                tensor_cores: crate::renderer::tensor_cores::amd(target.name),
             },
             flavour: Flavour::Amdgpu { target },
             opaque_pointers,
@@ -153,7 +158,7 @@ impl LLVMRenderer {
                 global_max: Some([i32::MAX as i64, 65535, 65535]),
                 local_max: Some([1024, 1024, 64]),
                 shared_max: 49152,
-                tensor_cores: vec![],
+                tensor_cores: crate::renderer::tensor_cores::ptx(sm),
             },
             flavour: Flavour::Nvptx { sm },
             opaque_pointers,

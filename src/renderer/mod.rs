@@ -8,6 +8,7 @@
 pub mod cstyle;
 pub mod cuda;
 pub mod llvmir;
+pub mod tensor_cores;
 
 use crate::codegen::uops::UOp;
 use crate::dtype::DType;
@@ -26,6 +27,13 @@ pub struct TensorCore {
 }
 
 impl TensorCore {
+    /// How many upcast dims the register layout uses (aliases beyond the warp threads).
+    pub fn num_upcasts(&self) -> usize {
+        self.thread_local_aliases
+            .first()
+            .map_or(0, |a| a.len().saturating_sub(self.threads.len()))
+    }
+
     /// The printed name, `WMMA_N_M_K_in_out`.
     pub fn name(&self) -> String {
         format!(

@@ -6,7 +6,10 @@
 //!   ids, escape and UVM request numbers, flags and `NV_STATUS` codes.
 //! - [`v570`], [`v580`]: the structs whose layout depends on the driver family (NVOS46, the
 //!   vaspace and channel allocation parameters, GPFIFO_SCHEDULE, GET_CLASSLIST_V2, the root
-//!   client parameters, GET_BUILD_VERSION_V2). Each repeats the few common typedefs it uses.
+//!   client parameters, GET_BUILD_VERSION_V2, UVM_FREE and UVM_UNREGISTER_CHANNEL). Each repeats
+//!   the few common typedefs it uses.
+//! - [`v590`]: the two UVM structs family 590 shrank (UVM_FREE, UVM_UNREGISTER_CHANNEL); 590 and
+//!   595 take [`v580`]'s layouts for everything else.
 //!
 //! Not guaranteed: x86-64 Linux layouts only; `driver::nv` pins every size to the measured values
 //! of the reference memo and picks the family at run time (`driver::nv::DriverFamily`).
@@ -41,3 +44,13 @@ pub mod v570;
     rustdoc::broken_intra_doc_links
 )]
 pub mod v580;
+#[allow(
+    non_camel_case_types,
+    non_upper_case_globals,
+    non_snake_case,
+    dead_code,
+    clippy::all,
+    clippy::undocumented_unsafe_blocks,
+    rustdoc::broken_intra_doc_links
+)]
+pub mod v590;

@@ -6,7 +6,7 @@
 
 use std::f64::consts::PI;
 
-use super::{Axis, Tensor};
+use super::Tensor;
 use crate::dtype::{dtypes, least_upper_dtype, ConstValue};
 use crate::{ensure, Result};
 
@@ -103,16 +103,13 @@ impl Tensor {
     pub fn binary_crossentropy(&self, y: &Tensor) -> Result<Tensor> {
         let a = y.neg()?.mul(&self.log()?)?;
         let b = y.rsub(1i64)?.mul(&self.rsub(1i64)?.log()?)?;
-        a.sub(&b)?.mean(Axis::All, false)
+        a.sub(&b)?.mean()
     }
 
     /// Mean binary cross-entropy of logits `self` against targets `y`.
     pub fn binary_crossentropy_logits(&self, y: &Tensor) -> Result<Tensor> {
         let l = self.abs()?.neg()?.exp()?.radd(1i64)?.log()?;
-        self.maximum(0i64)?
-            .sub(&y.mul(self)?)?
-            .add(&l)?
-            .mean(Axis::All, false)
+        self.maximum(0i64)?.sub(&y.mul(self)?)?.add(&l)?.mean()
     }
 
     /// tinygrad's `sparse_categorical_crossentropy`: logits `self` (..., classes) against
@@ -148,17 +145,17 @@ impl Tensor {
             .mul(&loss_mask.reshape(&[-1, 1])?)?
             .reshape(&yshape)?;
         let smoothing = log_probs
-            .mean(-1isize, false)?
+            .mean_axis(-1isize, false)?
             .mul(&loss_mask)?
-            .sum(Axis::All, false)?
+            .sum()?
             .rmul(label_smoothing)?;
         log_probs
             .mul(&onehot)?
-            .sum(Axis::All, false)?
+            .sum()?
             .rmul(1.0 - label_smoothing)?
             .add(&smoothing)?
             .neg()?
-            .div(&loss_mask.sum(Axis::All, false)?)
+            .div(&loss_mask.sum()?)
     }
 
     /// tinygrad's `scaled_dot_product_attention`: `softmax(q k^T / sqrt(d) + mask) v`, with a

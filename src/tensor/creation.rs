@@ -16,6 +16,63 @@ use crate::lazy::{LazyBuffer, LbArg};
 use crate::ops::{ConstArg, LoadOps};
 use crate::{bail, ensure, Result};
 
+/// The bounds of [`Tensor::arange`]: `start`, `stop` and `step` (tinygrad's
+/// `arange(start, stop=None, step=1)`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ArangeArgs {
+    pub start: ConstValue,
+    pub stop: ConstValue,
+    pub step: ConstValue,
+}
+
+macro_rules! arange_from {
+    ($($t:ty),*) => {$(
+        impl From<$t> for ArangeArgs {
+            /// `arange(n)`: `0..n` in steps of 1.
+            fn from(n: $t) -> ArangeArgs {
+                let stop = ConstValue::from(n);
+                let zero = |v: ConstValue| match v {
+                    ConstValue::Float(_) => ConstValue::Float(0.0),
+                    _ => ConstValue::Int(0),
+                };
+                let one = |v: ConstValue| match v {
+                    ConstValue::Float(_) => ConstValue::Float(1.0),
+                    _ => ConstValue::Int(1),
+                };
+                ArangeArgs { start: zero(stop), stop, step: one(stop) }
+            }
+        }
+        impl From<std::ops::Range<$t>> for ArangeArgs {
+            fn from(r: std::ops::Range<$t>) -> ArangeArgs {
+                let mut a = ArangeArgs::from(r.end);
+                a.start = ConstValue::from(r.start);
+                a
+            }
+        }
+    )*};
+}
+arange_from!(i32, i64, isize, usize, u32, u64, f32, f64);
+
+impl<A: Into<ConstValue>, B: Into<ConstValue>> From<(A, B)> for ArangeArgs {
+    fn from((start, stop): (A, B)) -> ArangeArgs {
+        ArangeArgs {
+            start: start.into(),
+            stop: stop.into(),
+            step: ConstValue::Int(1),
+        }
+    }
+}
+
+impl<A: Into<ConstValue>, B: Into<ConstValue>, C: Into<ConstValue>> From<(A, B, C)> for ArangeArgs {
+    fn from((start, stop, step): (A, B, C)) -> ArangeArgs {
+        ArangeArgs {
+            start: start.into(),
+            stop: stop.into(),
+            step: step.into(),
+        }
+    }
+}
+
 impl Tensor {
     /// A tensor holding `data` (row-major) with shape `shape`, on the default device.
     pub fn from_vec<T: Element>(data: Vec<T>, shape: &[usize]) -> Result<Tensor> {
@@ -37,26 +94,38 @@ impl Tensor {
             data.len(),
             fmt_shape(shape)
         );
-        let device = canonicalize(device);
-        let sh = to_sints(shape);
-        if data.is_empty() {
-            let lb = LazyBuffer::loadop(
-                LoadOps::EMPTY,
-                &sh,
-                T::DTYPE,
-                &device,
-                LbArg::None,
-                &[],
-                false,
-            )?;
-            return Ok(Tensor::from_lazybuffer(lb, None));
-        }
         let mut bytes = Vec::with_capacity(data.len() * T::DTYPE.itemsize());
         for v in data {
             v.write_ne(&mut bytes);
         }
-        let buf = Buffer::new(&device, data.len(), T::DTYPE, BufferOptions::default());
-        buf.copyin(&bytes)?;
+        Tensor::from_bytes_on(&bytes, shape, T::DTYPE, device)
+    }
+
+    /// A tensor of `dtype` and `shape` holding `bytes` (the elements' native-endian bytes, row
+    /// major) on `device` (tinygrad's `Tensor(bytes)` followed by a bitcast).
+    pub fn from_bytes_on(
+        bytes: &[u8],
+        shape: &[usize],
+        dtype: DType,
+        device: &str,
+    ) -> Result<Tensor> {
+        let n = prod(shape);
+        ensure!(
+            Some(bytes.len()) == n.checked_mul(dtype.itemsize()),
+            InvalidArgument,
+            "from_bytes: {} bytes cannot hold {dtype:?} of shape {}",
+            bytes.len(),
+            fmt_shape(shape)
+        );
+        let device = canonicalize(device);
+        let sh = to_sints(shape);
+        if n == 0 {
+            let lb =
+                LazyBuffer::loadop(LoadOps::EMPTY, &sh, dtype, &device, LbArg::None, &[], false)?;
+            return Ok(Tensor::from_lazybuffer(lb, None));
+        }
+        let buf = Buffer::new(&device, n, dtype, BufferOptions::default());
+        buf.copyin(bytes)?;
         let lb = LazyBuffer::from_buffer(buf, &sh)?;
         Ok(Tensor::from_lazybuffer(lb, None))
     }
@@ -142,14 +211,12 @@ impl Tensor {
         self.full_like(1i64)
     }
 
-    /// `[start, stop)` in steps of `step`: int32 when all three are integers, else float32
-    /// (tinygrad: a `full` of `step`, cumulative sum, plus `start - step`).
-    pub fn arange(
-        start: impl Into<ConstValue>,
-        stop: impl Into<ConstValue>,
-        step: impl Into<ConstValue>,
-    ) -> Result<Tensor> {
-        let (start, stop, step) = (start.into(), stop.into(), step.into());
+    /// tinygrad's `arange`: `[start, stop)` in steps of `step`; int32 when every bound is an
+    /// integer, else float32 (a `full` of `step`, cumulative sum, plus `start - step`). Takes
+    /// `n` (`0..n`), `(start, stop)`, `(start, stop, step)` or a range: `Tensor::arange(5)`,
+    /// `Tensor::arange((2, 8, 3))`, `Tensor::arange(0.0..1.0)`.
+    pub fn arange(args: impl Into<ArangeArgs>) -> Result<Tensor> {
+        let ArangeArgs { start, stop, step } = args.into();
         let float = [start, stop, step]
             .iter()
             .any(|v| matches!(v, ConstValue::Float(_)));

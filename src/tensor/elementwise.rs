@@ -509,8 +509,9 @@ impl Tensor {
     }
 }
 
-/// Arithmetic operators on tensor references. They return `Result<Tensor>` (an op can fail on
-/// bad shapes or dtypes), so write `(&a + &b)?`.
+/// Arithmetic operators on tensors and numbers (references or owned; `f64` and `i64` scalars
+/// on either side, so float and integer literals both work). They return `Result<Tensor>` (an op can fail on bad shapes or dtypes), so
+/// write `(&a + &b)?`, `(&a * 2)?`, `(1.0 - &a)?`.
 macro_rules! binop_trait {
     ($tr:ident, $m:ident, $call:ident, $rcall:ident) => {
         impl<'a, 'b> std::ops::$tr<&'b Tensor> for &'a Tensor {
@@ -525,24 +526,98 @@ macro_rules! binop_trait {
                 Tensor::$call(&self, &rhs)
             }
         }
-        impl std::ops::$tr<f64> for &Tensor {
+        impl std::ops::$tr<&Tensor> for Tensor {
             type Output = Result<Tensor>;
-            fn $m(self, rhs: f64) -> Result<Tensor> {
+            fn $m(self, rhs: &Tensor) -> Result<Tensor> {
+                Tensor::$call(&self, rhs)
+            }
+        }
+        impl std::ops::$tr<Tensor> for &Tensor {
+            type Output = Result<Tensor>;
+            fn $m(self, rhs: Tensor) -> Result<Tensor> {
+                self.$call(&rhs)
+            }
+        }
+        // One float and one integer type: a literal must pick its type from the impls
+        // (`&t * 2.0`, `1 - &t`), which only works when one impl fits.
+        binop_trait!(@rhs $tr, $m, $call; f64, i64);
+        binop_trait!(@lhs $tr, $m, $rcall; f64, i64);
+    };
+    (@rhs $tr:ident, $m:ident, $call:ident; $($t:ty),*) => {$(
+        impl std::ops::$tr<$t> for &Tensor {
+            type Output = Result<Tensor>;
+            fn $m(self, rhs: $t) -> Result<Tensor> {
                 self.$call(rhs)
             }
         }
-        impl std::ops::$tr<&Tensor> for f64 {
+        impl std::ops::$tr<$t> for Tensor {
+            type Output = Result<Tensor>;
+            fn $m(self, rhs: $t) -> Result<Tensor> {
+                Tensor::$call(&self, rhs)
+            }
+        }
+    )*};
+    (@lhs $tr:ident, $m:ident, $rcall:ident; $($t:ty),*) => {$(
+        impl std::ops::$tr<&Tensor> for $t {
             type Output = Result<Tensor>;
             fn $m(self, rhs: &Tensor) -> Result<Tensor> {
                 rhs.$rcall(self)
             }
         }
-    };
+        impl std::ops::$tr<Tensor> for $t {
+            type Output = Result<Tensor>;
+            fn $m(self, rhs: Tensor) -> Result<Tensor> {
+                rhs.$rcall(self)
+            }
+        }
+    )*};
 }
 binop_trait!(Add, add, add, radd);
 binop_trait!(Sub, sub, sub, rsub);
 binop_trait!(Mul, mul, mul, rmul);
 binop_trait!(Div, div, div, rdiv);
+
+/// tinygrad's in-place operators (`x += y` is `x.assign(x + y)`): the result is written into
+/// this tensor with [`Tensor::assign`] semantics (an ASSIGN into its buffer when it is realized,
+/// else a replace). Rust's `AddAssign` cannot return an error, so these are methods.
+impl Tensor {
+    /// `self += x`.
+    pub fn iadd<'a>(&self, x: impl Into<Operand<'a>>) -> Result<&Tensor> {
+        self.assign(&self.add(x)?)
+    }
+    /// `self -= x`.
+    pub fn isub<'a>(&self, x: impl Into<Operand<'a>>) -> Result<&Tensor> {
+        self.assign(&self.sub(x)?)
+    }
+    /// `self *= x`.
+    pub fn imul<'a>(&self, x: impl Into<Operand<'a>>) -> Result<&Tensor> {
+        self.assign(&self.mul(x)?)
+    }
+    /// `self /= x` (true division: the result must keep this tensor's dtype).
+    pub fn itruediv<'a>(&self, x: impl Into<Operand<'a>>) -> Result<&Tensor> {
+        self.assign(&self.div(x)?)
+    }
+    /// `self **= x`.
+    pub fn ipow<'a>(&self, x: impl Into<Operand<'a>>) -> Result<&Tensor> {
+        self.assign(&self.pow(x)?)
+    }
+    /// `self @= x`.
+    pub fn imatmul(&self, x: &Tensor) -> Result<&Tensor> {
+        self.assign(&self.matmul(x)?)
+    }
+    /// `self ^= x`.
+    pub fn ixor<'a>(&self, x: impl Into<Operand<'a>>) -> Result<&Tensor> {
+        self.assign(&self.xor(x)?)
+    }
+    /// `self <<= x`.
+    pub fn ilshift(&self, x: u32) -> Result<&Tensor> {
+        self.assign(&self.lshift(x)?)
+    }
+    /// `self >>= x`.
+    pub fn irshift(&self, x: u32) -> Result<&Tensor> {
+        self.assign(&self.rshift(x)?)
+    }
+}
 
 impl std::ops::Neg for &Tensor {
     type Output = Result<Tensor>;

@@ -7,10 +7,13 @@
 //! [`Tensor::to_vec`]) hands the graph to the engine.
 //!
 //! The API is split by family: `creation.rs` (from_vec, full, arange, eye, ...), `movement.rs`
-//! (reshape, permute, pad, shrink, cat, ...), `indexing.rs` (getitem), `elementwise.rs`
-//! (broadcasting, promotion, math), `activation.rs`, `reduce.rs` (sum, max, softmax, argmax,
-//! ...), `ops_nn.rs` (matmul, pooling, conv2d, layernorm, ...), `autograd.rs` (backward),
-//! `data.rs` (realize, to_vec, item), `rand.rs` (threefry random numbers).
+//! (reshape, permute, pad, shrink, cat, ...), `indexing.rs` (getitem), `setitem.rs`
+//! (assignment into slices and at tensor indices), `elementwise.rs` (broadcasting, promotion,
+//! math, operators, in-place operators), `activation.rs`, `reduce.rs` (sum, max, softmax,
+//! argmax, ...), `einsum.rs`, `conv.rs` (pooling, conv2d, conv_transpose2d), `ops_nn.rs`
+//! (matmul, layernorm, ...), `autograd.rs` (backward), `data.rs` (realize, to_vec, item,
+//! numpy), `rand.rs` (threefry random numbers, multinomial, dropout), and `nn/` (tinygrad's
+//! `nn`: layers, optimizers, state dicts and safetensors files).
 //!
 //! A `Tensor` has identity semantics: clones share one node (its data, `requires_grad` flag and
 //! gradient), like a Python reference. It is `Send + Sync`; the `no_grad` and `training` flags
@@ -22,15 +25,19 @@
 
 mod activation;
 mod autograd;
+mod conv;
 mod creation;
 mod data;
+mod einsum;
 mod elementwise;
 mod function;
 mod indexing;
 mod movement;
+pub mod nn;
 mod ops_nn;
 mod rand;
 mod reduce;
+mod setitem;
 
 use std::cell::Cell;
 use std::fmt;
@@ -41,7 +48,9 @@ use crate::lazy::LazyBuffer;
 use crate::shape::{Node, Sint};
 use crate::{ensure, Result};
 
-pub use data::Element;
+pub use conv::{ConvArgs, IntoInts, PoolArgs};
+pub use creation::ArangeArgs;
+pub use data::{Element, HostArray, TensorData};
 pub use elementwise::Operand;
 pub use indexing::Index;
 pub use reduce::Axis;

@@ -205,6 +205,48 @@ impl Tensor {
         Tensor::normal(shape, 0.0, std)
     }
 
+    /// tinygrad's `multinomial`: `num_samples` category indices (int32) per row of the
+    /// weights (1-D or 2-D), drawn by comparing uniform samples with the cumulative
+    /// distribution. Without replacement only one sample is supported (as in tinygrad).
+    pub fn multinomial(&self, num_samples: usize, replacement: bool) -> Result<Tensor> {
+        ensure!(
+            (1..=2).contains(&self.ndim()) && num_samples > 0,
+            InvalidArgument,
+            "multinomial: self.ndim={} must be 1 or 2 dim, num_samples={num_samples} must be positive",
+            self.ndim()
+        );
+        ensure!(
+            replacement || num_samples == 1,
+            InvalidArgument,
+            "multinomial: no replacement only supports num_samples = 1"
+        );
+        let weight = if self.ndim() == 1 {
+            self.unsqueeze(0)?
+        } else {
+            self.clone()
+        };
+        let cw = weight.cumsum(1)?.float()?;
+        let last = cw.getitem(&[super::Index::all(), super::Index::Int(-1)])?;
+        let cdf = cw.div(&last.unsqueeze(1)?)?;
+        let (rows, cols) = (cdf.shape()[0], cdf.shape()[1]);
+        let unif = Tensor::rand_on(
+            &[num_samples, rows, 1],
+            dtypes::default_float,
+            &self.device(),
+        )?;
+        let indices = unif
+            .expand(&[-1, -1, cols as isize])?
+            .ge(&cdf)?
+            .sum_axis(2, false)?
+            .permute(&[1, 0])?;
+        let indices = if self.ndim() == 1 {
+            indices.squeeze(Some(0))?
+        } else {
+            indices
+        };
+        indices.cast(dtypes::int32)
+    }
+
     /// tinygrad's `dropout`: in training mode zero each element with probability `p` and scale
     /// the rest by `1 / (1 - p)`; otherwise the identity.
     pub fn dropout(&self, p: f64) -> Result<Tensor> {

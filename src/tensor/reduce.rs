@@ -1,6 +1,11 @@
 //! Reductions (tinygrad 0.9.1): `sum` (accumulating in `sum_acc_dtype`, cast back for
 //! half/bfloat16), `max`, `min`, `mean`, `var`, `std`, `softmax`, `log_softmax`, `logsumexp`,
-//! `argmax`, `argmin`, `cumsum`. Axes may be negative; several may be reduced at once.
+//! `argmax`, `argmin`, `cumsum`, `einsum`. Axes may be negative; several may be reduced at once.
+//!
+//! Each reduction comes twice: without arguments it has tinygrad's defaults (every axis, no
+//! kept dims, `correction=1`: `x.sum()`, `x.std()`), and the `_axis` form takes one [`Axis`]
+//! (an integer, a list of them, `Axis::All` or an `Option`) and `keepdim`. `argmax`/`argmin`
+//! and `cumsum` take the same `Axis` and require it to name one dim.
 //!
 //! Not guaranteed: `logsumexp(axis, keepdim=true)` keeps the reduced dims (tinygrad 0.9.1
 //! broadcasts them wrongly there).
@@ -30,6 +35,11 @@ macro_rules! axis_from {
                 Axis::Dims(a.iter().map(|&x| x as isize).collect())
             }
         }
+        impl<const N: usize> From<&[$t; N]> for Axis {
+            fn from(a: &[$t; N]) -> Axis {
+                Axis::Dims(a.iter().map(|&x| x as isize).collect())
+            }
+        }
         impl<const N: usize> From<[$t; N]> for Axis {
             fn from(a: [$t; N]) -> Axis {
                 Axis::Dims(a.iter().map(|&x| x as isize).collect())
@@ -51,6 +61,17 @@ macro_rules! axis_from {
     )*};
 }
 axis_from!(isize, i32, i64, usize);
+
+impl Axis {
+    /// The one dim this names for an op that takes a single axis (`None` for [`Axis::All`]).
+    pub(crate) fn single(&self, ndim: usize, what: &str) -> Result<Option<usize>> {
+        match self {
+            Axis::All => Ok(None),
+            Axis::Dims(d) if d.len() == 1 => resolve_dim(ndim, d[0], false).map(Some),
+            Axis::Dims(d) => bail!(InvalidArgument, "{what}: takes one axis, got {d:?}"),
+        }
+    }
+}
 
 impl Tensor {
     /// The resolved axes of a reduction (tinygrad's `_reduce` prologue).
@@ -104,8 +125,13 @@ impl Tensor {
         Ok(prod(&dims))
     }
 
+    /// Sum of every element (tinygrad's `sum()`), accumulating in `sum_acc_dtype`.
+    pub fn sum(&self) -> Result<Tensor> {
+        self.sum_acc(Axis::All, false, None)
+    }
+
     /// Sum over `axis`, accumulating in `sum_acc_dtype` (half/bfloat16 results are cast back).
-    pub fn sum(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
+    pub fn sum_axis(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
         self.sum_acc(axis, keepdim, None)
     }
 
@@ -125,48 +151,83 @@ impl Tensor {
         Ok(ret)
     }
 
+    /// Maximum of every element (tinygrad's `max()`).
+    pub fn max(&self) -> Result<Tensor> {
+        self.max_axis(Axis::All, false)
+    }
+
     /// Maximum over `axis` (the gradient splits evenly among tied maxima).
-    pub fn max(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
+    pub fn max_axis(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
         self.reduce_with(F::max, &axis.into(), keepdim)
     }
 
+    /// Minimum of every element (tinygrad's `min()`).
+    pub fn min(&self) -> Result<Tensor> {
+        self.min_axis(Axis::All, false)
+    }
+
     /// Minimum over `axis`: `-max(-x)`.
-    pub fn min(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
-        self.neg()?.max(axis, keepdim)?.neg()
+    pub fn min_axis(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
+        self.neg()?.max_axis(axis, keepdim)?.neg()
+    }
+
+    /// Mean of every element (tinygrad's `mean()`; integer inputs give float32).
+    pub fn mean(&self) -> Result<Tensor> {
+        self.mean_axis(Axis::All, false)
     }
 
     /// Mean over `axis` (integer inputs give float32).
-    pub fn mean(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
+    pub fn mean_axis(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
         let axis = axis.into();
         let dt = self.dtype();
         let out = if dt.is_float() { dt } else { dtypes::float32 };
         let n = self.reduced_count(&axis)?;
         self.cast(sum_acc_dtype(dt))?
-            .sum(axis, keepdim)?
+            .sum_axis(axis, keepdim)?
             .div(ConstValue::Int(n as i128))?
             .cast(out)
     }
 
+    /// Sample variance of every element (tinygrad's `var()`: correction 1).
+    pub fn var(&self) -> Result<Tensor> {
+        self.var_axis(Axis::All, false, 1)
+    }
+
     /// Variance over `axis` with Bessel's `correction` (divides by `max(0, n - correction)`).
-    pub fn var(&self, axis: impl Into<Axis>, keepdim: bool, correction: usize) -> Result<Tensor> {
+    pub fn var_axis(
+        &self,
+        axis: impl Into<Axis>,
+        keepdim: bool,
+        correction: usize,
+    ) -> Result<Tensor> {
         let axis = axis.into();
-        let squares = self.sub(&self.mean(axis.clone(), true)?)?.square()?;
+        let squares = self.sub(&self.mean_axis(axis.clone(), true)?)?.square()?;
         let n = self.reduced_count(&axis)?;
         squares
-            .sum(axis, keepdim)?
+            .sum_axis(axis, keepdim)?
             .div(ConstValue::Int(n.saturating_sub(correction) as i128))
     }
 
-    /// Standard deviation: `sqrt(var)`.
-    pub fn std(&self, axis: impl Into<Axis>, keepdim: bool, correction: usize) -> Result<Tensor> {
-        self.var(axis, keepdim, correction)?.sqrt()
+    /// Sample standard deviation of every element (tinygrad's `std()`: correction 1).
+    pub fn std(&self) -> Result<Tensor> {
+        self.std_axis(Axis::All, false, 1)
+    }
+
+    /// Standard deviation over `axis`: `sqrt(var_axis)`.
+    pub fn std_axis(
+        &self,
+        axis: impl Into<Axis>,
+        keepdim: bool,
+        correction: usize,
+    ) -> Result<Tensor> {
+        self.var_axis(axis, keepdim, correction)?.sqrt()
     }
 
     /// tinygrad's `_softmax`: (x - max, exp of that, sum of the exp).
     fn softmax_parts(&self, axis: &Axis) -> Result<(Tensor, Tensor, Tensor)> {
-        let m = self.sub(&self.max(axis.clone(), true)?)?;
+        let m = self.sub(&self.max_axis(axis.clone(), true)?)?;
         let e = m.exp()?;
-        let ss = e.sum(axis.clone(), true)?;
+        let ss = e.sum_axis(axis.clone(), true)?;
         Ok((m, e, ss))
     }
 
@@ -182,11 +243,20 @@ impl Tensor {
         m.sub(&ss.log()?)
     }
 
+    /// `log(sum(exp(x)))` of every element (tinygrad's `logsumexp()`).
+    pub fn logsumexp(&self) -> Result<Tensor> {
+        self.logsumexp_axis(Axis::All, false)
+    }
+
     /// `log(sum(exp(x)))` over `axis`, computed stably around the max.
-    pub fn logsumexp(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
+    pub fn logsumexp_axis(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
         let axis = axis.into();
-        let m = self.max(axis.clone(), true)?;
-        let s = self.sub(&m)?.exp()?.sum(axis.clone(), keepdim)?.log()?;
+        let m = self.max_axis(axis.clone(), true)?;
+        let s = self
+            .sub(&m)?
+            .exp()?
+            .sum_axis(axis.clone(), keepdim)?
+            .log()?;
         if keepdim {
             return s.add(&m);
         }
@@ -198,15 +268,19 @@ impl Tensor {
         s.add(&squeezed)
     }
 
-    /// Index of the (first) maximum along `axis` as int32; `None` flattens first.
-    pub fn argmax(&self, axis: Option<isize>, keepdim: bool) -> Result<Tensor> {
-        let Some(axis) = axis else {
-            return self.flatten(0, -1)?.argmax(Some(0), false);
+    /// Index of the (first) maximum of the flattened tensor as int32 (tinygrad's `argmax()`).
+    pub fn argmax(&self) -> Result<Tensor> {
+        self.argmax_axis(Axis::All, false)
+    }
+
+    /// Index of the (first) maximum along one axis as int32; [`Axis::All`] flattens first.
+    pub fn argmax_axis(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
+        let Some(a) = axis.into().single(self.ndim(), "argmax")? else {
+            return self.flatten(0, -1)?.argmax_axis(0, false);
         };
-        let a = self.resolve_dim(axis, false)?;
         let shape = self.shape();
         let n = shape[a];
-        let m = self.eq(&self.max(a as isize, true)?)?;
+        let m = self.eq(&self.max_axis(a as isize, true)?)?;
         let mut rshape = vec![n];
         rshape.extend(std::iter::repeat(1).take(shape.len() - a - 1));
         let ni = n as i128;
@@ -220,15 +294,20 @@ impl Tensor {
         .detach()
         .reshape_sints(&to_sints(&rshape))?;
         let idx = m.mul(&rev)?;
-        idx.max(a as isize, keepdim)?
+        idx.max_axis(a as isize, keepdim)?
             .rsub(ConstValue::Int(ni))?
             .sub(1i64)?
             .cast(dtypes::int32)
     }
 
-    /// Index of the (first) minimum along `axis`: `argmax(-x)`.
-    pub fn argmin(&self, axis: Option<isize>, keepdim: bool) -> Result<Tensor> {
-        self.neg()?.argmax(axis, keepdim)
+    /// Index of the (first) minimum of the flattened tensor (tinygrad's `argmin()`).
+    pub fn argmin(&self) -> Result<Tensor> {
+        self.argmin_axis(Axis::All, false)
+    }
+
+    /// Index of the (first) minimum along one axis: `argmax(-x)`.
+    pub fn argmin_axis(&self, axis: impl Into<Axis>, keepdim: bool) -> Result<Tensor> {
+        self.neg()?.argmax_axis(axis, keepdim)
     }
 
     /// tinygrad's `_cumsum`: a windowed sum over a left-padded copy of the axis.
@@ -245,17 +324,24 @@ impl Tensor {
         self.transpose(a as isize, -1)?
             .pad2d(&[pl, -(first_zero as isize)], 0i64)?
             .pool(&[n], &[1], &[1])?
-            .sum(-1isize, false)?
+            .sum_axis(-1isize, false)?
             .transpose(a as isize, -1)
     }
 
-    /// Cumulative sum along `axis` (two stages of 256-blocks above 512 elements).
-    pub fn cumsum(&self, axis: isize) -> Result<Tensor> {
+    /// Cumulative sum along one axis (two stages of 256-blocks above 512 elements);
+    /// [`Axis::All`] is tinygrad's default, axis 0.
+    pub fn cumsum(&self, axis: impl Into<Axis>) -> Result<Tensor> {
+        let axis = match axis.into() {
+            Axis::All => Axis::Dims(vec![0]),
+            d => d,
+        };
         if self.ndim() == 0 {
-            resolve_dim(0, axis, true)?;
+            axis.single(1, "cumsum")?;
             return Ok(self.clone());
         }
-        let a = self.resolve_dim(axis, false)?;
+        let Some(a) = axis.single(self.ndim(), "cumsum")? else {
+            return Err(crate::Error::Internal("cumsum: no axis".into()));
+        };
         let shape = self.shape();
         if shape.contains(&0) {
             return Ok(self.clone());

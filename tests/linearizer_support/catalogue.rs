@@ -141,9 +141,8 @@ pub fn reduce_epilogue() -> Case {
     )
 }
 
-/// (M, K) @ (K, N) through expanded views, reduced over K.
-pub fn matmul() -> Case {
-    let (m, n, k) = (8i64, 12i64, 16i64);
+/// The views of A (M, K) and B (K, N) expanded to (M, N, K) for a matmul.
+pub fn matmul_views(m: i64, n: i64, k: i64) -> (ShapeTracker, ShapeTracker) {
     let va = st(&[m, k])
         .reshape(&sints(&[m, 1, k]))
         .unwrap()
@@ -156,10 +155,26 @@ pub fn matmul() -> Case {
         .unwrap()
         .expand(&sints(&[m, n, k]))
         .unwrap();
-    let a = ld(1, f32(), va);
-    let b = ld(2, f32(), vb);
-    let r = red(SUM, bin(MUL, a, b), &[2]);
-    Case::new("matmul", vec![store(r, 0, f32(), st(&[m, n, 1]))])
+    (va, vb)
+}
+
+/// (M, K) @ (K, N) of `dt_in` reduced over K: accumulated in float32 through a CAST, or in
+/// `dt_in` itself when `same` (the shapes tensor cores match).
+pub fn matmul_of(name: &'static str, dt_in: DType, (m, n, k): (i64, i64, i64), same: bool) -> Case {
+    let (va, vb) = matmul_views(m, n, k);
+    let mul = bin(MUL, ld(1, dt_in, va), ld(2, dt_in, vb));
+    let (src, out) = if same {
+        (mul, dt_in)
+    } else {
+        (cast(mul, f32()), f32())
+    };
+    let r = red(SUM, src, &[2]);
+    Case::new(name, vec![store(r, 0, out, st(&[m, n, 1]))])
+}
+
+/// (M, K) @ (K, N) through expanded views, reduced over K.
+pub fn matmul() -> Case {
+    matmul_of("matmul", f32(), (8, 12, 16), true)
 }
 
 pub fn multi_output() -> Case {

@@ -11,7 +11,7 @@ use rawgrad::codegen::kernel::{Kernel, Opt};
 use rawgrad::codegen::program::ProgramSpec;
 use rawgrad::codegen::uop_serial::serialize;
 use rawgrad::codegen::uops::UOp;
-use rawgrad::device::{Allocator, BufferOptions, Compiler, HostAllocator, Runtime};
+use rawgrad::device::{Allocator, BufferOptions, Compiler, HostAllocator, Program, Runtime};
 use rawgrad::dtype::{ConstValue, DType, Scalar};
 use rawgrad::ops::{
     const_from_bits, const_to_bits, BinaryOps, ConstArg, LazyOp, LazyOpArg, Op, ReduceOps,
@@ -255,9 +255,20 @@ pub fn clang() -> Option<ClangCompiler> {
 pub fn run_clang(cc: &ClangCompiler, case: &Case, p: &ProgramSpec) -> Result<Buffers> {
     let lib = cc.compile(&p.src)?;
     let prog = ClangRuntime.load(&p.function_name, &lib)?;
+    run_program(&*prog, case, p, &HostAllocator)
+}
+
+/// Run a loaded program of `p` on the case's initial buffers, allocated with `alloc` (launch
+/// dims and variable values from the case).
+pub fn run_program(
+    prog: &dyn Program,
+    case: &Case,
+    p: &ProgramSpec,
+    alloc: &dyn Allocator,
+) -> Result<Buffers> {
+    let (g, l) = p.launch_dims(&case.var_vals)?;
     let vals = p.var_values(&case.var_vals)?;
     let mut bufs = case.initial_buffers();
-    let alloc = HostAllocator;
     let o = BufferOptions::default();
     let mut raws = vec![];
     for b in &bufs {
@@ -265,7 +276,7 @@ pub fn run_clang(cc: &ClangCompiler, case: &Case, p: &ProgramSpec) -> Result<Buf
         alloc.copyin(&raw, b)?;
         raws.push(raw);
     }
-    prog.call(&raws, &vals, None, None, true)?;
+    prog.call(&raws, &vals, g, l, true)?;
     for (b, raw) in bufs.iter_mut().zip(&raws) {
         alloc.copyout(b, raw)?;
     }

@@ -48,6 +48,19 @@ pub fn amd_add() -> Kernel {
     kernel("E_4_32", &[UOp::store(&d0, &gi, &s)], 3, 0, 0)
 }
 
+/// data0[i] = data2[i] + 1: the load of buffer 1 was folded away (issue 8's `a - a < s`), so the
+/// kernel declares DEFINE_GLOBALs 0 and 2 and takes two buffers.
+pub fn amd_folded() -> Kernel {
+    let f = dtypes::float32;
+    let (d0, d2) = (
+        UOp::define_global(f, 0, true),
+        UOp::define_global(f, 2, false),
+    );
+    let gi = global_index(4, 32);
+    let v = UOp::load(&d2, &gi, f).add(UOp::cnst(f, 1.0));
+    kernel("E_4_32_folded", &[UOp::store(&d0, &gi, &v)], 2, 0, 0)
+}
+
 /// data0[g] = sum over r < 16 of data1[g*16 + r], one thread per workgroup.
 pub fn amd_reduce() -> Kernel {
     let f = dtypes::float32;
@@ -141,6 +154,7 @@ pub fn amd_grouped() -> Kernel {
 pub fn amd_kernels() -> Vec<Kernel> {
     vec![
         amd_add(),
+        amd_folded(),
         amd_reduce(),
         amd_vars(),
         amd_gated(),

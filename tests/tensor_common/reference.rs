@@ -138,11 +138,11 @@ impl R {
         R::new(&shape, out)
     }
 
-    pub fn sum(&self, axes: &[usize], keepdim: bool) -> R {
+    pub fn sum_axis(&self, axes: &[usize], keepdim: bool) -> R {
         self.reduce(axes, keepdim, 0.0, |a, b| a + b)
     }
 
-    pub fn max(&self, axes: &[usize], keepdim: bool) -> R {
+    pub fn max_axis(&self, axes: &[usize], keepdim: bool) -> R {
         self.reduce(axes, keepdim, f64::NEG_INFINITY, f64::max)
     }
 

@@ -1,7 +1,10 @@
 //! `cargo run --bin device-info`: the AMD GPUs KFD shows (with `MOCKGPU=1`, the emulator's),
 //! one block per GPU: topology ids, target, properties summary, the queue-buffer sizes KFD will
-//! demand, and whether the device opens (queues, a signal round trip through both engines).
-//! Exits cleanly, saying why, when there is nothing to show.
+//! demand, and whether the device opens (queues, a signal round trip through both engines); then
+//! the NVIDIA GPUs ([`nv`]: driver family, classes, GR info, local memory). Exits cleanly, saying
+//! why, when there is nothing to show.
+
+mod nv;
 
 use std::path::Path;
 use std::sync::Arc;
@@ -82,6 +85,11 @@ fn describe(proc: &Arc<AmdProcess>, i: usize, n: &KfdNode) {
 }
 
 fn main() {
+    amd();
+    nv::report();
+}
+
+fn amd() {
     let mock = getenv("MOCKGPU", 0) != 0;
     if !mock && !Path::new("/dev/kfd").exists() {
         println!("no AMD GPU: /dev/kfd does not exist (set MOCKGPU=1 to see the emulated KFD)");

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The first run on an NVIDIA host (memo section 9), from the folder prepare.sh filled (.nvrun/):
-# environment facts, then nv_first_run (bring-up step by step, host semaphore, copy engine, two
-# kernels), then the NV test subset and the dispatch benchmark, each under a timeout; on a failure
-# or hang it dumps the kernel log (Xid lines). Runs as root on the GPU host; with MOCKGPU=1 the
-# same steps run on rawgrad's emulator.
+# environment facts, then nv_first_run (bring-up step by step, GR info, USERD, host semaphore,
+# copy engine, two kernels with the launch-action fallbacks, a queue reset), then the NV test
+# subset and the dispatch benchmark, each under a timeout; on a failure or hang it dumps the
+# kernel log (Xid lines). Runs as root on the GPU host; with MOCKGPU=1 the same steps run on
+# rawgrad's emulator.
 #   usage: run.sh            (from .nvrun/ or the repository root)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -25,7 +26,7 @@ section "environment"
 date -u
 uname -a
 if [ "${MOCKGPU:-0}" != 0 ]; then
-  echo "MOCKGPU=1: the emulated RM/UVM with the software NV GPU (MOCKGPU_NV_ARCH=${MOCKGPU_NV_ARCH:-hopper}, MOCKGPU_NV_DRIVER=${MOCKGPU_NV_DRIVER:-580.142})"
+  echo "MOCKGPU=1: the emulated RM/UVM with the software NV GPU (MOCKGPU_NV_ARCH=${MOCKGPU_NV_ARCH:-hopper}, MOCKGPU_NV_DRIVER=${MOCKGPU_NV_DRIVER:-580.142}, MOCKGPU_NV_SCRUB=${MOCKGPU_NV_SCRUB:-1})"
 else
   ls -l /dev/nvidia* 2>&1
   ls -l /dev/nvidia-caps 2>&1
@@ -43,22 +44,16 @@ else
 fi
 
 section "nv_first_run"
+# One process: the bring-up, GR info (0x07/0x09/0x0D/0x14/0x17/0x20), local memory, both channels'
+# USERD before the first submit, semaphore, copy, the fill kernel with each launch action in turn
+# (Hopper: 3 INVALIDATE_COPY_SCHEDULE, then 9, then 0xA; a failed try resets the queues), add_n,
+# one queue reset with the VA balance checked. One status line per step, a summary at the end.
+# NV_PCAS_ACTION=<n> pins one action; NV_DRIVER_FAMILY=<570|575|580|590|595> forces the layouts
+# of a driver family on a driver rawgrad does not know.
 if ! timeout "$STEP_TIMEOUT" "$RUN/nv_first_run" "$RUN/fixtures"; then
   echo "nv_first_run failed or timed out (exit $?)"
   status=1
   dump_on_failure
-  # Which SEND_SIGNALING_PCAS2_B action Hopper needs is unconfirmed (memo 2.6: tinygrad 9,
-  # NVK 3, a libcuda trace 0xA): retry the kernel steps with the others.
-  if [ "${MOCKGPU:-0}" = 0 ]; then
-    for action in 3 10; do
-      section "nv_first_run with NV_PCAS_ACTION=$action"
-      if NV_PCAS_ACTION=$action timeout "$STEP_TIMEOUT" "$RUN/nv_first_run" "$RUN/fixtures"; then
-        echo "PCAS action $action works"
-        break
-      fi
-      dump_on_failure
-    done
-  fi
 fi
 
 section "NV tests (runtime::nv, driver::nv)"

@@ -5,9 +5,8 @@
 //! shift each legal opt performs, and `required_optimizations`. An opt that fails leaves the
 //! kernel exactly as it was (tinygrad may leave it half edited; callers there copy first).
 //!
-//! Not guaranteed: tensor cores are not implemented yet: `TC` passes tinygrad's first checks and
-//! then reports "no tensor core available"; `UPCASTMID` needs image dtypes, which do not exist,
-//! so it always reports "invalid upcast mid reduce".
+//! Not guaranteed: `UPCASTMID` needs an image output (0.9.1 has it for images only), and rawgrad
+//! has no image dtypes, so it always reports "invalid upcast mid reduce".
 
 use std::fmt;
 
@@ -70,6 +69,42 @@ impl Opt {
     }
 }
 
+/// tinygrad 0.9.1's BEAM action space (`engine/search.py` `actions`), in its order: UPCAST on
+/// axes 0-5 by {0,2,3,4,5,7}, UNROLL on 0-4 by {0,4,7}, LOCAL on 0-4 by {2,3,4,8,13,16,29},
+/// GROUPTOP on 0-2 by {13,16,28,29,32,49,64,256}, GROUP on 0-2 by {0,4,8,16}, PADTO on 0-6 by 32
+/// (`BEAM_PADTO`, default 1), LOCAL(0,32), UPCASTMID(1,4), TC(0,0), TC on 0-8 by `TC_OPT`
+/// (default 2), and NOLOCALS when `NOLOCALS` is set.
+pub fn actions() -> Vec<Opt> {
+    use OptOps::*;
+    let mut out = vec![];
+    let mut add = |op: OptOps, amts: &[usize], axes: usize| {
+        for &amt in amts {
+            for axis in 0..axes {
+                out.push(Opt::new(op, axis, amt));
+            }
+        }
+    };
+    add(UPCAST, &[0, 2, 3, 4, 5, 7], 6);
+    add(UNROLL, &[0, 4, 7], 5);
+    add(LOCAL, &[2, 3, 4, 8, 13, 16, 29], 5);
+    add(GROUPTOP, &[13, 16, 28, 29, 32, 49, 64, 256], 3);
+    add(GROUP, &[0, 4, 8, 16], 3);
+    if getenv("BEAM_PADTO", 1) != 0 {
+        add(PADTO, &[32], 7);
+    }
+    out.extend([
+        Opt::new(LOCAL, 0, 32),
+        Opt::new(UPCASTMID, 1, 4),
+        Opt::new(TC, 0, 0),
+    ]);
+    let tc_opt = getenv("TC_OPT", 2).max(0) as usize;
+    out.extend((0..9).map(|axis| Opt::new(TC, axis, tc_opt)));
+    if getenv("NOLOCALS", 0) != 0 {
+        out.push(Opt::nolocals());
+    }
+    out
+}
+
 fn py_opt(x: Option<usize>) -> String {
     x.map_or("None".into(), |v| v.to_string())
 }
@@ -104,6 +139,9 @@ struct Snapshot {
     upcasted: usize,
     local_dims: usize,
     dont_use_locals: bool,
+    tensor_core: Option<crate::renderer::TensorCore>,
+    tensor_core_opts: Option<super::TensorCoreOptions>,
+    bufs_for_tensor_core: Vec<(crate::ops::LazyOp, (usize, usize))>,
 }
 
 impl Kernel {
@@ -131,6 +169,9 @@ impl Kernel {
             upcasted: self.upcasted,
             local_dims: self.local_dims,
             dont_use_locals: self.dont_use_locals,
+            tensor_core: self.tensor_core.clone(),
+            tensor_core_opts: self.tensor_core_opts.clone(),
+            bufs_for_tensor_core: self.bufs_for_tensor_core.clone(),
         };
         let r = self.apply_opt_inner(opt, append_opt);
         if r.is_err() {
@@ -140,6 +181,9 @@ impl Kernel {
             self.upcasted = snap.upcasted;
             self.local_dims = snap.local_dims;
             self.dont_use_locals = snap.dont_use_locals;
+            self.tensor_core = snap.tensor_core;
+            self.tensor_core_opts = snap.tensor_core_opts;
+            self.bufs_for_tensor_core = snap.bufs_for_tensor_core;
         }
         r
     }
@@ -178,7 +222,11 @@ impl Kernel {
         if append_opt {
             self.applied_opts.push(opt);
         }
-        self.simplify_ones()?;
+        if self.simplify_ones()? {
+            if let Some(t) = self.tensor_core_opts.as_mut() {
+                t.fix_axes(axis);
+            }
+        }
         Ok(())
     }
 
@@ -242,22 +290,28 @@ impl Kernel {
         )
     }
 
-    /// TC: tinygrad's first checks; matching and applying tensor cores is not implemented, so
-    /// no tensor core is available.
+    /// TC: must come first; `amt` is the `tc_opt` level (see `kernel/tensor_cores.rs`).
     fn apply_tc(&mut self, opt: &Opt) -> Result<()> {
         check(
             self.applied_opts.is_empty(),
             "tensor core opts must be first",
         )?;
+        let (Some(axis), Some(amt)) = (opt.axis, opt.amt) else {
+            return Err(Error::KernelOpt(
+                "tensor core opts must have an axis and amt".into(),
+            ));
+        };
+        let use_tc = getenv("TC", 1);
         check(
-            opt.axis.is_some() && opt.amt.is_some(),
-            "tensor core opts must have an axis and amt",
-        )?;
-        check(
-            getenv("TC", 1) == 2 || !self.opts.tensor_cores.is_empty(),
+            use_tc == 2 || !self.opts.tensor_cores.is_empty(),
             "must have tensor cores or TC=2",
         )?;
-        Err(Error::KernelOpt("no tensor core available".into()))
+        check(
+            self.apply_tc_opt(use_tc, axis, amt)?,
+            "no tensor core available",
+        )?;
+        self.applied_opts.push(*opt);
+        Ok(())
     }
 
     fn apply_local(&mut self, axis: usize, amt: i64) -> Result<()> {
@@ -271,6 +325,12 @@ impl Kernel {
 
     fn apply_upcast(&mut self, axis: usize, amt: i64) -> Result<()> {
         check(axis < self.first_reduce(), "upcast is for non-reduce")?;
+        let gd = self.global_dims();
+        let tc_locals = self
+            .tensor_core
+            .as_ref()
+            .is_some_and(|tc| gd <= axis && axis < gd + tc.threads.len());
+        check(!tc_locals, "can't upcast TC locals")?;
         check(amt <= 8, "don't upcast more than 8")?;
         self.shift_to(axis, amt, false, None)?;
         self.upcast()
@@ -299,6 +359,7 @@ impl Kernel {
             axis >= fr + self.group_for_reduces && axis < self.shape_len() - self.upcasted,
             "must be reduce axis to group",
         )?;
+        check(self.tensor_core.is_none(), "can't group with tensor cores")?;
         self.shift_to(axis, amt, top, Some(fr + self.group_for_reduces))?;
         self.group_for_reduces += 1;
         Ok(())

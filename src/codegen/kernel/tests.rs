@@ -43,8 +43,9 @@ fn clang() -> RendererOpts {
     ClangRenderer::new().opts().clone()
 }
 
-/// a @ b for (n, n) matrices: full shape (n, n, n), reduce over the last.
-fn matmul(n: i64) -> Vec<LazyOp> {
+/// a @ b for (n, n) matrices of `dt`: full shape (n, n, n), reduce over the last (through a CAST
+/// to float32 when `dt` is not float32).
+fn matmul_dt(n: i64, dt: DType) -> Vec<LazyOp> {
     let a = st(&[n, n]).reshape(&sints(&[n, 1, n])).unwrap();
     let a = a.expand(&sints(&[n, n, n])).unwrap();
     let b = st(&[n, n]).permute(&[1, 0]).unwrap();
@@ -53,11 +54,17 @@ fn matmul(n: i64) -> Vec<LazyOp> {
         .unwrap()
         .expand(&sints(&[n, n, n]))
         .unwrap();
-    let r = sum(
-        LazyOp::new(BinaryOps::MUL, vec![ld(1, a), ld(2, b)], LazyOpArg::None),
-        &[2],
-    );
-    vec![store(r, 0, st(&[n, n, 1]))]
+    let l = |i, s| LazyOp::load(i, dt, s);
+    let mut m = LazyOp::new(BinaryOps::MUL, vec![l(1, a), l(2, b)], LazyOpArg::None);
+    if dt != dtypes::float32 {
+        m = LazyOp::new(UnaryOps::CAST, vec![m], LazyOpArg::DType(dtypes::float32));
+    }
+    vec![store(sum(m, &[2]), 0, st(&[n, n, 1]))]
+}
+
+/// a @ b for (n, n) float matrices.
+fn matmul(n: i64) -> Vec<LazyOp> {
+    matmul_dt(n, dtypes::float32)
 }
 
 fn sum_rows(rows: i64, cols: i64) -> Vec<LazyOp> {
@@ -415,4 +422,61 @@ fn constants_and_vars_are_buffers() {
     assert_eq!(kk.bufs.len(), 4);
     assert!(matches!(kk.bufs[2], KernelBuf::Const(_)));
     assert_eq!(kk.vars, vec![v]);
+}
+
+/// A half matmul accumulated in float: SUM(CAST(MUL(a, b))).
+fn half_matmul(n: i64) -> Vec<LazyOp> {
+    matmul_dt(n, dtypes::float16)
+}
+
+#[test]
+fn tensor_core_rules() {
+    let cuda = crate::renderer::cuda::CUDARenderer::new(80).opts().clone();
+    // TC must come first
+    let mut kk = k(&half_matmul(32), &cuda);
+    kk.apply_opt(Opt::new(UPCAST, 0, 2)).unwrap();
+    let e = kk.apply_opt(Opt::new(TC, 0, 0)).unwrap_err();
+    assert_eq!(e.message(), "tensor core opts must be first");
+    // no tensor cores on CLANG; a float matmul matches none of CUDA's
+    let e = k(&half_matmul(32), &clang())
+        .apply_opt(Opt::new(TC, 0, 0))
+        .unwrap_err();
+    assert_eq!(e.message(), "must have tensor cores or TC=2");
+    let e = k(&matmul(32), &cuda)
+        .apply_opt(Opt::new(TC, 0, 0))
+        .unwrap_err();
+    assert_eq!(e.message(), "no tensor core available");
+    // a size the tensor core does not divide needs tc_opt 2 (padding)
+    let mut kk = k(&half_matmul(24), &cuda);
+    assert!(kk.apply_opt(Opt::new(TC, 0, 0)).is_err());
+    kk.apply_opt(Opt::new(TC, 0, 2)).unwrap();
+    assert!(kk.tensor_core.is_some());
+    // with the tensor core: its local dims can't be upcast, nothing groups
+    let mut kk = k(&half_matmul(32), &cuda);
+    kk.apply_opt(Opt::new(TC, 0, 0)).unwrap();
+    let gd = kk.global_dims();
+    let e = kk.apply_opt(Opt::new(UPCAST, gd, 2)).unwrap_err();
+    assert_eq!(e.message(), "can't upcast TC locals");
+    let e = kk.apply_opt(Opt::new(GROUP, 0, 2)).unwrap_err();
+    assert_eq!(e.message(), "can't group with tensor cores");
+    // as 0.9.1 shapes it: 5 warp-thread locals, K unrolled by 16, M upcast by 4 (16 / 2*2
+    // threads); N, M, K were axes 1, 0, 2
+    assert_eq!(kk.local_dims, 5);
+    assert_eq!(shape(&kk), vec![2, 4, 2, 2, 2, 2, 2, 2, 16, 4]);
+    assert_eq!(kk.tensor_core_opts.as_ref().unwrap().axes, [1, 0, 2]);
+}
+
+#[test]
+fn tc_axes_follow_removed_dims() {
+    let mut o = TensorCoreOptions {
+        axes: [1, 3, 5],
+        axes_exist: [true, true],
+        axis_pads: vec![],
+    };
+    o.fix_axes(0);
+    assert_eq!((o.axes, o.axes_exist), ([0, 2, 5], [true, true]));
+    o.fix_axes(2);
+    assert_eq!((o.axes, o.axes_exist), ([0, 2, 5], [true, false]));
+    o.fix_axes(4);
+    assert_eq!((o.axes, o.axes_exist), ([0, 2, 5], [true, false]));
 }

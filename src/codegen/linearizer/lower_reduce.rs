@@ -8,8 +8,10 @@
 //! accumulator reading `temp` after the barrier, and, for a reduce that is not the last, one more
 //! store/barrier/load that broadcasts the result to every thread.
 //!
-//! Not guaranteed: tensor-core (WMMA) reduces and upcast-mid-reduce axes (image outputs) are
-//! refused.
+//! A tensor-core reduce takes the WMMA path of `linearizer/tensor_core.rs` instead (it never
+//! groups).
+//!
+//! Not guaranteed: upcast-mid-reduce axes (image outputs) are refused.
 
 use std::collections::HashMap;
 
@@ -29,6 +31,7 @@ impl Lin {
         loaded: &mut Values,
         reduce_idxs: &[Node],
         fake_reduce_idxs: &[Node],
+        aliases: &super::tensor_core::TcAliases,
     ) -> Result<(Vec<Node>, Vec<Node>)> {
         let reduceop = self.k.reduceops[ri].clone();
         let loop_ctx = self.render_loop(reduce_idxs, ri * 2 + 2, true)?;
@@ -45,6 +48,12 @@ impl Lin {
         );
         let acc_idxs = self.cat(&[&gi, &li, fake_reduce_idxs, &ui]);
         let mut acc = self.global_load(out_buf, &acc_idxs, Some(&reduceop), None, &loop_ctx)?;
+        if self.k.tensor_core.is_some() {
+            let acc = self.render_tc_reduce(ri, acc, aliases)?;
+            self.load_cache.clear();
+            accs.insert(ri, acc);
+            return Ok((li, ui));
+        }
         let fui = self.full_upcast_idxs.clone();
         let full_idxs = self.cat(&[&gi, &li, reduce_idxs, &fui]);
         for i in 0..self.k.bufs.len() {

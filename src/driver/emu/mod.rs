@@ -25,7 +25,8 @@
 //! The same driver also emulates the NVIDIA kernel driver ([`nv`]): `/dev/nvidiactl`,
 //! `/dev/nvidia<N>`, `/dev/nvidia-uvm` and `/proc/driver/nvidia/version` (knobs
 //! `MOCKGPU_NV_COUNT`, default 1, `MOCKGPU_NV_ARCH`, default `hopper`, `MOCKGPU_NV_DRIVER`,
-//! default `580.142`), so one `EmuDriver` serves both the KFD and the NV paths under `MOCKGPU=1`.
+//! default `580.142`, `MOCKGPU_NV_SCRUB`, default 1), so one `EmuDriver` serves both the KFD and
+//! the NV paths under `MOCKGPU=1`.
 //! Paths, descriptors and mappings route to the emulator that owns them; the process address
 //! space (what was mapped through the driver) is one, shared by both.
 //!
@@ -95,11 +96,15 @@ pub struct EmuConfig {
     pub nv_count: usize,
     /// Their chip (`MOCKGPU_NV_ARCH`, default `hopper`; see [`NV_CHIPS`]).
     pub nv_arch: String,
-    /// The emulated NVIDIA driver version (`MOCKGPU_NV_DRIVER`, default `580.142`; `570.86.16`
-    /// for the 570 layouts, `550.54.15` to see clients refuse an unsupported family).
+    /// The emulated NVIDIA driver version (`MOCKGPU_NV_DRIVER`, default `580.142`; a family,
+    /// `570`/`575`/`580`/`590`/`595`, stands for its measured tag; `550` to see clients refuse
+    /// an unsupported family).
     pub nv_driver: String,
     /// Software NVIDIA GPU for each device (`None`: channels accept doorbells and record them).
     pub nv_gpu_factory: Option<NvGpuFactory>,
+    /// Fresh NVIDIA VRAM reads zero, as kernel RM's scrub-on-free leaves it (`MOCKGPU_NV_SCRUB`,
+    /// default 1; 0 models the configurations without scrubbing: fresh VRAM holds garbage).
+    pub nv_scrub: bool,
 }
 
 impl Default for EmuConfig {
@@ -114,6 +119,7 @@ impl Default for EmuConfig {
             nv_arch: "hopper".into(),
             nv_driver: "580.142".into(),
             nv_gpu_factory: None,
+            nv_scrub: true,
         }
     }
 }
@@ -135,6 +141,7 @@ impl EmuConfig {
         if let Some(v) = getenv_str("MOCKGPU_NV_DRIVER").filter(|v| !v.is_empty()) {
             c.nv_driver = v;
         }
+        c.nv_scrub = getenv("MOCKGPU_NV_SCRUB", 1) != 0;
         c
     }
 }
@@ -305,6 +312,7 @@ impl EmuDriver {
             arch: cfg.nv_arch.clone(),
             version: cfg.nv_driver.clone(),
             gpu_factory: cfg.nv_gpu_factory.clone(),
+            scrub: cfg.nv_scrub,
         };
         let nv = nv::EmuNv::new(&nv_cfg, kfd.clone())?;
         Ok(EmuDriver { kfd, nv })

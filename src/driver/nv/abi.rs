@@ -9,14 +9,14 @@
 //!   and the [`UvmParams`] trait that reads each struct's trailing `rmStatus`;
 //! - names of classes ([`nv_class_name`]) and controls ([`nv_control_name`]) for messages.
 //!
-//! Not guaranteed: the family-dependent structs (NVOS46 and friends) are described here for
-//! both families, but which one a driver takes is [`super::DriverFamily`]'s business.
+//! Not guaranteed: the family-dependent structs (NVOS46, UVM_FREE and friends) are described here
+//! for every family, but which one a driver takes is [`super::DriverFamily`]'s business.
 
 use std::marker::PhantomData;
 
 use crate::driver::api::{ioc, Ioctl, IoctlArg, IOC_READ, IOC_WRITE};
 use crate::sys::nv::common::*;
-use crate::sys::nv::{v570, v580};
+use crate::sys::nv::{v570, v580, v590};
 
 /// `_IOWR('F', nr, size)`: every NVIDIA escape is read-write.
 pub const fn escape_request(nr: u32, size: usize) -> u64 {
@@ -141,34 +141,28 @@ pub mod uvm_req {
         uvm("UVM_CREATE_EXTERNAL_RANGE", UVM_CREATE_EXTERNAL_RANGE);
     pub const MAP_EXTERNAL_ALLOCATION: UvmIoctl<UVM_MAP_EXTERNAL_ALLOCATION_PARAMS> =
         uvm("UVM_MAP_EXTERNAL_ALLOCATION", UVM_MAP_EXTERNAL_ALLOCATION);
-    pub const FREE: UvmIoctl<UVM_FREE_PARAMS> = uvm("UVM_FREE", UVM_FREE);
     pub const ENABLE_PEER_ACCESS: UvmIoctl<UVM_ENABLE_PEER_ACCESS_PARAMS> =
         uvm("UVM_ENABLE_PEER_ACCESS", UVM_ENABLE_PEER_ACCESS);
 }
 
-/// Every UVM request with its name and parameter size.
-pub const UVM_REQUESTS: &[(u32, &str, usize)] = &[
-    (UVM_INITIALIZE, "UVM_INITIALIZE", 16),
-    (UVM_MM_INITIALIZE, "UVM_MM_INITIALIZE", 8),
-    (UVM_REGISTER_GPU, "UVM_REGISTER_GPU", 40),
-    (UVM_REGISTER_GPU_VASPACE, "UVM_REGISTER_GPU_VASPACE", 32),
-    (UVM_REGISTER_CHANNEL, "UVM_REGISTER_CHANNEL", 56),
-    (UVM_CREATE_EXTERNAL_RANGE, "UVM_CREATE_EXTERNAL_RANGE", 24),
-    (
-        UVM_MAP_EXTERNAL_ALLOCATION,
-        "UVM_MAP_EXTERNAL_ALLOCATION",
-        9264,
-    ),
-    (UVM_FREE, "UVM_FREE", 24),
-    (UVM_ENABLE_PEER_ACCESS, "UVM_ENABLE_PEER_ACCESS", 36),
+/// Every UVM request rawgrad issues, with its name (UVM_FREE's and UVM_UNREGISTER_CHANNEL's
+/// parameters are per family: [`super::DriverFamily::uvm_free_params`]).
+pub const UVM_REQUESTS: &[(u32, &str)] = &[
+    (UVM_INITIALIZE, "UVM_INITIALIZE"),
+    (UVM_MM_INITIALIZE, "UVM_MM_INITIALIZE"),
+    (UVM_REGISTER_GPU, "UVM_REGISTER_GPU"),
+    (UVM_REGISTER_GPU_VASPACE, "UVM_REGISTER_GPU_VASPACE"),
+    (UVM_REGISTER_CHANNEL, "UVM_REGISTER_CHANNEL"),
+    (UVM_UNREGISTER_CHANNEL, "UVM_UNREGISTER_CHANNEL"),
+    (UVM_CREATE_EXTERNAL_RANGE, "UVM_CREATE_EXTERNAL_RANGE"),
+    (UVM_MAP_EXTERNAL_ALLOCATION, "UVM_MAP_EXTERNAL_ALLOCATION"),
+    (UVM_FREE, "UVM_FREE"),
+    (UVM_ENABLE_PEER_ACCESS, "UVM_ENABLE_PEER_ACCESS"),
 ];
 
 /// The name of an NVIDIA request number: an escape (`_IOWR('F', ..)`, any size) or a UVM request.
 pub fn nv_request_name(request: u64) -> Option<&'static str> {
-    if let Some((_, n, _)) = UVM_REQUESTS
-        .iter()
-        .find(|(r, _, _)| u64::from(*r) == request)
-    {
+    if let Some((_, n)) = UVM_REQUESTS.iter().find(|(r, _)| u64::from(*r) == request) {
         return Some(n);
     }
     let is_escape = crate::driver::api::ioc_type(request) == NV_IOCTL_MAGIC as u8
@@ -208,8 +202,13 @@ uvm_params!(
     UVM_REGISTER_CHANNEL_PARAMS,
     UVM_CREATE_EXTERNAL_RANGE_PARAMS,
     UVM_MAP_EXTERNAL_ALLOCATION_PARAMS,
-    UVM_FREE_PARAMS,
     UVM_ENABLE_PEER_ACCESS_PARAMS,
+    v570::UVM_FREE_PARAMS,
+    v580::UVM_FREE_PARAMS,
+    v590::UVM_FREE_PARAMS,
+    v570::UVM_UNREGISTER_CHANNEL_PARAMS,
+    v580::UVM_UNREGISTER_CHANNEL_PARAMS,
+    v590::UVM_UNREGISTER_CHANNEL_PARAMS,
 );
 
 macro_rules! nv_args {
@@ -273,8 +272,13 @@ nv_args! {
     UVM_CREATE_EXTERNAL_RANGE_PARAMS => base, length, rmStatus;
     UVM_MAP_EXTERNAL_ALLOCATION_PARAMS => base, length, offset, gpuAttributesCount, rmCtrlFd,
         hClient, hMemory, rmStatus;
-    UVM_FREE_PARAMS => base, length, rmStatus;
     UVM_ENABLE_PEER_ACCESS_PARAMS => rmStatus;
+    v570::UVM_FREE_PARAMS => base, length, rmStatus;
+    v580::UVM_FREE_PARAMS => base, length, rmStatus;
+    v590::UVM_FREE_PARAMS => base, rmStatus;
+    v570::UVM_UNREGISTER_CHANNEL_PARAMS => hClient, hChannel, rmStatus;
+    v580::UVM_UNREGISTER_CHANNEL_PARAMS => hClient, hChannel, rmStatus;
+    v590::UVM_UNREGISTER_CHANNEL_PARAMS => hClient, hChannel, rmStatus;
     v570::NVOS46_PARAMETERS => hClient, hDevice, hDma, hMemory, offset, length, flags, dmaOffset,
         status;
     v580::NVOS46_PARAMETERS => hClient, hDevice, hDma, hMemory, offset, length, flags, dmaOffset,

@@ -64,7 +64,11 @@ pub fn check_version_str(drv: &dyn Driver, ctl: Fd) -> Result<String> {
 }
 
 /// mmap the mapping context an RM_MAP_MEMORY left on `fd` (offset 0, `len` bytes, shared; at
-/// `addr` with MAP_FIXED when given). The context is consumed; the fd may be closed afterwards.
+/// `addr` with MAP_FIXED when given). The context stays on the fd until the fd closes, and an fd
+/// takes one context in its whole life (kernel-open/nvidia/nv-usermap.c
+/// `nv_add_mapping_context_to_file`: a second RM_MAP_MEMORY naming it fails with
+/// NV_ERR_STATE_IN_USE), so each CPU mapping gets a fresh fd, closed after the mmap (the mapping
+/// stays: the VMA holds the file).
 pub fn mmap_context(
     drv: &dyn Driver,
     fd: Fd,
@@ -77,6 +81,44 @@ pub fn mmap_context(
         flags |= MapFlags::FIXED;
     }
     drv.mmap(addr, len, prot, flags, Some(fd), 0)
+}
+
+/// A fresh `/dev/nvidiactl` opened only as the target of one system-memory RM_MAP_MEMORY (RM
+/// sends system-memory mapping contexts to a control-device fd: nvidia/.../osapi.c
+/// `RmCreateMmapContextLocked`), then mmapped; closed on drop. It holds no RM client.
+pub struct NvCtlMapFd {
+    drv: Arc<dyn Driver>,
+    fd: Fd,
+}
+
+impl std::fmt::Debug for NvCtlMapFd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "NvCtlMapFd(/dev/nvidiactl, fd={})", self.fd.0)
+    }
+}
+
+impl Drop for NvCtlMapFd {
+    fn drop(&mut self) {
+        let _ = self.drv.close(self.fd);
+    }
+}
+
+impl NvCtlMapFd {
+    /// Open a fresh `/dev/nvidiactl`.
+    pub fn open(drv: Arc<dyn Driver>) -> Result<NvCtlMapFd> {
+        let fd = drv.open("/dev/nvidiactl", OpenFlags::RDWR)?;
+        Ok(NvCtlMapFd { drv, fd })
+    }
+
+    /// The descriptor (what RM_MAP_MEMORY's `fd` takes).
+    pub fn fd(&self) -> Fd {
+        self.fd
+    }
+
+    /// mmap the mapping context RM_MAP_MEMORY left on this fd ([`mmap_context`]).
+    pub fn mmap(&self, addr: Option<u64>, len: usize, prot: Prot) -> Result<u64> {
+        mmap_context(self.drv.as_ref(), self.fd, addr, len, prot)
+    }
 }
 
 /// The open control device and the driver family its layouts follow.
@@ -304,9 +346,10 @@ impl NvCtl {
     }
 
     /// NV_ESC_RM_MAP_MEMORY: leave a mapping context for `[offset, offset + length)` of memory
-    /// (or usermode) object `h_memory` on `map_fd` (a REGISTER_FD'ed `/dev/nvidiaN` fd for VRAM
-    /// and usermode pages, the control fd for system memory); then mmap that fd
-    /// ([`mmap_context`]). Returns RM's `pLinearAddress` cookie (for RM_UNMAP_MEMORY).
+    /// (or usermode) object `h_memory` on `map_fd` (a fresh REGISTER_FD'ed `/dev/nvidiaN` fd for
+    /// VRAM and usermode pages, a fresh [`NvCtlMapFd`] for system memory: one context per fd for
+    /// its life); then mmap that fd ([`mmap_context`]). Returns RM's `pLinearAddress` cookie
+    /// (for RM_UNMAP_MEMORY).
     #[allow(clippy::too_many_arguments)]
     pub fn rm_map_memory(
         &self,
@@ -445,11 +488,6 @@ impl NvCtl {
             what,
             |a| a.Status,
         )
-    }
-
-    /// mmap the mapping context RM_MAP_MEMORY left on the control fd (system memory).
-    pub fn mmap(&self, addr: Option<u64>, len: usize, prot: Prot) -> Result<u64> {
-        mmap_context(self.drv.as_ref(), self.fd, addr, len, prot)
     }
 
     /// Allocate an NV01_ROOT_CLIENT (no parameters, RM picks the handle, as tinygrad does).

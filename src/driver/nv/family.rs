@@ -1,26 +1,56 @@
 //! [`DriverFamily`]: which struct layouts the running NVIDIA driver takes, chosen at run time
 //! from its version string, and family-neutral builders for the structs whose layout differs
 //! between families (memo 1.4): NVOS46, the FERMI_VASPACE_A and channel allocation parameters,
-//! GPFIFO_SCHEDULE, GET_CLASSLIST_V2, the root-client parameters and GET_BUILD_VERSION_V2.
+//! GPFIFO_SCHEDULE, GET_CLASSLIST_V2, the root-client parameters, GET_BUILD_VERSION_V2, and the
+//! UVM_FREE / UVM_UNREGISTER_CHANNEL parameters.
+//!
+//! Families (sizes checked with a C probe against the headers of NVIDIA/open-gpu-kernel-modules
+//! at tags 570.86.16, 575.64.05, 580.142, 590.48.01 and 595.45.04; every escape number, control
+//! id and UVM request number rawgrad uses is the same in all five):
+//!
+//! | family | RM layouts | GPFIFO_SCHEDULE | UVM_FREE | UVM_UNREGISTER_CHANNEL |
+//! | --- | --- | --- | --- | --- |
+//! | 570 | `v570` (NVOS46 56, vaspace 48, CLASSLIST_V2 404) | 2 | 24 | 28 |
+//! | 575 | `v570` | 3 (`v580`'s) | 24 | 28 |
+//! | 580 | `v580` (NVOS46 64, vaspace 56, CLASSLIST_V2 804) | 3 | 24 | 28 |
+//! | 590, 595 | `v580` | 3 | 16 (`v590`) | 12 (`v590`) |
 //!
 //! Detection: `NV_ESC_CHECK_VERSION_STR` in QUERY mode on the control fd (stateless, the same
 //! 72-byte struct in every family), falling back to `/proc/driver/nvidia/version`. A version
-//! outside the known families is refused with an error naming it and the supported families,
-//! because guessing layouts makes RM read garbage (allocations) or refuse with 0x3A (controls).
+//! outside the known families is refused with an error naming it, the supported families and the
+//! `NV_DRIVER_FAMILY=` override (which picks a family's layouts whatever the version says),
+//! because guessing layouts makes RM read garbage (allocations), refuse with 0x3A (controls) or
+//! UVM read a status where the caller wrote a length (UVM_FREE in 590).
 //!
-//! Not guaranteed: a family covers one major version (570.x, 580.x); minor releases are assumed
-//! to keep the layouts, which held for the tags the memo measured.
+//! Not guaranteed: a family covers one major version (570.x, ..., 595.x); minor releases are
+//! assumed to keep the layouts, which held for the tags measured.
 
 use crate::driver::api::{arg_bytes, arg_from_bytes, Driver, Fd, IoctlArg};
-use crate::sys::nv::{v570, v580};
+use crate::helpers::getenv_str;
+use crate::sys::nv::common::NV_STATUS;
+use crate::sys::nv::{v570, v580, v590};
 use crate::{bail, Error, Result};
 
-/// A supported NVIDIA driver family (one major version; its RM struct layouts).
+/// A supported NVIDIA driver family (one major version; its RM and UVM struct layouts).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum DriverFamily {
     /// 570.x (layouts of 570.86.16).
     V570,
+    /// 575.x (575.64.05): the 570 layouts with the 3-byte GPFIFO_SCHEDULE.
+    V575,
     /// 580.x (layouts of 580.142): NVOS46 64, vaspace 56, GPFIFO_SCHEDULE 3, CLASSLIST_V2 804.
+    V580,
+    /// 590.x (590.48.01): the 580 layouts with the 16-byte UVM_FREE and 12-byte
+    /// UVM_UNREGISTER_CHANNEL.
+    V590,
+    /// 595.x (595.45.04): the same layouts as 590.
+    V595,
+}
+
+/// Which generated module a family's RM structs come from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum RmLayout {
+    V570,
     V580,
 }
 
@@ -34,6 +64,8 @@ pub struct FamilySizes {
     pub channel_alloc_params: usize,
     pub root_client_params: usize,
     pub build_version_v2_params: usize,
+    pub uvm_free_params: usize,
+    pub uvm_unregister_channel_params: usize,
 }
 
 /// FERMI_VASPACE_A allocation parameters, family-neutral (`pasid` exists from 580 on).
@@ -115,45 +147,108 @@ fn to_vec<T: IoctlArg>(v: &T) -> Vec<u8> {
     arg_bytes(v).to_vec()
 }
 
+/// The override knob: `NV_DRIVER_FAMILY=595` takes that family's layouts whatever the version.
+pub const FAMILY_KNOB: &str = "NV_DRIVER_FAMILY";
+
 impl DriverFamily {
     /// Every supported family, oldest first.
-    pub const ALL: [DriverFamily; 2] = [DriverFamily::V570, DriverFamily::V580];
+    pub const ALL: [DriverFamily; 5] = [
+        DriverFamily::V570,
+        DriverFamily::V575,
+        DriverFamily::V580,
+        DriverFamily::V590,
+        DriverFamily::V595,
+    ];
 
-    /// The major version: 570, 580.
+    /// The newest supported family (what the override suggests for a newer driver).
+    pub const NEWEST: DriverFamily = DriverFamily::V595;
+
+    /// The major version: 570, 575, 580, 590, 595.
     pub fn major(self) -> u32 {
         match self {
             DriverFamily::V570 => 570,
+            DriverFamily::V575 => 575,
             DriverFamily::V580 => 580,
+            DriverFamily::V590 => 590,
+            DriverFamily::V595 => 595,
         }
     }
 
-    /// `"570"`, `"580"`.
+    /// `"570"`, ..., `"595"`.
     pub fn name(self) -> String {
         self.major().to_string()
     }
 
-    /// The family of a driver version string (`580.142`, `570.86.16`); an unknown family is an
-    /// error naming the version and the supported families.
-    pub fn from_version(version: &str) -> Result<DriverFamily> {
-        let v = version.trim();
-        let major = v.split('.').next().and_then(|m| m.parse::<u32>().ok());
-        let supported: Vec<String> = Self::ALL
+    /// The generated module of the RM structs (570 and 575 share 570's; 580+ 580's).
+    fn rm(self) -> RmLayout {
+        match self {
+            DriverFamily::V570 | DriverFamily::V575 => RmLayout::V570,
+            _ => RmLayout::V580,
+        }
+    }
+
+    /// Whether UVM_FREE / UVM_UNREGISTER_CHANNEL take 590's shrunken layouts (`v590`).
+    fn uvm_v590(self) -> bool {
+        self >= DriverFamily::V590
+    }
+
+    fn supported() -> String {
+        let v: Vec<String> = Self::ALL
             .iter()
             .map(|f| format!("{}.x", f.major()))
             .collect();
+        v.join(", ")
+    }
+
+    /// The family named `name` (`595`, or a version whose major names one: `595.45.04`).
+    pub fn from_name(name: &str) -> Option<DriverFamily> {
+        let major = name.trim().split('.').next()?.parse::<u32>().ok()?;
+        Self::ALL.iter().copied().find(|f| f.major() == major)
+    }
+
+    /// The family of a driver version string (`580.142`, `570.86.16`); an unknown family is an
+    /// error naming the version, the supported families and the `NV_DRIVER_FAMILY` override.
+    pub fn from_version(version: &str) -> Result<DriverFamily> {
+        let v = version.trim();
+        let major = v.split('.').next().and_then(|m| m.parse::<u32>().ok());
         let Some(major) = major else {
             bail!(
                 Device,
                 "NVIDIA driver version {v:?} is not a version number (supported families: {})",
-                supported.join(", ")
+                Self::supported()
             );
         };
         match Self::ALL.iter().find(|f| f.major() == major) {
             Some(f) => Ok(*f),
+            None => {
+                let newer = if major > Self::NEWEST.major() {
+                    format!(
+                        "; {FAMILY_KNOB}={} tries the newest known layouts on this newer driver (a wrong guess shows as RM refusing controls with NV_ERR_INVALID_PARAM_STRUCT)",
+                        Self::NEWEST.major()
+                    )
+                } else {
+                    format!("; {FAMILY_KNOB}=<family> forces one")
+                };
+                bail!(
+                    Device,
+                    "NVIDIA driver {v} is not supported: rawgrad knows the RM/UVM struct layouts of driver families {} only{newer}",
+                    Self::supported()
+                )
+            }
+        }
+    }
+
+    /// The `NV_DRIVER_FAMILY` override, if set (an unknown value is an error naming the choices).
+    pub fn from_knob() -> Result<Option<DriverFamily>> {
+        let Some(v) = getenv_str(FAMILY_KNOB).filter(|v| !v.trim().is_empty()) else {
+            return Ok(None);
+        };
+        match Self::from_name(&v) {
+            Some(f) => Ok(Some(f)),
             None => bail!(
-                Device,
-                "NVIDIA driver {v} is not supported: rawgrad knows the RM struct layouts of driver families {} only",
-                supported.join(", ")
+                InvalidArgument,
+                "{FAMILY_KNOB}={v:?}: not a known driver family (choose one of {})",
+                Self::supported()
             ),
         }
     }
@@ -172,8 +267,9 @@ impl DriverFamily {
     }
 
     /// The running driver's version and family: CHECK_VERSION_STR (QUERY) on the control fd,
-    /// else `/proc/driver/nvidia/version`.
+    /// else `/proc/driver/nvidia/version`; the family is `NV_DRIVER_FAMILY`'s when that is set.
     pub fn detect(drv: &dyn Driver, ctl: Fd) -> Result<(DriverFamily, String)> {
+        let forced = Self::from_knob()?;
         let version = match super::ctl::check_version_str(drv, ctl) {
             Ok(v) if !v.is_empty() => v,
             query => {
@@ -190,7 +286,10 @@ impl DriverFamily {
                 })?
             }
         };
-        Ok((Self::from_version(&version)?, version))
+        match forced {
+            Some(f) => Ok((f, version)),
+            None => Ok((Self::from_version(&version)?, version)),
+        }
     }
 
     /// The sizes of this family's family-dependent structs.
@@ -208,13 +307,21 @@ impl DriverFamily {
                     build_version_v2_params: size_of::<
                         $m::NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS,
                     >(),
+                    uvm_free_params: size_of::<$m::UVM_FREE_PARAMS>(),
+                    uvm_unregister_channel_params: size_of::<$m::UVM_UNREGISTER_CHANNEL_PARAMS>(),
                 }
             };
         }
-        match self {
-            DriverFamily::V570 => sizes!(v570),
-            DriverFamily::V580 => sizes!(v580),
+        let mut s = match self.rm() {
+            RmLayout::V570 => sizes!(v570),
+            RmLayout::V580 => sizes!(v580),
+        };
+        s.gpfifo_schedule_params = self.gpfifo_schedule_params(false, false).len();
+        if self.uvm_v590() {
+            s.uvm_free_params = size_of::<v590::UVM_FREE_PARAMS>();
+            s.uvm_unregister_channel_params = size_of::<v590::UVM_UNREGISTER_CHANNEL_PARAMS>();
         }
+        s
     }
 
     /// FERMI_VASPACE_A parameters in this family's layout.
@@ -234,14 +341,14 @@ impl DriverFamily {
                 })
             };
         }
-        match self {
-            DriverFamily::V570 if p.pasid != 0 => bail!(
+        match self.rm() {
+            RmLayout::V570 if p.pasid != 0 => bail!(
                 InvalidArgument,
-                "FERMI_VASPACE_A: pasid {:#x} needs the 580 layout (driver family 570 has no pasid)",
+                "FERMI_VASPACE_A: pasid {:#x} needs the 580 layout (driver family {self} has no pasid)",
                 p.pasid
             ),
-            DriverFamily::V570 => Ok(build!(v570)),
-            DriverFamily::V580 => Ok(build!(v580, pasid: p.pasid)),
+            RmLayout::V570 => Ok(build!(v570)),
+            RmLayout::V580 => Ok(build!(v580, pasid: p.pasid)),
         }
     }
 
@@ -266,20 +373,20 @@ impl DriverFamily {
                 to_vec(&c)
             }};
         }
-        match self {
-            DriverFamily::V570 => build!(v570),
-            DriverFamily::V580 => build!(v580),
+        match self.rm() {
+            RmLayout::V570 => build!(v570),
+            RmLayout::V580 => build!(v580),
         }
     }
 
-    /// GPFIFO_SCHEDULE parameters (2 bytes before 580, 3 from 580: `bSkipEnable` appended).
+    /// GPFIFO_SCHEDULE parameters (2 bytes in 570, 3 from 575 on: `bSkipEnable` appended).
     pub fn gpfifo_schedule_params(self, enable: bool, skip_submit: bool) -> Vec<u8> {
         match self {
             DriverFamily::V570 => to_vec(&v570::NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS {
                 bEnable: enable.into(),
                 bSkipSubmit: skip_submit.into(),
             }),
-            DriverFamily::V580 => to_vec(&v580::NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS {
+            _ => to_vec(&v580::NVA06C_CTRL_GPFIFO_SCHEDULE_PARAMS {
                 bEnable: enable.into(),
                 bSkipSubmit: skip_submit.into(),
                 bSkipEnable: 0,
@@ -305,24 +412,24 @@ impl DriverFamily {
                 })
             };
         }
-        match self {
-            DriverFamily::V570 if p.flags2 != 0 || p.kind_override != 0 => bail!(
+        match self.rm() {
+            RmLayout::V570 if p.flags2 != 0 || p.kind_override != 0 => bail!(
                 InvalidArgument,
-                "NVOS46: flags2/kindOverride need the 580 layout (driver family 570 lacks them)"
+                "NVOS46: flags2/kindOverride need the 580 layout (driver family {self} lacks them)"
             ),
-            DriverFamily::V570 => Ok(build!(v570)),
-            DriverFamily::V580 => Ok(build!(v580, flags2: p.flags2, kindOverride: p.kind_override)),
+            RmLayout::V570 => Ok(build!(v570)),
+            RmLayout::V580 => Ok(build!(v580, flags2: p.flags2, kindOverride: p.kind_override)),
         }
     }
 
     /// `(dmaOffset, status)` of an NVOS46 in this family's layout.
     pub fn nvos46_result(self, bytes: &[u8]) -> Result<(u64, u32)> {
         let bad = || Error::Internal(format!("NVOS46: {} bytes", bytes.len()));
-        match self {
-            DriverFamily::V570 => arg_from_bytes::<v570::NVOS46_PARAMETERS>(bytes)
+        match self.rm() {
+            RmLayout::V570 => arg_from_bytes::<v570::NVOS46_PARAMETERS>(bytes)
                 .map(|p| (p.dmaOffset, p.status))
                 .ok_or_else(bad),
-            DriverFamily::V580 => arg_from_bytes::<v580::NVOS46_PARAMETERS>(bytes)
+            RmLayout::V580 => arg_from_bytes::<v580::NVOS46_PARAMETERS>(bytes)
                 .map(|p| (p.dmaOffset, p.status))
                 .ok_or_else(bad),
         }
@@ -344,9 +451,9 @@ impl DriverFamily {
                 to_vec(&p)
             }};
         }
-        match self {
-            DriverFamily::V570 => build!(v570),
-            DriverFamily::V580 => build!(v580),
+        match self.rm() {
+            RmLayout::V570 => build!(v570),
+            RmLayout::V580 => build!(v580),
         }
     }
 
@@ -368,9 +475,9 @@ impl DriverFamily {
                 }
             }};
         }
-        Ok(match self {
-            DriverFamily::V570 => decode!(v570),
-            DriverFamily::V580 => decode!(v580),
+        Ok(match self.rm() {
+            RmLayout::V570 => decode!(v570),
+            RmLayout::V580 => decode!(v580),
         })
     }
 
@@ -386,10 +493,87 @@ impl DriverFamily {
                 p.classList[..n].to_vec()
             }};
         }
-        Ok(match self {
-            DriverFamily::V570 => decode!(v570),
-            DriverFamily::V580 => decode!(v580),
+        Ok(match self.rm() {
+            RmLayout::V570 => decode!(v570),
+            RmLayout::V580 => decode!(v580),
         })
+    }
+}
+
+/// A family-dependent UVM parameter struct as bytes, and where its `rmStatus` sits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UvmBytes {
+    pub bytes: Vec<u8>,
+    pub status_offset: usize,
+}
+
+impl UvmBytes {
+    fn of<T: IoctlArg>(v: &T, status_offset: usize) -> UvmBytes {
+        UvmBytes {
+            bytes: to_vec(v),
+            status_offset,
+        }
+    }
+
+    /// The `rmStatus` the driver wrote.
+    pub fn rm_status(&self) -> NV_STATUS {
+        let o = self.status_offset;
+        self.bytes
+            .get(o..o + 4)
+            .map_or(u32::MAX, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+    }
+}
+
+impl DriverFamily {
+    /// UVM_FREE of the range at `base` (`length` its whole size; 590+ takes the base alone:
+    /// uvm_ioctl.h `{base, length, rmStatus}` up to 580.142, `{base, rmStatus}` from 590.48.01).
+    pub fn uvm_free_params(self, base: u64, length: u64) -> UvmBytes {
+        use std::mem::offset_of;
+        if self.uvm_v590() {
+            let p = v590::UVM_FREE_PARAMS {
+                base,
+                ..Default::default()
+            };
+            return UvmBytes::of(&p, offset_of!(v590::UVM_FREE_PARAMS, rmStatus));
+        }
+        let p = v580::UVM_FREE_PARAMS {
+            base,
+            length,
+            ..Default::default()
+        };
+        UvmBytes::of(&p, offset_of!(v580::UVM_FREE_PARAMS, rmStatus))
+    }
+
+    /// UVM_UNREGISTER_CHANNEL of `h_channel` (uvm_ioctl.h: `{gpuUuid, hClient, hChannel,
+    /// rmStatus}` up to 580.142, `{hClient, hChannel, rmStatus}` from 590.48.01).
+    pub fn uvm_unregister_channel_params(
+        self,
+        uuid: [u8; 16],
+        h_client: u32,
+        h_channel: u32,
+    ) -> UvmBytes {
+        use std::mem::offset_of;
+        if self.uvm_v590() {
+            let p = v590::UVM_UNREGISTER_CHANNEL_PARAMS {
+                hClient: h_client,
+                hChannel: h_channel,
+                rmStatus: 0,
+            };
+            return UvmBytes::of(
+                &p,
+                offset_of!(v590::UVM_UNREGISTER_CHANNEL_PARAMS, rmStatus),
+            );
+        }
+        let p = v580::UVM_UNREGISTER_CHANNEL_PARAMS {
+            gpuUuid: v580::NvProcessorUuid { uuid },
+            hClient: h_client,
+            hChannel: h_channel,
+            rmStatus: 0,
+        };
+        UvmBytes::of(
+            &p,
+            offset_of!(v580::UVM_UNREGISTER_CHANNEL_PARAMS, rmStatus),
+        )
     }
 }
 

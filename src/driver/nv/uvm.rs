@@ -4,8 +4,9 @@
 //!
 //! UVM requests are plain numbers (no `_IOC` size), issued through [`Driver::ioctl_raw`] with the
 //! exact struct; every struct ends with an `rmStatus` that is checked in addition to the ioctl's
-//! return ([`Error::NvStatus`] naming the call and the status). The UVM
-//! structs are the same in 550, 570 and 580 (memo 1.4).
+//! return ([`Error::NvStatus`] naming the call and the status). The UVM structs are the same in
+//! 570..595 except UVM_FREE and UVM_UNREGISTER_CHANNEL, which 590 shrank (their bytes come from
+//! [`DriverFamily`]: UVM copies its own struct size, so a wrong layout would go unnoticed).
 //!
 //! Not guaranteed: UVM_INITIALIZE must come first on an fd; UVM_MM_INITIALIZE goes on a second
 //! fd (see [`NvUvm::mm_initialize`]).
@@ -13,6 +14,7 @@
 use std::sync::Arc;
 
 use super::abi::{uvm_req, UvmIoctl, UvmParams};
+use super::family::{DriverFamily, UvmBytes};
 use super::status::nv_status_error;
 use crate::driver::api::{arg_bytes_mut, Driver, Fd, OpenFlags};
 use crate::sys::nv::common::*;
@@ -32,10 +34,11 @@ pub fn mapping_attributes(
     }
 }
 
-/// An open `/dev/nvidia-uvm`; closed on drop.
+/// An open `/dev/nvidia-uvm` and the driver family its layouts follow; closed on drop.
 pub struct NvUvm {
     drv: Arc<dyn Driver>,
     fd: Fd,
+    family: DriverFamily,
 }
 
 impl std::fmt::Debug for NvUvm {
@@ -76,10 +79,29 @@ fn uvm_call<T: UvmParams>(
 }
 
 impl NvUvm {
-    /// Open `/dev/nvidia-uvm` (a new UVM VA space until UVM_INITIALIZE or UVM_MM_INITIALIZE).
-    pub fn open(drv: Arc<dyn Driver>) -> Result<NvUvm> {
+    /// Open `/dev/nvidia-uvm` (a new UVM VA space until UVM_INITIALIZE or UVM_MM_INITIALIZE)
+    /// for a driver of `family`.
+    pub fn open(drv: Arc<dyn Driver>, family: DriverFamily) -> Result<NvUvm> {
         let fd = drv.open("/dev/nvidia-uvm", OpenFlags::RDWR)?;
-        Ok(NvUvm { drv, fd })
+        Ok(NvUvm { drv, fd, family })
+    }
+
+    /// Issue `request` (`name`) with family-dependent bytes and check their `rmStatus`.
+    fn call_bytes(&self, name: &str, request: u32, mut p: UvmBytes, what: String) -> Result<()> {
+        self.drv
+            .ioctl_raw(self.fd, u64::from(request), &mut p.bytes)
+            .map_err(|e| match e {
+                Error::Errno(n, m) => Error::Errno(n, format!("{name}({what}) failed: {m}")),
+                other => other,
+            })?;
+        match p.rm_status() {
+            NV_OK => Ok(()),
+            s => Err(nv_status_error(
+                s,
+                &format!("{name}({what})"),
+                self.drv.take_diagnostic(),
+            )),
+        }
     }
 
     /// The descriptor.
@@ -260,14 +282,25 @@ impl NvUvm {
         .map(|_| ())
     }
 
-    /// UVM_FREE of the range at `base` (`length` its whole size): unmaps it on every GPU.
+    /// UVM_FREE of the range at `base` (`length` its whole size; 590+ drivers take the base
+    /// alone): unmaps it on every GPU. Only external, semaphore-pool, P2P and SKED-reflected
+    /// ranges can be freed so (uvm_va_range.c `uvm_free`); channel ranges go with
+    /// [`NvUvm::unregister_channel`].
     pub fn free(&self, base: u64, length: u64) -> Result<()> {
-        let mut a = UVM_FREE_PARAMS {
-            base,
-            length,
-            ..Default::default()
-        };
-        uvm_call(self.drv.as_ref(), self.fd, &uvm_req::FREE, &mut a, &[]).map(|_| ())
+        let p = self.family.uvm_free_params(base, length);
+        let what = format!("base={base:#x} length={length:#x}");
+        self.call_bytes("UVM_FREE", UVM_FREE, p, what)
+    }
+
+    /// UVM_UNREGISTER_CHANNEL of channel `h_channel` of `h_client` (registered on this fd with
+    /// [`NvUvm::register_channel`]): UVM stops the channel and destroys the VA ranges it carved
+    /// for it (uvm_user_channel.c `uvm_unregister_channel`). Goes before RM frees the channel.
+    pub fn unregister_channel(&self, uuid: [u8; 16], h_client: u32, h_channel: u32) -> Result<()> {
+        let p = self
+            .family
+            .uvm_unregister_channel_params(uuid, h_client, h_channel);
+        let what = format!("hClient={h_client:#x} hChannel={h_channel:#x}");
+        self.call_bytes("UVM_UNREGISTER_CHANNEL", UVM_UNREGISTER_CHANNEL, p, what)
     }
 
     /// UVM_ENABLE_PEER_ACCESS between two registered GPUs (PCIe P2P).

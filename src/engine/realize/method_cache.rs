@@ -8,9 +8,9 @@
 //! without building or compiling it again. (tinygrad 0.9.1 keys by BEAM only; NOOPT is added so a
 //! scoped `NOOPT` override never receives a kernel built with the other setting.)
 //!
-//! The optimizer step of `get_kernel`: the renderer's required opts only, for now (the hand-coded
-//! heuristics, tensor cores and BEAM plug in here when codegen provides them; `NOOPT=1` will skip
-//! them).
+//! The optimizer step of `get_kernel` (0.9.1's `get_linearizer`): the renderer's required opts,
+//! then, unless `NOOPT=1`, tensor cores where one matches or else the hand-coded heuristics
+//! (`Kernel::apply_default_opts`). BEAM plugs in here when the engine provides it.
 //!
 //! Counters for tests: [`compiles_on_this_thread`] (binaries built, i.e. `compile_cached` calls)
 //! and [`programs_built_on_this_thread`] (kernels linearized and rendered).
@@ -129,7 +129,7 @@ pub fn programs_built_on_this_thread() -> usize {
 }
 
 /// tinygrad's `get_linearizer`: the Kernel for `ast` on `renderer`, with the opts the engine
-/// applies (see the module doc).
+/// applies (see the module doc; `NOOPT=1` leaves only the required ones).
 pub fn get_kernel(renderer: &dyn Renderer, ast: &[LazyOp]) -> Result<Kernel> {
     if debug() >= 3 {
         for op in ast {
@@ -138,6 +138,9 @@ pub fn get_kernel(renderer: &dyn Renderer, ast: &[LazyOp]) -> Result<Kernel> {
     }
     let mut k = Kernel::new(ast, renderer.opts())?;
     k.required_optimizations()?;
+    if getenv("NOOPT", 0) == 0 {
+        k.apply_default_opts()?;
+    }
     Ok(k)
 }
 

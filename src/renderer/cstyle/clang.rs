@@ -1,6 +1,7 @@
 //! The CLANG dialect (tinygrad's `ClangRenderer`), for C compiled by gcc 12+ or clang 14+ on the
-//! host: no launch dims (global dims are loops), no locals, no float4 grouping; pointers are
-//! ` restrict` and `const` for inputs; MAX is a ternary; bool is `_Bool`.
+//! host: no launch dims (global dims are loops), no locals; pointers are ` restrict` and `const`
+//! for inputs; integer MAX is a ternary, float MAX a helper with the interpreter's NaN and
+//! signed-zero rules (`ops::float_max`); bool is `_Bool`.
 //!
 //! Where rawgrad differs from tinygrad (so the source builds warning-free under both gcc and clang
 //! with `-O2 -Wall`, without `-include tgmath.h`):
@@ -12,8 +13,10 @@
 //! - integer types are spelled in C (`signed char`, `unsigned int`, ...); literals carry the
 //!   suffixes that keep 64-bit and extreme values warning-free.
 //! - bool ADD and MUL are `||` and `&&` (gcc warns about `*` on `_Bool`).
-//! - vector types are `__attribute__((vector_size(N), aligned(scalar)))` typedefs, emitted only when
-//!   used; lanes are read with `[i]`.
+//! - float4 grouping is on (0.9.1's CLANG has it off): an upcast dim of 2 or 4 unit-stride float or
+//!   half lanes is one vector load or store. Vector types are
+//!   `__attribute__((vector_size(N), aligned(scalar)))` typedefs (so unaligned addresses are fine),
+//!   emitted only when used; lanes are read with `[i]`.
 //! - multi-core: when the kernel's outermost loop is a non-reduce RANGE that holds every store, it
 //!   runs only the slice `[N*core/ncores, N*(core+1)/ncores)` of its `N` iterations, with `core`
 //!   and `ncores` as two extra trailing parameters. Every kernel also gets the fixed-ABI entry point
@@ -21,8 +24,9 @@
 //!   (DEFINE_GLOBAL index), `vals[j]` the j-th variable in name order; a kernel without a split loop
 //!   runs on core 0 only, and an invalid (core, ncores) pair runs nothing.
 //!
-//! Not guaranteed: vector ALU beyond what the GNU vector extension offers in C (no vector MAX,
-//! comparisons or WHERE), bool and bfloat16 vectors, WMMA and launch indices are refused.
+//! Not guaranteed: vector ALU beyond what the GNU vector extension offers in C (no vector MAX or
+//! comparisons; WHERE only with a scalar condition), bool and bfloat16 vectors, WMMA and launch
+//! indices are refused.
 
 use crate::codegen::uops::UOp;
 use crate::dtype::{ConstValue, DType, Scalar};
@@ -54,7 +58,7 @@ impl ClangRenderer {
             opts: RendererOpts {
                 device: "CLANG".into(),
                 suffix: "CLANG".into(),
-                supports_float4: false,
+                supports_float4: true,
                 has_local: false,
                 has_shared: false,
                 global_max: None,
@@ -117,6 +121,27 @@ static inline float rg_bf16_to_float(unsigned short x) { unsigned int u = ((unsi
 static inline unsigned short rg_float_to_bf16(float f) { unsigned int u; __builtin_memcpy(&u, &f, 4); if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); u += 0x7fffu + ((u >> 16) & 1u); return (unsigned short)(u >> 16); }
 #endif";
 
+/// Float MAX as the UOp interpreter computes it (`ops::float_max`, IEEE 754-2019 `maximum`): a
+/// NaN operand gives NaN (`a + b`), and +0 is above -0 (equal zeros: `a + b` is -0 only when both
+/// are -0). One definition per C type `t`, under an include guard so that several kernels joined
+/// into one C file (a batch compile, a CPU graph) define it once.
+fn fmax_helper_src(t: &str) -> String {
+    let guard = format!("RG_FMAX_{}", t.to_ascii_uppercase());
+    format!(
+        "#ifndef {guard}\n#define {guard}\nstatic inline {t} rg_fmax_{t}({t} a, {t} b) \
+         {{ return (a != a || b != b) ? a + b : (a > b ? a : (b > a ? b : (a == 0 ? a + b : a))); }}\n#endif"
+    )
+}
+
+/// The name of the float MAX helper for `d` (`rg_fmax_` and the C type).
+fn fmax_helper(d: DType) -> &'static str {
+    match d.scalar {
+        Scalar::Float64 => "rg_fmax_double",
+        Scalar::Float16 => "rg_fmax_half",
+        _ => "rg_fmax_float",
+    }
+}
+
 fn preamble(needs: &Needs) -> Vec<String> {
     let mut out = vec![];
     if needs.math {
@@ -124,6 +149,11 @@ fn preamble(needs: &Needs) -> Vec<String> {
     }
     if needs.half {
         out.push(HALF_TYPEDEF.to_string());
+    }
+    for h in &needs.helpers {
+        if let Some(t) = h.strip_prefix("rg_fmax_") {
+            out.push(fmax_helper_src(t));
+        }
     }
     if needs.bf16 {
         out.push(BF16_HELPERS.to_string());
@@ -182,11 +212,13 @@ impl CStyle for ClangRenderer {
 
     fn code_for_op(&self, op: Op, a: &[String], d: DType, needs: &mut Needs) -> Result<String> {
         let x = a.first().map(String::as_str).unwrap_or("");
+        // WHERE on vectors: only the gated vector load makes one, with a scalar gate (bool
+        // vectors, the only other kind of condition, have no C type here)
         let vector_ok = matches!(
             op,
             Op::Unary(UnaryOps::NEG)
                 | Op::Binary(BinaryOps::ADD | BinaryOps::MUL | BinaryOps::IDIV | BinaryOps::XOR)
-                | Op::Ternary(TernaryOps::MULACC)
+                | Op::Ternary(TernaryOps::MULACC | TernaryOps::WHERE)
         );
         if d.count > 1 && !vector_ok {
             bail!(Codegen, "CLANG: no vector form of {} on {d}", op.name());
@@ -196,6 +228,11 @@ impl CStyle for ClangRenderer {
             // bool arithmetic as logic (`*` on _Bool trips -Wint-in-bool-context)
             Op::Binary(BinaryOps::MUL) if d.is_bool() => Ok(format!("({x}&&{y})")),
             Op::Binary(BinaryOps::ADD) if d.is_bool() => Ok(format!("({x}||{y})")),
+            Op::Binary(BinaryOps::MAX) if d.is_float() => {
+                let name = fmax_helper(d);
+                needs.helpers.insert(name);
+                Ok(format!("{name}({x},{y})"))
+            }
             Op::Binary(BinaryOps::MAX) => Ok(format!("(({x}>{y})?{x}:{y})")),
             Op::Binary(BinaryOps::MOD) if d.is_float() => {
                 let t = self.render_dtype(d, needs)?;

@@ -83,8 +83,13 @@ fn alu_inlining_and_chains() {
     let (a, b, c) = (l(1), l(2), l(3));
     let out = a.add(&b).add(&c).mul(a.max(&b));
     let src = render(&[UOp::store(&d0, &UOp::cnst(dtypes::int32, 0), &out)]);
+    // float MAX is the helper with the interpreter's NaN and signed-zero rules
     assert!(
-        src.contains("float alu0 = ((val0>val1)?val0:val1);"),
+        src.contains("float alu0 = rg_fmax_float(val0,val1);"),
+        "{src}"
+    );
+    assert!(
+        src.contains("static inline float rg_fmax_float(float a, float b) { return (a != a || b != b) ? a + b : (a > b ? a : (b > a ? b : (a == 0 ? a + b : a))); }"),
         "{src}"
     );
     assert!(src.contains("data0[0] = ((val0+val1+val2)*alu0);"), "{src}");

@@ -111,5 +111,11 @@ fn launch_limits_are_cudas() {
     assert_eq!(o.global_max, Some([i32::MAX as i64, 65535, 65535]));
     assert_eq!(o.local_max, Some([1024, 1024, 64]));
     assert_eq!(o.shared_max, 49152);
-    assert!(o.tensor_cores.is_empty());
+    // 0.9.1: m16n8k16 half and bfloat16 -> float from sm_80 on
+    let names: Vec<String> = o.tensor_cores.iter().map(|t| t.name()).collect();
+    assert_eq!(
+        names,
+        ["WMMA_8_16_16_half_float", "WMMA_8_16_16___bf16_float"]
+    );
+    assert!(CUDARenderer::new(75).opts().tensor_cores.is_empty());
 }

@@ -3,7 +3,7 @@
 //!
 //! - Integer IDIV/MOD truncate (`sdiv`/`srem`, `udiv`/`urem`); a divisor that is not a constant is
 //!   guarded so that `x/0 = x%0 = 0`, `x/-1 = -x` and `x%-1 = 0` (no trap, no poison).
-//! - Float MAX propagates NaN (`fcmp` + `select`, not `maxnum`); CMPLT is ordered (`olt`, false
+//! - Float MAX is `ops::float_max` (NaN propagates, +0 above -0; `fcmp` + `select`, not `maxnum`); CMPLT is ordered (`olt`, false
 //!   on NaN), CMPNE unordered (`une`, true on NaN), as in C.
 //! - EXP2/LOG2/SIN/SQRT are `llvm.*` intrinsics; RECIP is `fdiv 1.0, x`; float MOD goes through
 //!   64-bit integers like the C renderer; bool ADD/MUL/MAX are or/and/or.
@@ -225,15 +225,20 @@ impl Walk<'_> {
         let t = reg(d);
         let ct = reg(DType::new(Scalar::Bool).vec(d.count));
         if d.is_float() {
-            let f = self.fmf;
-            self.emit(format!("  {name}.gt = fcmp{f} ogt {t} {y}, {x}"));
-            self.emit(format!(
-                "  {name}.m = select {ct} {name}.gt, {t} {y}, {t} {x}"
-            ));
-            self.emit(format!("  {name}.nan = fcmp uno {t} {y}, {y}"));
-            self.emit(format!(
-                "  {name} = select {ct} {name}.nan, {t} {y}, {t} {name}.m"
-            ));
+            // ops::float_max: NaN if either is NaN, +0 above -0. `x + y` (no fast-math flags, so
+            // the sign of zero holds) is the answer for a NaN and for two equal zeros.
+            self.emit(format!("  {name}.s = fadd {t} {x}, {y}"));
+            self.emit(format!("  {name}.gt = fcmp ogt {t} {y}, {x}"));
+            self.emit(format!("  {name}.lt = fcmp olt {t} {y}, {x}"));
+            self.emit(format!("  {name}.z = fcmp oeq {t} {x}, zeroinitializer"));
+            self.emit(format!("  {name}.nan = fcmp uno {t} {x}, {y}"));
+            let sel = |out: &str, c: &str, a: &str, b: &str| {
+                format!("  {name}{out} = select {ct} {name}.{c}, {t} {a}, {t} {b}")
+            };
+            self.emit(sel(".t1", "z", &format!("{name}.s"), x));
+            self.emit(sel(".t2", "lt", x, &format!("{name}.t1")));
+            self.emit(sel(".t3", "gt", y, &format!("{name}.t2")));
+            self.emit(sel("", "nan", &format!("{name}.s"), &format!("{name}.t3")));
         } else {
             let cmp = if d.is_unsigned() { "ugt" } else { "sgt" };
             self.emit(format!("  {name}.gt = icmp {cmp} {t} {x}, {y}"));

@@ -175,12 +175,21 @@ impl Walk<'_> {
             u.src().len()
         );
         let name = self.ssa("cast");
+        let lanes = (0..u.src().len())
+            .map(|i| self.src(u, i))
+            .collect::<Result<Vec<_>>>()?;
+        self.build_vector(&name, out, &lanes);
+        self.r.insert(u.clone(), name);
+        Ok(())
+    }
+
+    /// `name` = the vector of type `out` whose lanes are the scalar values `lanes`.
+    pub(super) fn build_vector(&mut self, name: &str, out: DType, lanes: &[String]) {
         let (vt, st) = (reg(out), reg(out.scalar()));
         let mut prev = "undef".to_string();
-        for i in 0..u.src().len() {
-            let x = self.src(u, i)?;
-            let cur = if i + 1 == u.src().len() {
-                name.clone()
+        for (i, x) in lanes.iter().enumerate() {
+            let cur = if i + 1 == lanes.len() {
+                name.to_string()
             } else {
                 format!("{name}.{i}")
             };
@@ -189,8 +198,6 @@ impl Walk<'_> {
             ));
             prev = cur;
         }
-        self.r.insert(u.clone(), name);
-        Ok(())
     }
 
     /// Convert register value `x` of `from` to `to` (same lane count); returns the value's name

@@ -230,6 +230,7 @@ impl<'a> Walk<'a> {
             UOps::CAST => self.cast_uop(u),
             UOps::BITCAST => self.bitcast_uop(u),
             UOps::GEP => self.gep(u),
+            UOps::WMMA => self.wmma(u),
             op => bail!(Codegen, "the LLVM IR renderer does not render {op:?}"),
         }
     }

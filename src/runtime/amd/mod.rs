@@ -107,7 +107,7 @@ pub fn compiled(dev: Arc<AmdDevice>, name: &str) -> Compiled {
     let (compiler, renderer): (Arc<dyn Compiler>, Arc<dyn Renderer>) = if emulated {
         (
             Arc::new(MockAmdCompiler::new(target)),
-            Arc::new(MockAmdRenderer::new()),
+            Arc::new(MockAmdRenderer::for_target(target)),
         )
     } else {
         match AMDCompiler::new(target) {

@@ -68,7 +68,7 @@ pub struct WaitRegMem {
 }
 
 /// The fields of a RELEASE_MEM (memo 3.5). `cache` uses the gfx10+ names; gfx9 targets encode
-/// it through [`EopActions::from_gcr`].
+/// it through [`EopActions::from_gcr`], and targets without GLM (gfx12) drop GLM_WB/GLM_INV.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReleaseMem {
     pub event: EventType,
@@ -226,7 +226,13 @@ impl Pm4Buf {
     /// ACQUIRE_MEM over the whole address range with the cache actions `gcr` (gfx9 targets
     /// translate them with [`CpCoherCntl::from_gcr`]).
     pub fn acquire_mem(&mut self, gcr: GcrCntl) -> Result<()> {
-        // Full range: size 0xFFFFFFFF / 0xFFFFFF (COHER_SIZE_HI is 24 bits), base 0, as amdgpu does.
+        // Full range: size 0xFFFFFFFF / 0xFFFFFF (COHER_SIZE_HI is 24 bits), base 0, poll interval
+        // 0x0A, as amdgpu's `gfx_v9_0_emit_mem_sync` .. `gfx_v12_0_emit_mem_sync` do.
+        let gcr = if self.target.gcr_glm {
+            gcr
+        } else {
+            gcr.difference(GcrCntl::GLM_WB | GcrCntl::GLM_INV)
+        };
         match self.target.acquire_mem {
             AcquireMemLayout::Gfx10GcrCntl => self.push_packet(
                 Pm4Opcode::ACQUIRE_MEM,
@@ -261,9 +267,15 @@ impl Pm4Buf {
             "RELEASE_MEM: data {:#x} does not fit DATA_SEL 1 (32-bit write)",
             rm.data
         );
+        let gcr = if self.target.gcr_glm {
+            rm.cache
+        } else {
+            rm.cache
+                .difference(ReleaseGcr::GLM_WB | ReleaseGcr::GLM_INV)
+        };
         let cache = match self.target.release_mem_cache {
-            ReleaseMemCache::Gfx10Gcr => rm.cache.bits(),
-            ReleaseMemCache::Gfx9EopActions => EopActions::from_gcr(rm.cache).bits(),
+            ReleaseMemCache::Gfx10Gcr => gcr.bits(),
+            ReleaseMemCache::Gfx9EopActions => EopActions::from_gcr(gcr).bits(),
         };
         let dw1 = rm.event.bits() | rm.event_index.bits() << 8 | cache;
         let dw2 = rm.dst_sel.bits() << 16 | rm.int_sel.bits() << 24 | rm.data_sel.bits() << 29;

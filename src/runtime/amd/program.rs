@@ -3,12 +3,22 @@
 //! host-visible VRAM, and keep what a launch needs ([`ExecProgram`]: code address, RSRC1-3,
 //! properties, LDS and scratch sizes).
 //!
+//! The descriptor layout is LLVM's AMDGPUUsage.rst "Kernel Descriptor" table (code object v3+):
+//! GROUP_SEGMENT_FIXED_SIZE @0, PRIVATE_SEGMENT_FIXED_SIZE @4, KERNARG_SIZE @8,
+//! KERNEL_CODE_ENTRY_BYTE_OFFSET @16 (i64, to a 256-byte aligned entry), COMPUTE_PGM_RSRC3 @44,
+//! RSRC1 @48, RSRC2 @52, the enable bits @56 (u16) and KERNARG_PRELOAD_SPEC @58 (u16). The
+//! launcher loads the user SGPRs in that document's "SGPR Register Set Up Order" (private
+//! segment buffer, dispatch ptr, queue ptr, kernarg segment ptr, ...) and ORs the LDS size into
+//! RSRC2 itself: the descriptor's granulated_lds_size "is set to 0 ... CP will write directly to
+//! COMPUTE_PGM_RSRC2.LDS_SIZE".
+//!
 //! Checks at load (each refusal names the kernel and the value): only known
 //! kernel_code_properties bits; no input rawgrad does not fill (queue ptr, dispatch id, flat
-//! scratch init, private segment size, dynamic stack, kernarg preload); wave32 only where the
-//! chip has it; a kernarg pointer whenever the kernel takes kernargs; the user SGPRs rawgrad loads
-//! fit RSRC2.USER_SGPR; LDS within the node's `lds_size_in_kb`; 256-byte aligned code. Scratch is
-//! set up when the kernel uses it or reads a private-segment descriptor.
+//! scratch init, private segment size, dynamic stack, kernarg preload); no private segment
+//! buffer on chips with architected flat scratch (AMDGPUUsage: "must be 0"); wave32 only where
+//! the chip has it; a kernarg pointer whenever the kernel takes kernargs; the user SGPRs rawgrad
+//! loads fit RSRC2.USER_SGPR; LDS within the node's `lds_size_in_kb`; 256-byte aligned code.
+//! Scratch is set up when the kernel uses it or reads a private-segment descriptor.
 //!
 //! Kernargs (memo 5.5): buffer addresses (u64) then variables (u32), packed; the descriptor's
 //! `kernarg_size` must equal `8 * bufs + 4 * vars`. A kernel enabling the dispatch pointer gets
@@ -25,6 +35,7 @@ use super::AmdBackend;
 use crate::driver::Mapping;
 use crate::hcq::{HcqBuffer, HcqProgram, KernargInput};
 use crate::runtime::amd::pm4::{ExecArgs, ExecProgram, KernelCodeProperties, ScratchSetup};
+use crate::runtime::amd::targets::{GfxTarget, ScratchModel};
 use crate::{bail, ensure, Result};
 
 /// The code-object v3+ kernel descriptor (memo 5.2).
@@ -101,7 +112,7 @@ const UNPROVIDED: KernelCodeProperties = KernelCodeProperties::ENABLE_SGPR_QUEUE
 pub fn check_descriptor(
     name: &str,
     kd: &KernelDescriptor,
-    wave32_ok: bool,
+    target: &GfxTarget,
     lds_bytes: u32,
 ) -> Result<KernelCodeProperties> {
     let Some(props) = KernelCodeProperties::from_bits(kd.kernel_code_properties) else {
@@ -124,9 +135,20 @@ pub fn check_descriptor(
         kd.kernarg_preload
     );
     ensure!(
-        wave32_ok || !props.contains(KernelCodeProperties::ENABLE_WAVEFRONT_SIZE32),
+        target.wave32 || !props.contains(KernelCodeProperties::ENABLE_WAVEFRONT_SIZE32),
         InvalidArgument,
-        "kernel {name}: compiled for wave32, which this chip does not run"
+        "kernel {name}: compiled for wave32, which {} does not run",
+        target.name
+    );
+    // AMDGPUUsage.rst, kernel descriptor: with architected flat scratch the private segment
+    // buffer SGPRs are "not supported and must be 0".
+    ensure!(
+        target.scratch != ScratchModel::ArchitectedFlatScratch
+            || !props.contains(KernelCodeProperties::ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER),
+        InvalidArgument,
+        "kernel {name}: enables the private segment buffer, which {} (architected flat scratch) \
+         does not have",
+        target.name
     );
     ensure!(
         kd.kernarg_size == 0
@@ -191,7 +213,7 @@ impl AmdProgram {
         let img = load_code_object(lib, name)?;
         let kd = KernelDescriptor::parse(&img.image[img.descriptor..])?;
         let lds = dev.node().props.get("lds_size_in_kb").unwrap_or(64) as u32 * 1024;
-        let props = check_descriptor(name, &kd, dev.target().wave32, lds)?;
+        let props = check_descriptor(name, &kd, dev.target(), lds)?;
         let code_off = img.descriptor as i64 + kd.kernel_code_entry_byte_offset;
         ensure!(
             code_off >= 0 && (code_off as usize) < img.image.len() && code_off % 256 == 0,
@@ -356,6 +378,7 @@ impl HcqProgram for AmdProgram {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtime::amd::targets::{GFX1030, GFX1100, GFX1201, GFX90A, GFX942};
 
     fn kd(props: u16, user_sgprs: u32) -> KernelDescriptor {
         KernelDescriptor {
@@ -381,18 +404,25 @@ mod tests {
         };
         assert_eq!(KernelDescriptor::parse(&d.to_bytes()).unwrap(), d);
         assert!(KernelDescriptor::parse(&[0; 10]).is_err());
-        check_descriptor("k", &kd(0x408, 2), true, 65536).unwrap();
-        check_descriptor("k", &kd(0x409, 6), true, 65536).unwrap();
+        let (t, t9) = (&GFX1030, &GFX90A);
+        check_descriptor("k", &kd(0x408, 2), t, 65536).unwrap();
+        check_descriptor("k", &kd(0x409, 6), t, 65536).unwrap();
         let msg = |r: Result<KernelCodeProperties>| r.unwrap_err().message().to_string();
-        assert!(msg(check_descriptor("k", &kd(0x40C, 4), true, 65536)).contains("QUEUE_PTR"));
-        assert!(msg(check_descriptor("k", &kd(0x418, 4), true, 65536)).contains("DISPATCH_ID"));
-        assert!(msg(check_descriptor("k", &kd(0x408, 2), false, 65536)).contains("wave32"));
-        assert!(msg(check_descriptor("k", &kd(0x400, 2), true, 65536)).contains("kernarg pointer"));
-        assert!(msg(check_descriptor("k", &kd(0x409, 2), true, 65536)).contains("USER_SGPR"));
-        assert!(msg(check_descriptor("k", &kd(0x8000, 2), true, 65536)).contains("does not know"));
+        assert!(msg(check_descriptor("k", &kd(0x40C, 4), t, 65536)).contains("QUEUE_PTR"));
+        assert!(msg(check_descriptor("k", &kd(0x418, 4), t, 65536)).contains("DISPATCH_ID"));
+        assert!(msg(check_descriptor("k", &kd(0x408, 2), t9, 65536)).contains("wave32"));
+        assert!(msg(check_descriptor("k", &kd(0x400, 2), t, 65536)).contains("kernarg pointer"));
+        assert!(msg(check_descriptor("k", &kd(0x409, 2), t, 65536)).contains("USER_SGPR"));
+        assert!(msg(check_descriptor("k", &kd(0x8000, 2), t, 65536)).contains("does not know"));
         let mut big = kd(0x408, 2);
         big.group_segment_fixed_size = 65537;
-        assert!(msg(check_descriptor("k", &big, true, 65536)).contains("LDS"));
+        assert!(msg(check_descriptor("k", &big, t, 65536)).contains("LDS"));
+        // AMDGPUUsage.rst: no private segment buffer with architected flat scratch (gfx942, gfx11+).
+        for arch in [&GFX942, &GFX1100, &GFX1201] {
+            let e = msg(check_descriptor("k", &kd(0x009, 6), arch, 65536));
+            assert!(e.contains("private segment buffer"), "{}: {e}", arch.name);
+        }
+        check_descriptor("k", &kd(0x009, 6), t9, 65536).unwrap();
     }
 
     #[test]

@@ -8,8 +8,9 @@
 //! NOT CONFIRMED were not checked against a source for that chip (usually: carried over from a
 //! neighbouring generation) and must be re-verified on hardware.
 //!
-//! Not guaranteed: chips outside the table (lookup fails with the list of known targets); the
-//! register-level facts of gfx12, which follow gfx11 unconfirmed.
+//! Not guaranteed: chips outside the table (lookup fails with the list of known targets); facts
+//! still marked NOT CONFIRMED below (NBIO segment bases, SDMA revisions, ELF machine numbers,
+//! the private segment descriptor's word 3, TMPRING units before gfx11).
 
 use crate::{bail, ensure, Result};
 
@@ -25,37 +26,54 @@ pub enum AcquireMemLayout {
 /// How RELEASE_MEM encodes its cache actions in DW1 (memo 3.5).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReleaseMemCache {
-    /// gfx9: EOP_TC_*_ACTION_EN bits (soc15d.h).
+    /// gfx9: EOP_TC_*_ACTION_EN bits (Linux amdgpu soc15d.h, PACKET3_RELEASE_MEM).
     Gfx9EopActions,
-    /// gfx10+: GCR bits 12-22 (GLM_WB .. SEQ).
+    /// gfx10+: GCR bits 12-22 (GLM_WB .. SEQ; Linux amdgpu nvd.h PACKET3_RELEASE_MEM_GCR_*).
     Gfx10Gcr,
 }
 
-/// How a kernel finds its scratch (private segment) memory (memo 2.7, 5.6).
+/// How a kernel finds its scratch (private segment) memory (memo 2.7, 5.6). Which chip has which
+/// is the "Absolute flat scratch" / "Architected flat scratch" column of LLVM's AMDGPUUsage.rst
+/// processor table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ScratchModel {
-    /// The kernel reads a 4-dword buffer resource descriptor from user SGPRs s0-s3 when its
-    /// descriptor enables ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER.
+    /// Absolute flat scratch (gfx90a, gfx10.3): the kernel reads a 4-dword buffer resource
+    /// descriptor from user SGPRs s0-s3 when its descriptor enables
+    /// ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER.
     PrivateSegmentDescriptor,
-    /// gfx11+: the CP programs flat scratch from COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI.
+    /// Architected flat scratch (gfx940-942, gfx11, gfx12): the CP programs flat scratch from
+    /// COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI; AMDGPUUsage.rst (kernel descriptor table): the
+    /// private segment buffer and flat scratch init SGPRs are "not supported and must be 0".
     ArchitectedFlatScratch,
 }
 
-/// SET_SH_REG offsets (relative to 0x2C00) that differ between generations; the common ones
-/// are in `pm4::ShReg`.
+/// SET_SH_REG offsets (relative to 0x2C00) that differ between generations, and which optional
+/// registers rawgrad programs; the common ones are in `pm4::ShReg`.
+///
+/// Offsets from the Linux amdgpu register headers `gc_9_4_3_offset.h`, `gc_10_3_0_offset.h`,
+/// `gc_11_0_0_offset.h`, `gc_12_0_0_offset.h`: there COMPUTE_DISPATCH_INITIATOR is 0x0e00 (9.4.3)
+/// or 0x1ba0 (GC segment 0), which is SET_SH_REG offset 0x200 (dword 0x2E00), and every compute
+/// register sits at the same distance from it on all four.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ShRegLayout {
-    /// COMPUTE_PGM_RSRC3: 0x228 on gfx10+, 0x22D on gfx9.4 (0x22C is SHADER_CHKSUM there).
+    /// COMPUTE_PGM_RSRC3: 0x228 on gfx10+ (regCOMPUTE_PGM_RSRC3 0x1bc8), 0x22D on gfx9.4
+    /// (0x0e2d; 0x22C is COMPUTE_SHADER_CHKSUM there).
     pub compute_pgm_rsrc3: u32,
-    /// COMPUTE_STATIC_THREAD_MGMT_SE4..SE7 at 0x22B..0x22E exist (gfx11+ only).
+    /// COMPUTE_STATIC_THREAD_MGMT_SE4..SE7 at 0x22B..0x22E exist (gfx11 and gfx12 only).
     pub static_thread_mgmt_se4_7: bool,
-    /// COMPUTE_DISPATCH_PKT_ADDR_LO/HI at 0x20E/0x20F (on gfx9.0 these offsets are TBA_LO/HI).
+    /// COMPUTE_DISPATCH_PKT_ADDR_LO/HI at 0x20E/0x20F are programmed (they exist on gfx9.4,
+    /// gfx10.3, gfx11 and gfx12; on gfx9.0 these offsets are TBA_LO/HI).
     pub dispatch_pkt_addr: bool,
-    /// COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI at 0x210/0x211 (scratch VA >> 8).
+    /// COMPUTE_DISPATCH_SCRATCH_BASE_LO/HI at 0x210/0x211 (scratch VA >> 8) are programmed: on
+    /// the chips with architected flat scratch, where the CP reads them. gc_10_3_0_offset.h has
+    /// them too, but gfx10.3 kernels use the private segment descriptor instead, so rawgrad
+    /// leaves them alone there (as tinygrad does) and the decoder refuses a write to them.
     pub dispatch_scratch_base: bool,
 }
 
-/// COMPUTE_TMPRING_SIZE field units (memo 5.6; NOT CONFIRMED against AMD documentation).
+/// COMPUTE_TMPRING_SIZE field units (memo 5.6). The fields are WAVES 11:0 and WAVESIZE 24:12
+/// (gc_9_4_3_sh_mask.h, Mesa gfx10.json); the units are tinygrad's, NOT CONFIRMED against AMD
+/// documentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TmpringLayout {
     /// Unit of WAVESIZE (bits 24:12): 256 bytes on gfx11+, 1024 bytes before.
@@ -69,11 +87,20 @@ pub struct TmpringLayout {
 pub struct SdmaInfo {
     /// SDMA IP version (major, minor, revision).
     pub version: (u32, u32, u32),
-    /// Width of COPY_LINEAR's COUNT field (bytes - 1): 22 bits on SDMA 4, 30 bits on SDMA 5+.
+    /// Width of COPY_LINEAR's COUNT field (bytes - 1): 22 bits on SDMA 4
+    /// (vega10_sdma_pkt_open.h SDMA_PKT_COPY_LINEAR_COUNT_count_mask 0x003FFFFF), 30 bits on
+    /// SDMA 6/7 (sdma_v6_0_0_pkt_open.h 0x3FFFFFFF) and on SDMA 5.2 (Mesa `ac_cmdbuf_sdma.c` copies
+    /// up to SDMA_V5_2_COPY_MAX_BYTES there; Linux's navi10_sdma_pkt_open.h, written for 5.0,
+    /// still shows 22 bits).
     pub copy_count_bits: u32,
-    /// Bytes per COPY_LINEAR packet rawgrad emits (tinygrad: 4 MiB on SDMA 4, 1 GiB on 5+).
+    /// Bytes per COPY_LINEAR packet rawgrad emits: Mesa `src/amd/common/sid.h`
+    /// SDMA_V2_0_COPY_MAX_BYTES 0x3fff00 before SDMA 5.2, SDMA_V5_2_COPY_MAX_BYTES 0x3fffff00
+    /// from 5.2 on ("an undocumented HW limitation ... prevents the HW from copying the last 255
+    /// bytes of (1 << 22) - 1"). The software GPU refuses larger copies.
     pub max_copy_bytes: u64,
-    /// FENCE header MTYPE (bits 18:16) to emit: 3 (uncached) on gfx10+, absent on SDMA 4.
+    /// FENCE header MTYPE (bits 18:16) to emit: 3 (uncached) from SDMA 5 on (navi10 and
+    /// sdma_v6_0_0 headers SDMA_PKT_FENCE_HEADER_mtype, amdgpu `sdma_v5_2_ring_emit_fence`);
+    /// SDMA 4's FENCE header has no MTYPE field (vega10_sdma_pkt_open.h), so none there.
     pub fence_mtype: Option<u32>,
 }
 
@@ -127,6 +154,14 @@ pub struct GfxTarget {
     pub acquire_mem: AcquireMemLayout,
     /// RELEASE_MEM cache-bit encoding.
     pub release_mem_cache: ReleaseMemCache,
+    /// The GL2 metadata cache actions (GCR GLM_WB/GLM_INV in ACQUIRE_MEM and RELEASE_MEM) are
+    /// sent. gfx10.3 and gfx11 send them with every L2 writeback (amdgpu `gfx_v11_0_ring_emit_fence`:
+    /// "GLM_INV must be set with GLM_WB"); gfx12 does not: Mesa radeonsi `si_barrier.c`
+    /// (`gfx10_emit_barrier`) adds them only when `gfx_level < GFX12` and amdgpu
+    /// `gfx_v12_0_ring_emit_fence` leaves them out of RELEASE_MEM. The encoders drop them where
+    /// this is false and the decoder refuses them. On gfx9 (no GCR) they become RELEASE_MEM's
+    /// EOP_TC_MD_ACTION_EN, as in amdgpu's `gfx_v9_4_3_ring_emit_fence`.
+    pub gcr_glm: bool,
     /// SH register offsets that differ.
     pub sh: ShRegLayout,
     /// Scratch model.
@@ -136,7 +171,8 @@ pub struct GfxTarget {
     pub private_segment_word3: u32,
     /// COMPUTE_TMPRING_SIZE units.
     pub tmpring: TmpringLayout,
-    /// COMPUTE_PGM_RSRC2.LDS_SIZE granule in bytes.
+    /// COMPUTE_PGM_RSRC2.LDS_SIZE granule in bytes: 128 dwords from GFX7 on (Mesa
+    /// `ac_gpu_info.c` `lds_encode_granularity`).
     pub lds_granule_bytes: u32,
     /// Largest LDS allocation per workgroup in bytes.
     pub lds_max_bytes: u32,
@@ -163,7 +199,7 @@ const HDP_SEG2_D20: HdpFlushRegs = HdpFlushRegs {
 const SDMA4: SdmaInfo = SdmaInfo {
     version: (4, 4, 0),
     copy_count_bits: 22,
-    max_copy_bytes: 1 << 22,
+    max_copy_bytes: 0x3F_FF00,
     fence_mtype: None,
 };
 
@@ -171,7 +207,7 @@ const fn sdma5plus(version: (u32, u32, u32)) -> SdmaInfo {
     SdmaInfo {
         version,
         copy_count_bits: 30,
-        max_copy_bytes: 1 << 30,
+        max_copy_bytes: 0x3FFF_FF00,
         fence_mtype: Some(3),
     }
 }
@@ -202,7 +238,9 @@ pub static GFX90A: GfxTarget = GfxTarget {
     wave32: false,
     acquire_mem: AcquireMemLayout::Gfx9CoherCntl,
     release_mem_cache: ReleaseMemCache::Gfx9EopActions,
-    // RSRC3 at 0x22D like gfx9.4.3: NOT CONFIRMED for gc 9.4.2.
+    gcr_glm: true,
+    // gc_9_4_2_offset.h: regCOMPUTE_PGM_RSRC3 0x0e2d (SH offset 0x22D, as gfx9.4.3); the dispatch
+    // packet/scratch base registers exist but absolute flat scratch does not read them.
     sh: GFX9_SH,
     scratch: ScratchModel::PrivateSegmentDescriptor,
     // tinygrad PR #13509 revisited this word for gfx9: NOT CONFIRMED.
@@ -241,6 +279,7 @@ pub static GFX942: GfxTarget = GfxTarget {
     wave32: false,
     acquire_mem: AcquireMemLayout::Gfx9CoherCntl,
     release_mem_cache: ReleaseMemCache::Gfx9EopActions,
+    gcr_glm: true,
     // gfx9.4.3 register header: same SH offsets as gfx11 except RSRC3, no SE4..7, and it has the
     // dispatch packet/scratch base registers (memo 3.2).
     sh: ShRegLayout {
@@ -249,8 +288,10 @@ pub static GFX942: GfxTarget = GfxTarget {
         dispatch_pkt_addr: true,
         dispatch_scratch_base: true,
     },
-    scratch: ScratchModel::PrivateSegmentDescriptor,
-    private_segment_word3: PRIVATE_SEGMENT_WORD3, // NOT CONFIRMED for gfx9 (tinygrad PR #13509)
+    // AMDGPUUsage.rst processor table: gfx942 has "Architected flat scratch" (gfx90a has
+    // "Absolute flat scratch"), so its kernels never read a private segment descriptor.
+    scratch: ScratchModel::ArchitectedFlatScratch,
+    private_segment_word3: PRIVATE_SEGMENT_WORD3, // unused: no private segment descriptor
     tmpring: TmpringLayout {
         wavesize_unit_bytes: 1024,
         waves_per_se: false,
@@ -287,8 +328,9 @@ pub static GFX1030: GfxTarget = GfxTarget {
     wave32: true,
     acquire_mem: AcquireMemLayout::Gfx10GcrCntl,
     release_mem_cache: ReleaseMemCache::Gfx10Gcr,
-    // gc_10_3_0 offsets match gfx11 for PGM_LO, RSRC3, USER_DATA (memo 3.2); the dispatch
-    // packet/scratch base registers are not used on gfx10 (NOT CONFIRMED that they exist).
+    gcr_glm: true,
+    // gc_10_3_0_offset.h: the gfx11 offsets for PGM_LO, RSRC3, USER_DATA; no SE4..7. The dispatch
+    // packet/scratch base registers exist but are not programmed (see `ShRegLayout`).
     sh: ShRegLayout {
         compute_pgm_rsrc3: 0x228,
         static_thread_mgmt_se4_7: false,
@@ -333,6 +375,7 @@ const fn gfx11(
         wave32: true,
         acquire_mem: AcquireMemLayout::Gfx10GcrCntl,
         release_mem_cache: ReleaseMemCache::Gfx10Gcr,
+        gcr_glm: true,
         sh: GFX11_SH,
         scratch: ScratchModel::ArchitectedFlatScratch,
         private_segment_word3: PRIVATE_SEGMENT_WORD3,
@@ -364,14 +407,16 @@ pub static GFX1101: GfxTarget = gfx11(110001, "gfx1101", 0x46, 0x60000, 2);
 /// RDNA3 (Navi 33). SDMA revision and `elf_mach` from LLVM ELF.h: NOT CONFIRMED.
 pub static GFX1102: GfxTarget = gfx11(110002, "gfx1102", 0x47, 0x40000, 1);
 
-/// RDNA4 (Navi 48). Register-level facts follow gfx11: NOT CONFIRMED (memo 3.2).
+/// RDNA4 (Navi 48). SH register offsets as gfx11 (gc_12_0_0_offset.h); no GLM cache actions.
 pub static GFX1201: GfxTarget = GfxTarget {
     gfx_target_version: 120001,
     name: "gfx1201",
     generation: 12,
+    gcr_glm: false,
     elf_mach: 0x4E, // LLVM ELF.h; NOT CONFIRMED on a produced object
     rsrc1_priv_cwsr_workaround: false,
-    // SDMA 7.0; tinygrad uses the 6.0 packet definitions (memo 2.7). 1 GiB copies NOT CONFIRMED.
+    // SDMA 7.0: amdgpu's sdma_v7_0.c builds its packets from sdma_v6_0_0_pkt_open.h (30-bit
+    // COPY_LINEAR count); Mesa's SDMA_V5_2_COPY_MAX_BYTES covers every SDMA from 5.2 on.
     sdma: sdma5plus((7, 0, 1)),
     // NBIF 6.3.1 BIF_BX_PF0_GPU_HDP_FLUSH_REQ/DONE = 0x106/0x107; segment base NOT CONFIRMED.
     hdp_flush: Some(HDP_SEG2_D20),
@@ -567,8 +612,17 @@ mod tests {
                 done: 0xE27
             })
         );
-        assert_eq!(GFX90A.sdma.max_copy_bytes, 4 << 20);
-        assert_eq!(GFX1100.sdma.max_copy_bytes, 1 << 30);
+        // Mesa sid.h SDMA_V2_0_COPY_MAX_BYTES / SDMA_V5_2_COPY_MAX_BYTES.
+        assert_eq!(GFX90A.sdma.max_copy_bytes, 0x3F_FF00);
+        assert_eq!(GFX942.sdma.max_copy_bytes, 0x3F_FF00);
+        assert_eq!(GFX1030.sdma.max_copy_bytes, 0x3FFF_FF00);
+        assert_eq!(GFX1201.sdma.max_copy_bytes, 0x3FFF_FF00);
+        // AMDGPUUsage.rst processor table: architected flat scratch on gfx942, gfx11, gfx12.
+        assert_eq!(GFX942.scratch, ScratchModel::ArchitectedFlatScratch);
+        assert_eq!(GFX90A.scratch, ScratchModel::PrivateSegmentDescriptor);
+        assert_eq!(GFX1030.scratch, ScratchModel::PrivateSegmentDescriptor);
+        assert_eq!(GFX1201.scratch, ScratchModel::ArchitectedFlatScratch);
+        assert!(GFX1030.gcr_glm && GFX1100.gcr_glm && !GFX1201.gcr_glm);
         assert_eq!(PRIVATE_SEGMENT_WORD3, 0x20C1_4000);
         assert_eq!(GFX1201.generation, 12);
         assert!(!GFX1201.rsrc1_priv_cwsr_workaround && GFX1101.rsrc1_priv_cwsr_workaround);

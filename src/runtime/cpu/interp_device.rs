@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::codegen::uop_serial::{deserialize, serialize};
-use crate::codegen::uopgraph::globals;
+use crate::codegen::uopgraph::global_slots;
 use crate::codegen::uops::UOp;
 use crate::device::allocator::{host_memory, HostAllocator, LruAllocator};
 use crate::device::registry::Compiled;
@@ -93,16 +93,9 @@ impl Runtime for InterpRuntime {
             ))
         })?;
         let uops = deserialize(text)?;
-        let mut slots = vec![];
-        for (pos, (idx, _)) in globals(&uops).into_iter().enumerate() {
-            if slots.len() <= idx {
-                slots.resize(idx + 1, None);
-            }
-            slots[idx] = Some(pos);
-        }
         Ok(Box::new(InterpDeviceProgram {
             prg: InterpProgram::new(name, &uops)?,
-            slots,
+            slots: global_slots(&uops),
         }))
     }
 }

@@ -276,8 +276,11 @@ pub struct NvArch {
     pub shared_mem_configs_kib: &'static [u32],
     /// Shared memory the system reserves in front of the kernel's (memo 3.3: 1 KiB).
     pub shared_reserved: u32,
-    /// PCAS action rawgrad sends with SEND_SIGNALING_PCAS2_B.
+    /// PCAS action rawgrad sends with SEND_SIGNALING_PCAS2_B by default.
     pub pcas_action: PcasAction,
+    /// Actions to try after `pcas_action` when a launch does not run (the first run tries them
+    /// in order inside one process, with a queue reset between tries).
+    pub pcas_fallbacks: &'static [PcasAction],
     pub pcas: SendPcasMethods,
     /// SET_INLINE_QMD_ADDRESS_A: width of QMD_ADDRESS_SHIFTED8_UPPER (32 on C6C0..C9C0, 9 after).
     pub inline_qmd_addr_upper_bits: u32,
@@ -323,7 +326,8 @@ const AMPERE_SHARED_WINDOW: u64 = 0xFE00_0000;
 const AMPERE_LOCAL_WINDOW: u64 = 0xFF00_0000;
 /// tinygrad's carveouts for Ampere/Ada (32/64/100 KiB).
 const CONFIGS_100K: &[u32] = &[32, 64, 100];
-/// GA100 and Hopper carveouts beyond 100 KiB: UNCONFIRMED (same KiB/4+1 encoding assumed).
+/// GA100 and Hopper carveouts beyond 100 KiB: UNCONFIRMED (same KiB/4+1 encoding assumed); a
+/// launch uses them only under `NV_MAX_SHARED_KIB` (see [`NvArch::shared_mem_config`]).
 const CONFIGS_164K: &[u32] = &[32, 64, 100, 132, 164];
 const CONFIGS_228K: &[u32] = &[32, 64, 100, 132, 164, 196, 228];
 
@@ -352,6 +356,7 @@ pub static AMPERE_COMPUTE_A: NvArch = NvArch {
     shared_mem_configs_kib: CONFIGS_164K,
     shared_reserved: 0x400,
     pcas_action: PcasAction::PREFETCH_SCHEDULE,
+    pcas_fallbacks: &[PcasAction::INVALIDATE_COPY_SCHEDULE],
     pcas: SEND_PCAS,
     inline_qmd_addr_upper_bits: 32,
     inline_qmd_size_bit: false,
@@ -377,6 +382,7 @@ pub static AMPERE_COMPUTE_B: NvArch = NvArch {
     shared_mem_configs_kib: CONFIGS_100K,
     shared_reserved: 0x400,
     pcas_action: PcasAction::PREFETCH_SCHEDULE,
+    pcas_fallbacks: &[PcasAction::INVALIDATE_COPY_SCHEDULE],
     pcas: SEND_PCAS,
     inline_qmd_addr_upper_bits: 32,
     inline_qmd_size_bit: false,
@@ -402,6 +408,7 @@ pub static ADA_COMPUTE_A: NvArch = NvArch {
     shared_mem_configs_kib: CONFIGS_100K,
     shared_reserved: 0x400,
     pcas_action: PcasAction::PREFETCH_SCHEDULE,
+    pcas_fallbacks: &[PcasAction::INVALIDATE_COPY_SCHEDULE],
     pcas: SEND_PCAS,
     inline_qmd_addr_upper_bits: 32,
     inline_qmd_size_bit: false,
@@ -430,9 +437,16 @@ pub static HOPPER_COMPUTE_A: NvArch = NvArch {
     local_memory_addr_bits: 57,
     shared_mem_configs_kib: CONFIGS_228K,
     shared_reserved: 0x400,
-    // UNCONFIRMED on Hopper: tinygrad uses 9 elsewhere, NVK 3, a libcuda trace on H100 showed
-    // 0xA. Try 9 first, then 3 (memo 2.6).
-    pcas_action: PcasAction::PREFETCH_SCHEDULE,
+    // UNCONFIRMED on Hopper. Mesa NVK (src/nouveau/vulkan/nvk_cmd_dispatch.c) sends
+    // PCAS_ACTION_INVALIDATE_COPY_SCHEDULE (3, open-gpu-doc clcbc0.h) on every class after
+    // TURING_COMPUTE_A, and NVK is the one open driver that runs compute on GH100: 3 first.
+    // Then tinygrad's 9 (PREFETCH_SCHEDULE; tinygrad never ran a Hopper compute class) and 0xA
+    // (INVALIDATE_PREFETCH_COPY_SCHEDULE, seen in a libcuda trace on H100).
+    pcas_action: PcasAction::INVALIDATE_COPY_SCHEDULE,
+    pcas_fallbacks: &[
+        PcasAction::PREFETCH_SCHEDULE,
+        PcasAction::INVALIDATE_PREFETCH_COPY_SCHEDULE,
+    ],
     pcas: SEND_PCAS,
     inline_qmd_addr_upper_bits: 9,
     inline_qmd_size_bit: true,
@@ -458,6 +472,7 @@ pub static BLACKWELL_COMPUTE_A: NvArch = NvArch {
     shared_mem_configs_kib: CONFIGS_228K, // UNCONFIRMED
     shared_reserved: 0x400,               // UNCONFIRMED
     pcas_action: PcasAction::PREFETCH_SCHEDULE,
+    pcas_fallbacks: &[PcasAction::INVALIDATE_COPY_SCHEDULE],
     pcas: SEND_PCAS,
     inline_qmd_addr_upper_bits: 9,
     inline_qmd_size_bit: true,
@@ -483,6 +498,7 @@ pub static BLACKWELL_COMPUTE_B: NvArch = NvArch {
     shared_mem_configs_kib: CONFIGS_100K, // UNCONFIRMED
     shared_reserved: 0x400,               // UNCONFIRMED
     pcas_action: PcasAction::PREFETCH_SCHEDULE,
+    pcas_fallbacks: &[PcasAction::INVALIDATE_COPY_SCHEDULE],
     pcas: SEND_PCAS,
     inline_qmd_addr_upper_bits: 9,
     inline_qmd_size_bit: true,
@@ -650,12 +666,24 @@ pub struct SharedMemConfig {
     pub target_config: u32,
 }
 
+/// The largest carveout proven to launch (KiB): MAX_SM_CONFIG_SHARED_MEM_SIZE 0x1A. tinygrad
+/// writes 0x1a on every arch it runs; NVK's `gv100_sm_config_smem_size` (Mesa nak qmd.rs) never
+/// goes above 96 KiB; nothing public confirms 228 KiB (58) on GH100.
+pub const PROVEN_MAX_SHARED_KIB: u32 = 100;
+
 /// The carveout encoding: KiB / 4 + 1 (tinygrad: bytes / 4096 + 1).
 pub const fn sm_config_value(kib: u32) -> u32 {
     kib / 4 + 1
 }
 
 impl NvArch {
+    /// The launch actions to try, default first ([`NvArch::pcas_action`], then the fallbacks).
+    pub fn launch_actions(&self) -> Vec<PcasAction> {
+        std::iter::once(self.pcas_action)
+            .chain(self.pcas_fallbacks.iter().copied())
+            .collect()
+    }
+
     /// The SASS version written into QMDs for `sm` (90 -> 0x90, 120 -> 0xC0, 89 -> 0x89).
     pub fn sass_version(sm: u32) -> u32 {
         (sm / 10) << 4 | (sm % 10)
@@ -667,31 +695,53 @@ impl NvArch {
     }
 
     /// The shared-memory fields for a kernel with `static_bytes` of `.nv.shared` memory (plus
-    /// `dynamic_bytes`): size = round_up(reserved + static + dynamic, 128); min = target = the
-    /// smallest carveout holding it; max = the largest carveout.
+    /// `dynamic_bytes`), with carveouts up to [`PROVEN_MAX_SHARED_KIB`]: see
+    /// [`NvArch::shared_mem_config_up_to`].
     pub fn shared_mem_config(
         &self,
         static_bytes: u32,
         dynamic_bytes: u32,
     ) -> Result<SharedMemConfig> {
+        self.shared_mem_config_up_to(static_bytes, dynamic_bytes, PROVEN_MAX_SHARED_KIB)
+    }
+
+    /// The shared-memory fields with the arch's carveouts up to `max_kib`: size =
+    /// round_up(reserved + static + dynamic, 128); min = target = the smallest carveout holding
+    /// it; max = the largest carveout up to `max_kib` (MAX_SM_CONFIG_SHARED_MEM_SIZE 0x1A = 100
+    /// KiB by default, as tinygrad writes on every arch; Hopper's larger ones are unproven).
+    pub fn shared_mem_config_up_to(
+        &self,
+        static_bytes: u32,
+        dynamic_bytes: u32,
+        max_kib: u32,
+    ) -> Result<SharedMemConfig> {
         let need =
             u64::from(self.shared_reserved) + u64::from(static_bytes) + u64::from(dynamic_bytes);
         let size = need.div_ceil(128) * 128;
-        let Some(&max_kib) = self.shared_mem_configs_kib.last() else {
-            bail!(
-                Internal,
-                "NV arch {}: no shared memory configurations",
-                self.name
-            )
+        let configs = || {
+            self.shared_mem_configs_kib
+                .iter()
+                .copied()
+                .filter(move |&k| k <= max_kib)
         };
-        let Some(&kib) = self
-            .shared_mem_configs_kib
-            .iter()
-            .find(|&&k| u64::from(k) * 1024 >= size)
-        else {
+        let Some(max) = configs().next_back() else {
             bail!(
                 InvalidArgument,
-                "{}: {size} bytes of shared memory (static {static_bytes} + dynamic {dynamic_bytes} + reserved {}) exceed the {max_kib} KiB maximum",
+                "NV arch {}: no shared memory carveout up to {max_kib} KiB (carveouts {:?})",
+                self.name,
+                self.shared_mem_configs_kib
+            )
+        };
+        let Some(kib) = configs().find(|&k| u64::from(k) * 1024 >= size) else {
+            let full = self.shared_mem_configs_kib.last().copied().unwrap_or(max);
+            let more = if full > max {
+                format!("; NV_MAX_SHARED_KIB={full} allows the unproven larger carveouts")
+            } else {
+                String::new()
+            };
+            bail!(
+                InvalidArgument,
+                "{}: {size} bytes of shared memory (static {static_bytes} + dynamic {dynamic_bytes} + reserved {}) exceed the {max} KiB carveout{more}",
                 self.compute_class_name,
                 self.shared_reserved
             )
@@ -699,7 +749,7 @@ impl NvArch {
         Ok(SharedMemConfig {
             size: size as u32,
             min_config: sm_config_value(kib),
-            max_config: sm_config_value(max_kib),
+            max_config: sm_config_value(max),
             target_config: sm_config_value(kib),
         })
     }

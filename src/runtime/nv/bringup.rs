@@ -10,7 +10,8 @@
 
 use std::sync::Arc;
 
-use super::channel::{NvChannel, CMD_RING_BYTES, GPFIFO_ENTRIES, GPFIFO_SLOT};
+use super::channel::{userd_offset, NvChannel, CMD_RING_BYTES, GPFIFO_ENTRIES, GPFIFO_SLOT};
+use super::gpfifo::{USERD_GP_GET, USERD_GP_PUT, USERD_SIZE};
 use super::memory::{alloc_memory, MemKind, NvBuffer, NvRmDevice};
 use super::process::{lock, step, NvProcess};
 use crate::driver::nv::{ChannelParams, NvGpuFd, VaSpaceParams};
@@ -18,20 +19,47 @@ use crate::driver::{MapFlags, Mapping, Prot};
 use crate::runtime::nv::arch::{select_classes, NvClasses};
 use crate::sys::nv::common::*;
 use crate::{Error, Result};
+use std::sync::atomic::Ordering;
 
 /// UVM channel range per channel (tinygrad reserves 64 MiB of low VA).
 pub const CHANNEL_VA_RANGE: u64 = 64 << 20;
 
-/// GR info the device uses (memo 1.6).
+/// GR info the device uses (memo 1.6; indices from ctrl0080gr.h, NV0080_CTRL_GR_INFO_INDEX_*).
+///
+/// The per-TPC SM count is LITTER_NUM_SM_PER_TPC (0x20), as tinygrad master asks. It is not
+/// SHADER_PIPE_SUB_COUNT (0x09): NVIDIA's own src/nvidia/src/kernel/rmapi/nv_gpu_ops.c reads
+/// 0x09 as the TPC count (`pGpuInfo->tpcCount`, which UVM prints as "tpcs"), whatever
+/// ctrl2080gr.h's "SMs (per TPC)" comment for Tesla says. 0x07 and 0x09 are kept only to be
+/// printed (their meaning on GH100 is for the first run to settle).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GrInfo {
+    /// SM_VERSION (0x0C): 0x900 = sm_90.
     pub sm_version: u32,
-    pub tpc_count: u32,
-    pub sms_per_tpc: u32,
+    /// SHADER_PIPE_COUNT (0x07).
+    pub shader_pipe_count: u32,
+    /// SHADER_PIPE_SUB_COUNT (0x09): the TPC count per nv_gpu_ops.c.
+    pub shader_pipe_sub_count: u32,
+    /// MAX_WARPS_PER_SM (0x0D).
     pub max_warps_per_sm: u32,
+    /// LITTER_NUM_GPCS (0x14): the chip's design maximum.
     pub litter_gpcs: u32,
+    /// LITTER_NUM_TPC_PER_GPC (0x17): design maximum.
     pub litter_tpc_per_gpc: u32,
+    /// LITTER_NUM_SM_PER_TPC (0x20).
+    pub litter_sm_per_tpc: u32,
 }
+
+/// The GR info indices [`gr_info`] asks, in [`GrInfo`]'s field order (0x0C, 0x07, 0x09, 0x0D,
+/// 0x14, 0x17, 0x20).
+pub const GR_INFO_INDICES: [u32; 7] = [
+    NV2080_CTRL_GR_INFO_INDEX_SM_VERSION,
+    NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_COUNT,
+    NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_SUB_COUNT,
+    NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM,
+    NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS,
+    NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC,
+    NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_SM_PER_TPC,
+];
 
 impl GrInfo {
     /// `sm_90` -> 90.
@@ -40,6 +68,38 @@ impl GrInfo {
         let minor = self.sm_version & 0xFF;
         let minor = if minor > 0xF { minor >> 4 } else { minor };
         major * 10 + minor
+    }
+
+    /// SMs per TPC (LITTER_NUM_SM_PER_TPC, at least 1).
+    pub fn sms_per_tpc(&self) -> u32 {
+        self.litter_sm_per_tpc.max(1)
+    }
+
+    /// TPC slots local memory is sized for: the design maximum LITTER_NUM_GPCS x
+    /// LITTER_NUM_TPC_PER_GPC (TPC ids can be sparse after floor sweeping; tinygrad sizes the
+    /// same way), or SHADER_PIPE_SUB_COUNT (the TPC count) if the litter values are missing.
+    pub fn tpc_slots(&self) -> u32 {
+        let design = self.litter_gpcs.saturating_mul(self.litter_tpc_per_gpc);
+        if design > 0 {
+            design
+        } else {
+            self.shader_pipe_sub_count.max(1)
+        }
+    }
+
+    /// `0x07=.. 0x09=.. 0x0D=.. 0x14=.. 0x17=.. 0x20=..` (with the SM version).
+    pub fn describe(&self) -> String {
+        format!(
+            "sm_{} ({:#x}); GR info 0x07 SHADER_PIPE_COUNT={} 0x09 SHADER_PIPE_SUB_COUNT={} 0x0D MAX_WARPS_PER_SM={} 0x14 LITTER_NUM_GPCS={} 0x17 LITTER_NUM_TPC_PER_GPC={} 0x20 LITTER_NUM_SM_PER_TPC={}",
+            self.sm(),
+            self.sm_version,
+            self.shader_pipe_count,
+            self.shader_pipe_sub_count,
+            self.max_warps_per_sm,
+            self.litter_gpcs,
+            self.litter_tpc_per_gpc,
+            self.litter_sm_per_tpc
+        )
     }
 }
 
@@ -195,60 +255,58 @@ pub fn vaspace_and_uvm(rm: &mut NvRmDevice) -> Result<u32> {
 /// Step 19: GR info.
 pub fn gr_info(rm: &NvRmDevice) -> Result<GrInfo> {
     let p = &rm.proc;
-    let idx = [
-        NV2080_CTRL_GR_INFO_INDEX_SM_VERSION,
-        NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_COUNT,
-        NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_SUB_COUNT,
-        NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM,
-        NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_GPCS,
-        NV2080_CTRL_GR_INFO_INDEX_LITTER_NUM_TPC_PER_GPC,
-    ];
     step(
         "GR_GET_INFO",
-        |g: &GrInfo| {
-            format!(
-                "sm_{} ({:#x}), {} TPCs x {} SMs, {} warps/SM",
-                g.sm(),
-                g.sm_version,
-                g.tpc_count,
-                g.sms_per_tpc,
-                g.max_warps_per_sm
-            )
-        },
+        GrInfo::describe,
         p.ctl
-            .gr_get_info(p.client, rm.subdevice, &idx)
+            .gr_get_info(p.client, rm.subdevice, &GR_INFO_INDICES)
             .map(|v| GrInfo {
                 sm_version: v[0],
-                tpc_count: v[1].max(1),
-                sms_per_tpc: v[2].max(1),
+                shader_pipe_count: v[1],
+                shader_pipe_sub_count: v[2],
                 max_warps_per_sm: v[3].max(1),
                 litter_gpcs: v[4],
                 litter_tpc_per_gpc: v[5],
+                litter_sm_per_tpc: v[6],
             }),
     )
 }
 
+/// A channel registered with UVM: its handle and the VA range UVM carves its buffers from.
+#[derive(Clone, Copy, Debug)]
+struct UvmChannel {
+    handle: u32,
+    va: u64,
+}
+
 /// A TSG (freed, with its ctxshare, channels and engine objects, when dropped) and the UVM
-/// channel ranges of its channels.
+/// registrations of its channels.
 pub struct Tsg {
     proc: Arc<NvProcess>,
+    uuid: [u8; 16],
     pub handle: u32,
     pub ctxshare: u32,
-    uvm_ranges: Vec<u64>,
+    uvm_channels: Vec<UvmChannel>,
 }
 
 impl Drop for Tsg {
     fn drop(&mut self) {
         let p = &self.proc;
+        // UVM_UNREGISTER_CHANNEL first: UVM stops each channel and destroys the ranges it carved
+        // in the channel's VA (uvm_user_channel.c uvm_unregister_channel); UVM_FREE would refuse
+        // them (uvm_va_range.c uvm_free: NV_ERR_INVALID_ADDRESS for channel ranges). Where the
+        // unregister fails the VA stays reserved rather than risk an overlap.
+        for c in &self.uvm_channels {
+            match p.uvm.unregister_channel(self.uuid, p.client, c.handle) {
+                Ok(()) => p.free_va(c.va, CHANNEL_VA_RANGE, true),
+                Err(e) => p.defer_error(format!(
+                    "unregistering channel {:#x} from UVM (its {:#x}-byte VA range at {:#x} stays reserved): {e}",
+                    c.handle, CHANNEL_VA_RANGE, c.va
+                )),
+            }
+        }
         if let Err(e) = p.ctl.rm_free(p.client, p.client, self.handle) {
             p.defer_error(format!("freeing TSG {:#x}: {e}", self.handle));
-        }
-        // The channels are gone; their UVM ranges go with UVM_FREE. Where UVM refuses that (it
-        // may drop channel ranges itself), the VA stays reserved rather than risk an overlap.
-        for &va in &self.uvm_ranges {
-            if p.uvm.free(va, CHANNEL_VA_RANGE).is_ok() {
-                p.free_va(va, CHANNEL_VA_RANGE, true);
-            }
         }
     }
 }
@@ -262,6 +320,30 @@ pub struct Channels {
     pub gpfifo: NvBuffer,
 }
 
+impl Channels {
+    /// Both channels' (GPGet, GPPut) in USERD now (compute, DMA); an error when one is outside
+    /// the ring (a submit would refuse it).
+    pub fn userd_now(&self) -> Result<[(u32, u32); 2]> {
+        use crate::hcq::HcqBuffer;
+        let Some(view) = self.gpfifo.cpu() else {
+            return Err(Error::Internal("the GPFIFO area is not CPU-mapped".into()));
+        };
+        let read = |ch: &NvChannel| -> Result<(u32, u32)> {
+            let at = |off: u64| (ch.userd_off() + off) as usize;
+            let get = view.load_u32(at(USERD_GP_GET), Ordering::Acquire)?;
+            let put = view.load_u32(at(USERD_GP_PUT), Ordering::Acquire)?;
+            if get >= GPFIFO_ENTRIES || put >= GPFIFO_ENTRIES {
+                return Err(Error::Device(format!(
+                    "{} channel: USERD GPGet {get:#x} / GPPut {put:#x} outside the {GPFIFO_ENTRIES}-entry ring",
+                    ch.name
+                )));
+            }
+            Ok((get, put))
+        };
+        Ok([read(&self.compute)?, read(&self.dma)?])
+    }
+}
+
 /// One channel in `tsg`: error notifier, channel object, engine object, token, UVM registration,
 /// command ring.
 fn channel(
@@ -269,12 +351,23 @@ fn channel(
     classes: &NvClasses,
     (gpfifo, tsg, ctxshare): (&NvBuffer, u32, u32),
     (name, slot, engine_class): (&'static str, u64, u32),
-    uvm_ranges: &mut Vec<u64>,
+    uvm_channels: &mut Vec<UvmChannel>,
 ) -> Result<NvChannel> {
     use crate::hcq::HcqBuffer;
     let p = &rm.proc;
     let notifier = alloc_memory(rm, 0x1000, MemKind::Sysmem, true)?;
     let ring_off = slot * GPFIFO_SLOT;
+    let userd_off = userd_offset(ring_off);
+    // USERD lives in our VRAM, which kernel RM does not clear on a GSP client (kernel_channel.c:
+    // kfifoSetupUserD only for USERD in SYSMEM or under full SR-IOV), and the GPU writes GPGet
+    // back only once it runs the channel (uvm_channel.c: "overwritten by HW"): zero it through
+    // the BAR1 view before RM allocates the channel, so GPGet/GPPut start at 0.
+    let Some(view) = gpfifo.cpu() else {
+        return Err(Error::Internal(format!(
+            "{name} channel: the GPFIFO area is not CPU-mapped"
+        )));
+    };
+    view.fill(userd_off as usize, USERD_SIZE as usize, 0)?;
     let handle = p.ctl.alloc_channel(
         p.client,
         tsg,
@@ -286,22 +379,25 @@ fn channel(
             gp_fifo_entries: GPFIFO_ENTRIES,
             h_context_share: ctxshare,
             h_userd_memory: gpfifo.handle(),
-            userd_offset: ring_off + u64::from(GPFIFO_ENTRIES) * 8,
+            userd_offset: userd_off,
             ..Default::default()
         },
     )?;
     p.ctl.rm_alloc(p.client, handle, 0, engine_class, None)?;
     let token = p.ctl.get_work_submit_token(p.client, handle)?;
     let base = p.alloc_va(CHANNEL_VA_RANGE, 2 << 20, true)?;
-    uvm_ranges.push(base);
-    p.uvm.register_channel(
+    if let Err(e) = p.uvm.register_channel(
         rm.uuid,
         p.ctl.fd(),
         p.client,
         handle,
         base,
         CHANNEL_VA_RANGE,
-    )?;
+    ) {
+        p.free_va(base, CHANNEL_VA_RANGE, true);
+        return Err(e);
+    }
+    uvm_channels.push(UvmChannel { handle, va: base });
     let cmd = alloc_memory(rm, CMD_RING_BYTES, MemKind::Vram, true)?;
     NvChannel::new(name, handle, token, engine_class, notifier, ring_off, cmd)
 }
@@ -322,9 +418,10 @@ pub fn create_channels(rm: &NvRmDevice, classes: &NvClasses, vaspace: u32) -> Re
     )?;
     let mut tsg = Tsg {
         proc: p.clone(),
+        uuid: rm.uuid,
         handle,
         ctxshare: 0,
-        uvm_ranges: Vec::new(),
+        uvm_channels: Vec::new(),
     };
     let gpfifo = alloc_memory(rm, (2 * GPFIFO_SLOT) as usize, MemKind::Vram, true)?;
     let mut cp = NV_CTXSHARE_ALLOCATION_PARAMETERS {
@@ -347,7 +444,7 @@ pub fn create_channels(rm: &NvRmDevice, classes: &NvClasses, vaspace: u32) -> Re
             classes,
             q,
             ("compute", 0, classes.arch.compute_class),
-            &mut tsg.uvm_ranges,
+            &mut tsg.uvm_channels,
         ),
     )?;
     let dma = step(
@@ -358,7 +455,7 @@ pub fn create_channels(rm: &NvRmDevice, classes: &NvClasses, vaspace: u32) -> Re
             classes,
             q,
             ("DMA", 1, classes.copy.class),
-            &mut tsg.uvm_ranges,
+            &mut tsg.uvm_channels,
         ),
     )?;
     step(

@@ -30,6 +30,12 @@ pub const CMD_RING_BYTES: usize = 2 << 20;
 /// Bytes of the GPFIFO area each channel takes (ring + USERD, rounded).
 pub const GPFIFO_SLOT: u64 = 1 << 20;
 
+/// Byte offset of a channel's USERD in the GPFIFO area, for a ring at `ring_off`: right after
+/// the ring's GPFIFO_ENTRIES 8-byte entries.
+pub const fn userd_offset(ring_off: u64) -> u64 {
+    ring_off + GPFIFO_ENTRIES as u64 * 8
+}
+
 /// The name of an RC error type (the info32 of an error notifier record).
 pub fn rc_error_name(t: u32) -> String {
     let name = match t {
@@ -127,7 +133,7 @@ impl NvChannel {
             notifier,
             fifo: GpFifo::new(GPFIFO_ENTRIES, token)?,
             ring_off,
-            userd_off: ring_off + u64::from(GPFIFO_ENTRIES) * 8,
+            userd_off: userd_offset(ring_off),
             cmd: CmdRing {
                 buf: cmd,
                 pos: 0,

@@ -14,6 +14,7 @@
 //! Not guaranteed: local memory grows on demand and never shrinks; the device's RM objects are
 //! freed with the process's client (when the last device and buffer of the process are gone).
 
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,7 +28,7 @@ use super::signal::{NvSignal, SignalPool, SIGNAL_SIZE, SIGNAL_SLOTS, TIMESTAMP_H
 use crate::device::BufferOptions;
 use crate::driver::Mapping;
 use crate::hcq::{HcqBackend, HcqBuffer, HcqDevice, HcqSignal};
-use crate::runtime::nv::arch::NvClasses;
+use crate::runtime::nv::arch::{NvClasses, PcasAction};
 use crate::runtime::nv::channel::SubmitIo;
 use crate::runtime::nv::gpfifo::USERMODE_NOTIFY_CHANNEL_PENDING;
 use crate::runtime::nv::push::{LocalMemorySetup, PushBuf};
@@ -64,6 +65,10 @@ pub struct NvBackend {
     gr: GrInfo,
     vaspace: u32,
     seen_fault: Mutex<Option<String>>,
+    /// SEND_SIGNALING_PCAS2_B action of new compute queues (a [`PcasAction`] value).
+    pcas_action: AtomicU32,
+    /// Both channels' USERD (GPGet, GPPut) as read before the first submit.
+    first_userd: [(u32, u32); 2],
     rm: NvRmDevice,
 }
 
@@ -76,19 +81,18 @@ pub fn open_nv_device(
     HcqDevice::new(NvBackend::open(proc, index, name)?)
 }
 
-/// Local memory bytes per TPC and in total for `per_thread` bytes of SLM (memo 3.7).
-fn local_sizes(gr: &GrInfo, per_thread: u32) -> (u64, u64) {
+/// Local memory bytes per TPC and in total for `per_thread` bytes of SLM (memo 3.7, tinygrad
+/// master's sizing): per TPC = round_up(round_up(per_thread x 32, 0x200) x MAX_WARPS_PER_SM x
+/// LITTER_NUM_SM_PER_TPC, 0x8000); total = round_up(per TPC x the TPC slots, 0x20000). On an
+/// H200 (64 warps, 2 SMs per TPC, 8 x 9 TPC slots) and the 0x240 bytes every thread needs, that
+/// is 0x240000 per TPC and 162 MiB in all.
+pub fn local_sizes(gr: &GrInfo, per_thread: u32) -> (u64, u64) {
     let per_warp = (u64::from(per_thread) * 32).next_multiple_of(0x200);
-    let per_tpc = (per_warp * u64::from(gr.max_warps_per_sm) * u64::from(gr.sms_per_tpc))
+    let per_tpc = (per_warp * u64::from(gr.max_warps_per_sm) * u64::from(gr.sms_per_tpc()))
         .next_multiple_of(0x8000);
-    // TPC ids can be sparse after floor sweeping: size for the design maximum when it is larger.
-    let tpcs = gr
-        .tpc_count
-        .max(gr.litter_gpcs * gr.litter_tpc_per_gpc)
-        .max(1);
     (
         per_tpc,
-        (per_tpc * u64::from(tpcs)).next_multiple_of(0x20000),
+        (per_tpc * u64::from(gr.tpc_slots())).next_multiple_of(0x20000),
     )
 }
 
@@ -122,6 +126,16 @@ impl NvBackend {
             signal_pool(&rm),
         )?;
         let chans = create_channels(&rm, &classes, vaspace)?;
+        let first_userd = step(
+            "USERD before the first submit",
+            |u: &[(u32, u32); 2]| {
+                format!(
+                    "compute GPGet {} GPPut {}, DMA GPGet {} GPPut {}",
+                    u[0].0, u[0].1, u[1].0, u[1].1
+                )
+            },
+            chans.userd_now(),
+        )?;
         let gr = bringup::gr_info(&rm)?;
         if !classes.arch.has_sm(gr.sm()) {
             bail!(
@@ -149,6 +163,8 @@ impl NvBackend {
             gr,
             vaspace,
             seen_fault: Mutex::new(None),
+            pcas_action: AtomicU32::new(classes.arch.pcas_action as u32),
+            first_userd,
             rm,
         };
         step(
@@ -212,6 +228,32 @@ impl NvBackend {
         self.classes
     }
 
+    /// The PCAS action new compute queues launch with.
+    pub fn pcas_action(&self) -> PcasAction {
+        let v = self.pcas_action.load(Ordering::Relaxed);
+        PcasAction::from_bits(v).unwrap_or(self.classes.arch.pcas_action)
+    }
+
+    /// Launch with `action` from now on (queues made before keep theirs); it must schedule.
+    pub fn set_pcas_action(&self, action: PcasAction) -> Result<()> {
+        if !action.schedules() {
+            bail!(
+                InvalidArgument,
+                "{}: PCAS action {} ({}) does not schedule the grid",
+                self.name,
+                action as u32,
+                action.name()
+            );
+        }
+        self.pcas_action.store(action as u32, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Both channels' (GPGet, GPPut) in USERD as read before the first submit (compute, DMA).
+    pub fn first_userd(&self) -> [(u32, u32); 2] {
+        self.first_userd
+    }
+
     /// The device's SM version (90 on Hopper).
     pub fn sm(&self) -> u32 {
         self.gr.sm()
@@ -263,6 +305,12 @@ impl NvBackend {
     /// CPU-mapped VRAM for code.
     pub fn alloc_code(&self, size: usize) -> Result<NvBuffer> {
         alloc_memory(&self.rm, size, MemKind::Vram, true)
+    }
+
+    /// (SLM bytes per thread, bytes per TPC, bytes of the backing) of the local memory now.
+    pub fn local_memory(&self) -> (u32, u64, usize) {
+        let l = lock(&self.local);
+        (l.per_thread, l.bytes_per_tpc, l.buf.size())
     }
 
     /// Signal slots in use.
@@ -347,7 +395,7 @@ impl HcqBackend for NvBackend {
     }
 
     fn compute_queue(&self) -> NvComputeQueue {
-        NvComputeQueue::new(self.classes)
+        NvComputeQueue::with_action(self.classes, self.pcas_action())
     }
 
     fn copy_queue(&self) -> NvCopyQueue {

@@ -1,21 +1,27 @@
 //! The first run on an NVIDIA host (memo section 9), step by step with a status line each, as
 //! `examples/nv_first_run.rs` and `tools/nv-first-run/run.sh` drive it (and as a test drives it
 //! on the emulator): the bring-up of `NV:0` (every memo 1.10 step logs itself with
-//! `NV_BRINGUP_LOG=1`), a host semaphore release with no engine work (the CPU sees the value), a
-//! copy-engine copy of a small buffer, one kernel that writes a constant through its one
-//! argument, then a kernel with three arguments at the arch's cbuf0 parameter base (0x210 on
-//! Hopper).
+//! `NV_BRINGUP_LOG=1`), the GR info indices 0x07/0x09/0x0D/0x14/0x17/0x20 and the local memory
+//! sized from them, both channels' USERD GPGet/GPPut as read before the first submit, a host
+//! semaphore release with no engine work (the CPU sees the value), a copy-engine copy of a small
+//! buffer, one kernel that writes a constant through its one argument (with the arch's launch
+//! actions tried in order inside this process: Hopper 3, then 9, then 0xA, the failed wait
+//! resetting the queues in between), a kernel with three arguments at the arch's cbuf0 parameter
+//! base (0x210 on Hopper), and one queue reset with the VA balance checked (the old channels
+//! unregistered from UVM and their ranges returned).
 //!
 //! Kernels: on hardware the precompiled cubins `fill_sm<NN>.cubin` and `add_n_sm<NN>.cubin` from
 //! a fixtures folder (ptxas outputs of `tests/fixtures/cubin/*.ptx`); on the emulator the same
 //! kernels as mock cubins built from UOps.
 //!
 //! Not guaranteed: a hang inside the driver itself (an ioctl that never returns) is left to the
-//! caller's `timeout`.
+//! caller's `timeout`; with `NV_PCAS_ACTION` set only that action is tried.
 
 use std::path::Path;
 use std::sync::Arc;
 
+use super::arch::PcasAction;
+use super::bringup::GrInfo;
 use super::mockgpu::compiler::mock_cubin;
 use super::{open_nv_device, NvDevice, NvProcess, NvRuntime};
 use crate::codegen::uop_serial::serialize;
@@ -25,6 +31,7 @@ use crate::device::{Allocator, BufferOptions, Program, RawBuf, Runtime};
 use crate::driver::Driver;
 use crate::dtype::dtypes;
 use crate::hcq::{HcqAllocator, HcqBackend, HwQueue};
+use crate::helpers::getenv;
 use crate::{bail, ensure, Result};
 
 /// The constant the fill kernel writes.
@@ -96,12 +103,34 @@ fn read_u32s(a: &HcqAllocator<super::NvBackend>, b: &RawBuf, n: usize) -> Result
         .collect())
 }
 
-/// Steps 1-20 of the bring-up: the process, then `NV:0`.
+/// What the first run found.
+#[derive(Debug, Clone)]
+pub struct FirstRunReport {
+    /// The driver version string.
+    pub driver: String,
+    pub gr: GrInfo,
+    /// (GPGet, GPPut) of the compute and DMA channels' USERD before the first submit.
+    pub first_userd: [(u32, u32); 2],
+    /// The launch action the fill kernel ran with.
+    pub launch_action: PcasAction,
+    /// The actions tried before it, with why each failed.
+    pub failed_actions: Vec<(PcasAction, String)>,
+    /// Free bytes of (the low window, the GPU-only region) before and after the queue reset.
+    pub va_before_reset: (u64, u64),
+    pub va_after_reset: (u64, u64),
+}
+
+/// Steps 1-20 of the bring-up: the process, then `NV:0`; then what it read (GR info, USERD).
 fn open_steps(drv: Arc<dyn Driver>) -> Result<Arc<NvDevice>> {
     let mut proc = None;
     run_step("NV process (steps 1-5)", || {
         let p = NvProcess::new(drv)?;
-        let d = format!("driver {} ({} GPU(s))", p.ctl().version(), p.cards().len());
+        let d = format!(
+            "driver {} (layouts of family {}, {} GPU(s))",
+            p.ctl().version(),
+            p.family(),
+            p.cards().len()
+        );
         proc = Some(p);
         Ok(d)
     })?;
@@ -113,15 +142,35 @@ fn open_steps(drv: Arc<dyn Driver>) -> Result<Arc<NvDevice>> {
         let d = open_nv_device(&proc, 0, "NV")?;
         let b = d.backend();
         let s = format!(
-            "{} sm_{} QMD {}",
+            "{} sm_{} QMD {}, launch action {} ({})",
             b.classes().arch.compute_class_name,
             b.sm(),
-            b.classes().arch.qmd_version.name()
+            b.classes().arch.qmd_version.name(),
+            b.pcas_action() as u32,
+            b.pcas_action().name()
         );
         dev = Some(d);
         Ok(s)
     })?;
-    dev.ok_or_else(|| crate::Error::Internal("first run: no device".into()))
+    let dev = dev.ok_or_else(|| crate::Error::Internal("first run: no device".into()))?;
+    let b = dev.backend();
+    run_step("GR info", || Ok(b.gr().describe()))?;
+    run_step("local memory", || {
+        let (per_thread, per_tpc, total) = b.local_memory();
+        Ok(format!(
+            "{per_thread:#x} bytes/thread, {per_tpc:#x} bytes/TPC x {} TPC slots ({} SMs/TPC) = {:.1} MiB",
+            b.gr().tpc_slots(),
+            b.gr().sms_per_tpc(),
+            total as f64 / f64::from(1u32 << 20)
+        ))
+    })?;
+    run_step("USERD before the first submit", || {
+        let [(cg, cp), (dg, dp)] = b.first_userd();
+        Ok(format!(
+            "compute GPGet {cg} GPPut {cp}, DMA GPGet {dg} GPPut {dp} (zeroed before the channels existed)"
+        ))
+    })?;
+    Ok(dev)
 }
 
 /// A host semaphore release on the compute channel, no engine work; the CPU reads the value.
@@ -203,28 +252,137 @@ fn add_n_step(
     Ok(format!("out = a + 1000, parameters at cbuf0 {base:#x}"))
 }
 
+/// The fill kernel with each launch action in turn (the device's first, then the arch's
+/// fallbacks), until one writes the constant; a failed wait already reset the queues.
+fn launch_action_steps(
+    dev: &Arc<NvDevice>,
+    a: &HcqAllocator<super::NvBackend>,
+    fx: Option<&Path>,
+) -> Result<(PcasAction, Vec<(PcasAction, String)>)> {
+    let b = dev.backend();
+    let pinned = getenv("NV_PCAS_ACTION", -1) >= 0;
+    let mut actions = vec![b.pcas_action()];
+    if !pinned {
+        for f in b.classes().arch.launch_actions() {
+            if !actions.contains(&f) {
+                actions.push(f);
+            }
+        }
+    }
+    let mut failed = Vec::new();
+    for action in actions {
+        b.set_pcas_action(action)?;
+        let name = format!(
+            "kernel writing a constant (PCAS action {:#x} {})",
+            action as u32,
+            action.name()
+        );
+        let r = fill_step(dev, a, fx);
+        status(&name, &r);
+        match r {
+            Ok(_) => return Ok((action, failed)),
+            Err(e) => failed.push((action, e.message().to_string())),
+        }
+    }
+    let tried: Vec<String> = failed
+        .iter()
+        .map(|(a, e)| format!("{:#x}: {e}", *a as u32))
+        .collect();
+    bail!(
+        Device,
+        "no launch action ran the fill kernel ({})",
+        tried.join("; ")
+    )
+}
+
+/// One queue reset on an idle device: the VA balance must come back exactly (the old channels
+/// unregistered from UVM and every range returned), no deferred error, and the new channels
+/// answer a semaphore release.
+fn reset_step(dev: &Arc<NvDevice>) -> Result<((u64, u64), (u64, u64))> {
+    dev.synchronize()?;
+    let b = dev.backend();
+    let p = b.process();
+    let before = p.va_free_bytes();
+    b.reset_queues()?;
+    let after = p.va_free_bytes();
+    let errs = p.take_errors();
+    ensure!(
+        errs.is_empty(),
+        Device,
+        "the queue reset left errors: {}",
+        errs.join("; ")
+    );
+    ensure!(
+        after == before,
+        Device,
+        "VA balance after the queue reset: low window {:#x} -> {:#x} free, GPU-only {:#x} -> {:#x} free",
+        before.0,
+        after.0,
+        before.1,
+        after.1
+    );
+    semaphore_step(dev)?;
+    Ok((before, after))
+}
+
 /// Every first-run step on `drv`; kernels from `fixtures` (real cubins) or mock cubins (`None`).
-pub fn first_run(drv: Arc<dyn Driver>, fixtures: Option<&Path>) -> Result<()> {
+pub fn first_run(drv: Arc<dyn Driver>, fixtures: Option<&Path>) -> Result<FirstRunReport> {
     let dev = open_steps(drv)?;
     run_step("host semaphore release", || semaphore_step(&dev))?;
     let a = HcqAllocator::new(dev.clone());
     run_step("copy engine copy (4 KiB)", || copy_step(&a))?;
-    run_step("kernel writing a constant", || {
-        fill_step(&dev, &a, fixtures)
+    let mut launch = None;
+    run_step("launch action", || {
+        let (action, failed) = launch_action_steps(&dev, &a, fixtures)?;
+        let s = format!(
+            "{:#x} {} runs kernels ({} tried before it)",
+            action as u32,
+            action.name(),
+            failed.len()
+        );
+        launch = Some((action, failed));
+        Ok(s)
     })?;
+    let Some((launch_action, failed_actions)) = launch else {
+        bail!(Internal, "first run: no launch action")
+    };
     run_step("kernel with arguments (cbuf0)", || {
         add_n_step(&dev, &a, fixtures)
     })?;
+    let mut va = None;
+    run_step("queue reset (VA balance)", || {
+        let (before, after) = reset_step(&dev)?;
+        va = Some((before, after));
+        Ok(format!(
+            "low window {:#x} -> {:#x} free, GPU-only {:#x} -> {:#x} free; the new channels answer",
+            before.0, after.0, before.1, after.1
+        ))
+    })?;
+    let Some((va_before_reset, va_after_reset)) = va else {
+        bail!(Internal, "first run: no reset")
+    };
     run_step("synchronize", || {
         dev.synchronize()?;
         Ok(format!("timeline at {}", dev.timeline_value()))
+    })?;
+    let b = dev.backend();
+    Ok(FirstRunReport {
+        driver: b.process().ctl().version().to_string(),
+        gr: b.gr(),
+        first_userd: b.first_userd(),
+        launch_action,
+        failed_actions,
+        va_before_reset,
+        va_after_reset,
     })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::driver::emu::EmuConfig;
+    use crate::driver::emu::nvgpu::RmNvGpu;
+    use crate::driver::emu::{EmuConfig, EmuDriver, EmuNvDevice, EmuNvGpu, NvGpuFactory};
+    use crate::runtime::nv::mockgpu::executor::NvUopExecutor;
     use crate::runtime::nv::mockgpu::mock_driver;
 
     #[test]
@@ -235,8 +393,64 @@ mod tests {
                 ..Default::default()
             })
             .unwrap();
-            first_run(Arc::new(emu), None).unwrap();
+            let r = first_run(Arc::new(emu), None).unwrap();
+            assert!(r.failed_actions.is_empty());
+            assert_eq!(r.first_userd, [(0, 0), (0, 0)]);
+            assert_eq!(r.va_before_reset, r.va_after_reset);
         }
+    }
+
+    /// An emulated H200 whose software GPU refuses the PCAS actions `refused`.
+    fn refusing_gpu(refused: &'static [u32]) -> EmuDriver {
+        let exec = Arc::new(NvUopExecutor::new());
+        let factory: NvGpuFactory = Arc::new(move |dev: &EmuNvDevice| {
+            let g = RmNvGpu::new(dev, exec.clone());
+            if let Ok(gpu) = g.gpu() {
+                gpu.refuse_pcas_actions(refused);
+            }
+            Arc::new(g) as Arc<dyn EmuNvGpu>
+        });
+        EmuDriver::new(EmuConfig {
+            count: 1,
+            nv_gpu_factory: Some(factory),
+            ..Default::default()
+        })
+        .unwrap()
+    }
+
+    #[test]
+    fn launch_action_fallbacks_run_inside_one_process() {
+        let _t = crate::helpers::Context::new(&[("HCQDEV_WAIT_TIMEOUT_MS", 2000)]);
+        // A GPU that takes neither 3 nor 9: the fill kernel faults twice (each wait resets the
+        // queues), then 0xA runs it; the rest of the run uses 0xA.
+        let r = first_run(Arc::new(refusing_gpu(&[3, 9])), None).unwrap();
+        assert_eq!(
+            r.launch_action,
+            PcasAction::INVALIDATE_PREFETCH_COPY_SCHEDULE
+        );
+        let failed: Vec<PcasAction> = r.failed_actions.iter().map(|(a, _)| *a).collect();
+        assert_eq!(
+            failed,
+            vec![
+                PcasAction::INVALIDATE_COPY_SCHEDULE,
+                PcasAction::PREFETCH_SCHEDULE
+            ]
+        );
+        assert!(
+            r.failed_actions[0]
+                .1
+                .contains("ROBUST_CHANNEL_GR_EXCEPTION"),
+            "{}",
+            r.failed_actions[0].1
+        );
+        // A GPU that takes none of them: the run stops at the launch step, naming each try.
+        let e = first_run(Arc::new(refusing_gpu(&[3, 9, 10])), None).unwrap_err();
+        assert!(
+            e.message().contains("first run step launch action")
+                && e.message().contains("no launch action ran the fill kernel")
+                && e.message().contains("0xa: "),
+            "{e}"
+        );
     }
 
     #[test]

@@ -5,7 +5,8 @@
 //!   master), optionally CPU-mapped through BAR1 (RM_MAP_MEMORY on a fresh registered
 //!   `/dev/nvidiaN` fd, then mmap MAP_FIXED into the window);
 //! - [`MemKind::Sysmem`]: NV01_MEMORY_SYSTEM owned by RM (PCI, noncontiguous, GPU-uncached),
-//!   CPU-mapped through the control fd: signals and error notifiers;
+//!   CPU-mapped through a fresh `/dev/nvidiactl` per mapping (an fd takes one mapping context
+//!   for its life, kernel-open/nvidia/nv-usermap.c): signals and error notifiers;
 //! - [`MemKind::Host`]: anonymous host pages at a window address wrapped as an OS descriptor
 //!   (NV01_MEMORY_SYSTEM_OS_DESCRIPTOR through NV_ESC_RM_ALLOC_MEMORY with a client-chosen
 //!   handle): staging buffers.
@@ -19,7 +20,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::process::{lock, NvProcess};
-use crate::driver::nv::{mapping_attributes, NvGpuFd};
+use crate::driver::nv::{mapping_attributes, NvCtlMapFd, NvGpuFd};
 use crate::driver::{MapFlags, Mapping, Prot};
 use crate::hcq::HcqBuffer;
 use crate::sys::nv::common::*;
@@ -149,19 +150,30 @@ fn uvm_map(dev: &NvRmDevice, handle: u32, va: u64, size: u64, uuids: &[[u8; 16]]
         .map_external_allocation(va, size, 0, &attrs, p.ctl.fd(), p.client, handle)
 }
 
-/// The CPU view of RM memory at `va` (VRAM through a fresh registered GPU node, system memory
-/// through the control fd).
+/// The fd one CPU mapping goes through (closed once mapped; the mapping stays).
+enum MapTarget {
+    Gpu(NvGpuFd),
+    Ctl(NvCtlMapFd),
+}
+
+/// The CPU view of RM memory at `va`: VRAM through a fresh registered GPU node, system memory
+/// through a fresh control fd. Never through the process's control fd: an fd takes one mapping
+/// context for its whole life (nv-usermap.c `nv_add_mapping_context_to_file` refuses a second one
+/// with NV_ERR_STATE_IN_USE; only closing the fd clears it, nv.c `nv_free_file_private`).
 fn map_cpu(dev: &NvRmDevice, handle: u32, va: u64, size: u64, vram: bool) -> Result<Mapping> {
     let p = &dev.proc;
     let flags = MapFlags::SHARED | MapFlags::FIXED;
-    let fd = if vram {
+    let target = if vram {
         let fd = NvGpuFd::open(p.drv.clone(), dev.minor)?;
         fd.register_fd(p.ctl.fd())?;
-        Some(fd)
+        MapTarget::Gpu(fd)
     } else {
-        None
+        MapTarget::Ctl(NvCtlMapFd::open(p.drv.clone())?)
     };
-    let map_fd = fd.as_ref().map_or(p.ctl.fd(), |f| f.fd());
+    let map_fd = match &target {
+        MapTarget::Gpu(f) => f.fd(),
+        MapTarget::Ctl(f) => f.fd(),
+    };
     p.ctl
         .rm_map_memory(p.client, dev.device, handle, 0, size, 0, map_fd)?;
     Mapping::map(

@@ -119,7 +119,7 @@ pub fn compiled(dev: Arc<NvDevice>, name: &str) -> Compiled {
     let (compiler, renderer): (Arc<dyn Compiler>, Arc<dyn Renderer>) = if emulated {
         (
             Arc::new(MockNvCompiler::new(arch, sm)),
-            Arc::new(MockNvRenderer::new()),
+            Arc::new(MockNvRenderer::for_sm(sm)),
         )
     } else {
         match NVCompiler::new("NV", sm) {

@@ -90,12 +90,12 @@ fn open_control(drv: &Arc<dyn Driver>) -> Result<NvCtl> {
     )
 }
 
-/// Step 2: the two UVM fds.
-fn open_uvm(drv: &Arc<dyn Driver>) -> Result<(NvUvm, NvUvm)> {
+/// Step 2: the two UVM fds (their layouts: `family`'s).
+fn open_uvm(drv: &Arc<dyn Driver>, family: DriverFamily) -> Result<(NvUvm, NvUvm)> {
     step(
         "open /dev/nvidia-uvm (x2)",
         |_| String::new(),
-        NvUvm::open(drv.clone()).and_then(|a| Ok((a, NvUvm::open(drv.clone())?))),
+        NvUvm::open(drv.clone(), family).and_then(|a| Ok((a, NvUvm::open(drv.clone(), family)?))),
     )
 }
 
@@ -152,7 +152,7 @@ impl NvProcess {
     /// Steps 1-5 and the VA plan on `drv`.
     pub fn new(drv: Arc<dyn Driver>) -> Result<Arc<NvProcess>> {
         let ctl = open_control(&drv)?;
-        let (uvm, uvm_mm) = open_uvm(&drv)?;
+        let (uvm, uvm_mm) = open_uvm(&drv, ctl.family())?;
         let client = alloc_client(&ctl)?;
         init_uvm(&uvm, &uvm_mm)?;
         let cards = card_info(&ctl)?;

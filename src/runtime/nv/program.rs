@@ -11,6 +11,9 @@
 //! `round_up(block + cbuf0 size, 256)` the QMD with grid, block and cbuf0 filled
 //! ([`NvProgram::qmd_addr`]); the compute queue's exec only sends that address (SEND_PCAS).
 //!
+//! Shared memory: the QMD's MAX_SM_CONFIG_SHARED_MEM_SIZE is the largest carve-out up to
+//! `NV_MAX_SHARED_KIB` (default 100 KiB = 0x1A, the proven value; [`max_shared_kib`]).
+//!
 //! Not guaranteed: dynamic shared memory (none is requested); cubins with several kernels load
 //! the one named like the program.
 
@@ -20,13 +23,33 @@ use super::device::NvBackend;
 use super::memory::NvBuffer;
 use crate::driver::Mapping;
 use crate::hcq::{HcqBuffer, HcqProgram, KernargInput};
-use crate::runtime::nv::arch::NvArch;
+use crate::helpers::getenv;
+use crate::runtime::nv::arch::{NvArch, PROVEN_MAX_SHARED_KIB};
 use crate::runtime::nv::cubin::{cubin_kernels, Cubin, KParam};
 use crate::runtime::nv::qmd::{program_qmd, AnyQmd, ConstantBuffer, Qmd, QmdProgram};
 use crate::{bail, ensure, Result};
 
 /// SLM bytes per thread beyond the kernel's stack (memo 3.7).
 pub const SLM_EXTRA: u32 = 0x240;
+
+/// `NV_MAX_SHARED_KIB`: the largest shared-memory carveout a launch may ask (written as the QMD's
+/// MAX_SM_CONFIG_SHARED_MEM_SIZE); default [`PROVEN_MAX_SHARED_KIB`] (100 KiB, 0x1A). A larger
+/// value must be one of the arch's carveouts (Hopper: 132, 164, 196, 228), unproven on hardware.
+pub fn max_shared_kib(arch: &NvArch) -> Result<u32> {
+    let v = getenv("NV_MAX_SHARED_KIB", 0);
+    if v == 0 {
+        return Ok(PROVEN_MAX_SHARED_KIB);
+    }
+    match u32::try_from(v) {
+        Ok(k) if arch.shared_mem_configs_kib.contains(&k) => Ok(k),
+        _ => bail!(
+            InvalidArgument,
+            "NV_MAX_SHARED_KIB={v}: not a shared memory carveout of {} ({:?} KiB)",
+            arch.compute_class_name,
+            arch.shared_mem_configs_kib
+        ),
+    }
+}
 
 /// A loaded NV kernel.
 pub struct NvProgram {
@@ -89,8 +112,11 @@ impl NvProgram {
                 program_addr: code.va() + cubin.entry_offset,
                 code_bytes: cubin.code_size,
                 register_count: cubin.regcount,
-                shared: arch
-                    .shared_mem_config(cubin.shared_size + cubin.reserved_shared_size, 0)?,
+                shared: arch.shared_mem_config_up_to(
+                    cubin.shared_size + cubin.reserved_shared_size,
+                    0,
+                    max_shared_kib(arch)?,
+                )?,
                 slm_bytes_per_thread: slm_per_thread,
                 sm: dev.sm(),
                 const_banks,

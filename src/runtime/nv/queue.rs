@@ -8,9 +8,10 @@
 //! Patch points: waits and signals rewrite the SEM group in place; `update_exec` moves the launch
 //! to another kernargs block (whose QMD the program's fill wrote), which carries its dims.
 //!
-//! `NV_PCAS_ACTION=<n>` replaces the arch's SEND_SIGNALING_PCAS2_B action (Hopper's is
-//! unconfirmed, memo 2.6: tinygrad 9, NVK 3, a libcuda trace 0xA); it must name an action that
-//! schedules the grid.
+//! The PCAS action: the device's ([`NvBackend::pcas_action`], the arch's default until the first
+//! run or a caller picks a fallback), given to the queue when it is made; `NV_PCAS_ACTION=<n>`
+//! replaces it per launch (Hopper's is unconfirmed, memo 2.6: NVK 3, tinygrad 9, a libcuda trace
+//! 0xA); it must name an action that schedules the grid.
 //!
 //! Not guaranteed: `update_exec` with new dims alone is refused (the dims live in the QMD in the
 //! kernargs block, which the queue does not own: refill the block and patch its address).
@@ -23,35 +24,22 @@ use super::signal::NvSignal;
 use crate::hcq::{Cmd, HcqSignal, HwComputeQueue, HwQueue, KeepAlive};
 use crate::helpers::getenv;
 use crate::runtime::nv::arch::{NvClasses, PcasAction};
-use crate::runtime::nv::push::{PushBuf, QmdAddrPatch, SignalCmd, WaitCmd, SUBC_COMPUTE};
-use crate::{bail, ensure, Result};
+use crate::runtime::nv::push::{PushBuf, QmdAddrPatch, SignalCmd, WaitCmd};
+use crate::{bail, Result};
 
 /// The `NV_PCAS_ACTION` override, checked.
-fn pcas_override() -> Result<Option<u32>> {
+fn pcas_override() -> Result<Option<PcasAction>> {
     let v = getenv("NV_PCAS_ACTION", -1);
     if v < 0 {
         return Ok(None);
     }
     match u32::try_from(v).ok().and_then(PcasAction::from_bits) {
-        Some(a) if a.schedules() => Ok(Some(a as u32)),
+        Some(a) if a.schedules() => Ok(Some(a)),
         _ => bail!(
             InvalidArgument,
             "NV_PCAS_ACTION={v}: not a PCAS action that schedules the grid (2, 3, 9, 10, 11)"
         ),
     }
-}
-
-/// SEND_PCAS_A + SEND_SIGNALING_PCAS2_B with an explicit action.
-fn send_pcas_action(buf: &mut PushBuf, qmd_addr: u64, action: u32) -> Result<QmdAddrPatch> {
-    ensure!(
-        qmd_addr % 256 == 0 && qmd_addr >> 40 == 0,
-        InvalidArgument,
-        "SEND_PCAS_A: QMD address {qmd_addr:#x} is not 256-byte aligned below 2^40"
-    );
-    let pcas = buf.classes().arch.pcas;
-    let pos = buf.method(SUBC_COMPUTE, pcas.send_pcas_a, &[(qmd_addr >> 8) as u32])?;
-    buf.method(SUBC_COMPUTE, pcas.send_signaling_pcas2_b, &[action])?;
-    Ok(QmdAddrPatch { pos })
 }
 
 /// A launch's patch point: the SEND_PCAS_A address and the program's QMD placement.
@@ -66,13 +54,22 @@ pub struct ExecPatch {
 pub struct NvComputeQueue {
     pub(crate) buf: PushBuf,
     keep: Vec<KeepAlive>,
+    /// SEND_SIGNALING_PCAS2_B action of its launches.
+    action: PcasAction,
 }
 
 impl NvComputeQueue {
+    /// A queue launching with the arch's default PCAS action.
     pub fn new(classes: NvClasses) -> NvComputeQueue {
+        NvComputeQueue::with_action(classes, classes.arch.pcas_action)
+    }
+
+    /// A queue launching with PCAS action `action`.
+    pub fn with_action(classes: NvClasses, action: PcasAction) -> NvComputeQueue {
         NvComputeQueue {
             buf: PushBuf::new(classes),
             keep: Vec::new(),
+            action,
         }
     }
     /// The pushbuffer built so far.
@@ -185,10 +182,8 @@ impl HwComputeQueue<NvBackend> for NvComputeQueue {
         _local: [u32; 3],
     ) -> Result<Cmd<'_, Self, ExecPatch>> {
         let addr = prg.qmd_addr(kernargs);
-        let qmd = match pcas_override()? {
-            Some(a) => send_pcas_action(&mut self.buf, addr, a)?,
-            None => self.buf.send_pcas(addr)?,
-        };
+        let action = pcas_override()?.unwrap_or(self.action);
+        let qmd = self.buf.send_pcas_with(addr, action)?;
         self.keep.push(prg.clone());
         let p = ExecPatch {
             qmd,

@@ -208,6 +208,7 @@ pub const ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT: u32 = 31;
 pub const UVM_INITIALIZE: u32 = 805306369;
 pub const UVM_REGISTER_GPU_VASPACE: u32 = 25;
 pub const UVM_REGISTER_CHANNEL: u32 = 27;
+pub const UVM_UNREGISTER_CHANNEL: u32 = 28;
 pub const UVM_ENABLE_PEER_ACCESS: u32 = 29;
 pub const UVM_MAP_EXTERNAL_ALLOCATION: u32 = 33;
 pub const UVM_FREE: u32 = 34;
@@ -1602,25 +1603,6 @@ impl Default for UVM_MAP_EXTERNAL_ALLOCATION_PARAMS {
         }
     }
 }
-#[repr(C)]
-#[derive(Debug, Default, Copy, Clone, PartialEq, Eq)]
-pub struct UVM_FREE_PARAMS {
-    pub base: NvU64,
-    pub length: NvU64,
-    pub rmStatus: NV_STATUS,
-    pub __bindgen_padding_0: [u8; 4usize],
-}
-#[allow(clippy::unnecessary_operation, clippy::identity_op)]
-const _: () = {
-    ["Size of UVM_FREE_PARAMS"][::core::mem::size_of::<UVM_FREE_PARAMS>() - 24usize];
-    ["Alignment of UVM_FREE_PARAMS"][::core::mem::align_of::<UVM_FREE_PARAMS>() - 8usize];
-    ["Offset of field: UVM_FREE_PARAMS::base"]
-        [::core::mem::offset_of!(UVM_FREE_PARAMS, base) - 0usize];
-    ["Offset of field: UVM_FREE_PARAMS::length"]
-        [::core::mem::offset_of!(UVM_FREE_PARAMS, length) - 8usize];
-    ["Offset of field: UVM_FREE_PARAMS::rmStatus"]
-        [::core::mem::offset_of!(UVM_FREE_PARAMS, rmStatus) - 16usize];
-};
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq, Eq)]
 pub struct UVM_ENABLE_PEER_ACCESS_PARAMS {

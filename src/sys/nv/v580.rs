@@ -21,6 +21,7 @@ pub type NvBool = NvU8;
 pub type NvV32 = NvU32;
 pub type NvHandle = NvU32;
 pub type NvP64 = NvU64;
+pub type NV_STATUS = NvU32;
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq, Eq)]
 pub struct NV_MEMORY_DESC_PARAMS {
@@ -42,6 +43,18 @@ const _: () = {
         [::core::mem::offset_of!(NV_MEMORY_DESC_PARAMS, addressSpace) - 16usize];
     ["Offset of field: NV_MEMORY_DESC_PARAMS::cacheAttrib"]
         [::core::mem::offset_of!(NV_MEMORY_DESC_PARAMS, cacheAttrib) - 20usize];
+};
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq, Eq)]
+pub struct NvProcessorUuid {
+    pub uuid: [NvU8; 16usize],
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of NvProcessorUuid"][::core::mem::size_of::<NvProcessorUuid>() - 16usize];
+    ["Alignment of NvProcessorUuid"][::core::mem::align_of::<NvProcessorUuid>() - 1usize];
+    ["Offset of field: NvProcessorUuid::uuid"]
+        [::core::mem::offset_of!(NvProcessorUuid, uuid) - 0usize];
 };
 #[repr(C)]
 #[derive(Debug, Default, Copy, Clone, PartialEq, Eq)]
@@ -351,3 +364,45 @@ impl Default for NV0000_CTRL_SYSTEM_GET_BUILD_VERSION_V2_PARAMS {
         }
     }
 }
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq, Eq)]
+pub struct UVM_FREE_PARAMS {
+    pub base: NvU64,
+    pub length: NvU64,
+    pub rmStatus: NV_STATUS,
+    pub __bindgen_padding_0: [u8; 4usize],
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of UVM_FREE_PARAMS"][::core::mem::size_of::<UVM_FREE_PARAMS>() - 24usize];
+    ["Alignment of UVM_FREE_PARAMS"][::core::mem::align_of::<UVM_FREE_PARAMS>() - 8usize];
+    ["Offset of field: UVM_FREE_PARAMS::base"]
+        [::core::mem::offset_of!(UVM_FREE_PARAMS, base) - 0usize];
+    ["Offset of field: UVM_FREE_PARAMS::length"]
+        [::core::mem::offset_of!(UVM_FREE_PARAMS, length) - 8usize];
+    ["Offset of field: UVM_FREE_PARAMS::rmStatus"]
+        [::core::mem::offset_of!(UVM_FREE_PARAMS, rmStatus) - 16usize];
+};
+#[repr(C)]
+#[derive(Debug, Default, Copy, Clone, PartialEq, Eq)]
+pub struct UVM_UNREGISTER_CHANNEL_PARAMS {
+    pub gpuUuid: NvProcessorUuid,
+    pub hClient: NvHandle,
+    pub hChannel: NvHandle,
+    pub rmStatus: NV_STATUS,
+}
+#[allow(clippy::unnecessary_operation, clippy::identity_op)]
+const _: () = {
+    ["Size of UVM_UNREGISTER_CHANNEL_PARAMS"]
+        [::core::mem::size_of::<UVM_UNREGISTER_CHANNEL_PARAMS>() - 28usize];
+    ["Alignment of UVM_UNREGISTER_CHANNEL_PARAMS"]
+        [::core::mem::align_of::<UVM_UNREGISTER_CHANNEL_PARAMS>() - 4usize];
+    ["Offset of field: UVM_UNREGISTER_CHANNEL_PARAMS::gpuUuid"]
+        [::core::mem::offset_of!(UVM_UNREGISTER_CHANNEL_PARAMS, gpuUuid) - 0usize];
+    ["Offset of field: UVM_UNREGISTER_CHANNEL_PARAMS::hClient"]
+        [::core::mem::offset_of!(UVM_UNREGISTER_CHANNEL_PARAMS, hClient) - 16usize];
+    ["Offset of field: UVM_UNREGISTER_CHANNEL_PARAMS::hChannel"]
+        [::core::mem::offset_of!(UVM_UNREGISTER_CHANNEL_PARAMS, hChannel) - 20usize];
+    ["Offset of field: UVM_UNREGISTER_CHANNEL_PARAMS::rmStatus"]
+        [::core::mem::offset_of!(UVM_UNREGISTER_CHANNEL_PARAMS, rmStatus) - 24usize];
+};

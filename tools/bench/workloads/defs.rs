@@ -2,7 +2,7 @@
 //! seeded) and returns the lazy outputs to schedule and run.
 
 use rawgrad::dtype::dtypes;
-use rawgrad::{Result, Tensor};
+use rawgrad::{ConvArgs, Result, Tensor};
 
 /// What a workload's rate is measured against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,7 +130,7 @@ pub fn build(id: &str) -> Result<Vec<Tensor>> {
             let (a, b, c) = (rand(&[n])?, rand(&[n])?, rand(&[n])?);
             vec![a.mul(&b)?.add(&c)?]
         }
-        "W2" => vec![rand(&[4096, 4096])?.sum(-1, false)?],
+        "W2" => vec![rand(&[4096, 4096])?.sum_axis(-1, false)?],
         "W3" | "W4" => {
             let n = if id == "W3" { 1024 } else { 4096 };
             vec![rand(&[n, n])?.matmul(&rand(&[n, n])?)?]
@@ -138,14 +138,21 @@ pub fn build(id: &str) -> Result<Vec<Tensor>> {
         "W5" => {
             let x = rand(&[1, 64, 56, 56])?;
             let wgt = rand(&[64, 64, 3, 3])?;
-            vec![x.conv2d(&wgt, None, 1, &[1], &[1], &[1], None)?]
+            vec![x.conv2d_with(
+                &wgt,
+                None,
+                &ConvArgs {
+                    padding: vec![1],
+                    ..ConvArgs::default()
+                },
+            )?]
         }
         "W6" => vec![rand(&[4096, 1024])?.softmax(-1)?],
         "W7" => vec![mlp(&rand(&[256, 784])?, &mlp_params()?)?],
         "W8" => sgd_step()?,
         "W9" => vec![chain_step(&rand(&[1024])?)?],
         "W10" => vec![rand(&[8192, 1024])?.layernorm(-1, 1e-5)?],
-        "W11" => vec![rand(&[4096, 1024])?.argmax(Some(-1), false)?],
+        "W11" => vec![rand(&[4096, 1024])?.argmax_axis(-1, false)?],
         "W12" => {
             let mut x = rand(&[4, 128, 256])?;
             for _ in 0..2 {

@@ -73,6 +73,16 @@ const INPUTS: &[Input] = &[
         explicit_padding: true,
         provenance: NV_PROVENANCE,
     },
+    Input {
+        out: "src/sys/nv/v590.rs",
+        header: "headers/nv/v590.h",
+        include_dirs: &[],
+        allow_types: &[],
+        allow_vars: &[],
+        allow_files: &[".*/headers/nv/v590\\.h"],
+        explicit_padding: true,
+        provenance: NV_PROVENANCE,
+    },
 ];
 
 fn tool_dir() -> PathBuf {

@@ -8,8 +8,13 @@
 //! Strict: anything real hardware or KFD would reject, or that would silently misbehave, faults
 //! the queue instead: malformed headers, unknown opcodes or SH registers, misaligned or unmapped
 //! addresses, dispatches without program/kernarg registers, SDMA packets straddling the ring end,
-//! RELEASE_MEM without an EOP buffer, write pointers that go backwards or overrun the ring. A
-//! faulted queue executes nothing more; [`Gpu::queue_state`] reports the position and reason.
+//! RELEASE_MEM without an EOP buffer, write pointers that go backwards or overrun the ring, GL2
+//! metadata (GLM) cache actions on gfx12 (Mesa radeonsi never sends them there), an SDMA 4
+//! FENCE with an MTYPE (its header has none), COPY_LINEAR packets larger than Mesa's
+//! SDMA_V2_0/V5_2_COPY_MAX_BYTES (the hardware drops the tail of a longer one). The packet
+//! decoders it shares with the encoders are pinned by goldens written by hand from the vendor
+//! headers (`runtime/amd/tests/vendor.rs`). A faulted queue executes nothing more;
+//! [`Gpu::queue_state`] reports the position and reason.
 //!
 //! Kernels run through a [`DispatchExecutor`]; interrupts go to an [`EventSink`]; memory goes
 //! through [`GpuMemory`]. The emulated KFD owns a `Gpu` and implements those seams.

@@ -1,12 +1,22 @@
 //! Emulated RM memory: memory objects (VRAM, system memory, OS descriptors) backed by memfds,
-//! RM_MAP_MEMORY mapping contexts and the mmap that consumes them, and the usermode doorbell
-//! page. The GPU side (page tables, RM_MAP_MEMORY_DMA, translation) is `gpuvm.rs`.
+//! RM_MAP_MEMORY mapping contexts and the mmaps of them, and the usermode doorbell page. The GPU
+//! side (page tables, RM_MAP_MEMORY_DMA, translation) is `gpuvm.rs`.
 //!
 //! Rules (RM's status codes): RM_MAP_MEMORY needs `hMemory` to be a memory or usermode object of
-//! `hDevice`'s GPU, a page-aligned range inside it, and a target fd that is the control fd
-//! (system memory) or a REGISTER_FD'ed `/dev/nvidiaN` of the same GPU (anything, VRAM and the
-//! usermode page included); one pending context per fd (NV_ERR_STATE_IN_USE). The mmap must be of
-//! offset 0, MAP_SHARED and the context's page-rounded length (EINVAL otherwise) and consumes it.
+//! `hDevice`'s GPU, a page-aligned range inside it, and a target fd that is a control fd (system
+//! memory) or a REGISTER_FD'ed `/dev/nvidiaN` of the same GPU (anything, VRAM and the usermode
+//! page included). An fd takes one mapping context for its whole life: the context stays valid
+//! until the fd closes and a second RM_MAP_MEMORY naming the fd fails with NV_ERR_STATE_IN_USE
+//! (kernel-open/nvidia/nv-usermap.c `nv_add_mapping_context_to_file` checks `valid` and sets it;
+//! nothing but nv.c `nv_free_file_private` at close clears it, in every tag 570..595). The mmap
+//! must be of offset 0, MAP_SHARED and the context's page-rounded length (EINVAL otherwise); it
+//! only reads the context (nv-mmap.c `nvidia_mmap_helper`), so the fd can be mapped again.
+//!
+//! VRAM is zeroed at allocation, as kernel RM's scrub-on-free (default on GK110+,
+//! gpu/mem_mgr/mem_mgr.c) leaves it; `EmuConfig::nv_scrub` off models the configurations that
+//! turn scrubbing off (the RMDisableScrubOnFree registry key, vGPU hosts, legacy vGPU guests,
+//! SLI: mem_mgr_ga100.c `memmgrScrubRegistryOverrides_GA100`), where fresh VRAM holds whatever
+//! the previous owner left (a 0xA5 pattern here).
 //! OS descriptors must name anonymous MAP_SHARED memory the process mapped through this driver
 //! (the emulator can only share memory it created; NV_ERR_INVALID_ADDRESS otherwise).
 //!
@@ -29,6 +39,8 @@ use crate::Result;
 
 const PAGE: u64 = 4096;
 const HUGE_PAGE: u64 = 2 << 20;
+/// What unscrubbed VRAM holds in the emulator.
+pub(crate) const UNSCRUBBED_BYTE: u8 = 0xA5;
 
 /// What kind of memory an object is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,7 +66,8 @@ impl MemObj {
     }
 }
 
-/// A mapping context RM_MAP_MEMORY left on an fd, consumed by the next mmap there.
+/// A mapping context RM_MAP_MEMORY left on an fd (valid until the fd closes).
+#[derive(Clone)]
 pub(crate) struct MapCtx {
     pub(crate) backing: Arc<Backing>,
     pub(crate) off: u64,
@@ -105,6 +118,13 @@ impl EmuNv {
         }
         let backing = Backing::new(size, "NV memory object")
             .map_err(|e| RmErr(NV_ERR_NO_MEMORY, e.message().to_string()))?;
+        if vram && !self.scrub {
+            // Not scrubbed: the previous owner's bytes (see the module doc).
+            backing
+                .view(0, backing.len(), Prot::RW)
+                .and_then(|v| v.fill(0, v.len(), UNSCRUBBED_BYTE))
+                .map_err(|e| RmErr(NV_ERR_NO_MEMORY, e.message().to_string()))?;
+        }
         if vram {
             st.vram_used[gpu] += size;
         }
@@ -242,7 +262,7 @@ impl EmuNv {
         if slot.is_some() {
             rbail!(
                 NV_ERR_STATE_IN_USE,
-                "fd {} already holds a mapping context (mmap it first; one per fd)",
+                "fd {} already holds a mapping context (an fd takes one for its whole life: open a fresh fd per mapping)",
                 a.fd
             );
         }
@@ -340,7 +360,7 @@ impl EmuNv {
         }
     }
 
-    /// mmap of an NV fd: consume its mapping context.
+    /// mmap of an NV fd: map its mapping context (which stays on the fd).
     pub(crate) fn mmap(
         &self,
         addr: Option<u64>,
@@ -357,7 +377,7 @@ impl EmuNv {
         let fail = |e: KErr| errno_error(e.0, format!("{what}: {}", e.1));
         let mut kst = lock(&self.kfd.state);
         let (span, target) = mmap_checks(&kst, addr, len, flags, offset).map_err(fail)?;
-        let ctx = self.take_ctx(fd, span, flags, offset).map_err(fail)?;
+        let ctx = self.ctx_of(fd, span, flags, offset).map_err(fail)?;
         let at = ctx.backing.map_cpu(target, span, ctx.off, prot)?;
         kst.cpu.insert(at, at + span, CpuVmaKind::NvDevice);
         self.kfd
@@ -377,9 +397,9 @@ impl EmuNv {
         Ok(at)
     }
 
-    fn take_ctx(&self, fd: Fd, span: u64, flags: MapFlags, offset: u64) -> KResult<MapCtx> {
-        let mut st = lock(&self.state);
-        let slot = match st.fds.get_mut(&fd.0) {
+    fn ctx_of(&self, fd: Fd, span: u64, flags: MapFlags, offset: u64) -> KResult<MapCtx> {
+        let st = lock(&self.state);
+        let slot = match st.fds.get(&fd.0) {
             Some(NvFd::Ctl { ctx } | NvFd::Gpu { ctx, .. }) => ctx,
             Some(NvFd::Uvm(_)) => kbail!(EINVAL, "mmap of /dev/nvidia-uvm is not emulated"),
             None => kbail!(EBADF, "fd {} is not an open emulated fd", fd.0),
@@ -404,8 +424,7 @@ impl EmuNv {
                 ctx.len
             );
         }
-        slot.take()
-            .ok_or_else(|| KErr(libc::EINVAL, "context vanished".into()))
+        Ok(ctx.clone())
     }
 
     /// Forget usermode-page mappings in `[addr, addr + len)` (after a munmap or another mmap).

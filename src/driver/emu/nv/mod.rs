@@ -1,11 +1,11 @@
 //! The emulated NVIDIA kernel driver inside [`super::EmuDriver`]: RM escapes on `/dev/nvidiactl`
 //! and `/dev/nvidia<N>`, UVM on `/dev/nvidia-uvm`, `/proc/driver/nvidia/version`, and the
-//! usermode doorbell page, checking what the real 570/580 drivers check and answering with their
+//! usermode doorbell page, checking what the real 570..595 drivers check and answering with their
 //! errno or `NV_STATUS` (plus an explanation, taken by `Driver::take_diagnostic`).
 //!
 //! - [`spec`]: the chips (`MOCKGPU_NV_ARCH`: hopper/GH100 default, ada/AD102, ampere/GA102);
-//! - `abi`: the emulator's literal size tables per family (`MOCKGPU_NV_DRIVER`: 580.142 default,
-//!   570.86.16; 550.54.15 for its sizes);
+//! - `abi`: the emulator's literal size tables per family (`MOCKGPU_NV_DRIVER`: 580.142 default;
+//!   570, 575, 580, 590, 595 or a full version of one; 550 for its sizes);
 //! - `escape`: escape dispatch (exact sizes, fd kinds, version check, CARD_INFO, REGISTER_FD,
 //!   OS events, XFER);
 //! - `alloc`: RM_ALLOC per class with parent and class-list checks; `objects`: the RM handle
@@ -68,6 +68,8 @@ pub(crate) struct NvConfig {
     pub(crate) arch: String,
     pub(crate) version: String,
     pub(crate) gpu_factory: Option<NvGpuFactory>,
+    /// Fresh VRAM is zeroed (kernel RM's scrub-on-free); off: it holds a non-zero pattern.
+    pub(crate) scrub: bool,
 }
 
 thread_local! {
@@ -151,6 +153,8 @@ pub(crate) struct EmuNv {
     pub(crate) chip: &'static NvChipSpec,
     pub(crate) abi: &'static RmAbi,
     pub(crate) version: String,
+    /// Whether fresh VRAM is zeroed (`memory.rs`).
+    pub(crate) scrub: bool,
     /// The process (its address space lives in the emulated KFD's state).
     pub(crate) kfd: Arc<EmuKfd>,
     pub(crate) devs: Vec<NvDev>,
@@ -194,7 +198,8 @@ impl EmuNv {
         let nv = Arc::new(EmuNv {
             chip,
             abi,
-            version: cfg.version.clone(),
+            version: abi::full_version(&cfg.version, abi),
+            scrub: cfg.scrub,
             kfd,
             devs,
             state: Mutex::new(NvState {
@@ -399,5 +404,7 @@ pub(crate) fn family_sizes(version: &str) -> Result<crate::driver::nv::FamilySiz
         channel_alloc_params: a.channel,
         root_client_params: a.root_client,
         build_version_v2_params: a.build_version_v2,
+        uvm_free_params: a.uvm_free,
+        uvm_unregister_channel_params: a.uvm_unregister_channel,
     })
 }

@@ -3,6 +3,12 @@
 //! - `hopper` (GH100, H200 SXM): device id 0x2335, sm_90, 66 TPCs x 2 SMs = 132 SMs, 64 warps per
 //!   SM, litter 8 GPCs x 9 TPCs x 2 SMs; class list with HOPPER_COMPUTE_A/DMA_COPY_A/CHANNEL/
 //!   USERMODE plus the Ampere/Turing/Volta channel and usermode classes (memo 1.9).
+//!
+//! GR info: SHADER_PIPE_SUB_COUNT (0x09) answers the enabled TPC count, because that is how
+//! NVIDIA's src/nvidia/src/kernel/rmapi/nv_gpu_ops.c reads it (`tpcCount`); SHADER_PIPE_COUNT
+//! (0x07) also answers the TPC count (ctrl2080gr.h: "For tesla: ... the number of enabled TPCs").
+//! The SMs per TPC come only from LITTER_NUM_SM_PER_TPC (0x20). What GSP firmware really returns
+//! for 0x07 and 0x09 on GH100 is unconfirmed (the first-run tool prints them).
 //! - `ada` (AD102, RTX 4090): 0x2684, sm_89, 64 TPCs x 2 = 128 SMs, 48 warps, litter 12 x 6 x 2.
 //! - `ampere` (GA102, RTX 3090): 0x2204, sm_86, 41 TPCs x 2 = 82 SMs, 48 warps, litter 7 x 6 x 2.
 //!
@@ -25,10 +31,8 @@ pub struct NvChipSpec {
     pub device_id: u16,
     /// GR info SM_VERSION (0x900 = sm_90).
     pub sm_version: u32,
-    /// Enabled TPCs (GR info SHADER_PIPE_COUNT).
+    /// Enabled TPCs (GR info SHADER_PIPE_COUNT and SHADER_PIPE_SUB_COUNT, see the module doc).
     pub tpc_count: u32,
-    /// SMs per TPC (GR info SHADER_PIPE_SUB_COUNT).
-    pub sms_per_tpc: u32,
     pub max_warps_per_sm: u32,
     pub litter_gpcs: u32,
     pub litter_tpc_per_gpc: u32,
@@ -125,7 +129,6 @@ pub const NV_CHIPS: &[NvChipSpec] = &[
         device_id: 0x2335,
         sm_version: 0x900,
         tpc_count: 66,
-        sms_per_tpc: 2,
         max_warps_per_sm: 64,
         litter_gpcs: 8,
         litter_tpc_per_gpc: 9,
@@ -140,7 +143,6 @@ pub const NV_CHIPS: &[NvChipSpec] = &[
         device_id: 0x2684,
         sm_version: 0x809,
         tpc_count: 64,
-        sms_per_tpc: 2,
         max_warps_per_sm: 48,
         litter_gpcs: 12,
         litter_tpc_per_gpc: 6,
@@ -155,7 +157,6 @@ pub const NV_CHIPS: &[NvChipSpec] = &[
         device_id: 0x2204,
         sm_version: 0x806,
         tpc_count: 41,
-        sms_per_tpc: 2,
         max_warps_per_sm: 48,
         litter_gpcs: 7,
         litter_tpc_per_gpc: 6,
@@ -253,14 +254,14 @@ impl NvChipSpec {
 
     /// The chip's SM count (enabled TPCs x SMs per TPC).
     pub fn sm_count(&self) -> u32 {
-        self.tpc_count * self.sms_per_tpc
+        self.tpc_count * self.litter_sm_per_tpc
     }
 
     /// The value of GR info `index` (`None`: not emulated).
     pub fn gr_info(&self, index: u32) -> Option<u32> {
         Some(match index {
             NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_COUNT => self.tpc_count,
-            NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_SUB_COUNT => self.sms_per_tpc,
+            NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_SUB_COUNT => self.tpc_count,
             NV2080_CTRL_GR_INFO_INDEX_SM_VERSION => self.sm_version,
             NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM => self.max_warps_per_sm,
             NV2080_CTRL_GR_INFO_INDEX_MAX_THREADS_PER_WARP => 32,

@@ -9,18 +9,26 @@
 //! (NV_ERR_UVM_ADDRESS_IN_USE); MAP_EXTERNAL_ALLOCATION maps inside one external range
 //! (NV_ERR_INVALID_ADDRESS), on GPUs with a registered vaspace (NV_ERR_INVALID_DEVICE), memory the
 //! client owns (NV_ERR_OBJECT_NOT_FOUND) within its size (NV_ERR_INVALID_LIMIT); VRAM of another
-//! GPU needs ENABLE_PEER_ACCESS. FREE takes a whole range (NV_ERR_INVALID_ADDRESS otherwise).
+//! GPU needs ENABLE_PEER_ACCESS.
 //!
-//! The argument must be exactly the UVM struct (EINVAL otherwise: stricter than UVM, which would
-//! read its own size from the pointer).
+//! FREE (kernel-open/nvidia-uvm/uvm_va_range.c `uvm_free`): up to 580 `{base, length}` must be
+//! 4 KiB aligned and name a whole range exactly; from 590 `{base}` names the range starting
+//! there; either way only external ranges can be freed so: a channel's range is
+//! NV_ERR_INVALID_ADDRESS (the real switch frees EXTERNAL, SEMAPHORE_POOL, DEVICE_P2P and
+//! SKED_REFLECTED ranges only). UNREGISTER_CHANNEL (uvm_user_channel.c
+//! `uvm_unregister_channel`) drops the channel's range; a channel not registered on the fd is
+//! NV_ERR_INVALID_CHANNEL; its `gpuUuid` (up to 580) is not read, as in the real handler.
+//!
+//! The argument must be exactly the UVM struct of the emulated family (EINVAL otherwise: stricter
+//! than UVM, which would read its own size from the pointer).
 //!
 //! Not guaranteed: one GPU page table per device, shared by all UVM fds (a mapping made through
-//! another fd at the same VA is NV_ERR_UVM_ADDRESS_IN_USE); channel ranges get no mappings.
+//! another fd at the same VA is NV_ERR_UVM_ADDRESS_IN_USE); channel ranges get no mappings (real
+//! UVM carves one range per channel resource inside the registered span; here one range spans it).
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::abi::uvm_params_size;
 use super::escape::with_rm;
 use super::gpuvm::{MapOwner, NvGpuMap};
 use super::memory::MemObj;
@@ -32,6 +40,7 @@ use crate::driver::nv::nv_request_name;
 use crate::driver::nv::UvmParams;
 use crate::driver::vma::VmaMap;
 use crate::sys::nv::common::*;
+use crate::sys::nv::{v580, v590};
 use crate::Result;
 
 const PAGE: u64 = 4096;
@@ -110,7 +119,7 @@ impl EmuNv {
                 format!("fd {} is not an open /dev/nvidia-uvm", fd.0),
             );
         }
-        let Some(size) = uvm_params_size(request) else {
+        let Some(size) = self.abi.uvm_params_size(request) else {
             return fail(libc::ENOTTY, "UVM request not emulated".into());
         };
         if arg.len() != size {
@@ -132,7 +141,14 @@ impl EmuNv {
             UVM_REGISTER_CHANNEL => self.uvm_call(fd, request, arg, Self::uvm_register_channel),
             UVM_CREATE_EXTERNAL_RANGE => self.uvm_call(fd, request, arg, Self::uvm_create_external),
             UVM_MAP_EXTERNAL_ALLOCATION => self.uvm_call(fd, request, arg, Self::uvm_map_external),
-            UVM_FREE => self.uvm_call(fd, request, arg, Self::uvm_free),
+            UVM_FREE if self.abi.uvm_free == 16 => {
+                self.uvm_call(fd, request, arg, Self::uvm_free_v590)
+            }
+            UVM_FREE => self.uvm_call(fd, request, arg, Self::uvm_free_v570),
+            UVM_UNREGISTER_CHANNEL if self.abi.uvm_unregister_channel == 12 => {
+                self.uvm_call(fd, request, arg, Self::uvm_unregister_v590)
+            }
+            UVM_UNREGISTER_CHANNEL => self.uvm_call(fd, request, arg, Self::uvm_unregister_v570),
             UVM_ENABLE_PEER_ACCESS => self.uvm_call(fd, request, arg, Self::uvm_peer),
             _ => kbail!(ENOTTY, "UVM request not emulated"),
         }
@@ -461,11 +477,12 @@ impl EmuNv {
         Ok((targets, s.peers.clone()))
     }
 
-    fn uvm_free(&self, st: &mut NvState, fd: i32, a: &mut UVM_FREE_PARAMS) -> RmResult {
+    /// UVM_FREE up to 580: `[base, base + length)` 4 KiB aligned and exactly one range.
+    fn uvm_free_v570(&self, st: &mut NvState, fd: i32, a: &mut v580::UVM_FREE_PARAMS) -> RmResult {
+        let end = check_range(a.base, a.length)?;
         let s = space(st, fd)?;
-        let end = a.base.saturating_add(a.length);
         match s.ranges.get(a.base) {
-            Some(p) if p.start == a.base && p.end == end && p.base == a.base => {}
+            Some(p) if p.start == a.base && p.end == end => {}
             _ => rbail!(
                 NV_ERR_INVALID_ADDRESS,
                 "no UVM range is exactly {:#x}+{:#x}",
@@ -473,9 +490,56 @@ impl EmuNv {
                 a.length
             ),
         }
-        s.ranges.remove(a.base, end);
-        self.unmap_uvm(fd, a.base, end);
+        self.free_range(st, fd, a.base)
+    }
+
+    /// UVM_FREE from 590: the range starting at `base`.
+    fn uvm_free_v590(&self, st: &mut NvState, fd: i32, a: &mut v590::UVM_FREE_PARAMS) -> RmResult {
+        match space(st, fd)?.ranges.get(a.base) {
+            Some(p) if p.start == a.base => {}
+            _ => rbail!(
+                NV_ERR_INVALID_ADDRESS,
+                "no UVM range starts at {:#x}",
+                a.base
+            ),
+        }
+        self.free_range(st, fd, a.base)
+    }
+
+    /// Free the range starting at `base` if UVM_FREE may (external ranges only).
+    fn free_range(&self, st: &mut NvState, fd: i32, base: u64) -> RmResult {
+        let s = space(st, fd)?;
+        let Some(r) = s.ranges.get(base) else {
+            rbail!(NV_ERR_INVALID_ADDRESS, "no UVM range at {base:#x}");
+        };
+        let end = r.end;
+        if let UvmRange::Channel { channel, .. } = r.value {
+            rbail!(
+                NV_ERR_INVALID_ADDRESS,
+                "{base:#x} is channel {channel:#x}'s range: UVM_FREE frees external ranges only (UVM_UNREGISTER_CHANNEL drops it)"
+            );
+        }
+        s.ranges.remove(base, end);
+        self.unmap_uvm(fd, base, end);
         Ok(())
+    }
+
+    fn uvm_unregister_v570(
+        &self,
+        st: &mut NvState,
+        fd: i32,
+        a: &mut v580::UVM_UNREGISTER_CHANNEL_PARAMS,
+    ) -> RmResult {
+        unregister_channel(st, fd, a.hClient, a.hChannel)
+    }
+
+    fn uvm_unregister_v590(
+        &self,
+        st: &mut NvState,
+        fd: i32,
+        a: &mut v590::UVM_UNREGISTER_CHANNEL_PARAMS,
+    ) -> RmResult {
+        unregister_channel(st, fd, a.hClient, a.hChannel)
     }
 
     fn uvm_peer(
@@ -578,5 +642,27 @@ fn uvm_create_range(st: &mut NvState, fd: i32, base: u64, length: u64, kind: Uvm
         );
     }
     s.ranges.insert(base, end, kind);
+    Ok(())
+}
+
+/// UVM_UNREGISTER_CHANNEL: drop the range channel `channel` of `client` was registered with on
+/// `fd` (looked up by handle, as UVM's `find_user_channel` does).
+fn unregister_channel(st: &mut NvState, fd: i32, client: u32, channel: u32) -> RmResult {
+    let s = space(st, fd)?;
+    let found = s.ranges.iter().find_map(|r| match r.value {
+        UvmRange::Channel {
+            client: c,
+            channel: h,
+            ..
+        } if c == client && h == channel => Some((r.start, r.end)),
+        _ => None,
+    });
+    let Some((start, end)) = found else {
+        rbail!(
+            NV_ERR_INVALID_CHANNEL,
+            "channel {channel:#x} of client {client:#x} is not registered on this UVM fd"
+        );
+    };
+    s.ranges.remove(start, end);
     Ok(())
 }

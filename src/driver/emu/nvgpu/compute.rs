@@ -12,6 +12,7 @@ use crate::runtime::nv::decode::qmd_summary;
 use crate::runtime::nv::push::methods::*;
 use crate::runtime::nv::qmd::{AnyQmd, DependentAction, Qmd, QmdRelease, ReleaseStructure};
 use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
 
 /// Longest dependent-QMD chain followed before the launch is declared a loop.
 const MAX_CHAIN: u64 = 1 << 20;
@@ -128,6 +129,13 @@ impl ComputeEngine {
             })?;
         if !action.schedules() {
             return Ok(0);
+        }
+        if sh.refused_pcas.load(Ordering::SeqCst) & 1 << (action as u32) != 0 {
+            return Err(gr(format!(
+                "SEND_SIGNALING_PCAS2_B {} ({:#x}): this GPU was set to refuse the action (fault injection)",
+                action.name(),
+                action as u32
+            )));
         }
         let Some(a) = self.send_pcas_a else {
             return Err(gr(

@@ -194,6 +194,8 @@ struct Shared {
     clock: GpuClock,
     tracing: AtomicBool,
     trace: Mutex<Vec<String>>,
+    /// Bit n: launches with PCAS action n fault (see [`NvGpu::refuse_pcas_actions`]).
+    refused_pcas: AtomicU32,
 }
 
 impl Shared {
@@ -254,6 +256,7 @@ impl NvGpu {
             clock: GpuClock::new(),
             tracing: AtomicBool::new(false),
             trace: Mutex::new(Vec::new()),
+            refused_pcas: AtomicU32::new(0),
         });
         let (tx, rx) = unbounded();
         let thread = std::thread::Builder::new()
@@ -316,7 +319,10 @@ impl NvGpu {
                 fault: None,
             }),
         });
-        slot.desc.userd.write_gp_get(0)?;
+        // USERD is not written here: the host starts from GP_GET 0 in the channel's own state
+        // and writes GPGet back to USERD only as it fetches entries (uvm_channel.c: "overwritten
+        // by HW for GPGET location"), and RM does not clear a USERD in FB on a GSP client
+        // (kernel_channel.c: kfifoSetupUserD for SYSMEM USERD only). The client zeroes it.
         chans.insert(id, slot.clone());
         drop(chans);
         let runner = channel::Runner::new(id, slot, self.shared.clone());
@@ -401,6 +407,18 @@ impl NvGpu {
             }
             std::thread::sleep(Duration::from_micros(50));
         }
+    }
+
+    /// Fault injection, for tests of a client's launch-action fallbacks: from now on a
+    /// SEND_SIGNALING_PCAS2_B with one of `actions` (values 0..15) faults the channel with a GR
+    /// exception instead of launching. (Whether a real GPU faults or hangs on an action it does
+    /// not take is not documented; the client must survive either.)
+    pub fn refuse_pcas_actions(&self, actions: &[u32]) {
+        let mask = actions
+            .iter()
+            .filter(|&&a| a < 16)
+            .fold(0u32, |m, &a| m | 1 << a);
+        self.shared.refused_pcas.store(mask, Ordering::SeqCst);
     }
 
     /// The GPU timer now (nanoseconds).

@@ -7,7 +7,7 @@ use std::mem::{offset_of, size_of};
 use crate::driver::emu::nv as emu_nv;
 use crate::driver::nv::*;
 use crate::sys::nv::common::*;
-use crate::sys::nv::{v570, v580};
+use crate::sys::nv::{v570, v580, v590};
 
 // Compile-time pins of the sizes that decide whether RM accepts a call at all.
 const _: () = assert!(size_of::<NVOS21_PARAMETERS>() == 32);
@@ -128,7 +128,6 @@ fn common_struct_sizes_match_the_memo() {
         (size_of::<UVM_CREATE_EXTERNAL_RANGE_PARAMS>(), 24),
         (size_of::<UvmGpuMappingAttributes>(), 36),
         (size_of::<UVM_MAP_EXTERNAL_ALLOCATION_PARAMS>(), 9264),
-        (size_of::<UVM_FREE_PARAMS>(), 24),
         (size_of::<UVM_ENABLE_PEER_ACCESS_PARAMS>(), 36),
     ];
     for (i, (got, want)) in sizes.iter().enumerate() {
@@ -269,13 +268,16 @@ fn uvm_numbers_classes_and_controls() {
         (uvm_req::REGISTER_CHANNEL.request, 27),
         (uvm_req::CREATE_EXTERNAL_RANGE.request, 73),
         (uvm_req::MAP_EXTERNAL_ALLOCATION.request, 33),
-        (uvm_req::FREE.request, 34),
         (uvm_req::ENABLE_PEER_ACCESS.request, 29),
+        (u64::from(UVM_FREE), 34),
+        // UVM_IOCTL_BASE(28) in uvm_ioctl.h of 570.86.16 .. 595.45.04.
+        (u64::from(UVM_UNREGISTER_CHANNEL), 28),
     ];
     for (got, want) in uvm {
         assert_eq!(got, want);
     }
     assert_eq!(nv_request_name(75), Some("UVM_MM_INITIALIZE"));
+    assert_eq!(nv_request_name(28), Some("UVM_UNREGISTER_CHANNEL"));
     assert_eq!(
         (
             HOPPER_COMPUTE_A,
@@ -311,9 +313,25 @@ fn families_from_versions() {
         DriverFamily::from_version("570.86.16").unwrap(),
         DriverFamily::V570
     );
+    for (v, f) in [
+        ("575.64.05", DriverFamily::V575),
+        ("590.48.01", DriverFamily::V590),
+        ("595.45.04", DriverFamily::V595),
+    ] {
+        assert_eq!(DriverFamily::from_version(v).unwrap(), f);
+    }
     let e = DriverFamily::from_version("550.54.15").unwrap_err();
     assert!(
-        e.message().contains("550.54.15") && e.message().contains("570.x, 580.x"),
+        e.message().contains("550.54.15")
+            && e.message().contains("570.x, 575.x, 580.x, 590.x, 595.x"),
+        "{e}"
+    );
+    // A newer driver: refused, naming the override that tries the newest layouts.
+    let e = DriverFamily::from_version("600.10").unwrap_err();
+    assert!(
+        e.message()
+            .contains("NVIDIA driver 600.10 is not supported")
+            && e.message().contains("NV_DRIVER_FAMILY=595"),
         "{e}"
     );
     assert!(DriverFamily::from_version("banana").is_err());
@@ -363,6 +381,81 @@ fn families_from_versions() {
         "570 has no pasid"
     );
     assert_eq!(DriverFamily::V580.vaspace_params(&p).unwrap()[48], 7);
+}
+
+#[test]
+fn family_layouts_per_tag() {
+    // Sizes from a C probe against NVIDIA/open-gpu-kernel-modules' headers at each tag:
+    // (family, NVOS46, vaspace, GPFIFO_SCHEDULE, CLASSLIST_V2, UVM_FREE, UVM_UNREGISTER_CHANNEL).
+    let want = [
+        (DriverFamily::V570, 56, 48, 2, 404, 24, 28),
+        (DriverFamily::V575, 56, 48, 3, 404, 24, 28),
+        (DriverFamily::V580, 64, 56, 3, 804, 24, 28),
+        (DriverFamily::V590, 64, 56, 3, 804, 16, 12),
+        (DriverFamily::V595, 64, 56, 3, 804, 16, 12),
+    ];
+    for (f, nvos46, vaspace, sched, classlist, free, unreg) in want {
+        let s = f.sizes();
+        assert_eq!(
+            (
+                s.nvos46,
+                s.vaspace_params,
+                s.gpfifo_schedule_params,
+                s.classlist_v2_params,
+                s.uvm_free_params,
+                s.uvm_unregister_channel_params
+            ),
+            (nvos46, vaspace, sched, classlist, free, unreg),
+            "family {f}"
+        );
+        assert_eq!((s.channel_alloc_params, s.root_client_params), (368, 120));
+        assert_eq!(f.uvm_free_params(0x1000, 0x2000).bytes.len(), free);
+        let u = f.uvm_unregister_channel_params([7; 16], 0xC1D0_0001, 0xCAFE);
+        assert_eq!(u.bytes.len(), unreg);
+    }
+    // The generated per-family UVM structs and where rmStatus sits.
+    let uvm = [
+        (size_of::<v570::UVM_FREE_PARAMS>(), 24),
+        (offset_of!(v570::UVM_FREE_PARAMS, rmStatus), 16),
+        (size_of::<v580::UVM_FREE_PARAMS>(), 24),
+        (offset_of!(v580::UVM_FREE_PARAMS, rmStatus), 16),
+        (size_of::<v590::UVM_FREE_PARAMS>(), 16),
+        (offset_of!(v590::UVM_FREE_PARAMS, rmStatus), 8),
+        (size_of::<v570::UVM_UNREGISTER_CHANNEL_PARAMS>(), 28),
+        (offset_of!(v570::UVM_UNREGISTER_CHANNEL_PARAMS, hClient), 16),
+        (
+            offset_of!(v570::UVM_UNREGISTER_CHANNEL_PARAMS, rmStatus),
+            24,
+        ),
+        (size_of::<v580::UVM_UNREGISTER_CHANNEL_PARAMS>(), 28),
+        (
+            offset_of!(v580::UVM_UNREGISTER_CHANNEL_PARAMS, rmStatus),
+            24,
+        ),
+        (size_of::<v590::UVM_UNREGISTER_CHANNEL_PARAMS>(), 12),
+        (offset_of!(v590::UVM_UNREGISTER_CHANNEL_PARAMS, hChannel), 4),
+        (offset_of!(v590::UVM_UNREGISTER_CHANNEL_PARAMS, rmStatus), 8),
+    ];
+    for (i, (got, want)) in uvm.iter().enumerate() {
+        assert_eq!(got, want, "entry {i}");
+    }
+    // 590's UVM_FREE: base then rmStatus (no length): the bytes say so.
+    let b = DriverFamily::V590.uvm_free_params(0x1122_3344_5566_7788, 0x1000);
+    assert_eq!(b.bytes[..8], 0x1122_3344_5566_7788u64.to_le_bytes());
+    assert_eq!((b.status_offset, b.rm_status()), (8, 0));
+    let b = DriverFamily::V580.uvm_free_params(0x10_0000, 0x2000);
+    assert_eq!(b.bytes[8..16], 0x2000u64.to_le_bytes());
+    assert_eq!(b.status_offset, 16);
+}
+
+#[test]
+fn driver_family_knob_overrides_the_version() {
+    use crate::helpers::Context;
+    let _k = Context::new(&[("NV_DRIVER_FAMILY", 595)]);
+    assert_eq!(DriverFamily::from_knob().unwrap(), Some(DriverFamily::V595));
+    let _k = Context::new(&[("NV_DRIVER_FAMILY", 600)]);
+    let e = DriverFamily::from_knob().unwrap_err();
+    assert!(e.message().contains("NV_DRIVER_FAMILY=\"600\""), "{e}");
 }
 
 #[test]

@@ -106,9 +106,10 @@ fn h200_bringup_on_580() {
     );
     assert_eq!(nv.uuid, emu.nv_device(0).unwrap().uuid());
     let q = nv.queues().unwrap();
-    // sm_90, 8 GPCs x 9 TPCs x 2 SMs litter, 64 warps, 66 TPCs x 2 = 132 SMs.
-    assert_eq!(q.gr, vec![0x900, 8, 9, 2, 64, 66, 2]);
-    assert_eq!(q.gr[5] * q.gr[6], 132);
+    // sm_90, 8 GPCs x 9 TPCs x 2 SMs litter, 64 warps; SHADER_PIPE_COUNT and _SUB_COUNT both
+    // answer the 66 enabled TPCs (nv_gpu_ops.c reads _SUB_COUNT as tpcCount): 66 x 2 = 132 SMs.
+    assert_eq!(q.gr, vec![0x900, 8, 9, 2, 64, 66, 66]);
+    assert_eq!(q.gr[6] * q.gr[3], 132);
     assert_ne!(q.compute.token, q.dma.token);
     let chans = emu.nv_channels(0);
     assert_eq!(chans.len(), 2);
@@ -444,8 +445,15 @@ fn family_detection_falls_back_to_proc_and_refuses_unknown_families() {
     assert!(
         e.message()
             .contains("NVIDIA driver 550.54.15 is not supported")
-            && e.message().contains("570.x, 580.x"),
+            && e.message().contains("570.x, 575.x, 580.x, 590.x, 595.x"),
         "{e}"
+    );
+    // The override opens it anyway (with the layouts it names).
+    let _k = crate::helpers::Context::new(&[("NV_DRIVER_FAMILY", 570)]);
+    let ctl = NvCtl::open(drv.clone()).unwrap();
+    assert_eq!(
+        (ctl.family(), ctl.version()),
+        (DriverFamily::V570, "550.54.15")
     );
     assert!(drv
         .read_file("/proc/driver/nvidia/version")
@@ -616,10 +624,18 @@ fn two_gpus_with_peer_access() {
 
 #[test]
 fn open_driver_serves_nv_under_mockgpu() {
-    let _g = crate::helpers::Context::new(&[("MOCKGPU", 1), ("MOCKGPU_NV_COUNT", 2)]);
+    let _g = crate::helpers::Context::new(&[
+        ("MOCKGPU", 1),
+        ("MOCKGPU_NV_COUNT", 2),
+        ("MOCKGPU_NV_DRIVER", 595),
+    ]);
     let drv = crate::driver::open_driver().unwrap();
     let ctl = NvCtl::open(drv.clone()).unwrap();
-    assert_eq!(ctl.family(), DriverFamily::V580, "580.142 by default");
+    assert_eq!(
+        (ctl.family(), ctl.version()),
+        (DriverFamily::V595, "595.45.04"),
+        "a bare family stands for its measured tag"
+    );
     let cards = ctl.card_info(8).unwrap();
     assert_eq!(cards.len(), 2);
     assert!(

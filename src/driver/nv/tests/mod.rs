@@ -21,7 +21,7 @@ const WINDOW: u64 = 1 << 30;
 /// GP entries per channel ring (tinygrad: 0x10000; smaller keeps the tests light).
 pub(crate) const ENTRIES: u32 = 0x400;
 /// UVM channel range per channel (tinygrad reserves 64 MiB).
-const CHANNEL_RANGE: u64 = 64 << 20;
+pub(crate) const CHANNEL_RANGE: u64 = 64 << 20;
 
 /// An emulated driver with `cfg`'s NVIDIA part (1 GPU of `arch` on driver `version`).
 pub(crate) fn emu_nv(arch: &str, version: &str) -> (Arc<dyn Driver>, EmuDriver) {
@@ -53,6 +53,8 @@ pub(crate) struct Chan {
     /// Byte offset of the ring in the GPFIFO area; USERD follows the ring.
     pub ring_off: u64,
     pub userd_off: u64,
+    /// The VA span registered with UVM_REGISTER_CHANNEL.
+    pub uvm_base: u64,
 }
 
 /// Everything the bring-up made.
@@ -91,8 +93,8 @@ pub(crate) fn pick(classes: &[u32], want: &[u32]) -> Result<u32> {
 /// device/subdevice, class list, usermode page, perf boost, vaspace, UUID and UVM registration.
 pub(crate) fn open_nv(drv: &Arc<dyn Driver>) -> Result<Nv> {
     let ctl = NvCtl::open(drv.clone())?;
-    let uvm = NvUvm::open(drv.clone())?;
-    let uvm_mm = NvUvm::open(drv.clone())?;
+    let uvm = NvUvm::open(drv.clone(), ctl.family())?;
+    let uvm_mm = NvUvm::open(drv.clone(), ctl.family())?;
     let client = ctl.alloc_root_client()?;
     uvm.initialize(0)?;
     uvm_mm.mm_initialize(&uvm)?;
@@ -278,7 +280,7 @@ impl Nv {
     }
 
     /// tinygrad's `_gpu_alloc`: RM memory, CPU mapping at its VA when `cpu` (VRAM through a fresh
-    /// registered GPU node, system memory through the control fd), GPU mapping at the same VA.
+    /// registered GPU node, system memory through a fresh control fd), GPU mapping at the same VA.
     pub(crate) fn alloc(&self, size: u64, vram: bool, cpu: bool) -> Result<NvBuf> {
         let class = if vram {
             NV01_MEMORY_LOCAL_USER
@@ -322,15 +324,17 @@ impl Nv {
                 0,
             )
         } else {
+            // A fresh control fd per mapping: one mapping context per fd for its life.
+            let fd = NvCtlMapFd::open(self.drv.clone())?;
             self.ctl
-                .rm_map_memory(self.client, self.device, handle, 0, size, 0, self.ctl.fd())?;
+                .rm_map_memory(self.client, self.device, handle, 0, size, 0, fd.fd())?;
             Mapping::map(
                 &self.drv,
                 Some(va),
                 size as usize,
                 Prot::RW,
                 flags,
-                Some(self.ctl.fd()),
+                Some(fd.fd()),
                 0,
             )
         }
@@ -410,6 +414,7 @@ impl Nv {
             token,
             ring_off,
             userd_off,
+            uvm_base: base,
         })
     }
 

@@ -486,7 +486,7 @@ fn cpu_mapping_rules() {
         NV_ERR_INVALID_OBJECT_HANDLE,
         &["cannot be CPU-mapped"],
     );
-    // mmap needs a context, then takes exactly it; one context per fd.
+    // mmap needs a context, of exactly its size; one context per fd for the fd's whole life.
     fails_errno(
         unreg.mmap(None, 0x1000, Prot::RW),
         libc::EINVAL,
@@ -530,10 +530,15 @@ fn cpu_mapping_rules() {
     )
     .unwrap();
     m.write_u32(0, 1).unwrap();
-    fails_errno(
-        unreg.mmap(None, 2 << 20, Prot::RW),
-        libc::EINVAL,
-        "no mapping context",
+    // The context outlives the mmap (nvidia_mmap_helper only reads it): the fd maps again, and
+    // still refuses a second context (nv-usermap.c: `valid` is cleared only when the fd closes).
+    let again = unreg.mmap(None, 2 << 20, Prot::RW).unwrap();
+    assert_ne!(again, m.addr());
+    fails_nv(
+        nv.ctl
+            .rm_map_memory(nv.client, nv.device, vram, 0, 2 << 20, 0, unreg.fd()),
+        NV_ERR_STATE_IN_USE,
+        &["for its whole life"],
     );
     nv.ctl
         .rm_unmap_memory(nv.client, nv.device, vram, cookie, 0)
@@ -588,4 +593,59 @@ fn diagnostics_are_taken_once_and_real_driver_has_none() {
     assert_eq!(e.message(), "NV_ESC_RM_FREE(hRoot=0x1234 hObjectParent=0x0 hObjectOld=0x1234) failed: NV_ERR_INVALID_CLIENT (0x23): hRoot 0x1234 is not a client");
     assert_eq!(drv.take_diagnostic(), None);
     assert_eq!(crate::driver::RealDriver::new().take_diagnostic(), None);
+}
+
+#[test]
+fn system_memory_needs_a_fresh_control_fd_per_mapping() {
+    // kernel-open/nvidia/nv-usermap.c: one mapping context per fd for its life, so a second
+    // RM_MAP_MEMORY on the client's control fd fails with NV_ERR_STATE_IN_USE (0x63) even after
+    // the first was mmapped; each mapping takes a fresh /dev/nvidiactl, closed after the mmap.
+    let (drv, _emu) = emu_nv("hopper", "580.142");
+    let nv = open_nv(&drv).unwrap();
+    let sys = |size| {
+        let mut p = nv.mem_params(size, false);
+        nv.ctl
+            .rm_alloc_with(nv.client, nv.device, 0, NV01_MEMORY_SYSTEM, &mut p)
+            .unwrap()
+    };
+    let (a, b) = (sys(0x1000), sys(0x1000));
+    nv.ctl
+        .rm_map_memory(nv.client, nv.device, a, 0, 0x1000, 0, nv.ctl.fd())
+        .unwrap();
+    let m = Mapping::map(
+        &drv,
+        None,
+        0x1000,
+        Prot::RW,
+        MapFlags::SHARED,
+        Some(nv.ctl.fd()),
+        0,
+    )
+    .unwrap();
+    fails_nv(
+        nv.ctl
+            .rm_map_memory(nv.client, nv.device, b, 0, 0x1000, 0, nv.ctl.fd()),
+        NV_ERR_STATE_IN_USE,
+        &["already holds a mapping context"],
+    );
+    assert_eq!(NV_ERR_STATE_IN_USE, 0x63);
+    let fresh = NvCtlMapFd::open(drv.clone()).unwrap();
+    nv.ctl
+        .rm_map_memory(nv.client, nv.device, b, 0, 0x1000, 0, fresh.fd())
+        .unwrap();
+    let mb = Mapping::map(
+        &drv,
+        None,
+        0x1000,
+        Prot::RW,
+        MapFlags::SHARED,
+        Some(fresh.fd()),
+        0,
+    )
+    .unwrap();
+    drop(fresh);
+    // Both mappings outlive what they were made through, and are different memory.
+    m.write_u32(0, 7).unwrap();
+    mb.write_u32(0, 9).unwrap();
+    assert_eq!((m.read_u32(0).unwrap(), mb.read_u32(0).unwrap()), (7, 9));
 }

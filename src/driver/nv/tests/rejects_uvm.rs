@@ -7,7 +7,7 @@ use crate::sys::nv::common::*;
 #[test]
 fn uvm_calls_before_initialize_are_illegal_action() {
     let (drv, emu) = emu_nv("hopper", "580.142");
-    let uvm = NvUvm::open(drv.clone()).unwrap();
+    let uvm = NvUvm::open(drv.clone(), DriverFamily::V580).unwrap();
     let uuid = emu.nv_device(0).unwrap().uuid();
     fails_nv(
         uvm.register_gpu(uuid, -1, 0, 0),
@@ -36,7 +36,7 @@ fn uvm_calls_before_initialize_are_illegal_action() {
         &["unknown UVM_INITIALIZE flags"],
     );
     // MM_INITIALIZE: on a fresh fd, naming an initialized one; the mm fd takes nothing else.
-    let mm = NvUvm::open(drv.clone()).unwrap();
+    let mm = NvUvm::open(drv.clone(), DriverFamily::V580).unwrap();
     fails_nv(
         uvm.mm_initialize(&mm),
         NV_ERR_INVALID_ARGUMENT,
@@ -80,7 +80,7 @@ fn uvm_calls_before_initialize_are_illegal_action() {
 #[test]
 fn register_gpu_needs_a_known_uuid() {
     let (drv, _emu) = emu_nv("hopper", "580.142");
-    let uvm = NvUvm::open(drv.clone()).unwrap();
+    let uvm = NvUvm::open(drv.clone(), DriverFamily::V580).unwrap();
     uvm.initialize(0).unwrap();
     fails_nv(
         uvm.register_gpu([0xAB; 16], -1, 0, 0),
@@ -114,7 +114,7 @@ fn vaspace_and_channel_registration_rules() {
         .ctl
         .alloc_vaspace(nv.client, nv.device, &VaSpaceParams::default())
         .unwrap();
-    let uvm = NvUvm::open(drv.clone()).unwrap();
+    let uvm = NvUvm::open(drv.clone(), DriverFamily::V580).unwrap();
     uvm.initialize(0).unwrap();
     fails_nv(
         uvm.register_gpu_vaspace(nv.uuid, nv.ctl.fd(), nv.client, nv.vaspace),
@@ -330,7 +330,7 @@ fn mapping_permissions_owners_and_teardown() {
     map(base, 2 << 20, 0, &attr, mem).unwrap();
     assert!(dev.translate(base, 8, true).is_ok());
     // Another UVM fd cannot map over it.
-    let other = NvUvm::open(drv.clone()).unwrap();
+    let other = NvUvm::open(drv.clone(), DriverFamily::V580).unwrap();
     other.initialize(0).unwrap();
     other.register_gpu(nv.uuid, -1, 0, 0).unwrap();
     let vs = nv
@@ -364,4 +364,41 @@ fn mapping_permissions_owners_and_teardown() {
         !dev.is_mapped(base, 8),
         "closing the UVM fd unmapped its ranges"
     );
+}
+
+#[test]
+fn channel_ranges_go_with_unregister_channel_not_free() {
+    // kernel-open/nvidia-uvm/uvm_va_range.c uvm_free frees external (and semaphore-pool, P2P,
+    // SKED-reflected) ranges only: a channel's is NV_ERR_INVALID_ADDRESS. uvm_user_channel.c
+    // uvm_unregister_channel drops it; a channel not registered is NV_ERR_INVALID_CHANNEL.
+    // 580: 24-byte UVM_FREE and 28-byte UNREGISTER_CHANNEL; 595: 16 and 12 bytes.
+    for version in ["580.142", "595.45.04"] {
+        let (drv, _emu) = emu_nv("hopper", version);
+        let nv = open_nv(&drv).unwrap();
+        let q = nv.queues().unwrap();
+        let base = q.compute.uvm_base;
+        fails_nv(
+            nv.uvm.free(base, CHANNEL_RANGE),
+            NV_ERR_INVALID_ADDRESS,
+            &["UVM_FREE", "channel", "UVM_UNREGISTER_CHANNEL drops it"],
+        );
+        nv.uvm
+            .unregister_channel(nv.uuid, nv.client, q.compute.handle)
+            .unwrap();
+        fails_nv(
+            nv.uvm
+                .unregister_channel(nv.uuid, nv.client, q.compute.handle),
+            NV_ERR_INVALID_CHANNEL,
+            &["UVM_UNREGISTER_CHANNEL", "is not registered on this UVM fd"],
+        );
+        // The span is UVM's to hand out again.
+        nv.uvm.create_external_range(base, 0x1000).unwrap();
+        nv.uvm.free(base, 0x1000).unwrap();
+        // The DMA channel's range is still there.
+        fails_nv(
+            nv.uvm.create_external_range(q.dma.uvm_base, 0x1000),
+            NV_ERR_UVM_ADDRESS_IN_USE,
+            &["overlaps"],
+        );
+    }
 }

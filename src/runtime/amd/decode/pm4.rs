@@ -237,6 +237,17 @@ fn set_sh_reg(target: &GfxTarget, body: &[u32]) -> Result<Pm4Packet> {
     Ok(Pm4Packet::SetShReg { offset, regs })
 }
 
+/// GLM_WB/GLM_INV on a chip without GL2 metadata cache actions (gfx12; see `GfxTarget::gcr_glm`).
+fn no_glm(target: &GfxTarget, what: &str, glm: bool) -> Result<()> {
+    ensure!(
+        target.gcr_glm || !glm,
+        Fault,
+        "{what}: GLM_WB/GLM_INV on {}, which has no GL2 metadata cache actions",
+        target.name
+    );
+    Ok(())
+}
+
 fn acquire_mem(target: &GfxTarget, body: &[u32]) -> Result<Pm4Packet> {
     let (cntl, rest) = match target.acquire_mem {
         AcquireMemLayout::Gfx10GcrCntl => {
@@ -249,6 +260,11 @@ fn acquire_mem(target: &GfxTarget, body: &[u32]) -> Result<Pm4Packet> {
                 target.name
             );
             let gcr = field("ACQUIRE_MEM GCR_CNTL", GcrCntl::from_bits(body[6]), body[6])?;
+            no_glm(
+                target,
+                "ACQUIRE_MEM GCR_CNTL",
+                gcr.intersects(GcrCntl::GLM_WB | GcrCntl::GLM_INV),
+            )?;
             (AcquireCntl::Gcr(gcr), &body[1..6])
         }
         AcquireMemLayout::Gfx9CoherCntl => {
@@ -289,11 +305,16 @@ fn release_mem(target: &GfxTarget, body: &[u32]) -> Result<ReleaseMemPacket> {
     )?;
     let cache_bits = dw1 & !0xF3F;
     let cache = match target.release_mem_cache {
-        ReleaseMemCache::Gfx10Gcr => ReleaseCache::Gcr(field(
-            "RELEASE_MEM GCR",
-            ReleaseGcr::from_bits(cache_bits),
-            cache_bits,
-        )?),
+        ReleaseMemCache::Gfx10Gcr => {
+            let gcr = field(
+                "RELEASE_MEM GCR",
+                ReleaseGcr::from_bits(cache_bits),
+                cache_bits,
+            )?;
+            let glm = gcr.intersects(ReleaseGcr::GLM_WB | ReleaseGcr::GLM_INV);
+            no_glm(target, "RELEASE_MEM GCR", glm)?;
+            ReleaseCache::Gcr(gcr)
+        }
         ReleaseMemCache::Gfx9EopActions => ReleaseCache::Eop(field(
             "RELEASE_MEM EOP actions",
             EopActions::from_bits(cache_bits),

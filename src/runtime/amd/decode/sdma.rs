@@ -130,7 +130,12 @@ pub fn decode_sdma_packet(target: &GfxTarget, dwords: &[u32]) -> Result<(SdmaPac
         }
         SdmaOp::COPY => copy_linear(target, h, d)?,
         SdmaOp::FENCE => {
-            no_flags("FENCE", h, 7 << SDMA_FENCE_MTYPE_SHIFT)?;
+            // SDMA 4's FENCE header has no MTYPE (vega10_sdma_pkt_open.h); SDMA 5+ has 18:16.
+            let mtype = target
+                .sdma
+                .fence_mtype
+                .map_or(0, |_| 7 << SDMA_FENCE_MTYPE_SHIFT);
+            no_flags("FENCE", h, mtype)?;
             SdmaPacket::Fence {
                 mtype: h >> SDMA_FENCE_MTYPE_SHIFT & 7,
                 addr: addr64("FENCE", d[1], d[2], 4)?,
@@ -166,6 +171,16 @@ fn copy_linear(target: &GfxTarget, h: u32, d: &[u32]) -> Result<SdmaPacket> {
         Fault,
         "SDMA COPY_LINEAR: count {:#x} exceeds {bits} bits on {}",
         d[1],
+        target.name
+    );
+    // Mesa sid.h: the hardware does not copy the last 255 bytes of a (1 << 22) - 1 count, so no
+    // driver sends more than SDMA_V2_0_COPY_MAX_BYTES (SDMA_V5_2_COPY_MAX_BYTES from SDMA 5.2).
+    let max = target.sdma.max_copy_bytes;
+    ensure!(
+        u64::from(d[1]) < max,
+        Fault,
+        "SDMA COPY_LINEAR: {} bytes exceed the {max:#x} one packet copies reliably on {}",
+        u64::from(d[1]) + 1,
         target.name
     );
     ensure!(

@@ -9,6 +9,11 @@
 //! translates `address + byte offset` through the GPU's page tables, so an access to unmapped
 //! memory faults the queue with the address, as it would on hardware.
 //!
+//! Kernargs are positional, as a compiled kernel's are: DEFINE_GLOBAL index i is the address in
+//! the kernarg slot of i's position among the kernel's DEFINE_GLOBALs (the LLVM renderer makes
+//! the buffers the kernel's parameters in that order, and the engine passes them so), so a
+//! buffer the folder removed takes no slot.
+//!
 //! Deserialized programs are cached by (program address, blob hash).
 //!
 //! Not guaranteed: speed (the interpreter is the reference, not a fast path); accesses inside
@@ -21,6 +26,7 @@ use std::sync::{Arc, Mutex};
 
 use super::object::{MockBlob, MockKernelInfo, MAX_BLOB, MOCK_HEADER};
 use crate::codegen::uop_serial::deserialize;
+use crate::codegen::uopgraph::global_slots;
 use crate::driver::emu::gpu::{DispatchExecutor, DispatchState, GpuMemory};
 use crate::runtime::amd::pm4::KernelCodeProperties;
 use crate::runtime::cpu::interp::{InterpProgram, Memory};
@@ -30,6 +36,8 @@ use crate::{bail, ensure, Error, Result};
 struct Kernel {
     prg: InterpProgram,
     info: MockKernelInfo,
+    /// The kernarg slot of each DEFINE_GLOBAL index.
+    slots: Vec<Option<usize>>,
     props: u32,
     kernarg_size: u32,
     name: String,
@@ -78,6 +86,7 @@ impl UopExecutor {
         let k = Arc::new(Kernel {
             prg: InterpProgram::new(&blob.name, &uops)?,
             info: MockKernelInfo::of(&blob.uops)?,
+            slots: global_slots(&uops),
             props: blob.kernel_code_properties,
             kernarg_size: blob.kernarg_size,
             name: blob.name,
@@ -123,20 +132,22 @@ pub fn kernarg_sgpr(props: u32, user_sgpr_count: u32) -> Result<usize> {
     Ok(i)
 }
 
-/// Buffers as GPU addresses.
+/// Buffers as GPU addresses: `addrs` in kernarg slot order.
 struct GpuBufs<'a> {
     mem: &'a dyn GpuMemory,
     addrs: Vec<u64>,
+    slots: &'a [Option<usize>],
     name: &'a str,
 }
 
 impl GpuBufs<'_> {
     fn va(&self, buf: usize, off: usize) -> Result<u64> {
-        match self.addrs.get(buf) {
+        let slot = self.slots.get(buf).copied().flatten();
+        match slot.and_then(|s| self.addrs.get(s)) {
             Some(a) => Ok(a.wrapping_add(off as u64)),
             None => bail!(
                 Fault,
-                "kernel {}: no buffer {buf} in the kernargs",
+                "kernel {}: DEFINE_GLOBAL {buf} has no kernarg slot",
                 self.name
             ),
         }
@@ -209,6 +220,7 @@ impl DispatchExecutor for UopExecutor {
         let mut bufs = GpuBufs {
             mem,
             addrs,
+            slots: &k.slots,
             name: &k.name,
         };
         let g = st.grid.map(|x| x as usize);
@@ -221,6 +233,8 @@ impl DispatchExecutor for UopExecutor {
 mod tests {
     use super::*;
     use crate::codegen::uop_serial::serialize;
+    use crate::codegen::uopgraph::linearize;
+    use crate::codegen::uops::UOp;
     use crate::driver::emu::gpu::{QueueId, SparseMemory};
     use crate::dtype::dtypes;
     use crate::runtime::amd::mockgpu::object::MockBlob;
@@ -300,6 +314,43 @@ mod tests {
         (sg0[0], sg0[1]) = (KA as u32, (KA >> 32) as u32);
         ex.dispatch(&m, &state(2, sg0)).unwrap();
         assert_eq!(ex.cached(), 2);
+    }
+
+    #[test]
+    fn buffers_are_positional_when_an_index_was_folded_away() {
+        // data0[i] = data2[i] + 1: DEFINE_GLOBAL 1 was folded away (a.sub(&a) in the tensor graph),
+        // so the kernel declares two buffers and takes them positionally, as the engine passes
+        // them and as the LLVM renderer lays out the kernargs: data0's address, then data2's.
+        let dt = dtypes::int32;
+        let d0 = UOp::define_global(dt, 0, true);
+        let d2 = UOp::define_global(dt, 2, false);
+        let i = UOp::special(0, "gidx0", 2)
+            .mul(8)
+            .add(UOp::special(0, "lidx0", 8));
+        let v = UOp::load(&d2, &i, dt).add(UOp::cnst(dt, 1));
+        let uops = linearize(&[UOp::store(&d0, &i, &v)], None, true).unwrap();
+        let m = SparseMemory::new();
+        for va in [CODE, KA, BUF] {
+            m.map(va, 0x1000).unwrap();
+        }
+        let blob = MockBlob {
+            kernel_code_properties: 0x408,
+            kernarg_size: 16,
+            name: "E_folded".into(),
+            uops: serialize(&uops).unwrap(),
+        };
+        m.write(CODE, &blob.encode()).unwrap();
+        m.write_u64(KA, BUF).unwrap();
+        m.write_u64(KA + 8, BUF + 0x200).unwrap();
+        for j in 0..16u64 {
+            m.write_u32(BUF + 0x200 + 4 * j, 10 * j as u32).unwrap();
+        }
+        let mut sg = [0u32; 16];
+        (sg[0], sg[1]) = (KA as u32, (KA >> 32) as u32);
+        UopExecutor::new().dispatch(&m, &state(2, sg)).unwrap();
+        for j in 0..16u64 {
+            assert_eq!(m.read_u32(BUF + 4 * j).unwrap(), 10 * j as u32 + 1);
+        }
     }
 
     #[test]

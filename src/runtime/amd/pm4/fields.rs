@@ -142,7 +142,10 @@ u32_enum! {
 }
 
 bitflags! {
-    /// GCR_CNTL of the gfx10+ ACQUIRE_MEM (DW7). The range/sequence fields stay 0.
+    /// GCR_CNTL of the gfx10+ ACQUIRE_MEM (DW7): Linux amdgpu nvd.h
+    /// PACKET3_ACQUIRE_MEM_GCR_CNTL_* (the same positions in Mesa's pkt3.json GCR_CNTL). GLI_INV is
+    /// the 2-bit field 1:0 with 1 = ALL; the range and sequence fields (GL1_RANGE 3:2, GL2_RANGE
+    /// 12:11, SEQ 17:16, RANGE_IS_PA 18) stay 0.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
     pub struct GcrCntl: u32 {
         /// GLI_INV = 1: invalidate the whole instruction cache.
@@ -161,7 +164,8 @@ bitflags! {
 }
 
 bitflags! {
-    /// CP_COHER_CNTL action bits of the gfx9 ACQUIRE_MEM (DW1).
+    /// CP_COHER_CNTL action bits of the gfx9 ACQUIRE_MEM (DW1): Linux amdgpu soc15d.h
+    /// PACKET3_ACQUIRE_MEM_CP_COHER_CNTL_*.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
     pub struct CpCoherCntl: u32 {
         const TC_WB_ACTION_ENA = 1 << 18;
@@ -175,6 +179,7 @@ bitflags! {
 impl CpCoherCntl {
     /// The gfx9 equivalent of a gfx10+ GCR_CNTL (tinygrad 0.10's mapping: GLI -> ICACHE,
     /// GLK -> KCACHE, GLV/GL1 -> TCL1, GL2_INV -> TC, GL2_WB -> TC_WB; GLM has no gfx9 cache).
+    /// For the full barrier this gives exactly amdgpu's `gfx_v9_4_3_emit_mem_sync`.
     pub fn from_gcr(gcr: GcrCntl) -> CpCoherCntl {
         let mut c = CpCoherCntl::empty();
         c.set(
@@ -196,7 +201,9 @@ impl CpCoherCntl {
 }
 
 bitflags! {
-    /// The gfx10+ RELEASE_MEM cache actions (DW1 bits 12-22, memo 3.5).
+    /// The gfx10+ RELEASE_MEM cache actions (DW1 bits 12-22): Linux amdgpu nvd.h
+    /// PACKET3_RELEASE_MEM_GCR_* (Mesa pkt3.json RELEASE_MEM_OP). SEQ is bit 22 of the 2-bit field
+    /// 23:22, i.e. SEQ_FORWARD.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
     pub struct ReleaseGcr: u32 {
         const GLM_WB = 1 << 12;
@@ -212,8 +219,9 @@ bitflags! {
 }
 
 bitflags! {
-    /// The gfx9 RELEASE_MEM cache actions (soc15d.h EOP_*_ACTION_EN; only 15 and 19 are cited
-    /// by the memo, the rest NOT CONFIRMED).
+    /// The gfx9 RELEASE_MEM cache actions: Linux amdgpu soc15d.h EOP_TC_WB_ACTION_EN (15),
+    /// EOP_TCL1_ACTION_EN (16), EOP_TC_ACTION_EN (17), EOP_TC_NC_ACTION_EN (19),
+    /// EOP_TC_MD_ACTION_EN (21).
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
     pub struct EopActions: u32 {
         const EOP_TC_WB_ACTION_EN = 1 << 15;
@@ -225,8 +233,9 @@ bitflags! {
 }
 
 impl EopActions {
-    /// The gfx9 equivalent of gfx10+ RELEASE_MEM cache actions (inferred mapping: GL2_WB ->
-    /// TC_WB, GL2_INV -> TC, GLV/GL1 -> TCL1, GLM -> TC_MD; SEQ and GL2_US have none).
+    /// The gfx9 equivalent of gfx10+ RELEASE_MEM cache actions (GL2_WB -> TC_WB, GL2_INV -> TC,
+    /// GLV/GL1 -> TCL1, GLM -> TC_MD; SEQ and GL2_US have none). A full flush gives
+    /// TCL1|TC|TC_WB|TC_MD, the set amdgpu's `gfx_v9_4_3_ring_emit_fence` sends.
     pub fn from_gcr(gcr: ReleaseGcr) -> EopActions {
         let mut e = EopActions::empty();
         e.set(
@@ -250,7 +259,8 @@ impl EopActions {
 }
 
 bitflags! {
-    /// COMPUTE_DISPATCH_INITIATOR, the last dword of DISPATCH_DIRECT.
+    /// COMPUTE_DISPATCH_INITIATOR, the last dword of DISPATCH_DIRECT: gc_9_4_3_sh_mask.h
+    /// COMPUTE_SHADER_EN 0, FORCE_START_AT_000 2; CS_W32_EN 15 from gfx10 on (Mesa gfx10.json).
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
     pub struct DispatchInitiator: u32 {
         const COMPUTE_SHADER_EN = 1 << 0;

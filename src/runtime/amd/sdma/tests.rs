@@ -52,7 +52,7 @@ fn sdma_sync_and_copy_golden() {
 
 #[test]
 fn copy_split_into_target_pieces() {
-    // 10 MiB + 3 bytes on SDMA 4 (4 MiB per packet): 3 pieces.
+    // 10 MiB + 3 bytes on SDMA 4 (0x3fff00 bytes per packet, Mesa sid.h): 3 pieces.
     let size = (10 << 20) + 3;
     let mut b = SdmaBuf::new(&GFX90A);
     let p = b
@@ -84,7 +84,7 @@ fn copy_split_into_target_pieces() {
         .collect();
     assert_eq!(
         srcs,
-        vec![0x7D00_0000_0000, 0x7D00_0040_0000, 0x7D00_0080_0000]
+        vec![0x7D00_0000_0000, 0x7D00_003F_FF00, 0x7D00_007F_FE00]
     );
     // The same copy is one packet on SDMA 6.
     let mut b6 = SdmaBuf::new(&GFX1100);

@@ -10,6 +10,7 @@ mod kernels;
 mod profile;
 mod registry;
 mod rings;
+mod vendor;
 mod waits;
 
 use std::sync::Arc;

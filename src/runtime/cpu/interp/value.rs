@@ -118,13 +118,7 @@ fn float_fast(op: BinaryOps, s: Scalar, a: u64, b: u64) -> Option<u64> {
     let r = match op {
         BinaryOps::ADD => x + y,
         BinaryOps::MUL => x * y,
-        BinaryOps::MAX => {
-            if x.is_nan() || y.is_nan() {
-                f64::NAN
-            } else {
-                x.max(y)
-            }
-        }
+        BinaryOps::MAX => crate::ops::float_max(x, y),
         BinaryOps::CMPLT => return Some((x < y) as u64),
         BinaryOps::CMPNE => return Some((x != y) as u64),
         _ => return None,

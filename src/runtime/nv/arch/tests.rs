@@ -102,8 +102,19 @@ fn derived_values() {
     let c = ADA_COMPUTE_A.shared_mem_config(40 * 1024, 0).unwrap();
     assert_eq!((c.size, c.target_config), (41 * 1024, 17));
     assert!(ADA_COMPUTE_A.shared_mem_config(100 * 1024, 0).is_err());
-    let c = HOPPER_COMPUTE_A.shared_mem_config(200 * 1024, 0).unwrap();
+    // Hopper: MAX config 0x1A (100 KiB) unless a larger carveout is allowed.
+    let c = HOPPER_COMPUTE_A.shared_mem_config(0, 0).unwrap();
+    assert_eq!((c.min_config, c.max_config), (9, 0x1A));
+    let e = HOPPER_COMPUTE_A
+        .shared_mem_config(200 * 1024, 0)
+        .unwrap_err();
+    assert!(e.message().contains("NV_MAX_SHARED_KIB=228"), "{e}");
+    let c = HOPPER_COMPUTE_A
+        .shared_mem_config_up_to(200 * 1024, 0, 228)
+        .unwrap();
     assert_eq!((c.target_config, c.max_config), (58, 58));
+    let c = HOPPER_COMPUTE_A.shared_mem_config_up_to(0, 0, 164).unwrap();
+    assert_eq!(c.max_config, 42);
     assert_eq!(NvArch::max_block_threads(32), 1024);
     assert_eq!(NvArch::max_block_threads(255), 256);
 }

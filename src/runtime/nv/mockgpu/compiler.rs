@@ -50,6 +50,17 @@ impl MockNvRenderer {
             },
         }
     }
+
+    /// The renderer of an emulated GPU of `sm_XX`: as [`MockNvRenderer::new`] plus what the real
+    /// CUDA-C renderer offers the optimizer: float4 grouping and the tensor cores of that SM
+    /// (mma.sync m16n8k16 from sm_80 on), so the emulator runs the kernels the real device would
+    /// get.
+    pub fn for_sm(sm: u32) -> MockNvRenderer {
+        let mut r = MockNvRenderer::new();
+        r.opts.supports_float4 = true;
+        r.opts.tensor_cores = crate::renderer::tensor_cores::cuda(sm);
+        r
+    }
 }
 
 impl Renderer for MockNvRenderer {

@@ -20,7 +20,7 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex};
 
 use crate::codegen::uop_serial::deserialize;
-use crate::codegen::uopgraph::{globals, vars};
+use crate::codegen::uopgraph::{global_slots, globals, vars};
 use crate::driver::emu::gpu::GpuMemory;
 use crate::driver::emu::nvgpu::{read_mock_kernel, NvDispatch, NvDispatchExecutor};
 use crate::runtime::cpu::interp::{InterpProgram, Memory};
@@ -59,13 +59,7 @@ impl NvUopExecutor {
         }
         let uops = deserialize(&blob.uops)?;
         let g = globals(&uops);
-        let mut slots = vec![];
-        for (pos, (idx, _)) in g.iter().enumerate() {
-            if slots.len() <= *idx {
-                slots.resize(idx + 1, None);
-            }
-            slots[*idx] = Some(pos);
-        }
+        let slots = global_slots(&uops);
         let k = Arc::new(Kernel {
             prg: InterpProgram::new(&blob.name, &uops)?,
             name: blob.name,

@@ -6,6 +6,7 @@
 
 use super::methods::*;
 use super::{check_addr, PushBuf, QmdAddrPatch, SUBC_COMPUTE};
+use crate::runtime::nv::arch::PcasAction;
 use crate::{ensure, Result};
 
 /// The shader local memory (SLM) backing of a channel (memo 3.7).
@@ -127,14 +128,25 @@ impl PushBuf {
     }
 
     /// Launches the QMD at `qmd_addr` (256-byte aligned, below 2^40): SEND_PCAS_A = address >> 8,
-    /// then SEND_SIGNALING_PCAS2_B = the arch's PCAS action.
+    /// then SEND_SIGNALING_PCAS2_B = the arch's default PCAS action.
     pub fn send_pcas(&mut self, qmd_addr: u64) -> Result<QmdAddrPatch> {
+        self.send_pcas_with(qmd_addr, self.classes.arch.pcas_action)
+    }
+
+    /// [`PushBuf::send_pcas`] with PCAS action `action` (one that schedules the grid).
+    pub fn send_pcas_with(&mut self, qmd_addr: u64, action: PcasAction) -> Result<QmdAddrPatch> {
         check_addr("SEND_PCAS_A", qmd_addr, 256, 40)?;
+        ensure!(
+            action.schedules(),
+            InvalidArgument,
+            "SEND_SIGNALING_PCAS2_B: PCAS action {} ({}) does not schedule the grid",
+            action as u32,
+            action.name()
+        );
         self.all_or_nothing(|b| {
             let pcas = b.classes.arch.pcas;
             let pos = b.method(SUBC_COMPUTE, pcas.send_pcas_a, &[(qmd_addr >> 8) as u32])?;
-            let action = b.classes.arch.pcas_action as u32;
-            b.method(SUBC_COMPUTE, pcas.send_signaling_pcas2_b, &[action])?;
+            b.method(SUBC_COMPUTE, pcas.send_signaling_pcas2_b, &[action as u32])?;
             Ok(QmdAddrPatch { pos })
         })
     }

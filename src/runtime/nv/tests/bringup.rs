@@ -19,7 +19,9 @@ fn h200_brings_up_on_the_580_family() {
     assert_eq!(b.sm(), 90);
     let (c, d) = b.tokens().unwrap();
     assert_ne!(c, d);
-    // Both channels ran their setup pushbuffer and the first signal round trip.
+    // USERD read 0/0 before the first submit; both channels ran their setup pushbuffer and the
+    // first signal round trip.
+    assert_eq!(b.first_userd(), [(0, 0), (0, 0)]);
     assert_eq!(b.gp_puts().unwrap(), (1, 1));
     let chans = emu.nv_channels(0);
     assert_eq!(chans.len(), 2);

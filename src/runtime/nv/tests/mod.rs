@@ -5,8 +5,10 @@
 
 mod bringup;
 mod copies;
+mod driver_facts;
 mod faults;
 mod golden;
+mod hand_goldens;
 mod kernels;
 mod profile;
 mod registry;
@@ -70,4 +72,31 @@ pub(crate) fn alloc(dev: &Arc<NvDevice>, size: usize) -> (HcqAllocator<super::Nv
     let a = HcqAllocator::new(dev.clone());
     let b = a.alloc(size, &BufferOptions::default()).unwrap();
     (a, b)
+}
+
+/// out = a + b on `groups` x `local` floats through `dev`: staging copies in, the kernel, a copy
+/// out, checked on the host.
+pub(crate) fn run_add(dev: &Arc<NvDevice>, groups: usize, local: usize) {
+    let n = groups * local;
+    let prg = load(
+        dev,
+        "E_add",
+        &add_uops(groups as i64, local as i64, crate::dtype::dtypes::float32),
+    );
+    let a = HcqAllocator::new(dev.clone());
+    let bufs: Vec<RawBuf> = (0..3)
+        .map(|_| a.alloc(4 * n, &BufferOptions::default()).unwrap())
+        .collect();
+    let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let y: Vec<f32> = (0..n).map(|i| 1000.0 - i as f32).collect();
+    a.copyin(&bufs[1], &f32_bytes(&x)).unwrap();
+    a.copyin(&bufs[2], &f32_bytes(&y)).unwrap();
+    let t = prg
+        .call(&bufs, &[], Some([groups, 1, 1]), Some([local, 1, 1]), true)
+        .unwrap();
+    assert!(t.is_some(), "wait=true returns the GPU time");
+    let mut out = vec![0u8; 4 * n];
+    a.copyout(&mut out, &bufs[0]).unwrap();
+    let want: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
+    assert_eq!(f32s(&out), want);
 }

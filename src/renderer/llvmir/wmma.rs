@@ -1,0 +1,118 @@
+//! WMMA (tensor-core) UOps in LLVM IR.
+//!
+//! - AMD (gfx11, wave32): `llvm.amdgcn.wmma.f32.16x16x16.f16(<16 x half> A, <16 x half> B,
+//!   <8 x float> C)`; for half output `llvm.amdgcn.wmma.f16.16x16x16.f16(A, B, <16 x half> C,
+//!   i1 false)`, whose C/D keep one value in the low half of each 32-bit register (`opsel`
+//!   false), so C's 8 values go to the even lanes of a 16-lane vector and D is read back from
+//!   them (the layout tinygrad's HIP helper uses).
+//! - NVPTX (sm_80+): `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` as inline PTX: A's
+//!   8 halves as four and B's 4 halves as two 32-bit registers (lower half = lower lane), C and D
+//!   as four floats; the call is `convergent` (the whole warp takes part).
+//!
+//! Not guaranteed: other shapes or dtypes are refused with an `Error::Codegen`.
+
+use crate::codegen::uops::{UArg, UOp};
+use crate::dtype::Scalar;
+use crate::{bail, Result};
+
+use super::types::reg;
+use super::walk::{dtype_of, Walk};
+use super::Flavour;
+
+impl Walk<'_> {
+    pub(super) fn wmma(&mut self, u: &UOp) -> Result<()> {
+        let UArg::Wmma(w) = u.arg() else {
+            bail!(Codegen, "WMMA without its arg");
+        };
+        let (a, b, c) = (self.src(u, 0)?, self.src(u, 1)?, self.src(u, 2)?);
+        let out = dtype_of(u)?;
+        let name = self.ssa("wmma");
+        let half_in = w.dtype_in.scalar == Scalar::Float16;
+        match (self.flavour, w.dims, half_in) {
+            (Flavour::Amdgpu { .. }, [16, 16, 16], true) => {
+                self.wmma_amd(&name, (&a, &b, &c), out.scalar)?
+            }
+            (Flavour::Nvptx { .. }, [8, 16, 16], true) if out.scalar == Scalar::Float32 => {
+                self.wmma_nv(&name, (&a, &b, &c))
+            }
+            (f, d, _) => bail!(
+                Codegen,
+                "no tensor core {} (dims {d:?}) in the {f:?} LLVM renderer",
+                w.name
+            ),
+        }
+        self.r.insert(u.clone(), name);
+        Ok(())
+    }
+
+    fn wmma_amd(&mut self, name: &str, (a, b, c): (&str, &str, &str), out: Scalar) -> Result<()> {
+        match out {
+            Scalar::Float32 => {
+                let f = "llvm.amdgcn.wmma.f32.16x16x16.f16";
+                self.decls.insert(format!(
+                    "declare <8 x float> @{f}(<16 x half>, <16 x half>, <8 x float>)"
+                ));
+                self.emit(format!(
+                    "  {name} = call <8 x float> @{f}(<16 x half> {a}, <16 x half> {b}, <8 x float> {c})"
+                ));
+            }
+            Scalar::Float16 => {
+                let f = "llvm.amdgcn.wmma.f16.16x16x16.f16";
+                self.decls.insert(format!(
+                    "declare <16 x half> @{f}(<16 x half>, <16 x half>, <16 x half>, i1 immarg)"
+                ));
+                let spread: Vec<String> = (0..16)
+                    .map(|i| format!("i32 {}", if i % 2 == 0 { i / 2 } else { 8 }))
+                    .collect();
+                let even: Vec<String> = (0..8).map(|i| format!("i32 {}", 2 * i)).collect();
+                self.emit(format!(
+                    "  {name}.c = shufflevector <8 x half> {c}, <8 x half> zeroinitializer, <16 x i32> <{}>",
+                    spread.join(", ")
+                ));
+                self.emit(format!(
+                    "  {name}.d = call <16 x half> @{f}(<16 x half> {a}, <16 x half> {b}, <16 x half> {name}.c, i1 false)"
+                ));
+                self.emit(format!(
+                    "  {name} = shufflevector <16 x half> {name}.d, <16 x half> poison, <8 x i32> <{}>",
+                    even.join(", ")
+                ));
+            }
+            s => bail!(Codegen, "AMD WMMA to {}", s.long_name()),
+        }
+        Ok(())
+    }
+
+    fn wmma_nv(&mut self, name: &str, (a, b, c): (&str, &str, &str)) {
+        let f4 = reg(crate::dtype::dtypes::float32.vec(4));
+        self.emit(format!("  {name}.a = bitcast <8 x half> {a} to <4 x i32>"));
+        self.emit(format!("  {name}.b = bitcast <4 x half> {b} to <2 x i32>"));
+        let mut args = vec![];
+        for i in 0..4 {
+            self.emit(format!(
+                "  {name}.a{i} = extractelement <4 x i32> {name}.a, i32 {i}"
+            ));
+            args.push(format!("i32 {name}.a{i}"));
+        }
+        for i in 0..2 {
+            self.emit(format!(
+                "  {name}.b{i} = extractelement <2 x i32> {name}.b, i32 {i}"
+            ));
+            args.push(format!("i32 {name}.b{i}"));
+        }
+        for i in 0..4 {
+            self.emit(format!("  {name}.c{i} = extractelement {f4} {c}, i32 {i}"));
+            args.push(format!("float {name}.c{i}"));
+        }
+        let st = "{ float, float, float, float }";
+        self.emit(format!(
+            "  {name}.r = call {st} asm sideeffect \"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{$0, $1, $2, $3}}, {{$4, $5, $6, $7}}, {{$8, $9}}, {{$10, $11, $12, $13}};\", \"=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f\"({}) convergent",
+            args.join(", ")
+        ));
+        let mut lanes = vec![];
+        for i in 0..4 {
+            self.emit(format!("  {name}.r{i} = extractvalue {st} {name}.r, {i}"));
+            lanes.push(format!("{name}.r{i}"));
+        }
+        self.build_vector(name, crate::dtype::dtypes::float32.vec(4), &lanes);
+    }
+}

@@ -1,0 +1,99 @@
+//! The tensor cores each GPU renderer offers (tinygrad 0.9.1's `TensorCore` lists), as data the
+//! optimizer matches against a kernel.
+//!
+//! - NVIDIA `mma.sync.aligned.m16n8k16.row.col` (sm_80 and newer: sm_80/86/89/90): dims
+//!   (N, M, K) = (8, 16, 16), half -> float and bfloat16 -> float (CUDA-C), half -> float (the PTX
+//!   path, as 0.9.1's `PTXRenderer`); a warp of 32 threads built from five 2-thread dims, A 8,
+//!   B 4, C 4 elements per thread (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating
+//!   point type").
+//! - AMD RDNA3 (gfx11) `v_wmma_f32_16x16x16_f16` / `v_wmma_f16_16x16x16_f16` in wave32: dims
+//!   (16, 16, 16), half -> float and half -> half; 32 threads as (8, 2, 2), A and B 16 halves per
+//!   lane (lanes 16-31 repeat lanes 0-15), C 8 values per lane (RDNA3 ISA, section 7.9 "Wave
+//!   Matrix Multiply Accumulate").
+//!
+//! Not guaranteed: gfx12's WMMA (a different register layout) is not offered; Metal's
+//! simdgroup tensor core has no renderer here.
+
+use crate::dtype::{dtypes, DType};
+use crate::renderer::TensorCore;
+
+fn nv_mma(dtype_in: DType) -> TensorCore {
+    TensorCore {
+        dims: [8, 16, 16],
+        dtype_in,
+        dtype_out: dtypes::float32,
+        threads: vec![(0, 2), (0, 2), (1, 2), (1, 2), (0, 2)],
+        thread_local_sizes: vec![vec![2, 2, 2], vec![2, 2], vec![2, 2]],
+        thread_local_aliases: vec![
+            vec![
+                vec![0],
+                vec![0],
+                vec![5],
+                vec![-2],
+                vec![0],
+                vec![-1, 1, 2, -3],
+                vec![3, 4],
+            ],
+            vec![
+                vec![3],
+                vec![4],
+                vec![0],
+                vec![0],
+                vec![5],
+                vec![-1, 1, 2, -2],
+                vec![0],
+            ],
+            vec![
+                vec![-1],
+                vec![1],
+                vec![5],
+                vec![-2],
+                vec![2],
+                vec![0],
+                vec![3, 4],
+            ],
+        ],
+    }
+}
+
+/// CUDA-C's tensor cores for `sm_XX`: m16n8k16 half/bfloat16 -> float from sm_80 on.
+pub fn cuda(sm: u32) -> Vec<TensorCore> {
+    if sm >= 80 {
+        vec![nv_mma(dtypes::float16), nv_mma(dtypes::bfloat16)]
+    } else {
+        vec![]
+    }
+}
+
+/// The PTX path's tensor cores for `sm_XX`: m16n8k16 half -> float from sm_80 on.
+pub fn ptx(sm: u32) -> Vec<TensorCore> {
+    if sm >= 80 {
+        vec![nv_mma(dtypes::float16)]
+    } else {
+        vec![]
+    }
+}
+
+fn rdna3(dtype_out: DType) -> TensorCore {
+    TensorCore {
+        dims: [16, 16, 16],
+        dtype_in: dtypes::float16,
+        dtype_out,
+        threads: vec![(0, 8), (0, 2), (1, 2)],
+        thread_local_sizes: vec![vec![16], vec![16], vec![4, 2]],
+        thread_local_aliases: vec![
+            vec![vec![0], vec![0], vec![2], vec![-1], vec![1]],
+            vec![vec![1], vec![2], vec![0], vec![-1], vec![0]],
+            vec![vec![1], vec![2], vec![-2], vec![0], vec![3, -1]],
+        ],
+    }
+}
+
+/// The AMD tensor cores of a gfx target (`gfx1100`...): RDNA3's WMMA for gfx11, none otherwise.
+pub fn amd(gfx: &str) -> Vec<TensorCore> {
+    if gfx.starts_with("gfx11") {
+        vec![rdna3(dtypes::float32), rdna3(dtypes::float16)]
+    } else {
+        vec![]
+    }
+}

@@ -1,0 +1,381 @@
+//! The differential test of the optimizer: optimized kernels equal unoptimized ones (the
+//! reference AST evaluator) on the same inputs.
+//!
+//! - every single opt of tinygrad 0.9.1's BEAM action space (`kernel::opts::actions`) that is
+//!   legal on a kernel, on every kernel of the linearizer catalogue: on the INTERP-like renderer
+//!   (locals, shared memory, float4), on CLANG (every legal variant of one kernel compiled as one
+//!   C file) and on LLVM (each kernel under the hand-coded heuristics, and a sample of single
+//!   opts, with every installed libLLVM);
+//! - `hand_coded_optimizations` on the INTERP-like, a GPU-like (CUDA's limits) and the CLANG
+//!   renderer;
+//! - tensor cores: half (and bfloat16) matmuls under every TC action and the default TC choice,
+//!   with the WMMA UOps executed by the interpreter in AMD's (gfx11 wmma) and NVIDIA's
+//!   (mma.sync m16n8k16) lane layouts;
+//! - under `AMD=1 MOCKGPU=1` / `NV=1 MOCKGPU=1`: local, group and tensor-core opts (and the
+//!   heuristics) on the emulated GPU, compiled by its compiler and run by its runtime.
+
+mod linearizer_support;
+
+use std::sync::Arc;
+
+use linearizer_support::catalogue;
+use linearizer_support::*;
+use rawgrad::codegen::kernel::opts::actions;
+use rawgrad::codegen::kernel::{Kernel, Opt, OptOps};
+use rawgrad::codegen::program::ProgramSpec;
+use rawgrad::device::registry::{open_device, Compiled};
+use rawgrad::device::{Compiler, Runtime};
+use rawgrad::dtype::dtypes;
+use rawgrad::helpers::getenv;
+use rawgrad::renderer::cstyle::ClangRenderer;
+use rawgrad::renderer::{tensor_cores, Renderer, RendererOpts};
+use rawgrad::runtime::cpu::clang::{ClangCompiler, ClangRuntime};
+use rawgrad::Error;
+
+use OptOps::*;
+
+/// The kernel with `opts` applied, or None when one is illegal (a KernelOpt error).
+fn optimized(case: &Case, o: &RendererOpts, opts: &[Opt]) -> Option<Kernel> {
+    let mut k = Kernel::new(&case.ast, o).unwrap();
+    for opt in opts {
+        match k.apply_opt(*opt) {
+            Ok(()) => {}
+            Err(Error::KernelOpt(_)) => return None,
+            Err(e) => panic!("{} {opt}: {e}", case.name),
+        }
+    }
+    Some(k)
+}
+
+fn heuristic(case: &Case, o: &RendererOpts) -> Kernel {
+    let mut k = Kernel::new(&case.ast, o).unwrap();
+    k.hand_coded_optimizations()
+        .unwrap_or_else(|e| panic!("{}: hand_coded_optimizations: {e}", case.name));
+    k
+}
+
+fn render(case: &Case, k: &mut Kernel, r: &dyn Renderer) -> ProgramSpec {
+    k.to_program(r)
+        .unwrap_or_else(|e| panic!("{} {:?}: {e}", case.name, k.applied_opts))
+}
+
+fn check_interp(case: &Case, r: &dyn Renderer, k: &mut Kernel, want: &Buffers) {
+    let p = render(case, k, r);
+    let got = run_interp(case, &p)
+        .unwrap_or_else(|e| panic!("{} {:?}: run: {e}", case.name, k.applied_opts));
+    let what = format!("{} {:?}", r.opts().device, k.applied_opts);
+    assert_outputs(case, want, &got, rtol_for(case).max(1e-5), &what);
+}
+
+/// The actions other than TC and NOLOCALS (those have their own tests).
+fn plain_actions() -> Vec<Opt> {
+    actions()
+        .into_iter()
+        .filter(|o| !matches!(o.op, TC | NOLOCALS))
+        .collect()
+}
+
+#[test]
+fn action_space_is_tinygrads() {
+    let a = actions();
+    assert_eq!(a.len(), 36 + 15 + 35 + 24 + 12 + 7 + 3 + 9);
+    assert_eq!(a[0], Opt::new(UPCAST, 0, 0));
+    assert_eq!(a[36], Opt::new(UNROLL, 0, 0));
+    assert_eq!(a[a.len() - 10], Opt::new(TC, 0, 0));
+    assert_eq!(a[a.len() - 1], Opt::new(TC, 8, 2));
+}
+
+#[test]
+fn every_single_opt_on_interp() {
+    let ir = InterpRenderer::new();
+    let mut legal = 0;
+    for case in catalogue::all() {
+        let want = case.reference();
+        for opt in plain_actions() {
+            if let Some(mut k) = optimized(&case, ir.opts(), &[opt]) {
+                check_interp(&case, &ir, &mut k, &want);
+                legal += 1;
+            }
+        }
+    }
+    assert!(legal >= 200, "only {legal} legal single opts");
+}
+
+/// Compile every kernel of `progs` (all of one case) as one C file, run each, compare.
+fn check_clang_batch(cc: &ClangCompiler, case: &Case, progs: &[(Vec<Opt>, ProgramSpec)]) {
+    if progs.is_empty() {
+        return;
+    }
+    let src: Vec<&str> = progs.iter().map(|(_, p)| p.src.as_str()).collect();
+    let lib = cc
+        .compile(&src.join("\n"))
+        .unwrap_or_else(|e| panic!("{}: compile: {e}", case.name));
+    let want = case.reference();
+    for (opts, p) in progs {
+        let prg = ClangRuntime.load(&p.function_name, &lib).unwrap();
+        let got = run_program(&*prg, case, p, &rawgrad::device::HostAllocator)
+            .unwrap_or_else(|e| panic!("{} {opts:?}: {e}", case.name));
+        assert_outputs(
+            case,
+            &want,
+            &got,
+            rtol_for(case).max(1e-5),
+            &format!("CLANG {opts:?}"),
+        );
+    }
+}
+
+#[test]
+fn every_single_opt_and_heuristics_on_clang() {
+    let Some(cc) = clang() else { return };
+    let cr = ClangRenderer::new();
+    for case in catalogue::all() {
+        let mut progs = vec![];
+        for opt in plain_actions() {
+            if let Some(mut k) = optimized(&case, cr.opts(), &[opt]) {
+                progs.push((vec![opt], render(&case, &mut k, &cr)));
+            }
+        }
+        let mut k = heuristic(&case, cr.opts());
+        progs.push((k.applied_opts.clone(), render(&case, &mut k, &cr)));
+        check_clang_batch(&cc, &case, &progs);
+    }
+}
+
+/// The heuristics on the INTERP-like renderer and on a GPU-like one (CUDA's limits and shared
+/// memory, run by the interpreter).
+#[test]
+fn heuristics_on_interp_and_gpu_like() {
+    let ir = InterpRenderer::new();
+    let mut gpu = InterpRenderer::new();
+    gpu.0.local_max = Some([1024, 1024, 64]);
+    gpu.0.global_max = Some([i32::MAX as i64, 65535, 65535]);
+    gpu.0.shared_max = 49152;
+    for case in catalogue::all() {
+        let want = case.reference();
+        for r in [&ir, &gpu] {
+            let mut k = heuristic(&case, r.opts());
+            check_interp(&case, r, &mut k, &want);
+        }
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// LLVM
+
+#[test]
+fn heuristics_and_opts_on_llvm() {
+    use rawgrad::driver::llvm::{find_libraries, Llvm, MIN_LLVM_MAJOR};
+    use rawgrad::runtime::cpu::llvm::LLVMCompiler;
+    let mut seen = vec![];
+    for l in find_libraries() {
+        if l.major < MIN_LLVM_MAJOR || seen.contains(&l.major) {
+            continue;
+        }
+        seen.push(l.major);
+        let Ok(c) = Llvm::open(&l.path).and_then(LLVMCompiler::with_llvm) else {
+            println!("skipped LLVM {}", l.major);
+            continue;
+        };
+        let r = c.renderer();
+        let samples = [
+            vec![Opt::new(UPCAST, 0, 4)],
+            vec![Opt::new(UNROLL, 0, 4)],
+            vec![Opt::new(UPCAST, 1, 0)],
+            vec![Opt::new(PADTO, 0, 32)],
+        ];
+        for case in catalogue::all() {
+            let want = case.reference();
+            let mut ks = vec![heuristic(&case, r.opts())];
+            ks.extend(samples.iter().filter_map(|s| optimized(&case, r.opts(), s)));
+            for mut k in ks {
+                let p = render(&case, &mut k, &r);
+                let lib = c
+                    .compile(&p.src)
+                    .unwrap_or_else(|e| panic!("{} {:?}: {e}", case.name, k.applied_opts));
+                let prg = ClangRuntime.load(&p.function_name, &lib).unwrap();
+                let got = run_program(&*prg, &case, &p, &rawgrad::device::HostAllocator)
+                    .unwrap_or_else(|e| panic!("{}: {e}", case.name));
+                let what = format!("LLVM {} {:?}", l.major, k.applied_opts);
+                assert_outputs(&case, &want, &got, rtol_for(&case).max(1e-4), &what);
+            }
+        }
+    }
+    if seen.is_empty() {
+        println!("skipped: no libLLVM");
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Tensor cores
+
+/// An INTERP-like renderer that reports `device` (the WMMA lane layout the interpreter uses)
+/// and offers its tensor cores.
+fn tc_renderer(device: &str) -> InterpRenderer {
+    let mut r = InterpRenderer::new();
+    r.0.device = device.into();
+    r.0.tensor_cores = match device {
+        "AMD" => tensor_cores::amd("gfx1100"),
+        _ => tensor_cores::cuda(89),
+    };
+    r
+}
+
+fn tc_cases(device: &str) -> Vec<Case> {
+    let mut out = vec![
+        catalogue::matmul_of("tc_half_32", dtypes::float16, (32, 32, 32), false),
+        catalogue::matmul_of("tc_half_pad", dtypes::float16, (20, 24, 24), false),
+        catalogue::matmul_of("tc_half_64x16", dtypes::float16, (64, 16, 48), false),
+    ];
+    if device == "AMD" {
+        out.push(catalogue::matmul_of(
+            "tc_half_out",
+            dtypes::float16,
+            (32, 16, 32),
+            true,
+        ));
+    } else {
+        out.push(catalogue::matmul_of(
+            "tc_bf16",
+            dtypes::bfloat16,
+            (32, 16, 32),
+            false,
+        ));
+    }
+    out
+}
+
+/// Every TC action, TC with extra opts, and the default choice (`apply_tensor_cores`).
+fn tc_variants(case: &Case, o: &RendererOpts) -> Vec<Kernel> {
+    let mut out = vec![];
+    for opt in actions().into_iter().filter(|a| a.op == TC) {
+        out.extend(optimized(case, o, &[opt]));
+        out.extend(optimized(case, o, &[opt, Opt::new(UPCAST, 0, 2)]));
+        out.extend(optimized(case, o, &[opt, Opt::new(LOCAL, 0, 2)]));
+    }
+    let mut k = Kernel::new(&case.ast, o).unwrap();
+    if k.apply_tensor_cores(1, None, 0, None).unwrap() {
+        out.push(k);
+    }
+    out
+}
+
+fn check_tc_on_interp(device: &str) {
+    let r = tc_renderer(device);
+    for case in tc_cases(device) {
+        let want = case.reference();
+        let ks = tc_variants(&case, r.opts());
+        assert!(
+            ks.iter().any(|k| k.tensor_core.is_some()),
+            "{}: no tensor core applied on {device}",
+            case.name
+        );
+        for mut k in ks {
+            let p = render(&case, &mut k, &r);
+            assert!(
+                p.uops
+                    .iter()
+                    .any(|u| u.op() == rawgrad::codegen::uops::UOps::WMMA),
+                "{} {:?}: no WMMA",
+                case.name,
+                k.applied_opts
+            );
+            check_interp(&case, &r, &mut k, &want);
+        }
+    }
+}
+
+#[test]
+fn tensor_cores_amd_layout_on_interp() {
+    check_tc_on_interp("AMD");
+}
+
+#[test]
+fn tensor_cores_nv_layout_on_interp() {
+    check_tc_on_interp("NV");
+}
+
+// ------------------------------------------------------------------------------------------
+// Emulated GPUs
+
+fn check_on_device(dev: &Compiled, case: &Case, k: &mut Kernel, want: &Buffers) {
+    let r = &*dev.renderer;
+    let p = render(case, k, r);
+    let lib = dev
+        .compiler
+        .compile(&p.src)
+        .unwrap_or_else(|e| panic!("{} {:?}: compile: {e}", case.name, k.applied_opts));
+    let prg = dev.runtime.load(&p.function_name, &lib).unwrap();
+    let got = run_program(&*prg, case, &p, &*dev.allocator)
+        .unwrap_or_else(|e| panic!("{} {:?}: {e}", case.name, k.applied_opts));
+    let what = format!("{} {:?}", dev.name, k.applied_opts);
+    assert_outputs(case, want, &got, rtol_for(case).max(1e-5), &what);
+}
+
+/// The emulated GPU of this run (`AMD=1 MOCKGPU=1` or `NV=1 MOCKGPU=1`), if any.
+fn emulated_gpu() -> Option<Arc<Compiled>> {
+    if getenv("MOCKGPU", 0) == 0 {
+        println!("skipped: not under MOCKGPU=1");
+        return None;
+    }
+    let name = if getenv("AMD", 0) != 0 {
+        "AMD"
+    } else if getenv("NV", 0) != 0 {
+        "NV"
+    } else {
+        println!("skipped: MOCKGPU=1 without AMD=1 or NV=1");
+        return None;
+    };
+    Some(open_device(name).unwrap_or_else(|e| panic!("open {name}: {e}")))
+}
+
+#[test]
+fn local_group_and_heuristic_opts_on_emulated_gpu() {
+    let Some(dev) = emulated_gpu() else { return };
+    let o = dev.renderer.opts().clone();
+    let local: Vec<Opt> = plain_actions()
+        .into_iter()
+        .filter(|a| matches!(a.op, LOCAL | GROUP | GROUPTOP))
+        .collect();
+    let cases = [
+        catalogue::elementwise_add(),
+        catalogue::sum_inner(),
+        catalogue::sum_outer(),
+        catalogue::max_multi_axis(),
+        catalogue::matmul(),
+        catalogue::reduce_epilogue(),
+        catalogue::multi_reduce(),
+        catalogue::padded_sum(),
+        catalogue::casts(),
+    ];
+    for case in cases {
+        let want = case.reference();
+        let mut ks: Vec<Kernel> = local
+            .iter()
+            .filter_map(|a| optimized(&case, &o, &[*a]))
+            .collect();
+        ks.push(heuristic(&case, &o));
+        for mut k in ks {
+            check_on_device(&dev, &case, &mut k, &want);
+        }
+    }
+}
+
+#[test]
+fn tensor_cores_on_emulated_gpu() {
+    let Some(dev) = emulated_gpu() else { return };
+    let o = dev.renderer.opts().clone();
+    assert!(
+        !o.tensor_cores.is_empty(),
+        "{} offers no tensor core",
+        dev.name
+    );
+    for case in tc_cases(&o.device) {
+        let want = case.reference();
+        let ks = tc_variants(&case, &o);
+        assert!(ks.iter().any(|k| k.tensor_core.is_some()), "{}", case.name);
+        for mut k in ks {
+            check_on_device(&dev, &case, &mut k, &want);
+        }
+    }
+}
