@@ -4,11 +4,11 @@
 //! Debian/Ubuntu places (`/usr/lib/llvm-N/lib`, `/usr/lib/<multiarch>`, `/usr/lib64`, `/usr/lib`,
 //! `/usr/local/lib`) or the file (or folder) named by `LLVM_LIB`, `dlopen`s it and resolves the C
 //! API by name ([`api`]), and registers the X86, AMDGPU, NVPTX and AArch64 targets it has.
-//! [`Llvm::compile`] runs IR text through parse -> verify -> the new pass manager (`default<O3>`,
-//! LLVM >= 13) -> object (or assembly) emission for a triple, CPU and feature string, each compile
-//! in its own LLVM context (compiles may run on several threads at once), with a target machine
-//! each thread keeps per option set. Diagnostics go to a
-//! handler that collects them (LLVM's default handler exits the process on an error). Errors name
+//! [`Llvm::compile`] runs IR text through parse -> verify -> the new pass manager (the pipeline
+//! text the caller gives, e.g. `default<O3>`, LLVM >= 13; none at all when it gives none) ->
+//! object (or assembly) emission for a triple, CPU and feature string, each compile in its own
+//! LLVM context (compiles may run on several threads at once), with a target machine each thread
+//! keeps per option set. Diagnostics go to a handler that collects them (LLVM's default handler exits the process on an error). Errors name
 //! what was missing (no library, a C function, a target) or what LLVM reported (parse errors,
 //! verifier reports, codegen diagnostics).
 //!
