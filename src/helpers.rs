@@ -1,6 +1,7 @@
 //! Small shared pieces: environment knobs and scoped overrides ([`Context`]), [`GlobalCounters`],
 //! Python-compatible number formatting, ANSI colors (`colored`, `ansilen`), kernel-name escaping,
-//! and the on-disk cache directory.
+//! the on-disk cache directory, and [`FxHasher`] (the fast hasher of the in-memory tables on the
+//! eager path).
 //!
 //! Knobs follow tinygrad's `getenv`/`ContextVar`: the environment gives the default, a
 //! [`Context`] guard overrides it for the current thread until the guard drops. Overrides are
@@ -15,45 +16,54 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::OnceLock;
 
-fn env_cache() -> &'static std::sync::Mutex<HashMap<String, Option<String>>> {
-    static CACHE: OnceLock<std::sync::Mutex<HashMap<String, Option<String>>>> = OnceLock::new();
-    CACHE.get_or_init(|| std::sync::Mutex::new(HashMap::new()))
+type EnvCache = std::sync::Mutex<HashMap<String, Option<String>, FxBuild>>;
+
+fn env_cache() -> &'static EnvCache {
+    static CACHE: OnceLock<EnvCache> = OnceLock::new();
+    CACHE.get_or_init(|| std::sync::Mutex::new(HashMap::default()))
 }
 
 thread_local! {
     static OVERRIDES: RefCell<Vec<(String, String)>> = const { RefCell::new(Vec::new()) };
 }
 
+/// `f` of a knob's value: the innermost [`Context`] override on this thread, else the process
+/// environment (read once and cached). Nothing is allocated once the knob was read.
+fn with_knob<T>(key: &str, f: &mut dyn FnMut(Option<&str>) -> T) -> T {
+    let over = OVERRIDES.try_with(|o| {
+        let o = o.borrow();
+        o.iter()
+            .rev()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| f(Some(v)))
+    });
+    if let Ok(Some(r)) = over {
+        return r;
+    }
+    let mut cache = env_cache().lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(v) = cache.get(key) {
+        return f(v.as_deref());
+    }
+    let v = std::env::var(key).ok();
+    let r = f(v.as_deref());
+    cache.insert(key.to_string(), v);
+    r
+}
+
 /// The string value of a knob: the innermost [`Context`] override on this thread, else the
 /// process environment (read once and cached). Safe to call from exit handlers: once the
 /// thread's overrides are destroyed, only the environment answers.
 pub fn getenv_str(key: &str) -> Option<String> {
-    let over = OVERRIDES
-        .try_with(|o| {
-            o.borrow()
-                .iter()
-                .rev()
-                .find(|(k, _)| k == key)
-                .map(|(_, v)| v.clone())
-        })
-        .ok()
-        .flatten();
-    if over.is_some() {
-        return over;
-    }
-    let mut cache = env_cache().lock().unwrap_or_else(|e| e.into_inner());
-    cache
-        .entry(key.to_string())
-        .or_insert_with(|| std::env::var(key).ok())
-        .clone()
+    with_knob(key, &mut |v| v.map(str::to_string))
 }
 
 /// An integer knob (`getenv("DEBUG", 0)`); a value that does not parse as an integer counts as
 /// the default.
 pub fn getenv(key: &str, default: i64) -> i64 {
-    getenv_str(key)
-        .and_then(|v| v.trim().parse::<i64>().ok())
-        .unwrap_or(default)
+    with_knob(key, &mut |v| {
+        v.and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or(default)
+    })
 }
 
 /// `DEBUG` level.
@@ -290,9 +300,94 @@ pub fn cache_dir() -> PathBuf {
     std::env::temp_dir().join("rawgrad-cache")
 }
 
+/// A fast, deterministic hasher for in-memory tables keyed by node identities and small
+/// structures (the multiply-rotate hash of rustc's `FxHasher`): a few cycles per word where
+/// SipHash takes tens. Not DoS-resistant and not stable across versions; never for disk keys.
+#[derive(Default, Clone, Copy)]
+pub struct FxHasher {
+    hash: u64,
+}
+
+const FX_SEED: u64 = 0x51_7c_c1_b7_27_22_0a_95;
+
+impl FxHasher {
+    #[inline]
+    fn add(&mut self, word: u64) {
+        self.hash = (self.hash.rotate_left(5) ^ word).wrapping_mul(FX_SEED);
+    }
+}
+
+impl std::hash::Hasher for FxHasher {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(c);
+            self.add(u64::from_le_bytes(w));
+        }
+        let rest = chunks.remainder();
+        if !rest.is_empty() {
+            let mut w = [0u8; 8];
+            w[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 56));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_u32(&mut self, i: u32) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_u64(&mut self, i: u64) {
+        self.add(i);
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.hash
+    }
+}
+
+/// The [`FxHasher`] builder.
+pub type FxBuild = std::hash::BuildHasherDefault<FxHasher>;
+/// Hash maps and sets with [`FxHasher`].
+pub type FxHashMap<K, V> = HashMap<K, V, FxBuild>;
+pub type FxHashSet<K> = std::collections::HashSet<K, FxBuild>;
+pub type FxIndexMap<K, V> = indexmap::IndexMap<K, V, FxBuild>;
+pub type FxIndexSet<K> = indexmap::IndexSet<K, FxBuild>;
+
+/// The [`FxHasher`] hash of `x`.
+pub fn fx_hash<T: std::hash::Hash + ?Sized>(x: &T) -> u64 {
+    use std::hash::Hasher;
+    let mut h = FxHasher::default();
+    x.hash(&mut h);
+    h.finish()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fx_hash_is_deterministic_and_spreads() {
+        assert_eq!(fx_hash(&(1u64, "a")), fx_hash(&(1u64, "a")));
+        assert_ne!(fx_hash(&[1u8, 2, 3][..]), fx_hash(&[1u8, 2, 4][..]));
+        assert_ne!(
+            fx_hash(&[0u8; 3][..]),
+            fx_hash(&[0u8; 4][..]),
+            "length is mixed in"
+        );
+        let mut m: FxHashMap<usize, usize> = FxHashMap::default();
+        m.insert(8, 1);
+        assert_eq!(m.get(&8), Some(&1));
+    }
 
     #[test]
     fn float_repr_matches_python() {

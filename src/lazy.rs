@@ -27,7 +27,6 @@
 //! sees whatever state the graph has while it runs). Dropping a very deep graph is iterative, so it
 //! cannot overflow the stack.
 
-use std::collections::HashMap;
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,6 +34,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use crate::device::{Buffer, BufferOptions, BufferRef};
 use crate::dtype::{ConstValue, DType};
+use crate::helpers::{fx_hash, FxHashMap};
 use crate::ops::{ConstArg, CustomOp, LazyOpArg, LoadOps, Op};
 use crate::shape::symbolic::render_shape;
 use crate::shape::{ShapeTracker, Sint};
@@ -93,7 +93,7 @@ pub(crate) struct LbInner {
     buffer: BufferRef,
     kind: Kind,
     /// The lazy-cache key this node was registered under, removed again when it dies.
-    cache_key: Option<CacheKey>,
+    cache_key: Option<HashedKey>,
     /// Set once `release` ran (the buffer reference is returned exactly once).
     released: bool,
 }
@@ -167,13 +167,33 @@ enum CacheKey {
     },
 }
 
-type LazyCache = HashMap<CacheKey, Weak<LbInner>>;
+/// A [`CacheKey`] with its hash, computed once when the node is built: lookups, the insert and
+/// the removal when the node dies do not hash the ShapeTracker again.
+#[derive(Clone)]
+struct HashedKey {
+    hash: u64,
+    key: CacheKey,
+}
+
+impl PartialEq for HashedKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.key == other.key
+    }
+}
+impl Eq for HashedKey {}
+impl Hash for HashedKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+type LazyCache = FxHashMap<HashedKey, Weak<LbInner>>;
 
 thread_local! {
     /// One lazy cache per thread: independent computations on different threads (a test
     /// harness, a server's workers) never share nodes by accident, so one thread's scheduler
     /// never marks realized a node that another thread is scheduling at the same moment.
-    static LAZYCACHE: std::cell::RefCell<LazyCache> = std::cell::RefCell::new(HashMap::new());
+    static LAZYCACHE: std::cell::RefCell<LazyCache> = std::cell::RefCell::new(FxHashMap::default());
 }
 
 /// Run `f` on this thread's lazy cache; `None` while the thread is being torn down.
@@ -185,14 +205,14 @@ fn with_lazycache<R>(f: impl FnOnce(&mut LazyCache) -> R) -> Option<R> {
 }
 
 /// A live node registered under `key`.
-fn cache_get(key: &CacheKey) -> Option<LazyBuffer> {
+fn cache_get(key: &HashedKey) -> Option<LazyBuffer> {
     with_lazycache(|c| c.get(key).and_then(Weak::upgrade))
         .flatten()
         .map(LazyBuffer)
 }
 
 /// Register `lb` under `key` unless a live node got there first (returned instead).
-fn cache_insert(key: CacheKey, lb: &LazyBuffer) -> Option<LazyBuffer> {
+fn cache_insert(key: HashedKey, lb: &LazyBuffer) -> Option<LazyBuffer> {
     with_lazycache(|cache| {
         if let Some(live) = cache.get(&key).and_then(Weak::upgrade) {
             return Some(LazyBuffer(live));
@@ -205,7 +225,7 @@ fn cache_insert(key: CacheKey, lb: &LazyBuffer) -> Option<LazyBuffer> {
 
 /// Forget `key` if it still names the node at `ptr` (a node dropped on another thread than the
 /// one that built it leaves its dead entry there; lookups skip dead entries).
-fn cache_remove(key: &CacheKey, ptr: *const LbInner) {
+fn cache_remove(key: &HashedKey, ptr: *const LbInner) {
     with_lazycache(|cache| {
         if cache
             .get(key)
@@ -224,7 +244,7 @@ pub fn lazycache_len() -> usize {
 
 /// Whether this thread's lazy cache holds an entry for `key` (tests).
 #[cfg(test)]
-fn lazycache_contains(key: &CacheKey) -> bool {
+fn lazycache_contains(key: &HashedKey) -> bool {
     with_lazycache(|c| c.contains_key(key)).unwrap_or(false)
 }
 
@@ -287,8 +307,8 @@ pub(crate) fn create_lazybuffer(
     Ok(lb)
 }
 
-fn cache_key(device: &Arc<str>, st: &ShapeTracker, dtype: DType, spec: &Spec) -> CacheKey {
-    match spec {
+fn cache_key(device: &Arc<str>, st: &ShapeTracker, dtype: DType, spec: &Spec) -> HashedKey {
+    let key = match spec {
         Spec::Base { op, arg, srcs } => CacheKey::Base {
             device: Arc::clone(device),
             st: st.clone(),
@@ -301,6 +321,10 @@ fn cache_key(device: &Arc<str>, st: &ShapeTracker, dtype: DType, spec: &Spec) ->
             st: st.clone(),
             base: WeakId(Arc::downgrade(&base.0)),
         },
+    };
+    HashedKey {
+        hash: fx_hash(&key),
+        key,
     }
 }
 
@@ -314,7 +338,7 @@ impl LbInner {
         dtype: DType,
         size: usize,
         spec: Spec,
-        cache_key: Option<CacheKey>,
+        cache_key: Option<HashedKey>,
     ) -> Result<LbInner> {
         let (kind, buffer) = match spec {
             Spec::View(base) => {

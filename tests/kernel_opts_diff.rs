@@ -193,7 +193,7 @@ fn heuristics_and_opts_on_llvm() {
                 let lib = c
                     .compile(&p.src)
                     .unwrap_or_else(|e| panic!("{} {:?}: {e}", case.name, k.applied_opts));
-                let prg = ClangRuntime.load(&p.function_name, &lib).unwrap();
+                let prg = c.runtime().load(&p.function_name, &lib).unwrap();
                 let got = run_program(&*prg, &case, &p, &rawgrad::device::HostAllocator)
                     .unwrap_or_else(|e| panic!("{}: {e}", case.name));
                 let what = format!("LLVM {} {:?}", l.major, k.applied_opts);

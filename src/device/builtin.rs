@@ -4,7 +4,7 @@
 //! - `CLANG`: [`ClangRenderer`], the C compiler (`clang`, else `cc`), dlopen'd shared objects,
 //!   LRU-cached host memory ([`open_clang`]).
 //! - `INTERP`: the UOp interpreter ([`open_interp`]).
-//! - `LLVM`: LLVM IR compiled in process by libLLVM, linked by `cc` ([`open_llvm`]).
+//! - `LLVM`: LLVM IR compiled in process by libLLVM, loaded by rawgrad's ELF loader ([`open_llvm`]).
 //! - `CUDA`: the CUDA driver API fallback ([`crate::runtime::fallback::cuda::register`]); it
 //!   loads libcuda only when a `CUDA` device is selected or probed.
 //! - `AMD`: the KFD backend ([`crate::runtime::amd::register`]); it opens nothing until an `AMD`

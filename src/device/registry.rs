@@ -24,7 +24,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 use crate::device::{Allocator, Compiler, Runtime};
-use crate::helpers::{debug, getenv, getenv_str};
+use crate::helpers::{debug, getenv, getenv_str, FxHashMap};
 use crate::renderer::Renderer;
 use crate::{bail, Error, Result};
 
@@ -76,6 +76,23 @@ pub fn canonicalize(device: &str) -> String {
         out.truncate(out.len() - 2);
     }
     out
+}
+
+/// [`canonicalize`] as a shared string: names already seen are looked up without allocating
+/// (the eager path creates a constant on its tensor's device at every step).
+pub fn canonical_arc(device: &str) -> Arc<str> {
+    static NAMES: OnceLock<Mutex<FxHashMap<Box<str>, Arc<str>>>> = OnceLock::new();
+    let names = NAMES.get_or_init(|| Mutex::new(FxHashMap::default()));
+    let mut names = names.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(a) = names.get(device) {
+        return Arc::clone(a);
+    }
+    let a: Arc<str> = Arc::from(canonicalize(device));
+    // Bounded: endless distinct names (DISK paths) are canonicalized without being kept.
+    if names.len() < 1024 {
+        names.insert(device.into(), Arc::clone(&a));
+    }
+    a
 }
 
 /// The index of a numbered device (`AMD` -> 0, `NV:2` -> 2): the n of `FAMILY:n`, an error

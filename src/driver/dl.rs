@@ -32,7 +32,7 @@ static_assertions::const_assert_eq!(
 static_assertions::const_assert_eq!(std::mem::size_of::<i32>(), std::mem::size_of::<c_int>());
 
 /// The C signature of a kernel entry (`NAME_rg`).
-type KernelEntry = unsafe extern "C" fn(*const *mut c_void, *const c_int, c_int, c_int);
+pub(crate) type KernelEntry = unsafe extern "C" fn(*const *mut c_void, *const c_int, c_int, c_int);
 
 /// A loaded shared object.
 pub struct Library {
@@ -78,11 +78,8 @@ impl Library {
                 self.path
             ))
         })?;
-        Ok(KernelFn {
-            entry: *sym,
-            name: symbol.to_string(),
-            _lib: Arc::clone(self),
-        })
+        let owner: Arc<dyn Send + Sync> = Arc::clone(self) as Arc<dyn Send + Sync>;
+        Ok(KernelFn::from_entry(*sym, symbol, &self.path, owner))
     }
 }
 
@@ -92,15 +89,34 @@ impl fmt::Debug for Library {
     }
 }
 
-/// A kernel entry point in a loaded library; keeps the library loaded.
+/// A kernel entry point in a loaded library (or in code memory rawgrad linked itself, see
+/// [`crate::driver::codemem`]); keeps its code loaded.
 #[derive(Clone)]
 pub struct KernelFn {
     entry: KernelEntry,
     name: String,
-    _lib: Arc<Library>,
+    /// Where the code lives (a file, or the code memory's description), for messages.
+    origin: String,
+    _owner: Arc<dyn Send + Sync>,
 }
 
 impl KernelFn {
+    /// An entry whose code `owner` keeps mapped; the caller vouches that `entry` has the kernel
+    /// entry ABI of the module doc (this module and `codemem` are the only callers).
+    pub(crate) fn from_entry(
+        entry: KernelEntry,
+        name: &str,
+        origin: &str,
+        owner: Arc<dyn Send + Sync>,
+    ) -> KernelFn {
+        KernelFn {
+            entry,
+            name: name.to_string(),
+            origin: origin.to_string(),
+            _owner: owner,
+        }
+    }
+
     /// The symbol name (`NAME_rg`).
     pub fn name(&self) -> &str {
         &self.name
@@ -125,8 +141,9 @@ impl KernelFn {
         // The kernel reads `bufs`/`vals` (live slices of 8-byte addresses and 4-byte ints, sizes
         // asserted at compile time) only for the counts its source declares, which the renderer
         // derived from the same buffer and variable lists the caller passes; `core` is in range.
-        // SAFETY: `entry` has the kernel entry ABI (`Library::kernel`), `_lib` keeps it loaded,
-        // and every buffer is non-null live host memory the CLANG program keeps alive (checked).
+        // SAFETY: `entry` has the kernel entry ABI (`Library::kernel`, `CodeMemory::kernel`),
+        // `_owner` keeps its code mapped, and every buffer is non-null live host memory the CPU
+        // program keeps alive (checked).
         unsafe {
             (self.entry)(
                 bufs.as_ptr().cast::<*mut c_void>(),
@@ -141,6 +158,6 @@ impl KernelFn {
 
 impl fmt::Debug for KernelFn {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "KernelFn({} in {})", self.name, self._lib.path)
+        write!(f, "KernelFn({} in {})", self.name, self.origin)
     }
 }

@@ -4,10 +4,11 @@
 //! Debian/Ubuntu places (`/usr/lib/llvm-N/lib`, `/usr/lib/<multiarch>`, `/usr/lib64`, `/usr/lib`,
 //! `/usr/local/lib`) or the file (or folder) named by `LLVM_LIB`, `dlopen`s it and resolves the C
 //! API by name ([`api`]), and registers the X86, AMDGPU, NVPTX and AArch64 targets it has.
-//! [`Llvm::compile`] runs IR text through parse -> verify -> the new pass manager (`default<O3>`,
-//! LLVM >= 13) -> object (or assembly) emission for a triple, CPU and feature string, each compile
-//! in its own LLVM context (compiles may run on several threads at once). Diagnostics go to a
-//! handler that collects them (LLVM's default handler exits the process on an error). Errors name
+//! [`Llvm::compile`] runs IR text through parse -> verify -> the new pass manager (the pipeline
+//! text the caller gives, e.g. `default<O3>`, LLVM >= 13; none at all when it gives none) ->
+//! object (or assembly) emission for a triple, CPU and feature string, each compile in its own
+//! LLVM context (compiles may run on several threads at once), with a target machine each thread
+//! keeps per option set. Diagnostics go to a handler that collects them (LLVM's default handler exits the process on an error). Errors name
 //! what was missing (no library, a C function, a target) or what LLVM reported (parse errors,
 //! verifier reports, codegen diagnostics).
 //!
@@ -206,7 +207,7 @@ pub enum Emit {
 }
 
 /// `LLVMRelocMode`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum RelocMode {
     Default = 0,
     Static = 1,
@@ -291,8 +292,31 @@ fn register_targets(lib: &RawLibrary) -> Vec<(&'static str, Option<String>)> {
         .collect()
 }
 
+/// A target machine kept by one thread for later compiles with the same options: creating one
+/// (and the subtarget its first use parses from the feature string) costs about a sixth of a small
+/// kernel's compile. Machines are not shared between threads (LLVM does not make them safe to
+/// use concurrently); each is disposed when its thread exits.
+struct CachedMachine {
+    llvm: Arc<Llvm>,
+    key: (String, String, String, u8, RelocMode),
+    raw: api::TargetMachineRef,
+}
+
+impl Drop for CachedMachine {
+    fn drop(&mut self) {
+        api::dispose_target_machine(&self.llvm.api, self.raw);
+    }
+}
+
+thread_local! {
+    static MACHINES: std::cell::RefCell<Vec<CachedMachine>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 /// A loaded libLLVM.
 pub struct Llvm {
+    /// This value's own `Arc` (for the per-thread target machine cache).
+    me: std::sync::Weak<Llvm>,
     /// Entry points into the library, whose handle is leaked (never unloaded).
     api: Api,
     path: PathBuf,
@@ -356,7 +380,11 @@ impl Llvm {
         if let Some(l) = cache.iter().find(|l| l.path == real) {
             return Ok(Arc::clone(l));
         }
-        let llvm = Arc::new(Llvm::dlopen(&real)?);
+        let parts = Llvm::dlopen(&real)?;
+        let llvm = Arc::new_cyclic(|me| Llvm {
+            me: me.clone(),
+            ..parts
+        });
         cache.push(Arc::clone(&llvm));
         Ok(llvm)
     }
@@ -396,6 +424,7 @@ impl Llvm {
             );
         }
         Ok(Llvm {
+            me: std::sync::Weak::new(),
             api,
             path: path.to_path_buf(),
             version,
@@ -494,14 +523,8 @@ impl Llvm {
     ) -> Result<Vec<u8>> {
         let module = Module::parse(&self.api, ctx, ir)?;
         module.verify()?;
-        let tm = TargetMachine::new(
-            &self.api,
-            &opts.triple,
-            &opts.cpu,
-            &opts.features,
-            c_int::from(opts.codegen_level.min(3)),
-            opts.reloc as c_int,
-        )?;
+        let raw = self.machine(opts)?;
+        let tm = TargetMachine::borrowed(&self.api, raw);
         tm.configure(&module, &opts.triple)?;
         if let Some(passes) = &opts.passes {
             tm.run_passes(&module, passes)?;
@@ -511,6 +534,47 @@ impl Llvm {
             Emit::Assembly => tm.emit(&module, FILE_ASSEMBLY),
             Emit::Ir => Ok(module.print().into_bytes()),
         }
+    }
+
+    /// This thread's target machine for `opts` (made on first use, kept until the thread exits).
+    /// The raw handle stays valid while the thread lives; callers use it within one compile.
+    fn machine(&self, opts: &CompileOptions) -> Result<api::TargetMachineRef> {
+        let key = (
+            opts.triple.clone(),
+            opts.cpu.clone(),
+            opts.features.clone(),
+            opts.codegen_level.min(3),
+            opts.reloc,
+        );
+        let me = self as *const Llvm;
+        let hit = MACHINES.with(|m| {
+            m.borrow()
+                .iter()
+                .find(|c| std::ptr::eq(Arc::as_ptr(&c.llvm), me) && c.key == key)
+                .map(|c| c.raw)
+        });
+        if let Some(raw) = hit {
+            return Ok(raw);
+        }
+        let tm = TargetMachine::new(
+            &self.api,
+            &opts.triple,
+            &opts.cpu,
+            &opts.features,
+            c_int::from(key.3),
+            opts.reloc as c_int,
+        )?;
+        // Every `Llvm` is made by `open`, inside an `Arc`.
+        let Some(llvm) = self.me.upgrade() else {
+            bail!(
+                Compile,
+                "LLVM: {} was not loaded through Llvm::open",
+                self.path.display()
+            );
+        };
+        let raw = tm.into_raw();
+        MACHINES.with(|m| m.borrow_mut().push(CachedMachine { llvm, key, raw }));
+        Ok(raw)
     }
 
     /// The ELF `EF_AMDGPU_MACH` this LLVM writes for processor `cpu` (0 when it does not know the

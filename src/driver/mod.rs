@@ -3,6 +3,7 @@
 //!
 //! - [`hostmem`]: owned, aligned host allocations that CPU kernels address directly.
 //! - [`dl`]: `dlopen`ed shared objects and the CPU kernel entry ABI.
+//! - [`codemem`]: executable memory for code rawgrad links itself, and host symbol lookup.
 //! - [`process`]: child processes (external compilers) and temporary paths.
 //! - [`llvm`]: libLLVM loaded at run time and its C API (IR to object code).
 //! - [`api`]: the [`Driver`] trait (open, close, ioctl, mmap, munmap, doorbell, sysfs reads), the
@@ -16,6 +17,7 @@
 //! - [`vma`]: address-range bookkeeping shared by both drivers.
 
 pub mod api;
+pub mod codemem;
 pub mod cuda;
 pub mod dl;
 pub mod emu;

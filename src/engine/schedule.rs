@@ -17,12 +17,10 @@
 //! Not guaranteed: image dtypes are not handled (there are none); `LOGOPS`, `SAVE_SCHEDULE` and
 //! `GRAPH` are not implemented.
 
-use std::collections::{HashMap, HashSet, VecDeque};
-
-use indexmap::IndexMap;
+use std::collections::{HashSet, VecDeque};
 
 use crate::device::BufferRef;
-use crate::helpers::{debug, getenv};
+use crate::helpers::{debug, getenv, FxHashMap, FxIndexMap};
 use crate::lazy::LazyBuffer;
 use crate::ops::{LazyOp, LoadOps, Op};
 use crate::shape::VarVals;
@@ -84,16 +82,16 @@ pub(crate) fn merge_var_vals(into: &mut VarVals, from: &VarVals) -> Result<()> {
 
 /// The prescheduled items, keyed by their first output, and the dependency edges between them.
 struct Prescheduled {
-    items: IndexMap<LazyBuffer, LbScheduleItem>,
-    graph: HashMap<LazyBuffer, Vec<LazyBuffer>>,
-    in_degree: IndexMap<LazyBuffer, usize>,
+    items: FxIndexMap<LazyBuffer, LbScheduleItem>,
+    graph: FxHashMap<LazyBuffer, Vec<LazyBuffer>>,
+    in_degree: FxIndexMap<LazyBuffer, usize>,
 }
 
 /// Phases A to C and the dependency graph (tinygrad's `_graph_schedule`).
 fn graph_schedule(outs: &[LazyBuffer], seen: &HashSet<LazyBuffer>) -> Result<Prescheduled> {
     let g = Graph::build(outs, seen)?;
     let multioutput = getenv("MULTIOUTPUT", 1) != 0;
-    let mut output_groups: IndexMap<LazyBuffer, Vec<LazyBuffer>> = IndexMap::new();
+    let mut output_groups: FxIndexMap<LazyBuffer, Vec<LazyBuffer>> = FxIndexMap::default();
     for buf in &g.realizes {
         if buf.realized().is_some() || buf.op() == Op::Load(LoadOps::CONST) || seen.contains(buf) {
             continue;
@@ -104,19 +102,19 @@ fn graph_schedule(outs: &[LazyBuffer], seen: &HashSet<LazyBuffer>) -> Result<Pre
         };
         output_groups.entry(key).or_default().push(buf.clone());
     }
-    let mut items: IndexMap<LazyBuffer, LbScheduleItem> = IndexMap::new();
+    let mut items: FxIndexMap<LazyBuffer, LbScheduleItem> = FxIndexMap::default();
     for group in output_groups.values() {
         let lsi = schedule_group(group, &g.realizes, &g.reduce_for_op)?;
         items.insert(group[0].clone(), lsi);
     }
-    let mut schedule_targets: HashMap<LazyBuffer, LazyBuffer> = HashMap::new();
+    let mut schedule_targets: FxHashMap<LazyBuffer, LazyBuffer> = FxHashMap::default();
     for (key, lsi) in &items {
         for out in &lsi.outputs {
             schedule_targets.insert(out.clone(), key.clone());
         }
     }
-    let mut graph: HashMap<LazyBuffer, Vec<LazyBuffer>> = HashMap::new();
-    let mut in_degree: IndexMap<LazyBuffer, usize> = IndexMap::new();
+    let mut graph: FxHashMap<LazyBuffer, Vec<LazyBuffer>> = FxHashMap::default();
+    let mut in_degree: FxIndexMap<LazyBuffer, usize> = FxIndexMap::default();
     for (key, lsi) in &items {
         in_degree.entry(key.clone()).or_insert(0);
         let mut parents: Vec<&LazyBuffer> = Vec::new();

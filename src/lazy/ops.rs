@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use super::{create_lazybuffer, LazyBuffer, LbArg, Spec};
-use crate::device::registry::{canonicalize, device_family};
+use crate::device::registry::{canonical_arc, canonicalize, device_family};
 use crate::dtype::{dtypes, ConstValue, DType};
 use crate::helpers::{debug, getenv};
 use crate::ops::{exec_alu, BinaryOps, ConstArg, LoadOps, Op, ReduceOps, TernaryOps, UnaryOps};
@@ -64,7 +64,7 @@ impl LazyBuffer {
         srcs: &[LazyBuffer],
         enable_cache: bool,
     ) -> Result<LazyBuffer> {
-        let device: Arc<str> = Arc::from(canonicalize(device));
+        let device = canonical_arc(device);
         loadop_on(&device, op, shape, dtype, arg, srcs.to_vec(), enable_cache)
     }
 
@@ -76,7 +76,7 @@ impl LazyBuffer {
         device: &str,
         shape: &[Sint],
     ) -> Result<LazyBuffer> {
-        let device: Arc<str> = Arc::from(canonicalize(device));
+        let device = canonical_arc(device);
         const_on(&device, val, dtype, shape)
     }
 

@@ -2,8 +2,9 @@
 //! ([`MemBuffer`] loads, [`ConstBuffer`] constants) and whose roots are STOREs, plus the
 //! single-op "ASTs" of LoadOps items (COPY, CUSTOM, EMPTY, VIEW).
 //!
-//! Owns: the node type (immutable, `Arc`-shared, compared and hashed by structure with a cached
-//! hash), its output dtype rule, the stable content key (sha256, the BEAM cache key), traversal
+//! Owns: the node type (immutable, `Arc`-shared, compared and hashed by structure with a hash
+//! computed once as the node is built), its output dtype rule, the stable content key (sha256 of a
+//! canonical text, computed on demand: the BEAM and disk-cache key, never used by `==`), traversal
 //! helpers, and `verify_lazyop` (the rules every kernel AST obeys).
 //!
 //! Not guaranteed: a `LazyOp` built by hand is not checked until [`verify_lazyop`] runs.
@@ -114,7 +115,7 @@ pub struct LazyOp(Arc<LazyOpInner>);
 impl LazyOp {
     pub fn new(op: impl Into<Op>, src: Vec<LazyOp>, arg: LazyOpArg) -> LazyOp {
         let op = op.into();
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut h = crate::helpers::FxHasher::default();
         op.hash(&mut h);
         for s in &src {
             s.0.hash.hash(&mut h);
@@ -280,15 +281,61 @@ impl LazyOp {
 }
 
 impl PartialEq for LazyOp {
+    /// Structural equality: the same op, arg and (recursively) sources. The structural hash each
+    /// node computed when it was built rejects almost every unequal pair at once; equal pairs are
+    /// walked once per pair of nodes (a DAG's shared nodes are not walked again per path, which
+    /// would be exponential for threefry's shared rounds), with no allocation for small trees.
     fn eq(&self, other: &LazyOp) -> bool {
         if Arc::ptr_eq(&self.0, &other.0) {
             return true;
         }
-        let (a, b) = (&*self.0, &*other.0);
-        // Two distinct allocations of one DAG: comparing sources recursively would walk every
-        // path (exponential for threefry's shared rounds); the cached content keys decide in
-        // linear time overall.
-        a.hash == b.hash && a.op == b.op && a.arg == b.arg && self.key() == other.key()
+        if self.0.hash != other.0.hash {
+            return false;
+        }
+        let mut stack: Vec<(&LazyOpInner, &LazyOpInner)> = vec![(&self.0, &other.0)];
+        let mut seen = PairSet::default();
+        while let Some((a, b)) = stack.pop() {
+            if std::ptr::eq(a, b) {
+                continue;
+            }
+            if a.hash != b.hash || a.op != b.op || a.src.len() != b.src.len() || a.arg != b.arg {
+                return false;
+            }
+            if a.src.is_empty() || !seen.insert(a, b) {
+                continue;
+            }
+            stack.extend(a.src.iter().zip(&b.src).map(|(x, y)| (&*x.0, &*y.0)));
+        }
+        true
+    }
+}
+
+/// Pairs of nodes already compared (or being compared) in one [`LazyOp::eq`]: a short list for
+/// the usual small kernel, a hash set past it.
+#[derive(Default)]
+struct PairSet {
+    few: Vec<(usize, usize)>,
+    many: Option<std::collections::HashSet<(usize, usize)>>,
+}
+
+impl PairSet {
+    /// Insert the pair; false when it was there already.
+    fn insert(&mut self, a: &LazyOpInner, b: &LazyOpInner) -> bool {
+        let key = (
+            a as *const LazyOpInner as usize,
+            b as *const LazyOpInner as usize,
+        );
+        if let Some(set) = &mut self.many {
+            return set.insert(key);
+        }
+        if self.few.contains(&key) {
+            return false;
+        }
+        self.few.push(key);
+        if self.few.len() > 32 {
+            self.many = Some(self.few.drain(..).collect());
+        }
+        true
     }
 }
 impl Eq for LazyOp {}
@@ -510,6 +557,10 @@ mod tests {
         verify_lazyop(std::slice::from_ref(&a)).unwrap();
         assert!(!a.ptr_eq(&b));
         assert_eq!(a, b);
+        assert!(
+            a.0.key.get().is_none(),
+            "== compares structure, not content keys"
+        );
         assert_eq!(a.key(), b.key());
     }
 
@@ -517,7 +568,13 @@ mod tests {
     fn structural_equality_hash_and_key() {
         let (k1, k2) = (add_kernel(), add_kernel());
         assert!(!k1.ptr_eq(&k2));
+        assert_eq!(k1.0.hash, k2.0.hash, "the build-time hash is structural");
+        assert!(
+            k1.0.key.get().is_none(),
+            "== and the hash never build the text key"
+        );
         assert_eq!(k1, k2);
+        assert!(k1.0.key.get().is_none());
         assert_eq!(k1.key(), k2.key());
         assert_eq!(k1.key().len(), 64);
         let other = LazyOp::store(
@@ -526,6 +583,7 @@ mod tests {
             dtypes::float32,
             st(&[4, 4]),
         );
+        assert_ne!(k1.0.hash, other.0.hash);
         assert_ne!(k1, other);
         assert_ne!(k1.key(), other.key());
         assert_eq!(k1.lazyops().len(), 4);

@@ -3,7 +3,9 @@
 //!
 //! Owns: the walk over the UOp list that every C-like dialect shares ([`render_cstyle`]): SSA names
 //! (`val`, `alu`, `acc`, `ridx`, `cast`, `precast`), ALU expressions inlined when used once (except
-//! MAX), parentheses dropped inside same-op ADD/MUL/XOR chains, loops, gated loads (`g?load:alt`)
+//! MAX), parentheses dropped inside same-op ADD/MUL/XOR chains (for floats only around the left
+//! operand: tinygrad also drops them around the right one, which regroups `a*(b*c)` as
+//! `(a*b)*c` and changes the bits), loops, gated loads (`g?load:alt`)
 //! and stores (`if (g) { ... }`), accumulators and PHI assignments. A dialect is a [`CStyle`]
 //! implementation: its knobs ([`CStyleLanguage`]) and overridable pieces (types, constants, casts,
 //! loads, stores, ops, the kernel frame).
@@ -604,9 +606,12 @@ fn render_alu<L: CStyle + ?Sized>(
         Op::Binary(BinaryOps::ADD | BinaryOps::MUL | BinaryOps::XOR)
     );
     let mut operands = vec![];
-    for s in u.src() {
+    for (i, s) in u.src().iter().enumerate() {
         let r = st.get(s)?;
-        operands.push(if chain && s.alu_op() == Some(op) {
+        // C groups `a*b*c` as `(a*b)*c`: a float chain may only lose the parentheses of its left
+        // operand, or `a*(b*c)` would be computed as `(a*b)*c` (other bits than the interpreter's).
+        let regroups = i > 0 && d.is_float();
+        operands.push(if chain && !regroups && s.alu_op() == Some(op) {
             strip_parens(&r).to_string()
         } else {
             r

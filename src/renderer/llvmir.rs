@@ -31,7 +31,9 @@
 //! Where rawgrad differs from 0.9.1 (so results match the UOp interpreter): loops are
 //! while-loops; bfloat16 is held as float in registers and rounded to nearest-even on stores;
 //! integer division by a variable is guarded (no trap); float CMPLT is ordered and MAX propagates
-//! NaN; no `"no-nans-fp-math"` attribute.
+//! NaN; no `"no-nans-fp-math"` attribute; the CPU flavour carries no fast-math flags (tinygrad's
+//! `nsz arcp contract afn reassoc` let LLVM regroup equal expressions differently in two kernels),
+//! so the LLVM device gives the interpreter's bits.
 //!
 //! Tensor cores: WMMA UOps become `llvm.amdgcn.wmma.*` calls (gfx11) or inline `mma.sync` PTX
 //! (sm_80+), see `llvmir/wmma.rs`.
@@ -97,7 +99,8 @@ pub struct LLVMRenderer {
 
 impl LLVMRenderer {
     /// The CPU flavour (tinygrad's `LLVMRenderer`: no locals, loops for every dim; float4
-    /// grouping on, unlike 0.9.1, so upcasts become vector loads and stores).
+    /// grouping on, unlike 0.9.1, so upcasts become vector loads and stores), with no fast-math
+    /// flags (tinygrad puts [`TINYGRAD_FAST_MATH`] on; see the module doc).
     pub fn cpu(opaque_pointers: bool) -> LLVMRenderer {
         LLVMRenderer {
             opts: RendererOpts {
@@ -113,7 +116,11 @@ impl LLVMRenderer {
             },
             flavour: Flavour::Cpu,
             opaque_pointers,
-            fmf: format!(" {TINYGRAD_FAST_MATH}"),
+            // No fast-math flags on the CPU: with `reassoc`/`contract` LLVM regrouped one product
+            // differently in two kernels (max-pool's backward then missed the forward's maximum)
+            // and turned sinh/cosh gradients' NaN into inf; `nsz` loses -0.0, `afn`/`arcp` change
+            // last bits. Without them every kernel computes what the interpreter computes.
+            fmf: String::new(),
         }
     }
 

@@ -8,6 +8,7 @@
 //! Not guaranteed: `unbind`/`var_vals` skip unbound Variables (tinygrad asserts on them).
 
 use std::collections::HashSet;
+use std::sync::Arc;
 
 use crate::helpers::getenv;
 use crate::shape::symbolic::{
@@ -30,7 +31,9 @@ mod tests_symbolic;
 /// tinygrad's `ShapeTracker`.
 #[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct ShapeTracker {
-    pub views: Vec<View>,
+    /// Shared: a clone is a reference count, not a deep copy (trackers are cloned into every
+    /// lazy buffer, AST node and scheduler key).
+    pub views: Arc<[View]>,
 }
 
 /// The index and validity expressions of one view for the given per-dim indices
@@ -72,7 +75,7 @@ impl ShapeTracker {
     /// A contiguous tracker of `shape`.
     pub fn from_shape(shape: &[Sint]) -> Result<ShapeTracker> {
         Ok(ShapeTracker {
-            views: vec![View::from_shape(shape)?],
+            views: Arc::from([View::from_shape(shape)?]),
         })
     }
 
@@ -83,7 +86,9 @@ impl ShapeTracker {
             InvalidArgument,
             "ShapeTracker needs at least one view"
         );
-        Ok(ShapeTracker { views })
+        Ok(ShapeTracker {
+            views: views.into(),
+        })
     }
 
     fn last(&self) -> Result<&View> {
@@ -137,7 +142,7 @@ impl ShapeTracker {
     pub fn vars(&self) -> Vec<Node> {
         let mut out = Vec::new();
         let mut seen = HashSet::new();
-        for v in &self.views {
+        for v in self.views.iter() {
             for x in v.vars() {
                 if seen.insert(x.clone()) {
                     out.push(x);
@@ -160,31 +165,57 @@ impl ShapeTracker {
 
     /// Replace bound Variables by unbound ones in every view; returns their values.
     pub fn unbind(&self) -> Result<(ShapeTracker, VarVals)> {
+        if self.views.iter().all(View::is_all_int) {
+            return Ok((self.clone(), VarVals::new()));
+        }
         let mut views = Vec::with_capacity(self.views.len());
         let mut vals = VarVals::new();
-        for v in &self.views {
+        for v in self.views.iter() {
             let (uv, vv) = v.unbind()?;
             views.push(uv);
             for (k, x) in vv {
                 merge_var_val(&mut vals, k, x)?;
             }
         }
-        Ok((ShapeTracker { views }, vals))
+        Ok((
+            ShapeTracker {
+                views: views.into(),
+            },
+            vals,
+        ))
     }
 
     /// `self + other`: append other's views one at a time, simplifying after each.
     pub fn compose(&self, other: &ShapeTracker) -> Result<ShapeTracker> {
+        // One view on each side: the first two merge rules decide without building anything
+        // (a contiguous left view yields the right one; a contiguous right view of the same
+        // shape yields the left one), exactly as the general path below would.
+        if let ([l], [r]) = (&self.views[..], &other.views[..]) {
+            if l.contiguous {
+                return Ok(other.clone());
+            }
+            if r.contiguous && r.shape == l.shape {
+                return Ok(self.clone());
+            }
+        }
         let mut ret = self.clone();
-        for v in &other.views {
-            ret.views.push(v.clone());
-            ret = ret.simplify()?;
+        for v in other.views.iter() {
+            let mut views = ret.views.to_vec();
+            views.push(v.clone());
+            ret = ShapeTracker {
+                views: views.into(),
+            }
+            .simplify()?;
         }
         Ok(ret)
     }
 
     /// Merge the last two views while they merge.
     pub fn simplify(&self) -> Result<ShapeTracker> {
-        let mut views = self.views.clone();
+        if self.views.len() < 2 {
+            return Ok(self.clone());
+        }
+        let mut views = self.views.to_vec();
         while views.len() >= 2 {
             let n = views.len();
             match views[n - 2].merge(&views[n - 1])? {
@@ -195,7 +226,9 @@ impl ShapeTracker {
                 None => break,
             }
         }
-        Ok(ShapeTracker { views })
+        Ok(ShapeTracker {
+            views: views.into(),
+        })
     }
 
     /// Undo permutes, flips and pad/shrinks of every view, ending in `out_shape`; `None` when a
@@ -214,9 +247,11 @@ impl ShapeTracker {
                 None => return Ok(None),
             }
         }
-        ShapeTracker { views: inverted }
-            .reshape(out_shape)
-            .map(Some)
+        ShapeTracker {
+            views: inverted.into(),
+        }
+        .reshape(out_shape)
+        .map(Some)
     }
 
     /// The buffer index and validity of the element at `idxs` (default: Variables `idx{i}` in
@@ -330,9 +365,12 @@ impl ShapeTracker {
     // *** movement ops ***
 
     fn with_last(&self, v: View) -> ShapeTracker {
-        let mut views = self.views.clone();
-        views.pop();
-        views.push(v);
+        let n = self.views.len().saturating_sub(1);
+        let views: Arc<[View]> = self.views[..n]
+            .iter()
+            .cloned()
+            .chain(std::iter::once(v))
+            .collect();
         ShapeTracker { views }
     }
 
@@ -373,9 +411,11 @@ impl ShapeTracker {
                 render_shape(new_shape)
             );
         }
-        let mut views = self.views.clone();
+        let mut views = self.views.to_vec();
         views.push(View::from_shape(new_shape)?);
-        Ok(ShapeTracker { views })
+        Ok(ShapeTracker {
+            views: views.into(),
+        })
     }
 }
 

@@ -54,12 +54,32 @@ pub fn strides_for_shape(shape: &[Sint]) -> Result<Vec<Sint>> {
     let mut strides = vec![Node::Num(0); shape.len()];
     let mut acc = Node::Num(1);
     for i in (0..shape.len()).rev() {
-        strides[i] = acc.clone();
+        if shape[i] != 1 {
+            strides[i] = acc.clone();
+        }
         if i > 0 {
             acc = acc.try_mul(&shape[i])?;
         }
     }
-    Ok(canonicalize_strides(shape, &strides))
+    Ok(strides)
+}
+
+/// Whether `strides` are [`strides_for_shape`]`(shape)` (computed without allocating).
+fn is_row_major(shape: &[Sint], strides: &[Sint]) -> Result<bool> {
+    if shape.len() != strides.len() {
+        return Ok(false);
+    }
+    let mut acc = Node::Num(1);
+    for i in (0..shape.len()).rev() {
+        let want_zero = shape[i] == 1;
+        if (want_zero && strides[i] != 0) || (!want_zero && strides[i] != acc) {
+            return Ok(false);
+        }
+        if i > 0 {
+            acc = acc.try_mul(&shape[i])?;
+        }
+    }
+    Ok(true)
 }
 
 /// Unravel a flat offset into per-dim indices of `shape` (tinygrad's `un1d`).
@@ -137,7 +157,7 @@ impl View {
         }
         let mut offset = offset;
         fold_single_index_dims(shape, &mut strides, &mut offset, &mut mask)?;
-        let contiguous = offset == 0 && mask.is_none() && strides == strides_for_shape(shape)?;
+        let contiguous = offset == 0 && mask.is_none() && is_row_major(shape, &strides)?;
         Ok(View {
             shape: shape.to_vec(),
             strides,
@@ -172,6 +192,18 @@ impl View {
             .chain(&self.strides)
             .chain(std::iter::once(&self.offset))
             .chain(mask)
+    }
+
+    /// Whether every shape, stride, offset and mask bound is an integer (no Variables).
+    pub fn is_all_int(&self) -> bool {
+        let mask_int = self
+            .mask
+            .as_ref()
+            .map_or(true, |m| m.iter().all(|(b, e)| b.is_int() && e.is_int()));
+        self.offset.is_int()
+            && self.shape.iter().all(Sint::is_int)
+            && self.strides.iter().all(Sint::is_int)
+            && mask_int
     }
 
     /// The Variables in shape, strides, offset and mask, in first-seen order.

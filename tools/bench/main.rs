@@ -1,43 +1,51 @@
-//! rawgrad's benchmarks. `cargo run --release --bin bench -- dispatch [options]`: per-kernel host
-//! overhead, launch latency, back-to-back throughput and copy bandwidth on every device that
-//! opens (see `dispatch.rs`). `bench beam [options]`: BEAM search time and picks on a matmul and a
-//! reduction (see `beam.rs`).
+//! rawgrad's benchmarks (`cargo run --release --bin bench -- <subcommand> [options]`):
+//! - `dispatch`: per-kernel host overhead, launch latency, back-to-back throughput and copy
+//!   bandwidth on every device that opens (see `dispatch.rs`);
+//! - `workloads`: issue 10's W1..W12 on the CPU devices, one thread and all threads, against the
+//!   machine's FMA and copy ceilings measured in the same run (see `workloads.rs`, `ceilings.rs`);
+//! - `beam`: BEAM search time and picks on a matmul and a reduction (see `beam.rs`).
 
 mod beam;
+mod ceilings;
 mod dispatch;
+mod workloads;
 
+use std::fmt::Display;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: bench dispatch [--devices CLANG,NV,CUDA] [--n 1000] [--repeats 21] \
 [--sizes-mib 1,64 | --sizes-bytes 4096] [--baseline DEVICE]
+       bench workloads [--workloads W1,W3] [--devices CLANG,LLVM] [--threads 1,all] \
+[--repeats 11] [--budget-s 10] [--copy-mib 256]
        bench beam [--device CLANG] [--amt 2] [--repeats 3] [--n 256] [--rows 1024] [--cols 1024]";
+
+/// Print a subcommand's table, or its error under its name.
+fn report<T: Display>(name: &str, result: rawgrad::Result<T>) -> ExitCode {
+    match result {
+        Ok(table) => {
+            print!("{table}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("bench {name}: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    let rest = args.get(1..).unwrap_or(&[]);
     match args.first().map(String::as_str) {
-        Some("dispatch") => {
-            let result = dispatch::Config::parse(&args[1..]).and_then(|c| dispatch::run(&c));
-            match result {
-                Ok(table) => {
-                    print!("{table}");
-                    ExitCode::SUCCESS
-                }
-                Err(e) => {
-                    eprintln!("bench dispatch: {e}");
-                    ExitCode::FAILURE
-                }
-            }
-        }
-        Some("beam") => match beam::Config::parse(&args[1..]).and_then(|c| beam::run(&c)) {
-            Ok(table) => {
-                print!("{table}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("bench beam: {e}");
-                ExitCode::FAILURE
-            }
-        },
+        Some("dispatch") => report(
+            "dispatch",
+            dispatch::Config::parse(rest).and_then(|c| dispatch::run(&c)),
+        ),
+        Some("workloads") => report(
+            "workloads",
+            workloads::Config::parse(rest).and_then(|c| workloads::run(&c)),
+        ),
+        Some("beam") => report("beam", beam::Config::parse(rest).and_then(|c| beam::run(&c))),
         _ => {
             eprintln!("{USAGE}");
             ExitCode::from(2)

@@ -346,6 +346,8 @@ impl Drop for Module<'_> {
 pub struct TargetMachine<'a> {
     api: &'a Api,
     pub raw: TargetMachineRef,
+    /// Whether dropping this value disposes the machine (false for [`TargetMachine::borrowed`]).
+    owned: bool,
 }
 
 impl<'a> TargetMachine<'a> {
@@ -391,7 +393,27 @@ impl<'a> TargetMachine<'a> {
                 "LLVMCreateTargetMachine({triple}, cpu {cpu:?}, features {features:?}) failed"
             )));
         }
-        Ok(TargetMachine { api, raw })
+        Ok(TargetMachine {
+            api,
+            raw,
+            owned: true,
+        })
+    }
+
+    /// Give up ownership: the caller disposes the machine later with [`dispose_target_machine`].
+    pub fn into_raw(self) -> TargetMachineRef {
+        let raw = self.raw;
+        std::mem::forget(self);
+        raw
+    }
+
+    /// A view of a machine made by [`TargetMachine::new`] and owned elsewhere (alive for `'a`).
+    pub fn borrowed(api: &'a Api, raw: TargetMachineRef) -> TargetMachine<'a> {
+        TargetMachine {
+            api,
+            raw,
+            owned: false,
+        }
     }
 
     /// Give `module` this machine's triple and data layout.
@@ -467,9 +489,17 @@ impl<'a> TargetMachine<'a> {
 
 impl Drop for TargetMachine<'_> {
     fn drop(&mut self) {
-        // SAFETY: the machine is live, owned here alone and disposed once.
-        unsafe { (self.api.LLVMDisposeTargetMachine)(self.raw) };
+        if self.owned {
+            dispose_target_machine(self.api, self.raw);
+        }
     }
+}
+
+/// Dispose a machine taken with [`TargetMachine::into_raw`] (once, when nothing uses it).
+pub fn dispose_target_machine(api: &Api, raw: TargetMachineRef) {
+    // SAFETY: `raw` came from LLVMCreateTargetMachine (through `new`), its owner gives it up
+    // here exactly once, and no borrowed view of it outlives this call (callers' contract).
+    unsafe { (api.LLVMDisposeTargetMachine)(raw) };
 }
 
 /// A string LLVM returns for the host (triple, CPU name, features).

@@ -2,7 +2,9 @@
 //! through the process-wide method cache.
 //!
 //! The cache is keyed by (device, AST, `BEAM`, `NOOPT`) and, a second time, by (device family,
-//! AST, `BEAM`, `NOOPT`): a kernel compiled for `AMD:0` is loaded on `AMD:1` from the same binary
+//! AST, `BEAM`, `NOOPT`), bucketed by a hash of the roots' structural hashes (computed once per
+//! node as the AST was built) and compared structurally within a bucket; a hit allocates nothing.
+//! The family level lets a kernel compiled for `AMD:0` load on `AMD:1` from the same binary
 //! without building or compiling it again. (tinygrad 0.9.1 keys by BEAM only; NOOPT is added so a
 //! scoped `NOOPT` override never receives a kernel built with the other setting.)
 //!
@@ -18,12 +20,12 @@
 //! insert wins; both runners work); the cache is never pruned.
 
 use std::cell::Cell;
-use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::codegen::kernel::Kernel;
 use crate::device::registry::{device_family, open_device};
-use crate::helpers::{ansistrip, debug, getenv};
+use crate::helpers::{ansistrip, debug, getenv, FxHashMap, FxHasher};
 use crate::ops::LazyOp;
 use crate::renderer::Renderer;
 use crate::Result;
@@ -32,7 +34,7 @@ use super::debug::{colored_kernel_name, debug_print};
 use super::runners::CompiledRunner;
 use super::Runner;
 
-#[derive(Clone, PartialEq, Eq, Hash)]
+/// One cache entry's key: (device or family, AST, `BEAM`, `NOOPT`).
 struct CacheKey {
     device: String,
     ast: Vec<LazyOp>,
@@ -41,19 +43,70 @@ struct CacheKey {
     by_family: bool,
 }
 
-fn method_cache() -> &'static Mutex<HashMap<CacheKey, Arc<CompiledRunner>>> {
-    static CACHE: OnceLock<Mutex<HashMap<CacheKey, Arc<CompiledRunner>>>> = OnceLock::new();
-    CACHE.get_or_init(|| Mutex::new(HashMap::new()))
+/// A key as a lookup sees it: borrowed, so a hit allocates nothing.
+#[derive(Clone, Copy)]
+struct KeyRef<'a> {
+    device: &'a str,
+    ast: &'a [LazyOp],
+    beam: i64,
+    noopt: i64,
+    by_family: bool,
 }
 
-fn cache_get(key: &CacheKey) -> Option<Arc<CompiledRunner>> {
+impl KeyRef<'_> {
+    /// The bucket: a hash of the device, every root's structural hash (computed when the AST was
+    /// built) and the knobs.
+    fn bucket(&self) -> u64 {
+        let mut h = FxHasher::default();
+        (self.device, self.beam, self.noopt, self.by_family).hash(&mut h);
+        self.ast.hash(&mut h);
+        h.finish()
+    }
+
+    fn matches(&self, k: &CacheKey) -> bool {
+        k.by_family == self.by_family
+            && k.beam == self.beam
+            && k.noopt == self.noopt
+            && k.device == self.device
+            && k.ast.as_slice() == self.ast
+    }
+
+    fn owned(&self) -> CacheKey {
+        CacheKey {
+            device: self.device.to_string(),
+            ast: self.ast.to_vec(),
+            beam: self.beam,
+            noopt: self.noopt,
+            by_family: self.by_family,
+        }
+    }
+}
+
+type Buckets = FxHashMap<u64, Vec<(CacheKey, Arc<CompiledRunner>)>>;
+
+fn method_cache() -> &'static Mutex<Buckets> {
+    static CACHE: OnceLock<Mutex<Buckets>> = OnceLock::new();
+    CACHE.get_or_init(|| Mutex::new(FxHashMap::default()))
+}
+
+fn cache_get(key: KeyRef<'_>) -> Option<Arc<CompiledRunner>> {
+    let bucket = key.bucket();
     let cache = method_cache().lock().unwrap_or_else(|e| e.into_inner());
-    cache.get(key).cloned()
+    let entries = cache.get(&bucket)?;
+    entries
+        .iter()
+        .find(|(k, _)| key.matches(k))
+        .map(|(_, r)| Arc::clone(r))
 }
 
-fn cache_put(key: CacheKey, runner: &Arc<CompiledRunner>) {
+fn cache_put(key: KeyRef<'_>, runner: &Arc<CompiledRunner>) {
+    let bucket = key.bucket();
     let mut cache = method_cache().lock().unwrap_or_else(|e| e.into_inner());
-    cache.insert(key, Arc::clone(runner));
+    let entries = cache.entry(bucket).or_default();
+    match entries.iter_mut().find(|(k, _)| key.matches(k)) {
+        Some(e) => e.1 = Arc::clone(runner),
+        None => entries.push((key.owned(), Arc::clone(runner))),
+    }
 }
 
 thread_local! {
@@ -116,22 +169,23 @@ fn display_name(k: &Kernel, name: &str) -> String {
 /// miss.
 pub fn get_runner(device: &str, ast: &[LazyOp]) -> Result<Arc<CompiledRunner>> {
     let (beam, noopt) = (getenv("BEAM", 0), getenv("NOOPT", 0));
-    let ckey = CacheKey {
-        device: device.to_string(),
-        ast: ast.to_vec(),
+    let ckey = KeyRef {
+        device,
+        ast,
         beam,
         noopt,
         by_family: false,
     };
-    if let Some(r) = cache_get(&ckey) {
+    if let Some(r) = cache_get(ckey) {
         return Ok(r);
     }
-    let bkey = CacheKey {
-        device: device_family(device),
+    let family = device_family(device);
+    let bkey = KeyRef {
+        device: &family,
         by_family: true,
-        ..ckey.clone()
+        ..ckey
     };
-    if let Some(b) = cache_get(&bkey) {
+    if let Some(b) = cache_get(bkey) {
         let mut p = b.p.clone();
         p.device = device.to_string();
         let name = b.display_name().to_string();

@@ -7,10 +7,10 @@
 //! without a visited set (and that can blow up exponentially on diamonds) remember where they
 //! have been; that changes their cost, not their outcome.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
-use indexmap::{IndexMap, IndexSet};
+use crate::helpers::{FxHashMap, FxHashSet, FxIndexMap, FxIndexSet};
 
 use crate::lazy::{LazyBuffer, LbArg};
 use crate::ops::{LoadOps, Op, UnaryOps};
@@ -42,16 +42,16 @@ fn views_of(lb: &LazyBuffer, tr: &LazyBuffer) -> Result<Vec<LazyBuffer>> {
 #[derive(Default)]
 pub(super) struct Graph {
     /// Bases that get their own buffer written by a kernel (insertion ordered).
-    pub realizes: IndexSet<LazyBuffer>,
+    pub realizes: FxIndexSet<LazyBuffer>,
     /// Every unrealized base reachable from the outputs, in DFS order.
-    pub allbufs: IndexSet<LazyBuffer>,
-    simple_pads: IndexSet<LazyBuffer>,
+    pub allbufs: FxIndexSet<LazyBuffer>,
+    simple_pads: FxIndexSet<LazyBuffer>,
     /// base -> the bases reading it, in discovery order.
-    pub children: IndexMap<LazyBuffer, IndexSet<LazyBuffer>>,
+    pub children: FxIndexMap<LazyBuffer, FxIndexSet<LazyBuffer>>,
     /// ASSIGN target base -> the ASSIGN writing it.
-    pub assign_targets: IndexMap<LazyBuffer, LazyBuffer>,
+    pub assign_targets: FxIndexMap<LazyBuffer, LazyBuffer>,
     /// A buffer computed in the kernel of this reduce.
-    pub reduce_for_op: HashMap<LazyBuffer, LazyBuffer>,
+    pub reduce_for_op: FxHashMap<LazyBuffer, LazyBuffer>,
 }
 
 /// One frame of the `_recurse_lb` walk: a base and the next source to visit.
@@ -182,7 +182,7 @@ impl Graph {
     /// are realized anyway.
     fn is_padding_okay(&self, buf: &LazyBuffer) -> Result<bool> {
         let mut stack = vec![buf.clone()];
-        let mut visited: HashSet<LazyBuffer> = HashSet::new();
+        let mut visited: FxHashSet<LazyBuffer> = FxHashSet::default();
         while let Some(b) = stack.pop() {
             if self.realizes.contains(&b) || b.realized().is_some() || !visited.insert(b.clone()) {
                 continue;
@@ -237,7 +237,7 @@ impl Graph {
     /// tinygrad's `_recursive_group(r, r.st, r, ...)` with an explicit stack: the realized
     /// consumers reachable from `r` through contiguous elementwise paths (plus `r` itself when
     /// one of them cannot fuse).
-    fn recursive_group(&self, r: &LazyBuffer) -> Result<IndexSet<LazyBuffer>> {
+    fn recursive_group(&self, r: &LazyBuffer) -> Result<FxIndexSet<LazyBuffer>> {
         struct Frame {
             tr: LazyBuffer,
             st: ShapeTracker,
@@ -245,8 +245,8 @@ impl Graph {
             next: usize,
         }
         let r_size = r.st().size()?;
-        let mut group: IndexSet<LazyBuffer> = IndexSet::new();
-        let mut visited: HashSet<(LazyBuffer, ShapeTracker)> = HashSet::new();
+        let mut group: FxIndexSet<LazyBuffer> = FxIndexSet::default();
+        let mut visited: FxHashSet<(LazyBuffer, ShapeTracker)> = FxHashSet::default();
         let mut stack: Vec<Frame> = Vec::new();
         let mut pending = Some((r.clone(), r.st().clone()));
         loop {
@@ -298,9 +298,13 @@ impl Graph {
 
     /// The multi-output check: another reduce among the group's unrealized ancestors forces `r`;
     /// otherwise realized descendants that fuse cleanly join the group. Returns "forced".
-    fn multi_output_check(&self, r: &LazyBuffer, group: &mut IndexSet<LazyBuffer>) -> Result<bool> {
+    fn multi_output_check(
+        &self,
+        r: &LazyBuffer,
+        group: &mut FxIndexSet<LazyBuffer>,
+    ) -> Result<bool> {
         let mut parents: Vec<LazyBuffer> = group.iter().cloned().collect();
-        let mut seen_parents: HashSet<LazyBuffer> = HashSet::new();
+        let mut seen_parents: FxHashSet<LazyBuffer> = FxHashSet::default();
         while let Some(p) = parents.pop() {
             if is_reduce(&p) {
                 return Ok(true);
@@ -314,8 +318,8 @@ impl Graph {
         }
         let r_size = r.st().size()?;
         let mut kids: Vec<LazyBuffer> = group.iter().cloned().collect();
-        let mut seen_kids: HashSet<LazyBuffer> = HashSet::new();
-        let mut realized_descendants: IndexSet<LazyBuffer> = IndexSet::new();
+        let mut seen_kids: FxHashSet<LazyBuffer> = FxHashSet::default();
+        let mut realized_descendants: FxIndexSet<LazyBuffer> = FxIndexSet::default();
         while let Some(c) = kids.pop() {
             if is_reduce(&c)
                 || !c.st().contiguous()
@@ -340,9 +344,9 @@ impl Graph {
     }
 
     /// An assign in the group conflicts when `r` or the group reads another assign's target.
-    fn assign_conflict(&self, r: &LazyBuffer, group: &IndexSet<LazyBuffer>) -> Result<bool> {
+    fn assign_conflict(&self, r: &LazyBuffer, group: &FxIndexSet<LazyBuffer>) -> Result<bool> {
         let mut parents: Vec<LazyBuffer> = std::iter::once(r).chain(group).cloned().collect();
-        let mut visited: HashSet<LazyBuffer> = HashSet::new();
+        let mut visited: FxHashSet<LazyBuffer> = FxHashSet::default();
         while let Some(p) = parents.pop() {
             let p = p.base().clone();
             if p.realized().is_some() || self.realizes.contains(&p) {

@@ -4,14 +4,10 @@
 //! The AST is built by an explicit-stack post-order walk (same visit order as tinygrad's
 //! recursion, so input numbering matches), memoized per (lazy buffer, ShapeTracker).
 
-use std::collections::HashMap;
-
-use indexmap::{IndexMap, IndexSet};
-
 use super::merge_var_vals;
 use crate::device::registry::device_family;
 use crate::dtype::dtypes;
-use crate::helpers::getenv;
+use crate::helpers::{getenv, FxHashMap, FxIndexMap, FxIndexSet};
 use crate::lazy::{LazyBuffer, LbArg};
 use crate::ops::{ConstArg, LazyOp, LoadOps, Op};
 use crate::shape::{Node, ShapeTracker, VarVals};
@@ -28,9 +24,9 @@ pub(super) struct LbScheduleItem {
 /// What the AST walk needs to know about the group.
 struct Ctx<'a> {
     outputs: &'a [LazyBuffer],
-    realizes: &'a IndexSet<LazyBuffer>,
+    realizes: &'a FxIndexSet<LazyBuffer>,
     /// target base -> its ASSIGN, for the assigns of this group.
-    assign_targets: &'a IndexMap<LazyBuffer, LazyBuffer>,
+    assign_targets: &'a FxIndexMap<LazyBuffer, LazyBuffer>,
     inputs: Vec<LazyBuffer>,
     var_vals: VarVals,
 }
@@ -39,8 +35,8 @@ struct Ctx<'a> {
 /// CUSTOM, EMPTY and VIEW).
 pub(super) fn schedule_group(
     outs: &[LazyBuffer],
-    realizes: &IndexSet<LazyBuffer>,
-    reduce_for_op: &HashMap<LazyBuffer, LazyBuffer>,
+    realizes: &FxIndexSet<LazyBuffer>,
+    reduce_for_op: &FxHashMap<LazyBuffer, LazyBuffer>,
 ) -> Result<LbScheduleItem> {
     let mut var_vals = VarVals::new();
     for out in outs {
@@ -54,7 +50,7 @@ pub(super) fn schedule_group(
     {
         return loadop_item(outs, op, var_vals);
     }
-    let mut assign_targets = IndexMap::new();
+    let mut assign_targets = FxIndexMap::default();
     for x in outs.iter().filter(|x| x.op() == Op::Load(LoadOps::ASSIGN)) {
         if let Some(target) = x.srcs().and_then(|s| s.get(1).cloned()) {
             assign_targets.insert(target, x.clone());
@@ -144,7 +140,7 @@ enum Visit {
 impl Ctx<'_> {
     /// tinygrad's `_recursive_lazyop` for one output, with a fresh memo.
     fn recursive_lazyop(&mut self, out: &LazyBuffer, st: ShapeTracker) -> Result<LazyOp> {
-        let mut cache: HashMap<(LazyBuffer, ShapeTracker), LazyOp> = HashMap::new();
+        let mut cache: FxHashMap<(LazyBuffer, ShapeTracker), LazyOp> = FxHashMap::default();
         let mut stack: Vec<Frame> = Vec::new();
         let mut done = match self.visit(out, st)? {
             Visit::Done(op) => return Ok(op),
@@ -295,7 +291,7 @@ fn check_assign_read(st: &ShapeTracker) -> Result<()> {
     if st.contiguous() {
         return Ok(());
     }
-    if let [view] = st.views.as_slice() {
+    if let [view] = &st.views[..] {
         if let Some(mask) = &view.mask {
             let plain = ShapeTracker::from_shape(st.shape())?.shrink(mask)?;
             if plain == st.shrink(mask)? {

@@ -102,6 +102,30 @@ fn alu_inlining_and_chains() {
 }
 
 #[test]
+fn float_chains_keep_the_right_operands_parentheses() {
+    // a*(b*c) must not become a*b*c, which C evaluates as (a*b)*c; (a*b)*c may; ints may regroup
+    let l = |i: usize, d: DType| {
+        UOp::load(
+            &UOp::define_global(d, i, false),
+            &UOp::cnst(dtypes::int32, 0),
+            d,
+        )
+    };
+    for (d, right, left) in [
+        (dtypes::float32, "(val0*(val1*val2))", "(val0*val1*val2)"),
+        (dtypes::int32, "(val0*val1*val2)", "(val0*val1*val2)"),
+    ] {
+        let (a, b, c) = (l(1, d), l(2, d), l(3, d));
+        let d0 = UOp::define_global(d, 0, true);
+        let at = UOp::cnst(dtypes::int32, 0);
+        let src = render(&[UOp::store(&d0, &at, &a.mul(b.mul(&c)))]);
+        assert!(src.contains(&format!("data0[0] = {right};")), "{d}: {src}");
+        let src = render(&[UOp::store(&d0, &at, &a.mul(&b).mul(&c))]);
+        assert!(src.contains(&format!("data0[0] = {left};")), "{d}: {src}");
+    }
+}
+
+#[test]
 fn split_loop_is_the_outer_global_loop() {
     let d0 = UOp::define_global(dtypes::int32, 0, true);
     let r0 = UOp::range_const(0, 10, 1, 0, false);

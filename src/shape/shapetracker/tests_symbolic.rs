@@ -472,7 +472,7 @@ fn test_shapetracker_add_variable() {
         .unwrap()
         .compose(&ShapeTracker::new(vec![vm2]).unwrap())
         .unwrap();
-    assert_eq!(merged.views, vec![vm1]);
+    assert_eq!(&merged.views[..], &[vm1][..]);
 }
 
 #[test]

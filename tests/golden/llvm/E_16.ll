@@ -20,7 +20,7 @@ loop_body_0:
   %val0.m = load float, ptr %val0.p, align 4
   %val1.p = getelementptr inbounds float, ptr %data2, i32 %ridx0
   %val1.m = load float, ptr %val1.p, align 4
-  %alu0 = fadd nsz arcp contract afn reassoc float %val0.m, %val1.m
+  %alu0 = fadd float %val0.m, %val1.m
   %store0.p = getelementptr inbounds float, ptr %data0, i32 %ridx0
   store float %alu0, ptr %store0.p, align 4
   br label %loop_latch_0

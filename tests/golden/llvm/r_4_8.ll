@@ -28,9 +28,9 @@ loop_body_1:
   %val0.p = getelementptr inbounds half, ptr %data1, i32 %alu1
   %val0.m = load half, ptr %val0.p, align 2
   %cast0 = fpext half %val0.m to float
-  %alu2 = fmul nsz arcp contract afn reassoc float %cast0, 2.0
-  %alu3 = fadd nsz arcp contract afn reassoc float %alu2, 1.0
-  %alu4 = fadd nsz arcp contract afn reassoc float %alu3, %acc0.1
+  %alu2 = fmul float %cast0, 2.0
+  %alu3 = fadd float %alu2, 1.0
+  %alu4 = fadd float %alu3, %acc0.1
   br label %loop_latch_1
 loop_latch_1:
   %ridx1.next = add nsw i32 %ridx1, 1

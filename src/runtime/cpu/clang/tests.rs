@@ -276,3 +276,19 @@ fn clang_device_through_registry_and_buffers() {
     v.ensure_allocated().unwrap();
     assert_eq!(from_f32s(&v.as_bytes().unwrap()), vec![11.5, 12.5]);
 }
+
+/// The C flags may not let the compiler reassociate or contract float math (CLANG must give the
+/// interpreter's bits) and need no prelude header.
+#[test]
+fn cflags_keep_ieee_semantics_and_no_prelude() {
+    assert!(CFLAGS.contains(&"-ffp-contract=off"));
+    for bad in [
+        "-ffast-math",
+        "-Ofast",
+        "-fassociative-math",
+        "-funsafe-math-optimizations",
+    ] {
+        assert!(!CFLAGS.contains(&bad), "{bad}");
+    }
+    assert!(!CFLAGS.contains(&"tgmath.h") && !CFLAGS.contains(&"-include"));
+}

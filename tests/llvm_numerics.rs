@@ -1,0 +1,178 @@
+//! The LLVM device computes what INTERP computes, bit for bit, on two graphs that once differed
+//! (tinygrad's fast-math flags and `default<O3>` let LLVM regroup equal expressions differently
+//! in two kernels): a conv/batchnorm-shaped product under max-pool, whose backward must find the
+//! forward's maxima again, and sinh/cosh gradients where exp overflows (NaN on every device).
+//! The first also pins CLANG: the C renderer once dropped the parentheses of `a*(b*c)`, which C
+//! then computed as `(a*b)*c`. Each case runs on INTERP, CLANG and LLVM (LLVM skipped, and said
+//! so, without libLLVM).
+
+mod tensor_common;
+
+use rawgrad::device::open_device;
+use rawgrad::Tensor;
+use tensor_common::on;
+
+/// (values, gradient) of one loss.
+type Run = (Vec<f32>, Vec<f32>);
+
+/// The devices that open here, INTERP first (the reference).
+fn devices() -> Vec<&'static str> {
+    let mut out = vec![];
+    for d in ["INTERP", "CLANG", "LLVM"] {
+        let _g = on(d);
+        match open_device(d) {
+            Ok(_) => out.push(d),
+            Err(e) => println!("skipped {d}: {e}"),
+        }
+    }
+    out
+}
+
+/// Deterministic values in (-1, 1) that are not simple fractions.
+fn values(n: usize, seed: f32) -> Vec<f32> {
+    (0..n)
+        .map(|i| ((i as f32 + seed) * 0.7547).sin() * 0.9)
+        .collect()
+}
+
+fn bits(v: &[f32]) -> Vec<u32> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+/// `w.grad` of `(h.max_pool2d(2x2) * g).sum()` with
+/// `h = x * w.reshape(1,-1,1,1) * (x*x).sum((0,2,3), keepdim=True)`.
+fn maxpool_product_grad(dev: &str) -> Run {
+    let _g = on(dev);
+    let (n, c, hw) = (2usize, 4usize, 6usize);
+    let x = Tensor::from_vec(values(n * c * hw * hw, 0.3), &[n, c, hw, hw]).unwrap();
+    let w = Tensor::from_vec(values(c, 7.1), &[c])
+        .unwrap()
+        .requires_grad_(true);
+    let g = Tensor::from_vec(values(n * c * 9, 2.9), &[n, c, 3, 3]).unwrap();
+    let s = x
+        .mul(&x)
+        .unwrap()
+        .sum_axis(vec![0isize, 2, 3], true)
+        .unwrap();
+    let h = x
+        .mul(w.reshape(&[1, -1, 1, 1]).unwrap())
+        .unwrap()
+        .mul(&s)
+        .unwrap();
+    let loss = h.max_pool2d().unwrap().mul(&g).unwrap().sum().unwrap();
+    loss.backward().unwrap();
+    let grad = w.grad().expect("w has a gradient").to_vec::<f32>().unwrap();
+    (loss.to_vec::<f32>().unwrap(), grad)
+}
+
+#[test]
+fn max_pool_backward_finds_the_forward_maxima_on_every_device() {
+    let runs: Vec<(&str, Run)> = devices()
+        .into_iter()
+        .map(|d| (d, maxpool_product_grad(d)))
+        .collect();
+    let (_, (loss0, grad0)) = &runs[0];
+    assert!(
+        grad0.iter().all(|v| v.is_finite() && *v != 0.0),
+        "{grad0:?}"
+    );
+    for (d, (loss, grad)) in &runs[1..] {
+        assert_eq!(
+            bits(grad),
+            bits(grad0),
+            "{d} w.grad {grad:?} vs INTERP {grad0:?}"
+        );
+        assert_eq!(
+            bits(loss),
+            bits(loss0),
+            "{d} loss {loss:?} vs INTERP {loss0:?}"
+        );
+    }
+}
+
+type F = fn(&Tensor) -> Tensor;
+
+fn sum(t: Tensor) -> Tensor {
+    t.sum().unwrap()
+}
+
+/// Losses over sinh and cosh whose gradients at +-300 meet `inf * 0` or `inf - inf` (exp(300)
+/// overflows float32). With fast-math, LLVM folded some of those NaN into +-inf.
+const LOSSES: [(&str, F); 5] = [
+    ("sum(sinh(x)^2)", |x| {
+        sum(x.sinh().unwrap().square().unwrap())
+    }),
+    ("sum(sinh(x)*cosh(x))", |x| {
+        sum(x.sinh().unwrap().mul(x.cosh().unwrap()).unwrap())
+    }),
+    ("sum(sinh(x)+cosh(x))", |x| {
+        sum(x.sinh().unwrap().add(x.cosh().unwrap()).unwrap())
+    }),
+    ("sum(cosh(x)-sinh(x))", |x| {
+        sum(x.cosh().unwrap().sub(x.sinh().unwrap()).unwrap())
+    }),
+    ("sum(sinh(x))", |x| sum(x.sinh().unwrap())),
+];
+
+/// (loss, d loss / dx) at x = [-300, 300, 0.5, -2] for each of [`LOSSES`].
+fn sinh_cosh_grads(dev: &str) -> Vec<Run> {
+    let _g = on(dev);
+    let mut out = vec![];
+    for (_, f) in LOSSES {
+        let x = Tensor::from_vec(vec![-300.0f32, 300.0, 0.5, -2.0], &[4])
+            .unwrap()
+            .requires_grad_(true);
+        let y = f(&x);
+        y.backward().unwrap();
+        let grad = x.grad().unwrap().to_vec::<f32>().unwrap();
+        out.push((y.to_vec::<f32>().unwrap(), grad));
+    }
+    out
+}
+
+/// NaN payloads aside, the bits.
+fn canon(v: &[f32]) -> Vec<u32> {
+    v.iter()
+        .map(|x| if x.is_nan() { 0x7fc0_0000 } else { x.to_bits() })
+        .collect()
+}
+
+#[test]
+fn sinh_cosh_gradients_at_300_are_nan_as_on_interp() {
+    let runs: Vec<(&str, Vec<Run>)> = devices()
+        .into_iter()
+        .map(|d| (d, sinh_cosh_grads(d)))
+        .collect();
+    for (d, cases) in &runs {
+        // d/dx sinh(x)^2 = 2 sinh cosh and d/dx sinh*cosh = cosh^2 + sinh^2 meet inf*0 at +-300
+        for (name, (_, grad)) in LOSSES.iter().map(|l| l.0).zip(cases).take(2) {
+            assert!(
+                grad[0].is_nan() && grad[1].is_nan(),
+                "{d} d/dx {name} = {grad:?}"
+            );
+            assert!(
+                grad[2].is_finite() && grad[3].is_finite(),
+                "{d} d/dx {name} = {grad:?}"
+            );
+        }
+    }
+    let (_, reference) = &runs[0];
+    for (d, cases) in &runs[1..] {
+        for ((name, _), (c, r)) in LOSSES.iter().zip(cases.iter().zip(reference)) {
+            assert_eq!(
+                canon(&c.0),
+                canon(&r.0),
+                "{d} {name}: {:?} vs INTERP {:?}",
+                c.0,
+                r.0
+            );
+            assert_eq!(
+                canon(&c.1),
+                canon(&r.1),
+                "{d} d/dx {name}: {:?} vs INTERP {:?}",
+                c.1,
+                r.1
+            );
+        }
+    }
+}

@@ -1,0 +1,377 @@
+//! `bench workloads`: the workloads of issue 10 (W1..W12, `workloads/defs.rs`) on the CPU devices,
+//! one thread and all threads, with the machine's ceilings measured in the same run
+//! (`ceilings.rs`).
+//!
+//! Per workload and device: kernels in the schedule; schedule time per kernel (`schedule()`,
+//! memory planner included); codegen time per kernel (`get_kernel` + `to_program`: the engine's
+//! optimizer step, linearizer and renderer); compile time per unique kernel (the device compiler
+//! called directly, no disk cache); then per thread count the steady-state time of running the
+//! lowered items (compiled, buffers allocated), `repeats` times (at most `budget_s` seconds of
+//! repeats after the first), as median and p10-p90, and the rate at the median (GFLOP/s or GB/s
+//! from the kernels' own estimates) with its ratio to the ceiling for that many threads. W9 runs
+//! 64 eager steps (build, schedule, look up, run one 1024-element kernel each); its time is per
+//! kernel. No thresholds: the numbers are for people.
+
+mod defs;
+
+use std::collections::BTreeSet;
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use rawgrad::device::open_device;
+use rawgrad::engine::realize::{get_kernel, lower_schedule_item, ExecItem, RunOptions};
+use rawgrad::helpers::Context;
+use rawgrad::shape::{sym_infer, VarVals};
+use rawgrad::{Error, Result, Tensor};
+
+use crate::ceilings::{self, Ceilings};
+use crate::dispatch::Stats;
+use defs::{Bound, Workload, ALL, CHAIN};
+
+/// Settings of one run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub workloads: Vec<&'static Workload>,
+    pub devices: Vec<String>,
+    /// Thread counts (`CLANG_THREADS`); 0 means all cores.
+    pub threads: Vec<usize>,
+    pub repeats: usize,
+    /// Seconds of repeats per (workload, device, threads) after the first run.
+    pub budget_s: f64,
+    /// Bytes the copy ceiling copies.
+    pub copy_bytes: usize,
+    /// Measure the ceilings (off: for profiling the workloads alone).
+    pub ceilings: bool,
+}
+
+fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            workloads: ALL.iter().collect(),
+            devices: vec!["CLANG".into(), "LLVM".into()],
+            threads: vec![1, 0],
+            repeats: 11,
+            budget_s: 10.0,
+            copy_bytes: 256 << 20,
+            ceilings: true,
+        }
+    }
+}
+
+impl Config {
+    /// Parse `--workloads W1,W3 --devices CLANG,LLVM --threads 1,all --repeats N --budget-s S
+    /// --copy-mib M`.
+    pub fn parse(args: &[String]) -> Result<Config> {
+        let mut c = Config::default();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            if a == "--no-ceilings" {
+                c.ceilings = false;
+                continue;
+            }
+            let v = it
+                .next()
+                .ok_or_else(|| Error::InvalidArgument(format!("{a} needs a value")))?;
+            let num = |v: &str| {
+                v.trim()
+                    .parse::<f64>()
+                    .ok()
+                    .filter(|x| *x >= 0.0)
+                    .ok_or_else(|| Error::InvalidArgument(format!("{a} {v}: not a number")))
+            };
+            match a.as_str() {
+                "--workloads" => {
+                    c.workloads = v
+                        .split(',')
+                        .map(|id| {
+                            let id = id.trim().to_uppercase();
+                            ALL.iter().find(|w| w.id == id).ok_or_else(|| {
+                                Error::InvalidArgument(format!("no workload {id} (W1..W12)"))
+                            })
+                        })
+                        .collect::<Result<_>>()?
+                }
+                "--devices" => c.devices = v.split(',').map(|s| s.trim().to_uppercase()).collect(),
+                "--threads" => {
+                    c.threads = v
+                        .split(',')
+                        .map(|t| match t.trim() {
+                            "all" => Ok(0),
+                            n => num(n).map(|x| x as usize),
+                        })
+                        .collect::<Result<_>>()?
+                }
+                "--repeats" => c.repeats = (num(v)? as usize).max(1),
+                "--budget-s" => c.budget_s = num(v)?,
+                "--copy-mib" => c.copy_bytes = ((num(v)? * 1048576.0) as usize).max(4096),
+                other => {
+                    return Err(Error::InvalidArgument(format!(
+                        "workloads: unknown option {other} (--workloads, --devices, --threads, \
+                         --repeats, --budget-s, --copy-mib, --no-ceilings)"
+                    )))
+                }
+            }
+        }
+        Ok(c)
+    }
+
+    fn thread_counts(&self) -> Vec<usize> {
+        let mut t: Vec<usize> = self
+            .threads
+            .iter()
+            .map(|&t| if t == 0 { cores() } else { t })
+            .collect();
+        t.dedup();
+        t
+    }
+}
+
+/// What one workload costs before it runs, on one device.
+struct Prepared {
+    kernels: usize,
+    schedule_s: f64,
+    codegen_s: f64,
+    /// Seconds per unique kernel source.
+    compile_s: Vec<f64>,
+    items: Vec<ExecItem>,
+    var_vals: VarVals,
+    flops: f64,
+    bytes: f64,
+}
+
+fn prepare(w: &Workload, device: &str) -> Result<Prepared> {
+    let outs = defs::build(w.id)?;
+    let rest: Vec<&Tensor> = outs[1..].iter().collect();
+    let t = Instant::now();
+    let (sched, var_vals) = outs[0].schedule_with_vars(&rest)?;
+    let schedule_s = t.elapsed().as_secs_f64();
+    let dev = open_device(device)?;
+    let (mut kernels, mut codegen_s, mut sources) = (0, 0.0, BTreeSet::new());
+    for si in sched.iter().filter(|si| si.is_kernel()) {
+        let t = Instant::now();
+        let mut k = get_kernel(&*dev.renderer, &si.ast)?;
+        let p = k.to_program(&*dev.renderer)?;
+        codegen_s += t.elapsed().as_secs_f64();
+        kernels += 1;
+        sources.insert(p.src);
+    }
+    let mut compile_s = vec![];
+    for src in &sources {
+        let t = Instant::now();
+        dev.compiler.compile(src)?;
+        compile_s.push(t.elapsed().as_secs_f64());
+    }
+    let items: Vec<ExecItem> = sched
+        .iter()
+        .map(lower_schedule_item)
+        .collect::<Result<_>>()?;
+    let (mut flops, mut bytes) = (0.0, 0.0);
+    for ei in &items {
+        flops += sym_infer(ei.runner.op_estimate(), &var_vals)? as f64;
+        bytes += sym_infer(ei.runner.mem_estimate(), &var_vals)? as f64;
+    }
+    Ok(Prepared {
+        kernels,
+        schedule_s,
+        codegen_s,
+        compile_s,
+        items,
+        var_vals,
+        flops,
+        bytes,
+    })
+}
+
+/// Run `f` once (warm-up, unless `steady_only`), then up to `repeats` times within `budget_s`;
+/// the times in seconds.
+fn repeat(cfg: &Config, warm: bool, mut f: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
+    if warm {
+        f()?;
+    }
+    let (start, mut times) = (Instant::now(), vec![]);
+    while times.len() < cfg.repeats
+        && (times.is_empty() || start.elapsed().as_secs_f64() < cfg.budget_s)
+    {
+        let t = Instant::now();
+        f()?;
+        times.push(t.elapsed().as_secs_f64());
+    }
+    Ok(times)
+}
+
+fn run_items(p: &Prepared) -> Result<()> {
+    let opts = RunOptions {
+        wait: true,
+        no_stats: true,
+        ..RunOptions::default()
+    };
+    for ei in &p.items {
+        ei.run_with(&p.var_vals, opts)?;
+    }
+    Ok(())
+}
+
+/// W9: `CHAIN` eager steps; seconds per step.
+fn eager_chain(cfg: &Config) -> Result<Vec<f64>> {
+    let x0 = Tensor::rand(&[1024])?.realize()?;
+    let times = repeat(cfg, true, || {
+        let mut x = x0.clone();
+        for _ in 0..CHAIN {
+            x = defs::chain_step(&x)?.realize()?;
+        }
+        Ok(())
+    })?;
+    Ok(times.iter().map(|t| t / CHAIN as f64).collect())
+}
+
+/// One row of the table.
+struct Row {
+    w: &'static Workload,
+    device: String,
+    threads: usize,
+    /// Kernels, schedule and codegen seconds per kernel, compile seconds per unique kernel.
+    cost: (usize, f64, f64, Stats),
+    time: Stats,
+    rate: f64,
+    ceiling: Option<f64>,
+}
+
+fn fmt_ms(s: f64) -> String {
+    let ms = s * 1e3;
+    if ms >= 100.0 {
+        format!("{ms:.0}")
+    } else if ms >= 1.0 {
+        format!("{ms:.2}")
+    } else {
+        format!("{ms:.4}")
+    }
+}
+
+fn rows_for(
+    cfg: &Config,
+    w: &'static Workload,
+    device: &str,
+    ceil: &[Ceilings],
+) -> Result<Vec<Row>> {
+    let _d = Context::with_str(&[("DEVICE", device)]);
+    let p = prepare(w, device)?;
+    let k = p.kernels.max(1) as f64;
+    let compile = Stats::of(&p.compile_s);
+    let cost = (p.kernels, p.schedule_s / k, p.codegen_s / k, compile);
+    let mut rows = vec![];
+    for c in ceil {
+        let _t = Context::new(&[("CLANG_THREADS", c.threads as i64)]);
+        let times = if w.eager {
+            eager_chain(cfg)?
+        } else {
+            repeat(cfg, !w.steady_only, || run_items(&p))?
+        };
+        let time = Stats::of(&times);
+        let (amount, ceiling) = match w.bound {
+            Bound::Compute => (p.flops, c.fma.map(|f| f.median)),
+            Bound::Memory => (p.bytes, c.copy.map(|x| x.median)),
+        };
+        rows.push(Row {
+            w,
+            device: device.to_string(),
+            threads: c.threads,
+            cost,
+            time,
+            rate: amount / time.median / 1e9,
+            ceiling,
+        });
+    }
+    Ok(rows)
+}
+
+fn table(cfg: &Config, ceil: &[Ceilings], rows: &[Row]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "workloads: up to {} repeats ({} s budget each), median [p10-p90]; rate at the median; \
+         % of the ceiling with the same threads",
+        cfg.repeats, cfg.budget_s
+    );
+    for c in ceil {
+        let fma = c.fma.map_or("not measured".to_string(), |f| {
+            format!("{:.1} GFLOP/s [{:.1}-{:.1}]", f.median, f.p10, f.p90)
+        });
+        let copy = c.copy.map_or("not measured".to_string(), |x| {
+            format!(
+                "{:.1} GB/s [{:.1}-{:.1}] (read+write, {} MiB)",
+                x.median,
+                x.p10,
+                x.p90,
+                cfg.copy_bytes >> 20
+            )
+        });
+        let _ = writeln!(
+            out,
+            "ceilings, {} thread(s): FMA {fma}; copy {copy}",
+            c.threads
+        );
+    }
+    let _ = writeln!(
+        out,
+        "| W   | workload                             | device | thr | kernels | sched us/k | codegen us/k | compile ms/k [p10-p90] | steady ms [p10-p90]        | rate          | % ceil |"
+    );
+    let _ = writeln!(out, "|{}|", "-".repeat(170));
+    for r in rows {
+        let (kernels, sched, codegen, compile) = r.cost;
+        let unit = match r.w.bound {
+            Bound::Compute => "GFLOP/s",
+            Bound::Memory => "GB/s",
+        };
+        let pct = r
+            .ceiling
+            .map_or("-".to_string(), |c| format!("{:.1}%", 100.0 * r.rate / c));
+        let _ = writeln!(
+            out,
+            "| {:<3} | {:<36} | {:<6} | {:>3} | {:>7} | {:>10.1} | {:>12.1} | {:>7} [{}-{}] | {:>9} [{}-{}]{} | {:>7.2} {:<5} | {:>6} |",
+            r.w.id,
+            r.w.what,
+            r.device,
+            r.threads,
+            kernels,
+            sched * 1e6,
+            codegen * 1e6,
+            fmt_ms(compile.median),
+            fmt_ms(compile.p10),
+            fmt_ms(compile.p90),
+            fmt_ms(r.time.median),
+            fmt_ms(r.time.p10),
+            fmt_ms(r.time.p90),
+            if r.w.eager { " /kernel" } else { "" },
+            r.rate,
+            unit,
+            pct
+        );
+    }
+    out
+}
+
+/// Measure everything `cfg` asks for and return the table; a device that does not open is
+/// skipped with its reason.
+pub fn run(cfg: &Config) -> Result<String> {
+    let ceil = if cfg.ceilings {
+        ceilings::measure(&cfg.thread_counts(), cfg.copy_bytes, cfg.repeats)?
+    } else {
+        ceilings::unmeasured(&cfg.thread_counts())
+    };
+    let mut rows = vec![];
+    let mut skipped = String::new();
+    for device in &cfg.devices {
+        if let Err(e) = open_device(device) {
+            let _ = writeln!(skipped, "skipped {device}: {e}");
+            continue;
+        }
+        for w in &cfg.workloads {
+            rows.extend(rows_for(cfg, w, device, &ceil)?);
+        }
+    }
+    Ok(table(cfg, &ceil, &rows) + &skipped)
+}
