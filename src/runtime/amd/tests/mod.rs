@@ -5,6 +5,7 @@
 
 mod copies;
 mod faults;
+mod injected;
 mod golden;
 mod kernels;
 mod profile;
