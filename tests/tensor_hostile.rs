@@ -179,7 +179,13 @@ fn random_call(rng: &mut Rng, x: &Tensor) -> (String, Result<Out>) {
         }
         1 => {
             let arg: Vec<isize> = (0..shape.len() + rng.below(2))
-                .map(|_| if rng.chance(40) { -1 } else { rng.size() as isize })
+                .map(|_| {
+                    if rng.chance(40) {
+                        -1
+                    } else {
+                        rng.size() as isize
+                    }
+                })
                 .collect();
             (format!("expand({arg:?})"), one(x.expand(&arg), None))
         }
@@ -253,12 +259,18 @@ fn random_call(rng: &mut Rng, x: &Tensor) -> (String, Result<Out>) {
             (d, one(r, Some(exp)))
         }
         8 => {
-            let reps: Vec<usize> = (0..shape.len() + rng.below(2)).map(|_| rng.size()).collect();
+            let reps: Vec<usize> = (0..shape.len() + rng.below(2))
+                .map(|_| rng.size())
+                .collect();
             let base: Vec<usize> = std::iter::repeat(1)
                 .take(reps.len() - shape.len())
                 .chain(shape.iter().copied())
                 .collect();
-            let exp = reps.iter().zip(&base).map(|(&r, &b)| r.checked_mul(b)).collect();
+            let exp = reps
+                .iter()
+                .zip(&base)
+                .map(|(&r, &b)| r.checked_mul(b))
+                .collect();
             (format!("repeat({reps:?})"), one(x.repeat(&reps), exp))
         }
         9 => {
@@ -316,7 +328,10 @@ fn random_call(rng: &mut Rng, x: &Tensor) -> (String, Result<Out>) {
         }
         18 => {
             let d2 = rng.int();
-            (format!("transpose({dim}, {d2})"), one(x.transpose(dim, d2), None))
+            (
+                format!("transpose({dim}, {d2})"),
+                one(x.transpose(dim, d2), None),
+            )
         }
         19 => {
             let r = if rng.chance(50) {
@@ -546,9 +561,15 @@ fn hostile_pools_and_gathers_are_errors_or_python_shapes() {
     let small = Tensor::empty(&[1, 1 << 20]).unwrap();
     assert_eq!(small.gather(1, &idx).unwrap().shape(), [1, 3]);
     // Overlapping windows over a 2^32 dim repeat the input past i64: an error, not a wrap.
-    let e = err_of(Tensor::empty(&[1 << 31, 1 << 31]).unwrap().pool(&[3, 3], &[1], &[1]));
+    let e = err_of(
+        Tensor::empty(&[1 << 31, 1 << 31])
+            .unwrap()
+            .pool(&[3, 3], &[1], &[1]),
+    );
     assert!(e.contains("does not fit") || e.contains("_pool"), "{e}");
-    let ok = Tensor::empty(&[1, 1, 5, 5]).unwrap().pool(&[3, 3], &[1], &[1]);
+    let ok = Tensor::empty(&[1, 1, 5, 5])
+        .unwrap()
+        .pool(&[3, 3], &[1], &[1]);
     assert_eq!(ok.unwrap().shape(), [1, 1, 3, 3, 3, 3]);
 }
 
@@ -586,7 +607,12 @@ fn slices_follow_python_for_extreme_steps() {
 #[test]
 fn device_indices_that_do_not_parse_are_errors() {
     let _ctx = clang();
-    for name in ["CLANG:99999999999999999999", "CLANG:x", "CLANG:-1", "INTERP:1x"] {
+    for name in [
+        "CLANG:99999999999999999999",
+        "CLANG:x",
+        "CLANG:-1",
+        "INTERP:1x",
+    ] {
         let e = err_of(open_device(name).map(|d| d.name.clone()));
         assert!(e.contains(name) && e.contains("index"), "{name}: {e}");
     }

@@ -518,10 +518,14 @@ impl CudaContext {
     /// which has none).
     fn stream_synchronize(&self) -> Result<()> {
         let what = format!("cuStreamQuery(stream {:?})", self.stream());
-        wait_ready(&what, |rc| self.lib.check(rc, &what), || {
-            // SAFETY: the stream lives as long as the context.
-            unsafe { (self.lib.api.stream_query)(self.stream()) }
-        })
+        wait_ready(
+            &what,
+            |rc| self.lib.check(rc, &what),
+            || {
+                // SAFETY: the stream lives as long as the context.
+                unsafe { (self.lib.api.stream_query)(self.stream()) }
+            },
+        )
     }
 
     /// Wait for the stream (every launch and async copy of this context goes through it; the
@@ -552,10 +556,14 @@ impl CudaContext {
     /// Wait for an event: `cuEventQuery` polled with a deadline.
     pub fn event_synchronize(&self, event: u64) -> Result<()> {
         let what = format!("cuEventQuery(event {event:#x})");
-        wait_ready(&what, |rc| self.lib.check(rc, &what), || {
-            // SAFETY: the driver validates the handle.
-            unsafe { (self.lib.api.event_query)(event as Ptr) }
-        })
+        wait_ready(
+            &what,
+            |rc| self.lib.check(rc, &what),
+            || {
+                // SAFETY: the driver validates the handle.
+                unsafe { (self.lib.api.event_query)(event as Ptr) }
+            },
+        )
     }
 
     /// Seconds between two recorded (and completed) events.
@@ -586,12 +594,15 @@ fn wait_ready(
     mut query: impl FnMut() -> CuResult,
 ) -> Result<()> {
     let timeout = super::deadline::wait_timeout();
-    super::deadline::poll_bounded(|| format!("CUDA: {what}"), timeout, u64::MAX, || {
-        match query() {
+    super::deadline::poll_bounded(
+        || format!("CUDA: {what}"),
+        timeout,
+        u64::MAX,
+        || match query() {
             CUDA_ERROR_NOT_READY => Ok(None),
             rc => check(rc).map(Some),
-        }
-    })
+        },
+    )
 }
 
 #[cfg(test)]
@@ -625,8 +636,7 @@ mod tests {
     #[test]
     fn a_stream_that_never_finishes_is_a_timeout() {
         let _t = crate::helpers::Context::with_str(&[("HCQDEV_WAIT_TIMEOUT_MS", "20")]);
-        let e = wait_ready("cuEventQuery(event 0x5)", check, || CUDA_ERROR_NOT_READY)
-            .unwrap_err();
+        let e = wait_ready("cuEventQuery(event 0x5)", check, || CUDA_ERROR_NOT_READY).unwrap_err();
         let Error::Timeout(m) = &e else {
             panic!("not a timeout: {e}")
         };

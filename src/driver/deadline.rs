@@ -91,7 +91,10 @@ mod tests {
         let Error::Timeout(m) = &e else {
             panic!("not a timeout: {e}")
         };
-        assert!(m.contains("cuStreamQuery(stream 0x1): not done after 200 tries"), "{m}");
+        assert!(
+            m.contains("cuStreamQuery(stream 0x1): not done after 200 tries"),
+            "{m}"
+        );
     }
 
     #[test]
@@ -105,7 +108,10 @@ mod tests {
         )
         .unwrap_err();
         assert!(start.elapsed() >= Duration::from_millis(30));
-        assert!(matches!(&e, Error::Timeout(m) if m.contains("30 ms")), "{e}");
+        assert!(
+            matches!(&e, Error::Timeout(m) if m.contains("30 ms")),
+            "{e}"
+        );
     }
 
     #[test]

@@ -229,7 +229,10 @@ mod tests {
         let s = Scripted(Arc::new(std::sync::Mutex::new(vec![5, 6, 2])));
         match wait_value(&s, 10, Duration::from_secs(60), &|| None) {
             Err(WaitFailure::Fault(f)) => {
-                assert!(f.contains("scripted signal went backwards from 6 to 2"), "{f}");
+                assert!(
+                    f.contains("scripted signal went backwards from 6 to 2"),
+                    "{f}"
+                );
                 assert!(f.contains("waiting for 10"), "{f}");
             }
             other => panic!("expected a fault, got {other:?}"),

@@ -307,7 +307,12 @@ impl Tensor {
         let Window { nn, k, s, d, i, o } = *w;
         let nk = k.len();
         let shape = self.shape();
-        let what = || format!("_pool: windows {k:?} (dilation {d:?}) of {}", fmt_shape(&shape));
+        let what = || {
+            format!(
+                "_pool: windows {k:?} (dilation {d:?}) of {}",
+                fmt_shape(&shape)
+            )
+        };
         // Per pooled dim: the repeated extent k * (i + d) (an error where it overflows).
         let span = (0..nk)
             .map(|j| mul_size(k[j], add_size(i[j], d[j], what)?, what))

@@ -273,7 +273,10 @@ impl Tensor {
         Tensor::full_on(&[dim, 1], 1i64, dtype, device)?
             .pad(&[None, Some((0, dim))])?
             .flatten(0, -1)?
-            .shrink(&[Some((0, super::mul_size(dim, dim, || format!("eye({dim})"))?))])?
+            .shrink(&[Some((
+                0,
+                super::mul_size(dim, dim, || format!("eye({dim})"))?,
+            ))])?
             .reshape(&[dim as isize, dim as isize])
     }
 

@@ -168,16 +168,14 @@ pub(crate) fn check_shape(shape: &[usize]) -> Result<()> {
 
 /// `a + b` of sizes, an error naming `what` when it overflows.
 pub(crate) fn add_size(a: usize, b: usize, what: impl FnOnce() -> String) -> Result<usize> {
-    a.checked_add(b).ok_or_else(|| {
-        crate::Error::InvalidArgument(format!("{}: {a} + {b} overflows", what()))
-    })
+    a.checked_add(b)
+        .ok_or_else(|| crate::Error::InvalidArgument(format!("{}: {a} + {b} overflows", what())))
 }
 
 /// `a * b` of sizes, an error naming `what` when it overflows.
 pub(crate) fn mul_size(a: usize, b: usize, what: impl FnOnce() -> String) -> Result<usize> {
-    a.checked_mul(b).ok_or_else(|| {
-        crate::Error::InvalidArgument(format!("{}: {a} * {b} overflows", what()))
-    })
+    a.checked_mul(b)
+        .ok_or_else(|| crate::Error::InvalidArgument(format!("{}: {a} * {b} overflows", what())))
 }
 
 /// tinygrad's `prod` of a shape (saturating: sizes that large cannot be allocated anyway).

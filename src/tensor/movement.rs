@@ -345,7 +345,10 @@ impl Tensor {
         let mut slc: Vec<Option<(isize, isize)>> = (0..nd)
             .map(|i| {
                 let s = shape[shape.len() - 1 - i] as isize;
-                let (l, r) = (padding[2 * i].checked_neg(), s.checked_add(padding[2 * i + 1]));
+                let (l, r) = (
+                    padding[2 * i].checked_neg(),
+                    s.checked_add(padding[2 * i + 1]),
+                );
                 match (l, r) {
                     (Some(l), Some(r)) => Ok(Some((l, r))),
                     _ => Err(crate::Error::InvalidArgument(format!(
@@ -456,9 +459,8 @@ impl Tensor {
         let final_shape = (repeats.iter().zip(&base))
             .map(|(&r, &b)| mul_size(r, b, what))
             .collect::<Result<Vec<_>>>()?;
-        check_shape(&final_shape).map_err(|e| {
-            crate::Error::InvalidArgument(format!("{}: {}", what(), e.message()))
-        })?;
+        check_shape(&final_shape)
+            .map_err(|e| crate::Error::InvalidArgument(format!("{}: {}", what(), e.message())))?;
         self.reshape_sints(&to_sints(&new_shape)?)?
             .broadcast_to(&expand_shape)?
             .reshape_sints(&to_sints(&final_shape)?)

@@ -172,7 +172,13 @@ impl Tensor {
             fmt_shape(&s)
         );
         let (r, c) = (s[s.len() - 2], s[s.len() - 1]);
-        let m = Tensor::tri(r, c, diagonal.saturating_add(1), dtypes::bool, &self.device())?;
+        let m = Tensor::tri(
+            r,
+            c,
+            diagonal.saturating_add(1),
+            dtypes::bool,
+            &self.device(),
+        )?;
         m.where_(0i64, self)?.cast(self.dtype())
     }
 

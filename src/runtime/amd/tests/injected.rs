@@ -62,7 +62,10 @@ fn vram_exhaustion_flushes_the_lru_cache_then_names_the_shortage() {
     let lru = LruAllocator::new(HcqAllocator::new(dev.clone()));
     let opts = BufferOptions::default();
     // Two 4 MiB buffers fill the budget; freed, they wait in the LRU cache.
-    let (x, y) = (lru.alloc(4 * MB, &opts).unwrap(), lru.alloc(4 * MB, &opts).unwrap());
+    let (x, y) = (
+        lru.alloc(4 * MB, &opts).unwrap(),
+        lru.alloc(4 * MB, &opts).unwrap(),
+    );
     lru.free(x, 4 * MB, &opts);
     lru.free(y, 4 * MB, &opts);
     assert_eq!(lru.cached_count(), 2);
@@ -76,7 +79,11 @@ fn vram_exhaustion_flushes_the_lru_cache_then_names_the_shortage() {
     assert!(m.contains("out of VRAM") && m.contains("ENOMEM"), "{m}");
     lru.free(z, 6 * MB, &opts);
     drop(lru);
-    assert_eq!(emu.vram_used(gpu).unwrap(), used, "every VRAM byte came back");
+    assert_eq!(
+        emu.vram_used(gpu).unwrap(),
+        used,
+        "every VRAM byte came back"
+    );
     emu.limit_vram(gpu, u64::MAX).unwrap();
     check_recovered(&dev, &emu, baseline);
 }

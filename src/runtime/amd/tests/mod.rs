@@ -5,8 +5,8 @@
 
 mod copies;
 mod faults;
-mod injected;
 mod golden;
+mod injected;
 mod kernels;
 mod profile;
 mod registry;
