@@ -6,7 +6,9 @@
 //! issue, each with its specific error or Python-correct result.
 //!
 //! Graphs are built on CLANG and never realized, so nothing is compiled. `HOSTILE_CASES=n` runs
-//! `n` cases instead of the default (CI runs the default; see the test's doc for the figures).
+//! `n` cases instead of the default and `HOSTILE_SEED=s` picks the seed. Figures (debug build,
+//! loaded 2-core machine): the default 20 000 cases make ~41 000 calls in 1-2.5 s; seeds 1 and 2
+//! with 300 000 cases each made 1 240 246 calls in 80 s: 0 panics, 0 wrong shapes.
 
 mod tensor_common;
 
