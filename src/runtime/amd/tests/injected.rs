@@ -1,6 +1,7 @@
 //! Faults the emulator injects on purpose (issue 13): a KFD ioctl failing in the middle of a
-//! copy's set-up, and VRAM exhaustion under the LRU allocator. Each must produce an error naming
-//! the cause, leak no buffer object or address range, and leave the device working.
+//! copy's set-up, a kernel load, or the peer mapping of a transfer to a second GPU, and VRAM
+//! exhaustion under the LRU allocator. Each must produce an error naming the cause, leak no
+//! buffer object or address range, and leave the devices working.
 
 use super::faults::{check_recovered, warm};
 use super::*;
@@ -86,4 +87,38 @@ fn vram_exhaustion_flushes_the_lru_cache_then_names_the_shortage() {
     );
     emu.limit_vram(gpu, u64::MAX).unwrap();
     check_recovered(&dev, &emu, baseline);
+}
+
+#[test]
+fn a_failing_peer_mapping_fails_the_transfer_and_both_gpus_work_after() {
+    let (proc, emu) = mock_process(2, "gfx1100");
+    let (d0, d1) = (open(&proc, 0), open(&proc, 1));
+    let (a0, c0) = alloc(&d0, 5000);
+    let (a1, b1) = alloc(&d1, 5000);
+    let data: Vec<u8> = (0..5000).map(|i| (i * 7 % 251) as u8).collect();
+    a0.copyin(&c0, &data).unwrap();
+    a0.synchronize().unwrap();
+    let before = (emu.allocation_count(), emu.va_range_count());
+    // Across GPUs the destination (on GPU 1) is first mapped into GPU 0: that ioctl fails.
+    emu.fail_ioctl("AMDKFD_IOC_MAP_MEMORY_TO_GPU", 0, libc::ENOMEM)
+        .unwrap();
+    let e = a0.transfer(&b1, &c0, 5000).unwrap_err();
+    assert!(
+        e.message().contains("MAP_MEMORY_TO_GPU") && e.message().contains("injected"),
+        "{e}"
+    );
+    let ids = emu.gpu_ids();
+    let m1 = crate::hcq::allocator::hcq_mem::<super::super::AmdBackend>(&b1).unwrap();
+    assert_eq!(
+        m1.buffer().mapped_on(),
+        vec![ids[1]],
+        "no half-made mapping"
+    );
+    assert_eq!((emu.allocation_count(), emu.va_range_count()), before);
+    assert_eq!((d0.pending_count(), d1.pending_count()), (0, 0));
+    // The same transfer works once the fault is gone, and GPU 1 sees the data.
+    a0.transfer(&b1, &c0, 5000).unwrap();
+    let mut out = vec![0u8; 5000];
+    a1.copyout(&mut out, &b1).unwrap();
+    assert_eq!(out, data);
 }
