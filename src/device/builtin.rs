@@ -17,7 +17,7 @@
 
 use std::sync::Arc;
 
-use crate::device::registry::register_family;
+use crate::device::registry::{device_index, register_family};
 use crate::renderer::cstyle::ClangRenderer;
 use crate::renderer::Renderer;
 use crate::runtime::cpu::clang::open_clang;
@@ -27,9 +27,20 @@ use crate::runtime::cpu::llvm::open_llvm;
 /// Register every built-in family (called once, by the registry).
 pub(crate) fn register_builtin_families() {
     let clang: Arc<dyn Renderer> = Arc::new(ClangRenderer::new());
-    register_family("CLANG", move |name| open_clang(name, Arc::clone(&clang)));
-    register_family("INTERP", open_interp);
-    register_family("LLVM", open_llvm);
+    // The CPU families take any index (`CLANG:1` is a second CLANG device, as in tinygrad), but
+    // one that is not a number is an error naming the device, never silently ignored.
+    register_family("CLANG", move |name| {
+        device_index(name)?;
+        open_clang(name, Arc::clone(&clang))
+    });
+    register_family("INTERP", |name| {
+        device_index(name)?;
+        open_interp(name)
+    });
+    register_family("LLVM", |name| {
+        device_index(name)?;
+        open_llvm(name)
+    });
     crate::runtime::amd::register();
     crate::runtime::nv::register();
     crate::runtime::fallback::cuda::register();

@@ -10,6 +10,10 @@
 //! `Error::Device` naming the function, its arguments and the `CUresult` by name
 //! (`cuGetErrorName`).
 //!
+//! Waits poll `cuStreamQuery`/`cuEventQuery` (never the blocking `cu*Synchronize`) and give up
+//! with `Error::Timeout` after the HCQ wait timeout (`HCQDEV_WAIT_TIMEOUT_MS`, see
+//! [`super::deadline`]).
+//!
 //! Handles (device pointers, modules, functions, events) are plain `u64`s/pointers owned by the
 //! caller ([`crate::runtime::fallback`]): freeing one twice is the caller's bug, reported by the
 //! driver as an error, not undefined behaviour in Rust.
@@ -50,7 +54,6 @@ struct Api {
     primary_retain: unsafe extern "C" fn(*mut Ptr, CuDevice) -> CuResult,
     primary_release: unsafe extern "C" fn(CuDevice) -> CuResult,
     ctx_set_current: unsafe extern "C" fn(Ptr) -> CuResult,
-    ctx_synchronize: unsafe extern "C" fn() -> CuResult,
     mem_alloc: unsafe extern "C" fn(*mut u64, usize) -> CuResult,
     mem_free: unsafe extern "C" fn(u64) -> CuResult,
     mem_alloc_host: unsafe extern "C" fn(*mut Ptr, usize) -> CuResult,
@@ -78,10 +81,10 @@ struct Api {
         *mut Ptr,
     ) -> CuResult,
     stream_create: unsafe extern "C" fn(*mut Ptr, c_uint) -> CuResult,
-    stream_synchronize: unsafe extern "C" fn(Ptr) -> CuResult,
+    stream_query: unsafe extern "C" fn(Ptr) -> CuResult,
     event_create: unsafe extern "C" fn(*mut Ptr, c_uint) -> CuResult,
     event_record: unsafe extern "C" fn(Ptr, Ptr) -> CuResult,
-    event_synchronize: unsafe extern "C" fn(Ptr) -> CuResult,
+    event_query: unsafe extern "C" fn(Ptr) -> CuResult,
     event_elapsed: unsafe extern "C" fn(*mut f32, Ptr, Ptr) -> CuResult,
     event_destroy: unsafe extern "C" fn(Ptr) -> CuResult,
 }
@@ -155,7 +158,6 @@ impl CudaLib {
                     .get(&["cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease"])
                     .map_err(d)?,
                 ctx_set_current: lib.get(&["cuCtxSetCurrent"]).map_err(d)?,
-                ctx_synchronize: lib.get(&["cuCtxSynchronize"]).map_err(d)?,
                 mem_alloc: lib.get(&["cuMemAlloc_v2"]).map_err(d)?,
                 mem_free: lib.get(&["cuMemFree_v2"]).map_err(d)?,
                 mem_alloc_host: lib.get(&["cuMemAllocHost_v2"]).map_err(d)?,
@@ -170,10 +172,10 @@ impl CudaLib {
                 module_function: lib.get(&["cuModuleGetFunction"]).map_err(d)?,
                 launch: lib.get(&["cuLaunchKernel"]).map_err(d)?,
                 stream_create: lib.get(&["cuStreamCreate"]).map_err(d)?,
-                stream_synchronize: lib.get(&["cuStreamSynchronize"]).map_err(d)?,
+                stream_query: lib.get(&["cuStreamQuery"]).map_err(d)?,
                 event_create: lib.get(&["cuEventCreate"]).map_err(d)?,
                 event_record: lib.get(&["cuEventRecord"]).map_err(d)?,
-                event_synchronize: lib.get(&["cuEventSynchronize"]).map_err(d)?,
+                event_query: lib.get(&["cuEventQuery"]).map_err(d)?,
                 event_elapsed: lib
                     .get(&["cuEventElapsedTime_v2", "cuEventElapsedTime"])
                     .map_err(d)?,
@@ -512,19 +514,25 @@ impl CudaContext {
         )
     }
 
+    /// Wait for the stream: `cuStreamQuery` polled with a deadline (not `cuStreamSynchronize`,
+    /// which has none).
     fn stream_synchronize(&self) -> Result<()> {
-        // SAFETY: the stream lives as long as the context.
-        let rc = unsafe { (self.lib.api.stream_synchronize)(self.stream()) };
-        self.lib.check(rc, "cuStreamSynchronize")
+        let what = format!("cuStreamQuery(stream {:?})", self.stream());
+        wait_ready(
+            &what,
+            |rc| self.lib.check(rc, &what),
+            || {
+                // SAFETY: the stream lives as long as the context.
+                unsafe { (self.lib.api.stream_query)(self.stream()) }
+            },
+        )
     }
 
-    /// Wait for the stream and the context; frees the staging buffers.
+    /// Wait for the stream (every launch and async copy of this context goes through it; the
+    /// other copies are synchronous) with a deadline; frees the staging buffers.
     pub fn synchronize(&self) -> Result<()> {
         self.current()?;
         self.stream_synchronize()?;
-        // SAFETY: no arguments; waits for the current context.
-        let rc = unsafe { (self.lib.api.ctx_synchronize)() };
-        self.lib.check(rc, "cuCtxSynchronize")?;
         self.pending
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -545,11 +553,17 @@ impl CudaContext {
         Ok(e as u64)
     }
 
-    /// Wait for an event.
+    /// Wait for an event: `cuEventQuery` polled with a deadline.
     pub fn event_synchronize(&self, event: u64) -> Result<()> {
-        // SAFETY: the driver validates the handle.
-        let rc = unsafe { (self.lib.api.event_synchronize)(event as Ptr) };
-        self.lib.check(rc, "cuEventSynchronize")
+        let what = format!("cuEventQuery(event {event:#x})");
+        wait_ready(
+            &what,
+            |rc| self.lib.check(rc, &what),
+            || {
+                // SAFETY: the driver validates the handle.
+                unsafe { (self.lib.api.event_query)(event as Ptr) }
+            },
+        )
     }
 
     /// Seconds between two recorded (and completed) events.
@@ -569,9 +583,65 @@ impl CudaContext {
     }
 }
 
+/// `CUDA_ERROR_NOT_READY` (`cuda.h`): the queried stream or event has work outstanding.
+const CUDA_ERROR_NOT_READY: CuResult = 600;
+
+/// Poll a `cu*Query` until it succeeds (other results through `check`), for at most the HCQ
+/// wait timeout: then the `Error::Timeout` of [`super::deadline::poll_bounded`].
+fn wait_ready(
+    what: &str,
+    check: impl Fn(CuResult) -> Result<()>,
+    mut query: impl FnMut() -> CuResult,
+) -> Result<()> {
+    let timeout = super::deadline::wait_timeout();
+    super::deadline::poll_bounded(
+        || format!("CUDA: {what}"),
+        timeout,
+        u64::MAX,
+        || match query() {
+            CUDA_ERROR_NOT_READY => Ok(None),
+            rc => check(rc).map(Some),
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn check(rc: CuResult) -> Result<()> {
+        match rc {
+            0 => Ok(()),
+            rc => Err(Error::Device(format!("cuStreamQuery: CUresult {rc}"))),
+        }
+    }
+
+    #[test]
+    fn waits_poll_not_ready_until_done_or_an_error() {
+        let mut n = 0;
+        let ok = wait_ready("cuStreamQuery(stream 0x1)", check, || {
+            n += 1;
+            if n < 50 {
+                CUDA_ERROR_NOT_READY
+            } else {
+                0
+            }
+        });
+        assert!(ok.is_ok() && n == 50);
+        // CUDA_ERROR_LAUNCH_FAILED (719) while polling: the error, not a wait.
+        let e = wait_ready("q", check, || 719).unwrap_err();
+        assert!(matches!(&e, Error::Device(m) if m.contains("719")), "{e}");
+    }
+
+    #[test]
+    fn a_stream_that_never_finishes_is_a_timeout() {
+        let _t = crate::helpers::Context::with_str(&[("HCQDEV_WAIT_TIMEOUT_MS", "20")]);
+        let e = wait_ready("cuEventQuery(event 0x5)", check, || CUDA_ERROR_NOT_READY).unwrap_err();
+        let Error::Timeout(m) = &e else {
+            panic!("not a timeout: {e}")
+        };
+        assert!(m.contains("CUDA: cuEventQuery(event 0x5): not done"), "{m}");
+    }
 
     #[test]
     fn loads_or_names_why_not() {

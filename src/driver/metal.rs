@@ -463,10 +463,23 @@ impl MetalContext {
         }))
     }
 
-    /// Wait for an event's command buffer.
+    /// Wait for an event's command buffer (polled, with the HCQ wait timeout).
     pub fn event_synchronize(&self, event: u64) -> Result<()> {
-        self.objc.send(event as Id, "waitUntilCompleted");
-        Ok(())
+        self.wait_completed(event as Id)
+    }
+
+    /// Poll a command buffer's `status` until it is completed or failed, for at most the HCQ
+    /// wait timeout (`waitUntilCompleted` has no bound).
+    fn wait_completed(&self, cb: Id) -> Result<()> {
+        let o = self.objc;
+        let what = || format!("METAL: command buffer {cb:?} status");
+        let timeout = super::deadline::wait_timeout();
+        super::deadline::poll_bounded(what, timeout, u64::MAX, || {
+            // SAFETY: `status -> MTLCommandBufferStatus` (an NSUInteger) on a live buffer.
+            let st =
+                unsafe { o.msg::<unsafe extern "C" fn(Id, Sel) -> u64>()(cb, o.sel("status")) };
+            Ok((st >= MTL_COMMAND_BUFFER_STATUS_COMPLETED).then_some(()))
+        })
     }
 
     /// Seconds between two completed events.
@@ -490,8 +503,12 @@ impl MetalContext {
         let cbs = std::mem::take(&mut *lock(&self.in_flight));
         let o = self.objc;
         let mut failed = None;
-        for cb in cbs {
-            o.send(cb as Id, "waitUntilCompleted");
+        for (i, &cb) in cbs.iter().enumerate() {
+            if let Err(e) = self.wait_completed(cb as Id) {
+                // Still in flight: keep them for the next synchronize.
+                lock(&self.in_flight).splice(0..0, cbs[i..].iter().copied());
+                return Err(e);
+            }
             let err = o.send(cb as Id, "error");
             if !err.is_null() && failed.is_none() {
                 failed = Some(pooled(o, || o.error_text(err)));
@@ -504,6 +521,10 @@ impl MetalContext {
         }
     }
 }
+
+/// `MTLCommandBufferStatusCompleted` (`MTLCommandBuffer.h`; `Error`, 5, follows it): the
+/// buffer is done.
+const MTL_COMMAND_BUFFER_STATUS_COMPLETED: u64 = 4;
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())

@@ -15,10 +15,12 @@
 //!   control fd, GPU nodes and UVM).
 //! - [`mapped`]: [`Mapping`], bounds-checked access to memory shared with a device.
 //! - [`vma`]: address-range bookkeeping shared by both drivers.
+//! - [`deadline`]: bounded polling (ioctl retries, vendor runtime waits).
 
 pub mod api;
 pub mod codemem;
 pub mod cuda;
+pub mod deadline;
 pub mod dl;
 pub mod emu;
 pub mod filemap;

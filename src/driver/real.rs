@@ -123,26 +123,30 @@ fn check_fixed(
     Ok(())
 }
 
-/// `ioctl(2)` on our fd, retried on EINTR/EAGAIN.
+/// The most tries of one ioctl interrupted by EINTR/EAGAIN (the HCQ wait timeout bounds the time).
+const IOCTL_MAX_TRIES: u64 = 100_000;
+
+/// `ioctl(2)` on our fd, retried on EINTR/EAGAIN at most [`IOCTL_MAX_TRIES`] times and for at most
+/// the HCQ wait timeout; then an `Error::Timeout` naming the request.
 ///
 /// # Safety
 /// The kernel must read and write at most `arg.len()` bytes at `arg` for `request`.
 unsafe fn raw_ioctl(fd: Fd, request: u64, arg: &mut [u8], name: &str) -> Result<()> {
-    loop {
+    let what = || format!("{name} ({request:#010x}) on fd {}", fd.0);
+    let what_retry = || format!("{} retried on EINTR/EAGAIN", what());
+    let timeout = super::deadline::wait_timeout();
+    super::deadline::poll_bounded(what_retry, timeout, IOCTL_MAX_TRIES, || {
         // SAFETY: the fd is ours; `arg` is a live, exclusively borrowed buffer as large as what
         // the kernel accesses for this request (the caller's contract).
         let r = unsafe { libc::ioctl(fd.0, request as libc::c_ulong, arg.as_mut_ptr()) };
         if r != -1 {
-            return Ok(());
+            return Ok(Some(()));
         }
-        let e = last_errno();
-        if e != libc::EINTR && e != libc::EAGAIN {
-            return Err(errno_error(
-                e,
-                format!("{name} ({request:#010x}) on fd {}", fd.0),
-            ));
+        match last_errno() {
+            libc::EINTR | libc::EAGAIN => Ok(None),
+            e => Err(errno_error(e, what())),
         }
-    }
+    })
 }
 
 fn map_flags(flags: MapFlags) -> i32 {

@@ -152,8 +152,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 impl<B: HcqBackend> HcqDevice<B> {
     /// The next staging buffer (allocated on first use) and the point of its last use.
     fn staging_slot(&self, stg: &mut Staging<B>) -> Result<(usize, Arc<B::Buffer>)> {
+        // The ring advances only once slot `i` exists: a failed allocation (VRAM exhaustion, an
+        // ioctl failing) must not leave `next` past the buffers made so far.
         let i = stg.next;
-        stg.next = (stg.next + 1) % STAGING_COUNT;
         if i == stg.bufs.len() {
             let b = self
                 .backend()
@@ -166,6 +167,7 @@ impl<B: HcqBackend> HcqDevice<B> {
             );
             stg.bufs.push((Arc::new(b), TimelinePoint::default()));
         }
+        stg.next = (i + 1) % STAGING_COUNT;
         let (buf, mark) = stg.bufs[i].clone();
         self.wait_point(mark, "staging buffer reuse")?;
         Ok((i, buf))

@@ -9,6 +9,10 @@
 //! short sleeps on the event with fault polls until the value is reached, a fault is reported, or
 //! the timeout passes (`HCQDEV_WAIT_TIMEOUT_MS`, default 10 s). It never waits without a bound.
 //!
+//! A value that goes backwards between two reads of one wait (a GPU reset, a corrupted or reused
+//! signal: the hardware only ever raises it) ends the wait as a fault naming both values, since
+//! the value waited for may never come.
+//!
 //! Not guaranteed: a value reached and then lowered again between two polls is not seen.
 
 use std::time::{Duration, Instant};
@@ -84,7 +88,20 @@ pub fn wait_value<S: HcqSignal>(
     fault: &dyn Fn() -> Option<String>,
 ) -> std::result::Result<(), WaitFailure> {
     let start = Instant::now();
-    let read = || sig.value().map_err(WaitFailure::Error);
+    let seen = std::cell::Cell::new(0u64);
+    let read = || {
+        let v = sig.value().map_err(WaitFailure::Error)?;
+        if v < seen.get() {
+            return Err(WaitFailure::Fault(format!(
+                "signal {} went backwards from {} to {v} while waiting for {value} (a GPU reset \
+                 or a corrupted signal)",
+                sig.describe(),
+                seen.get()
+            )));
+        }
+        seen.set(v);
+        Ok(v)
+    };
     let spin = spin_time().min(timeout);
     loop {
         if read()? >= value {
@@ -175,5 +192,53 @@ mod tests {
         }
         // A fault does not hide a value that is already there.
         wait_value(&s, 3, Duration::from_secs(10), &|| Some("late".into())).unwrap();
+    }
+
+    /// A signal that reads a scripted sequence of values (the last one repeats).
+    #[derive(Clone)]
+    struct Scripted(Arc<std::sync::Mutex<Vec<u64>>>);
+
+    impl HcqSignal for Scripted {
+        fn value(&self) -> Result<u64> {
+            let mut v = self.0.lock().unwrap();
+            Ok(if v.len() > 1 { v.remove(0) } else { v[0] })
+        }
+        fn set_value(&self, v: u64) -> Result<()> {
+            *self.0.lock().unwrap() = vec![v];
+            Ok(())
+        }
+        fn timestamp(&self) -> Result<u64> {
+            Ok(0)
+        }
+        fn sleep(&self, _: Duration) -> Result<()> {
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "scripted signal".into()
+        }
+        fn same(&self, o: &Self) -> bool {
+            Arc::ptr_eq(&self.0, &o.0)
+        }
+        fn keep(&self) -> KeepAlive {
+            self.0.clone()
+        }
+    }
+
+    #[test]
+    fn a_signal_going_backwards_is_a_fault_not_a_hang() {
+        let s = Scripted(Arc::new(std::sync::Mutex::new(vec![5, 6, 2])));
+        match wait_value(&s, 10, Duration::from_secs(60), &|| None) {
+            Err(WaitFailure::Fault(f)) => {
+                assert!(
+                    f.contains("scripted signal went backwards from 6 to 2"),
+                    "{f}"
+                );
+                assert!(f.contains("waiting for 10"), "{f}");
+            }
+            other => panic!("expected a fault, got {other:?}"),
+        }
+        // Rising values and repeats are fine.
+        let s = Scripted(Arc::new(std::sync::Mutex::new(vec![1, 1, 4, 9, 10])));
+        wait_value(&s, 10, Duration::from_secs(60), &|| None).unwrap();
     }
 }

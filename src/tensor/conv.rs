@@ -13,7 +13,7 @@
 //! Not guaranteed: the Winograd conv (`WINO=1`) and image mode (`IMAGE=1`) are not implemented;
 //! `conv2d` always takes the direct path.
 
-use super::{fmt_shape, to_sints, Axis, Tensor};
+use super::{add_size, fmt_shape, mul_size, to_sints, Axis, Tensor};
 use crate::dtype::DType;
 use crate::{bail, ensure, Result};
 
@@ -207,7 +207,11 @@ impl Window<'_> {
         v
     }
     /// A shape: the kept dims of `shape`, then `tail`.
-    fn shp(&self, shape: &[usize], tail: impl Iterator<Item = usize>) -> Vec<crate::shape::Sint> {
+    fn shp(
+        &self,
+        shape: &[usize],
+        tail: impl Iterator<Item = usize>,
+    ) -> Result<Vec<crate::shape::Sint>> {
         let mut v = shape[..self.nn].to_vec();
         v.extend(tail);
         to_sints(&v)
@@ -280,7 +284,7 @@ impl Tensor {
                     .map(|j| (j >= nn).then_some((0, 0)))
                     .collect::<Vec<_>>(),
             )?;
-            return none.reshape_sints(&to_sints(&out));
+            return none.reshape_sints(&to_sints(&out)?);
         }
         let w = Window {
             nn,
@@ -302,17 +306,28 @@ impl Tensor {
     fn pool_repeat(&self, w: &Window) -> Result<Tensor> {
         let Window { nn, k, s, d, i, o } = *w;
         let nk = k.len();
+        let shape = self.shape();
+        let what = || {
+            format!(
+                "_pool: windows {k:?} (dilation {d:?}) of {}",
+                fmt_shape(&shape)
+            )
+        };
+        // Per pooled dim: the repeated extent k * (i + d) (an error where it overflows).
+        let span = (0..nk)
+            .map(|j| mul_size(k[j], add_size(i[j], d[j], what)?, what))
+            .collect::<Result<Vec<_>>>()?;
         let mut reps = vec![1; nn];
-        reps.extend((0..nk).map(|j| (k[j] * (i[j] + d[j])).div_ceil(i[j])));
+        reps.extend((0..nk).map(|j| span[j].div_ceil(i[j])));
         let mut x = self.repeat(&reps)?;
-        x = x.shrink(&w.with((0..nk).map(|j| Some((0, k[j] * (i[j] + d[j])))).collect()))?;
-        x = x.reshape_sints(&w.shp(&self.shape(), (0..nk).flat_map(|j| [k[j], i[j] + d[j]])))?;
+        x = x.shrink(&w.with((0..nk).map(|j| Some((0, span[j]))).collect()))?;
+        x = x.reshape_sints(&w.shp(&shape, (0..nk).flat_map(|j| [k[j], i[j] + d[j]]))?)?;
         let sh = (0..nk).flat_map(|j| [Some((0, k[j])), Some((0, o[j] * s[j]))]);
         x = x.shrink(&w.with(sh.collect()))?;
-        x = x.reshape_sints(&w.shp(&self.shape(), (0..nk).flat_map(|j| [k[j], o[j], s[j]])))?;
+        x = x.reshape_sints(&w.shp(&shape, (0..nk).flat_map(|j| [k[j], o[j], s[j]]))?)?;
         let sh = (0..nk).flat_map(|j| [Some((0, k[j])), Some((0, o[j])), Some((0, 1))]);
         x = x.shrink(&w.with(sh.collect()))?;
-        x = x.reshape_sints(&w.shp(&self.shape(), (0..nk).flat_map(|j| [k[j], o[j]])))?;
+        x = x.reshape_sints(&w.shp(&shape, (0..nk).flat_map(|j| [k[j], o[j]]))?)?;
         x.permute(&w.perm(1, 0))
     }
 
@@ -321,10 +336,16 @@ impl Tensor {
     fn pool_fast(&self, w: &Window) -> Result<Tensor> {
         let Window { k, s, i, o, .. } = *w;
         let nk = k.len();
-        let pad = (0..nk).map(|j| Some((0, (o[j] * s[j]).saturating_sub(i[j]))));
+        let shape = self.shape();
+        let what = || format!("_pool: stride {s:?} of {}", fmt_shape(&shape));
+        // o * s <= i + s - 1: an overflow only where the stride itself is near usize::MAX.
+        let os = (0..nk)
+            .map(|j| mul_size(o[j], s[j], what))
+            .collect::<Result<Vec<_>>>()?;
+        let pad = (0..nk).map(|j| Some((0, os[j].saturating_sub(i[j]))));
         let mut x = self.pad(&w.with(pad.collect()))?;
-        x = x.shrink(&w.with((0..nk).map(|j| Some((0, o[j] * s[j]))).collect()))?;
-        x = x.reshape_sints(&w.shp(&self.shape(), (0..nk).flat_map(|j| [o[j], s[j]])))?;
+        x = x.shrink(&w.with((0..nk).map(|j| Some((0, os[j]))).collect()))?;
+        x = x.reshape_sints(&w.shp(&shape, (0..nk).flat_map(|j| [o[j], s[j]]))?)?;
         let sh = (0..nk).flat_map(|j| [Some((0, o[j])), Some((0, k[j]))]);
         x = x.shrink(&w.with(sh.collect()))?;
         x.permute(&w.perm(0, 1))
@@ -413,7 +434,7 @@ impl Tensor {
         order.push(2);
         order.extend((0..hw.len()).map(|i| (4 + n + i) as isize));
         let x = x
-            .reshape_sints(&to_sints(&s1))?
+            .reshape_sints(&to_sints(&s1)?)?
             .broadcast_to(&s2)?
             .permute(&order)?;
         let mut wsh = vec![1, groups, rcout];
@@ -424,9 +445,9 @@ impl Tensor {
         let mut out = vec![bs, cout];
         out.extend(&oyx);
         let ret = x
-            .mul(&weight.reshape_sints(&to_sints(&wsh))?)?
+            .mul(&weight.reshape_sints(&to_sints(&wsh)?)?)?
             .sum_acc(axes, true, args.acc_dtype)?
-            .reshape_sints(&to_sints(&out))?;
+            .reshape_sints(&to_sints(&out)?)?;
         match bias {
             None => Ok(ret),
             Some(b) => {
@@ -453,9 +474,9 @@ impl Tensor {
         s2.extend(sp.iter().zip(stride).map(|(&k, &s)| k * s));
         let mut sh: Vec<Option<(usize, usize)>> = vec![None, None];
         sh.extend((s2[2..].iter().zip(stride)).map(|(&k, &s)| Some((0, k.saturating_sub(s - 1)))));
-        self.reshape_sints(&to_sints(&s1))?
+        self.reshape_sints(&to_sints(&s1)?)?
             .pad(&pad)?
-            .reshape_sints(&to_sints(&s2))?
+            .reshape_sints(&to_sints(&s2)?)?
             .shrink(&sh)
     }
 

@@ -118,7 +118,7 @@ impl Tensor {
             fmt_shape(shape)
         );
         let device = canonicalize(device);
-        let sh = to_sints(shape);
+        let sh = to_sints(shape)?;
         if n == 0 {
             let lb =
                 LazyBuffer::loadop(LoadOps::EMPTY, &sh, dtype, &device, LbArg::None, &[], false)?;
@@ -158,7 +158,7 @@ impl Tensor {
     pub fn empty_on(shape: &[usize], dtype: DType, device: &str) -> Result<Tensor> {
         let lb = LazyBuffer::loadop(
             LoadOps::EMPTY,
-            &to_sints(shape),
+            &to_sints(shape)?,
             dtype,
             device,
             LbArg::None,
@@ -188,7 +188,7 @@ impl Tensor {
         device: &str,
     ) -> Result<Tensor> {
         let c = Tensor::scalar_on(v, dtype, device)?;
-        c.reshape_sints(&to_sints(&vec![1; shape.len()]))?
+        c.reshape_sints(&to_sints(&vec![1; shape.len()])?)?
             .broadcast_to(shape)
     }
 
@@ -273,7 +273,10 @@ impl Tensor {
         Tensor::full_on(&[dim, 1], 1i64, dtype, device)?
             .pad(&[None, Some((0, dim))])?
             .flatten(0, -1)?
-            .shrink(&[Some((0, dim * dim))])?
+            .shrink(&[Some((
+                0,
+                super::mul_size(dim, dim, || format!("eye({dim})"))?,
+            ))])?
             .reshape(&[dim as isize, dim as isize])
     }
 

@@ -91,7 +91,7 @@ impl Tensor {
                 .collect();
             let t = x
                 .permute(&order)?
-                .reshape_sints(&to_sints(&shp))?
+                .reshape_sints(&to_sints(&shp)?)?
                 .broadcast_to(&full)?;
             prod = Some(match prod {
                 None => t,

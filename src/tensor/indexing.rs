@@ -91,7 +91,8 @@ fn resolve_basic(i: &Index, dim: usize, size: usize) -> Result<Basic> {
                 "getitem: slice on dim={dim} cannot have 0 as step"
             );
             let (s, e, st) = slice_indices(*start, *stop, st, sz);
-            let r = if st * (e - s) < 0 {
+            // Python's "empty when the step points away from stop", by signs (no overflow).
+            let r = if st.signum() * (e - s).signum() < 0 {
                 (0, 0)
             } else if st > 0 {
                 (s as usize, e as usize)
@@ -244,7 +245,7 @@ impl Tensor {
             );
             new_shape.remove(d);
         }
-        Ok((self.reshape_sints(&to_sints(&new_shape))?, collapsed))
+        Ok((self.reshape_sints(&to_sints(&new_shape)?)?, collapsed))
     }
 
     /// Shrink to the slice bounds, flip negative strides, apply |stride| > 1 by pad, reshape
@@ -259,8 +260,12 @@ impl Tensor {
         if basic.iter().all(|(_, st)| st.unsigned_abs() == 1) {
             return Ok(ret);
         }
-        let strides: Vec<usize> = basic.iter().map(|(_, st)| st.unsigned_abs()).collect();
         let shape = ret.shape();
+        // A stride at least the extent picks only the first element, as the extent itself does
+        // (Python's result for any step up to isize::MIN/MAX, without padding to the step).
+        let strides: Vec<usize> = (basic.iter().zip(&shape))
+            .map(|((_, st), &s)| st.unsigned_abs().min(s.max(1)))
+            .collect();
         let pad: Vec<Option<(usize, usize)>> = (shape.iter().zip(&strides))
             .map(|(&s, &st)| Some((0, s.div_ceil(st) * st - s)))
             .collect();
@@ -268,13 +273,13 @@ impl Tensor {
         let split: Vec<usize> = (ret.shape().iter().zip(&strides))
             .flat_map(|(&s, &st)| [s / st, st])
             .collect();
-        ret = ret.reshape_sints(&to_sints(&split))?;
+        ret = ret.reshape_sints(&to_sints(&split)?)?;
         let outer: Vec<usize> = split.iter().step_by(2).copied().collect();
         let shrink: Vec<Option<(usize, usize)>> = outer
             .iter()
             .flat_map(|&s| [Some((0, s)), Some((0, 1))])
             .collect();
-        ret.shrink(&shrink)?.reshape_sints(&to_sints(&outer))
+        ret.shrink(&shrink)?.reshape_sints(&to_sints(&outer)?)
     }
 
     /// Advanced indexing: per indexed dim a one-hot mask `index == arange(dim)`, multiplied
@@ -312,7 +317,7 @@ impl Tensor {
         let axes: Vec<isize> = idx.iter().map(|(d, _)| (d + big.len()) as isize).collect();
         let dt = self.dtype();
         let mut ret = self
-            .reshape_sints(&to_sints(&reshape_arg))?
+            .reshape_sints(&to_sints(&reshape_arg)?)?
             .mul(&mask)?
             .sum_acc(axes, false, Some(dt))?;
         let keys: Vec<usize> = idx.iter().map(|(d, _)| *d).collect();
@@ -341,7 +346,7 @@ impl Tensor {
             let mut ishape = i.shape();
             ishape.extend(std::iter::repeat(1).take(nd - first));
             let ie = i
-                .reshape_sints(&to_sints(&ishape))?
+                .reshape_sints(&to_sints(&ishape)?)?
                 .broadcast_to(&pre_reduce)
                 .map_err(|e| {
                     Error::InvalidArgument(format!(
@@ -359,7 +364,7 @@ impl Tensor {
                 &self.device(),
             )?
             .detach()
-            .reshape_sints(&to_sints(&ashape))?;
+            .reshape_sints(&to_sints(&ashape)?)?;
             let m = ie.eq(&a)?;
             mask = Some(match mask {
                 None => m,

@@ -136,9 +136,46 @@ pub(crate) fn fmt_shape(shape: &[usize]) -> String {
     }
 }
 
-/// Integer shape to the LazyBuffer's shape type.
-pub(crate) fn to_sints(shape: &[usize]) -> Vec<Sint> {
-    shape.iter().map(|&s| Node::Num(s as i64)).collect()
+/// Integer shape to the LazyBuffer's shape type: an error unless the shape fits the symbolic
+/// integers (see [`check_shape`]).
+pub(crate) fn to_sints(shape: &[usize]) -> Result<Vec<Sint>> {
+    check_shape(shape)?;
+    Ok(shape.iter().map(|&s| Node::Num(s as i64)).collect())
+}
+
+/// The API edge's size check: every dim and the product of the non-zero dims (what the row-major
+/// strides reach) at most `i64::MAX`, the range of the symbolic integers. tinygrad's Python ints
+/// have no bound; a shape beyond this one could be neither strided nor allocated.
+pub(crate) fn check_shape(shape: &[usize]) -> Result<()> {
+    let mut p: i64 = 1;
+    for &s in shape {
+        let fits = i64::try_from(s)
+            .ok()
+            .and_then(|s| if s == 0 { Some(p) } else { p.checked_mul(s) });
+        match fits {
+            Some(np) => p = np,
+            None => crate::bail!(
+                InvalidArgument,
+                "shape {} does not fit the symbolic integers (each dim and the product of the \
+                 non-zero dims must be at most {})",
+                fmt_shape(shape),
+                i64::MAX
+            ),
+        }
+    }
+    Ok(())
+}
+
+/// `a + b` of sizes, an error naming `what` when it overflows.
+pub(crate) fn add_size(a: usize, b: usize, what: impl FnOnce() -> String) -> Result<usize> {
+    a.checked_add(b)
+        .ok_or_else(|| crate::Error::InvalidArgument(format!("{}: {a} + {b} overflows", what())))
+}
+
+/// `a * b` of sizes, an error naming `what` when it overflows.
+pub(crate) fn mul_size(a: usize, b: usize, what: impl FnOnce() -> String) -> Result<usize> {
+    a.checked_mul(b)
+        .ok_or_else(|| crate::Error::InvalidArgument(format!("{}: {a} * {b} overflows", what())))
 }
 
 /// tinygrad's `prod` of a shape (saturating: sizes that large cannot be allocated anyway).

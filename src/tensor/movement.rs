@@ -5,7 +5,9 @@
 //!
 //! Not guaranteed: shapes and arguments are integers (no symbolic sizes).
 
-use super::{fmt_shape, function as F, prod, resolve_dim, to_sints, Tensor};
+use super::{
+    add_size, check_shape, fmt_shape, function as F, mul_size, prod, resolve_dim, to_sints, Tensor,
+};
 use crate::dtype::ConstValue;
 use crate::shape::{Node, Sint};
 use crate::{bail, ensure, Result};
@@ -18,11 +20,21 @@ fn fmt_ishape(shape: &[isize]) -> String {
     }
 }
 
-fn pairs(arg: &[(usize, usize)]) -> Vec<(Sint, Sint)> {
-    arg.iter()
-        .map(|&(a, b)| (Node::Num(a as i64), Node::Num(b as i64)))
-        .collect()
+/// Integer (begin, end) pairs as symbolic ones; an error where one does not fit `i64`.
+fn pairs(arg: &[(usize, usize)], what: &str) -> Result<Vec<(Sint, Sint)>> {
+    let num = |v: usize| {
+        i64::try_from(v).map(Node::Num).map_err(|_| {
+            crate::Error::InvalidArgument(format!(
+                "{what}: {v} in {arg:?} does not fit the symbolic integers"
+            ))
+        })
+    };
+    arg.iter().map(|&(a, b)| Ok((num(a)?, num(b)?))).collect()
 }
+
+/// The most tensors one `split`/`chunk` returns (beyond tinygrad, whose Python list has no
+/// bound): a caller's count is checked before anything is allocated for it.
+pub(crate) const MAX_PIECES: usize = 1 << 20;
 
 /// tinygrad's `_pad_left`: left-pad the shorter shapes with 1s.
 pub(crate) fn pad_left(a: &[usize], b: &[usize]) -> (Vec<usize>, Vec<usize>) {
@@ -99,7 +111,7 @@ impl Tensor {
         if new_shape == cur {
             return Ok(self.clone());
         }
-        F::reshape(self, &to_sints(&new_shape))
+        F::reshape(self, &to_sints(&new_shape)?)
     }
 
     /// `view` is `reshape`.
@@ -128,11 +140,11 @@ impl Tensor {
             fmt_shape(&cur),
             fmt_shape(shape)
         );
-        let x = self.reshape_sints(&to_sints(&padded))?;
+        let x = self.reshape_sints(&to_sints(&padded)?)?;
         if padded == shape {
             return Ok(x);
         }
-        F::expand(&x, &to_sints(shape))
+        F::expand(&x, &to_sints(shape)?)
     }
 
     /// tinygrad's `expand`: broadcast to `shape` (left-padding with 1s); -1 keeps a dim.
@@ -230,7 +242,7 @@ impl Tensor {
         {
             return Ok(self.clone());
         }
-        F::shrink(self, &pairs(&full))
+        F::shrink(self, &pairs(&full, "shrink")?)
     }
 
     /// tinygrad's `pad` with zeros: per dim `None` or `(before, after)`.
@@ -257,12 +269,18 @@ impl Tensor {
             return Ok(self.clone());
         }
         let narg: Vec<(usize, usize)> = arg.iter().map(|a| a.unwrap_or((0, 0))).collect();
-        let ret = F::pad(self, &pairs(&narg))?;
+        let what = || format!("pad: padding {narg:?} of shape {}", fmt_shape(&shape));
+        let padded = (shape.iter().zip(&narg))
+            .map(|(&s, &(b, e))| add_size(add_size(s, b, what)?, e, what))
+            .collect::<Result<Vec<_>>>()?;
+        check_shape(&padded)?;
+        let narg = pairs(&narg, "pad")?;
+        let ret = F::pad(self, &narg)?;
         let value = value.into();
         if value.as_f64() == 0.0 {
             return Ok(ret);
         }
-        let mask = F::pad(&self.ones_like()?, &pairs(&narg))?;
+        let mask = F::pad(&self.ones_like()?, &narg)?;
         ret.add(&mask.where_(0i64, value)?)
     }
 
@@ -287,17 +305,23 @@ impl Tensor {
         let mut padding = Vec::with_capacity(full.len());
         let mut shrink = Vec::with_capacity(full.len());
         for (&(l, r), &s) in full.iter().zip(&shape) {
-            let (pl, pr) = ((-l).max(0), (r - s as isize).max(0));
-            padding.push(Some((pl as usize, pr as usize)));
+            // Exact arithmetic: l and r may be anywhere in isize.
+            let (l, r, s) = (l as i128, r as i128, s as i128);
+            let (pl, pr) = ((-l).max(0), (r - s).max(0));
             let (b, e) = (l + pl, r + pl);
-            ensure!(
-                0 <= b && b <= e,
-                InvalidArgument,
-                "_slice: invalid range {:?} for shape {}",
-                full,
-                fmt_shape(&shape)
-            );
-            shrink.push(Some((b as usize, e as usize)));
+            let size = |v: i128| usize::try_from(v).ok().filter(|&v| v <= i64::MAX as usize);
+            match (size(pl), size(pr), size(b), size(e)) {
+                (Some(pl), Some(pr), Some(b), Some(e)) if b <= e => {
+                    padding.push(Some((pl, pr)));
+                    shrink.push(Some((b, e)));
+                }
+                _ => bail!(
+                    InvalidArgument,
+                    "_slice: invalid range {:?} for shape {}",
+                    full,
+                    fmt_shape(&shape)
+                ),
+            }
         }
         self.pad_with(&padding, value)?.shrink(&shrink)
     }
@@ -321,9 +345,20 @@ impl Tensor {
         let mut slc: Vec<Option<(isize, isize)>> = (0..nd)
             .map(|i| {
                 let s = shape[shape.len() - 1 - i] as isize;
-                Some((-padding[2 * i], s + padding[2 * i + 1]))
+                let (l, r) = (
+                    padding[2 * i].checked_neg(),
+                    s.checked_add(padding[2 * i + 1]),
+                );
+                match (l, r) {
+                    (Some(l), Some(r)) => Ok(Some((l, r))),
+                    _ => Err(crate::Error::InvalidArgument(format!(
+                        "pad2d: padding {} of shape {} overflows",
+                        fmt_ishape(padding),
+                        fmt_shape(&shape)
+                    ))),
+                }
             })
-            .collect();
+            .collect::<Result<_>>()?;
         slc.reverse();
         arg.extend(slc);
         self.slice_pad(&arg, value)
@@ -334,7 +369,7 @@ impl Tensor {
         let shape = self.shape();
         let Some(dim) = dim else {
             let s: Vec<usize> = shape.into_iter().filter(|&d| d != 1).collect();
-            return self.reshape_sints(&to_sints(&s));
+            return self.reshape_sints(&to_sints(&s)?);
         };
         if shape.is_empty() {
             resolve_dim(0, dim, true)?;
@@ -346,7 +381,7 @@ impl Tensor {
         }
         let mut s = shape;
         s.remove(d);
-        self.reshape_sints(&to_sints(&s))
+        self.reshape_sints(&to_sints(&s)?)
     }
 
     /// tinygrad's `unsqueeze`: insert a dim of size 1 at `dim` (may be one past the last).
@@ -354,7 +389,7 @@ impl Tensor {
         let d = self.resolve_dim(dim, true)?;
         let mut s = self.shape();
         s.insert(d, 1);
-        self.reshape_sints(&to_sints(&s))
+        self.reshape_sints(&to_sints(&s)?)
     }
 
     /// tinygrad's `T`: `transpose(1, 0)`.
@@ -378,7 +413,7 @@ impl Tensor {
         if shape.is_empty() {
             resolve_dim(0, start_dim, true)?;
             resolve_dim(0, end_dim, true)?;
-            return self.reshape_sints(&to_sints(&[1]));
+            return self.reshape_sints(&to_sints(&[1])?);
         }
         let nd = shape.len();
         let (s, e) = (
@@ -388,7 +423,7 @@ impl Tensor {
         let mut out = shape[..s].to_vec();
         out.push(if e + 1 > s { prod(&shape[s..e + 1]) } else { 1 });
         out.extend_from_slice(&shape[e + 1..]);
-        self.reshape_sints(&to_sints(&out))
+        self.reshape_sints(&to_sints(&out)?)
     }
 
     /// tinygrad's `unflatten(dim, sizes)`: split one dim into several (one size may be -1).
@@ -420,10 +455,15 @@ impl Tensor {
             .zip(&base)
             .flat_map(|(&r, &b)| [r, b])
             .collect();
-        let final_shape: Vec<usize> = repeats.iter().zip(&base).map(|(&r, &b)| r * b).collect();
-        self.reshape_sints(&to_sints(&new_shape))?
+        let what = || format!("repeat: repeats {repeats:?} of shape {}", fmt_shape(&shape));
+        let final_shape = (repeats.iter().zip(&base))
+            .map(|(&r, &b)| mul_size(r, b, what))
+            .collect::<Result<Vec<_>>>()?;
+        check_shape(&final_shape)
+            .map_err(|e| crate::Error::InvalidArgument(format!("{}: {}", what(), e.message())))?;
+        self.reshape_sints(&to_sints(&new_shape)?)?
             .broadcast_to(&expand_shape)?
-            .reshape_sints(&to_sints(&final_shape))
+            .reshape_sints(&to_sints(&final_shape)?)
     }
 
     /// tinygrad's `cat`: concatenate along `dim` (every operand padded to the full extent and
@@ -449,7 +489,9 @@ impl Tensor {
             );
         }
         let dims: Vec<usize> = all.iter().map(|t| t.shape()[d]).collect();
-        let total: usize = dims.iter().sum();
+        let total = (dims.iter()).try_fold(0usize, |a, &b| {
+            add_size(a, b, || format!("cat: sizes {dims:?} along dim {d}"))
+        })?;
         let mut acc: Option<Tensor> = None;
         let mut start = 0;
         for (t, &n) in all.iter().zip(&dims) {
@@ -480,12 +522,13 @@ impl Tensor {
     pub fn split_sizes(&self, sizes: &[usize], dim: isize) -> Result<Vec<Tensor>> {
         let d = self.resolve_dim(dim, false)?;
         let shape = self.shape();
+        let sum = sizes.iter().try_fold(0usize, |a, &b| a.checked_add(b));
         ensure!(
-            sizes.iter().sum::<usize>() == shape[d],
+            sum == Some(shape[d]),
             InvalidArgument,
             "split: expect sizes to sum exactly to {}, but got {}",
             shape[d],
-            sizes.iter().sum::<usize>()
+            sum.map_or_else(|| format!("{sizes:?} (overflows)"), |s| s.to_string())
         );
         let mut start = 0;
         let mut out = Vec::with_capacity(sizes.len());
@@ -507,6 +550,12 @@ impl Tensor {
             InvalidArgument,
             "split: split size must be positive, got 0"
         );
+        ensure!(
+            n.div_ceil(size) <= MAX_PIECES,
+            InvalidArgument,
+            "split: {} pieces of size {size} along dim {d} are more than {MAX_PIECES}",
+            n.div_ceil(size)
+        );
         let sizes: Vec<usize> = (0..n.max(1))
             .step_by(size)
             .map(|i| size.min(n.saturating_sub(i)))
@@ -525,6 +574,11 @@ impl Tensor {
         let d = self.resolve_dim(dim, false)?;
         let n = self.shape()[d];
         if n == 0 {
+            ensure!(
+                chunks <= MAX_PIECES,
+                InvalidArgument,
+                "chunk: {chunks} empty chunks of dim {d} are more than {MAX_PIECES}"
+            );
             return self.split_sizes(&vec![0; chunks], dim);
         }
         self.split(n.div_ceil(chunks), dim)

@@ -41,9 +41,9 @@ impl Tensor {
         let mut wshape = ws[..n2.saturating_sub(2)].to_vec();
         wshape.extend(std::iter::repeat(1).take(ones));
         wshape.extend_from_slice(&ws[n2 - k..]);
-        let x = self.reshape_sints(&to_sints(&xshape))?;
+        let x = self.reshape_sints(&to_sints(&xshape)?)?;
         let wt = w
-            .reshape_sints(&to_sints(&wshape))?
+            .reshape_sints(&to_sints(&wshape)?)?
             .transpose(-1, -(k as isize))?;
         let out = acc_dtype.unwrap_or_else(|| least_upper_dtype(&[x.dtype(), wt.dtype()]));
         x.mul(&wt)?.sum_acc(-1isize, false, acc_dtype)?.cast(out)
@@ -99,7 +99,7 @@ impl Tensor {
         let shape: Vec<usize> = (self.shape().into_iter().enumerate())
             .map(|(i, s)| if axis.contains(&i) { s } else { 1 })
             .collect();
-        let sh = to_sints(&shape);
+        let sh = to_sints(&shape)?;
         let mut x = self.sub(&mean.reshape_sints(&sh)?)?;
         if let Some(w) = weight {
             x = x.mul(&w.reshape_sints(&sh)?)?;
@@ -121,14 +121,17 @@ impl Tensor {
         if r == 0 || c == 0 || diagonal >= c as isize {
             return Tensor::full_on(&[r, c], 0i64, dtype, device);
         }
-        if r as isize + diagonal <= 0 {
+        if (r as isize).saturating_add(diagonal) <= 0 {
             return Tensor::full_on(&[r, c], 1i64, dtype, device);
         }
+        // Here -r < diagonal < c, so the index arithmetic below cannot overflow; the sizes can.
+        let what = || format!("_tri: a ({r}, {c}) mask");
         let s = r + c - 1;
+        let len = super::mul_size(s, 2 * s - 1, what)?;
         let t = Tensor::full_on(&[s, s], 1i64, dtype, device)?
             .pad(&[None, Some((0, s))])?
             .flatten(0, -1)?
-            .shrink(&[Some((0, s * (2 * s - 1)))])?
+            .shrink(&[Some((0, len))])?
             .reshape(&[s as isize, -1])?
             .shrink(&[None, Some((0, s))])?;
         use super::Index as I;
@@ -169,7 +172,13 @@ impl Tensor {
             fmt_shape(&s)
         );
         let (r, c) = (s[s.len() - 2], s[s.len() - 1]);
-        let m = Tensor::tri(r, c, diagonal + 1, dtypes::bool, &self.device())?;
+        let m = Tensor::tri(
+            r,
+            c,
+            diagonal.saturating_add(1),
+            dtypes::bool,
+            &self.device(),
+        )?;
         m.where_(0i64, self)?.cast(self.dtype())
     }
 

@@ -111,7 +111,7 @@ impl Tensor {
             .filter(|(i, _)| !ax.contains(i))
             .map(|(_, s)| s)
             .collect();
-        ret.reshape_sints(&to_sints(&shape))
+        ret.reshape_sints(&to_sints(&shape)?)
     }
 
     /// The number of elements each output of a reduction over `axis` combines.
@@ -263,7 +263,7 @@ impl Tensor {
         let squeezed = match &axis {
             Axis::All => m.squeeze(None)?,
             Axis::Dims(d) if d.len() == 1 => m.squeeze(Some(d[0]))?,
-            Axis::Dims(_) => m.reshape_sints(&to_sints(&s.shape()))?,
+            Axis::Dims(_) => m.reshape_sints(&to_sints(&s.shape())?)?,
         };
         s.add(&squeezed)
     }
@@ -292,7 +292,7 @@ impl Tensor {
             &self.device(),
         )?
         .detach()
-        .reshape_sints(&to_sints(&rshape))?;
+        .reshape_sints(&to_sints(&rshape)?)?;
         let idx = m.mul(&rev)?;
         idx.max_axis(a as isize, keepdim)?
             .rsub(ConstValue::Int(ni))?

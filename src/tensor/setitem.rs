@@ -65,7 +65,7 @@ impl Tensor {
             dtypes::int32,
             &self.device(),
         )?
-        .reshape_sints(&super::to_sints(&shape))?;
+        .reshape_sints(&super::to_sints(&shape)?)?;
         let sel = pos.getitem(indices)?;
         let got: Vec<i64> = sel.to_vec::<i32>()?.into_iter().map(i64::from).collect();
         ensure!(
@@ -115,7 +115,7 @@ impl Tensor {
         let flat = self.reshape(&[n as isize])?;
         let new = hit
             .where_(&scattered, &flat)?
-            .reshape_sints(&super::to_sints(&self.shape()))?;
+            .reshape_sints(&super::to_sints(&self.shape())?)?;
         self.assign(&new.contiguous()?)?;
         self.realize()?;
         Ok(())

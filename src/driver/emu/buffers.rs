@@ -142,7 +142,7 @@ impl EmuKfd {
                 Ok((b, off, a.mmap_offset))
             }
             _ => {
-                let budget = self.descs[i].spec.local_mem_size;
+                let budget = st.vram_budget[i];
                 if kind == KFD_IOC_ALLOC_MEM_FLAGS_VRAM && st.vram_used[i] + size > budget {
                     kbail!(
                         ENOMEM,
@@ -282,7 +282,7 @@ impl EmuKfd {
         let Some(i) = self.node_by_gpu_id(a.gpu_id) else {
             kbail!(EINVAL, "no device with gpu_id {:#x}", a.gpu_id);
         };
-        a.available = self.descs[i].spec.local_mem_size - st.vram_used[i];
+        a.available = st.vram_budget[i].saturating_sub(st.vram_used[i]);
         Ok(())
     }
 }

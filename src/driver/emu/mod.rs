@@ -182,9 +182,22 @@ pub(crate) struct KfdState {
     pub(crate) next_idr: Vec<u32>,
     pub(crate) next_mmap_offset: u64,
     pub(crate) vram_used: Vec<u64>,
+    /// Per device: the VRAM ALLOC may hand out (the spec's size unless a test lowers it).
+    pub(crate) vram_budget: Vec<u64>,
+    /// Armed one-shot ioctl failures (test fault injection, [`EmuDriver::fail_ioctl`]).
+    pub(crate) ioctl_faults: Vec<IoctlFault>,
     /// CPU address ranges the process mapped through this driver.
     pub(crate) cpu: VmaMap<CpuVmaKind>,
     pub(crate) queues: BTreeMap<u32, Arc<EmuQueue>>,
+}
+
+/// A KFD ioctl armed to fail: the `skip`-th next call of `request` (0: the next one) returns
+/// `errno` before the emulated driver sees it, so its state is unchanged (as when the kernel
+/// fails a call at its entry: a signal, a transient ENOMEM, a reset in progress).
+pub(crate) struct IoctlFault {
+    pub(crate) request: u64,
+    pub(crate) skip: usize,
+    pub(crate) errno: i32,
 }
 
 /// Doorbell routing, read on every doorbell write.
@@ -279,6 +292,7 @@ impl EmuDriver {
             });
         }
         let n = nodes.len();
+        let vram_budget = descs.iter().map(|d| d.spec.local_mem_size).collect();
         let kfd = Arc::new(EmuKfd {
             pid: std::process::id(),
             large_bar: cfg.large_bar,
@@ -294,6 +308,8 @@ impl EmuDriver {
                 next_idr: vec![0; n],
                 next_mmap_offset: memory::DRM_MMAP_OFFSET_BASE,
                 vram_used: vec![0; n],
+                vram_budget,
+                ioctl_faults: Vec::new(),
                 cpu: VmaMap::new(),
                 queues: BTreeMap::new(),
             }),
@@ -418,6 +434,64 @@ impl EmuDriver {
         lock(&self.kfd.state).allocs.len()
     }
 
+    /// CPU address ranges the process holds through this driver (reservations, buffer and
+    /// doorbell mappings), and the GPU VA ranges of its buffers over all devices: what a leak of
+    /// virtual address space shows in.
+    pub fn va_range_count(&self) -> (usize, usize) {
+        let st = lock(&self.kfd.state);
+        (st.cpu.len(), st.va_ranges.iter().map(VmaMap::len).sum())
+    }
+
+    /// Bytes of VRAM allocated on `gpu_id`.
+    pub fn vram_used(&self, gpu_id: u32) -> Result<u64> {
+        let i = self.index_of(gpu_id)?;
+        Ok(lock(&self.kfd.state).vram_used[i])
+    }
+
+    /// Let `gpu_id` hand out at most `bytes` of VRAM from now on (fault injection: VRAM
+    /// exhaustion, as other processes holding memory would cause). ALLOC then answers ENOMEM and
+    /// AVAILABLE_MEMORY reports what is left, as amdkfd does.
+    pub fn limit_vram(&self, gpu_id: u32, bytes: u64) -> Result<()> {
+        let i = self.index_of(gpu_id)?;
+        lock(&self.kfd.state).vram_budget[i] = bytes;
+        Ok(())
+    }
+
+    /// Make the `skip`-th next KFD ioctl called `name` (`AMDKFD_IOC_MAP_MEMORY_TO_GPU`, ...; 0:
+    /// the next one) fail with `errno` (fault injection, see [`IoctlFault`]).
+    pub fn fail_ioctl(&self, name: &str, skip: usize, errno: i32) -> Result<()> {
+        let Some(&(_, _, request)) = super::kfd::KFD_IOCTLS.iter().find(|(_, n, _)| *n == name)
+        else {
+            return Err(crate::Error::InvalidArgument(format!(
+                "emu: fail_ioctl: no KFD ioctl is called {name}"
+            )));
+        };
+        lock(&self.kfd.state).ioctl_faults.push(IoctlFault {
+            request,
+            skip,
+            errno,
+        });
+        Ok(())
+    }
+
+    /// The injected failure of this call, if one is armed for it (counting the call down).
+    fn injected_failure(&self, request: u64) -> Option<i32> {
+        let mut st = lock(&self.kfd.state);
+        let faults = &mut st.ioctl_faults;
+        let i = faults.iter().position(|f| f.request == request)?;
+        if faults[i].skip > 0 {
+            faults[i].skip -= 1;
+            return None;
+        }
+        Some(faults.remove(i).errno)
+    }
+
+    fn index_of(&self, gpu_id: u32) -> Result<usize> {
+        self.kfd.node_by_gpu_id(gpu_id).ok_or_else(|| {
+            crate::Error::InvalidArgument(format!("emu: no device with gpu_id {gpu_id:#x}"))
+        })
+    }
+
     fn check_pid(&self, what: &str) -> Result<()> {
         if std::process::id() != self.kfd.pid {
             return Err(errno_error(
@@ -497,6 +571,13 @@ impl Driver for EmuDriver {
         self.check_pid("ioctl")?;
         if self.nv.owns(fd) {
             return self.nv.dispatch(fd, request, arg);
+        }
+        if let Some(errno) = self.injected_failure(request) {
+            let name = super::kfd::kfd_ioctl_name(request).unwrap_or("KFD ioctl");
+            return Err(errno_error(
+                errno,
+                format!("emu: {name} on fd {}: injected failure", fd.0),
+            ));
         }
         ioctl::dispatch(&self.kfd, fd, request, arg)
     }

@@ -10,7 +10,7 @@ use crate::runtime::amd::program::AmdProgram;
 use crate::Error;
 
 /// A device that already did one copy (so its staging buffer exists), and its allocation count.
-fn warm() -> (Arc<AmdDevice>, EmuDriver, usize) {
+pub(super) fn warm() -> (Arc<AmdDevice>, EmuDriver, usize) {
     let (dev, emu) = one_gpu();
     let (a, b) = alloc(&dev, 64);
     a.copyin(&b, &[0u8; 64]).unwrap();
@@ -22,7 +22,7 @@ fn warm() -> (Arc<AmdDevice>, EmuDriver, usize) {
 
 /// After a failure: nothing pending, both queues alive (recreated), no allocation beyond
 /// `baseline` once the test's buffers are gone, and a normal copy and kernel work again.
-fn check_recovered(dev: &Arc<AmdDevice>, emu: &EmuDriver, baseline: usize) {
+pub(super) fn check_recovered(dev: &Arc<AmdDevice>, emu: &EmuDriver, baseline: usize) {
     assert_eq!(dev.pending_count(), 0, "pending work dropped");
     dev.synchronize().unwrap();
     assert_eq!(emu.allocation_count(), baseline, "no leaked buffer objects");

@@ -6,6 +6,7 @@
 mod copies;
 mod faults;
 mod golden;
+mod injected;
 mod kernels;
 mod profile;
 mod registry;

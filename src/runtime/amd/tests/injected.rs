@@ -1,0 +1,124 @@
+//! Faults the emulator injects on purpose (issue 13): a KFD ioctl failing in the middle of a
+//! copy's set-up, a kernel load, or the peer mapping of a transfer to a second GPU, and VRAM
+//! exhaustion under the LRU allocator. Each must produce an error naming the cause, leak no
+//! buffer object or address range, and leave the devices working.
+
+use super::faults::{check_recovered, warm};
+use super::*;
+use crate::device::allocator::LruAllocator;
+
+#[test]
+fn an_ioctl_failing_mid_copy_is_an_error_and_leaks_nothing() {
+    let (dev, emu) = one_gpu();
+    let (a, b) = alloc(&dev, 64);
+    let before = (emu.allocation_count(), emu.va_range_count());
+    // The first copy makes the staging buffer: ALLOC succeeds, its MAP_MEMORY_TO_GPU fails.
+    emu.fail_ioctl("AMDKFD_IOC_MAP_MEMORY_TO_GPU", 0, libc::ENOMEM)
+        .unwrap();
+    let e = a.copyin(&b, &[7u8; 64]).unwrap_err();
+    let m = e.message();
+    assert!(
+        m.contains("MAP_MEMORY_TO_GPU") && m.contains("injected") && m.contains("ENOMEM"),
+        "{e}"
+    );
+    assert_eq!(
+        (emu.allocation_count(), emu.va_range_count()),
+        before,
+        "the half-made staging buffer was freed and its VA released"
+    );
+    drop((a, b));
+    check_recovered(&dev, &emu, before.0 - 1);
+}
+
+#[test]
+fn an_ioctl_failing_mid_kernel_load_leaks_nothing() {
+    let (dev, emu, baseline) = warm();
+    let va = emu.va_range_count();
+    // Loading a program allocates its code buffer: fail that ALLOC.
+    emu.fail_ioctl("AMDKFD_IOC_ALLOC_MEMORY_OF_GPU", 0, libc::ENOMEM)
+        .unwrap();
+    let src = MockAmdRenderer::new()
+        .render("E_inj", &add_uops(1, 8, dtypes::float32))
+        .unwrap();
+    let lib = MockAmdCompiler::new(dev.backend().target())
+        .compile(&src)
+        .unwrap();
+    let e = AmdRuntime::new(dev.clone())
+        .load("E_inj", &lib)
+        .err()
+        .expect("the load must fail");
+    assert!(e.message().contains("ALLOC_MEMORY_OF_GPU"), "{e}");
+    assert_eq!(emu.allocation_count(), baseline, "no buffer object left");
+    assert_eq!(emu.va_range_count(), va, "the VA reservation was undone");
+    check_recovered(&dev, &emu, baseline);
+}
+
+#[test]
+fn vram_exhaustion_flushes_the_lru_cache_then_names_the_shortage() {
+    let (dev, emu, baseline) = warm();
+    let gpu = dev.backend().gpu_id();
+    let used = emu.vram_used(gpu).unwrap();
+    const MB: usize = 1 << 20;
+    emu.limit_vram(gpu, used + 8 * MB as u64).unwrap();
+    let lru = LruAllocator::new(HcqAllocator::new(dev.clone()));
+    let opts = BufferOptions::default();
+    // Two 4 MiB buffers fill the budget; freed, they wait in the LRU cache.
+    let (x, y) = (
+        lru.alloc(4 * MB, &opts).unwrap(),
+        lru.alloc(4 * MB, &opts).unwrap(),
+    );
+    lru.free(x, 4 * MB, &opts);
+    lru.free(y, 4 * MB, &opts);
+    assert_eq!(lru.cached_count(), 2);
+    // 6 MiB fits only once the cache is flushed: the allocator frees it and retries.
+    let z = lru.alloc(6 * MB, &opts).unwrap();
+    assert_eq!(lru.cached_count(), 0, "the cache was flushed to make room");
+    // 4 MiB more does not fit at all: the error says so after the flush and retry.
+    let e = lru.alloc(4 * MB, &opts).unwrap_err();
+    let m = e.message();
+    assert!(m.contains("after freeing the LRU cache"), "{m}");
+    assert!(m.contains("out of VRAM") && m.contains("ENOMEM"), "{m}");
+    lru.free(z, 6 * MB, &opts);
+    drop(lru);
+    assert_eq!(
+        emu.vram_used(gpu).unwrap(),
+        used,
+        "every VRAM byte came back"
+    );
+    emu.limit_vram(gpu, u64::MAX).unwrap();
+    check_recovered(&dev, &emu, baseline);
+}
+
+#[test]
+fn a_failing_peer_mapping_fails_the_transfer_and_both_gpus_work_after() {
+    let (proc, emu) = mock_process(2, "gfx1100");
+    let (d0, d1) = (open(&proc, 0), open(&proc, 1));
+    let (a0, c0) = alloc(&d0, 5000);
+    let (a1, b1) = alloc(&d1, 5000);
+    let data: Vec<u8> = (0..5000).map(|i| (i * 7 % 251) as u8).collect();
+    a0.copyin(&c0, &data).unwrap();
+    a0.synchronize().unwrap();
+    let before = (emu.allocation_count(), emu.va_range_count());
+    // Across GPUs the destination (on GPU 1) is first mapped into GPU 0: that ioctl fails.
+    emu.fail_ioctl("AMDKFD_IOC_MAP_MEMORY_TO_GPU", 0, libc::ENOMEM)
+        .unwrap();
+    let e = a0.transfer(&b1, &c0, 5000).unwrap_err();
+    assert!(
+        e.message().contains("MAP_MEMORY_TO_GPU") && e.message().contains("injected"),
+        "{e}"
+    );
+    let ids = emu.gpu_ids();
+    let m1 = crate::hcq::allocator::hcq_mem::<super::super::AmdBackend>(&b1).unwrap();
+    assert_eq!(
+        m1.buffer().mapped_on(),
+        vec![ids[1]],
+        "no half-made mapping"
+    );
+    assert_eq!((emu.allocation_count(), emu.va_range_count()), before);
+    assert_eq!((d0.pending_count(), d1.pending_count()), (0, 0));
+    // The same transfer works once the fault is gone, and GPU 1 sees the data.
+    a0.transfer(&b1, &c0, 5000).unwrap();
+    let mut out = vec![0u8; 5000];
+    a1.copyout(&mut out, &b1).unwrap();
+    assert_eq!(out, data);
+}
