@@ -130,4 +130,10 @@ pub trait Program: Send + Sync {
 /// Loads binaries of one device as programs (tinygrad's runtime class, `ClangProgram(name, lib)`).
 pub trait Runtime: Send + Sync {
     fn load(&self, name: &str, lib: &[u8]) -> Result<Box<dyn Program>>;
+    /// Whether the JIT may batch this device's kernels into a prebuilt call graph (tinygrad's
+    /// `Compiled.graph`): launches are synchronous host calls, so a batch is a list of prepared
+    /// calls whose input pointers are swapped per replay.
+    fn host_graph(&self) -> bool {
+        false
+    }
 }

@@ -1,6 +1,7 @@
-//! The engine: the scheduler (`schedule.rs`), the memory planner (`memory.rs`) and the realize engine
-//! (`realize.rs`).
+//! The engine: the scheduler (`schedule.rs`), the memory planner (`memory.rs`), the realize engine
+//! (`realize.rs`) and the JIT (`jit.rs`).
 
+pub mod jit;
 pub mod memory;
 pub mod realize;
 pub mod schedule;

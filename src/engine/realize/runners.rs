@@ -202,12 +202,21 @@ fn with_kernel(e: Error, name: &str, what: &str) -> Error {
     }
 }
 
-impl Runner for CompiledRunner {
-    fn base(&self) -> &RunnerBase {
-        &self.base
-    }
+/// One kernel launch with every argument resolved: what a graph keeps and replays, swapping only
+/// input pointers (and, for kernels with variables, the values and dims).
+#[derive(Clone, Debug)]
+pub struct PreparedCall {
+    /// The buffers as the device takes them.
+    pub raws: Vec<RawBuf>,
+    /// The variable values, in the kernel's order.
+    pub vals: Vec<i64>,
+    pub global: Option<LaunchDims>,
+    pub local: Option<LaunchDims>,
+}
 
-    fn exec(&self, bufs: &[BufferRef], var_vals: &VarVals, wait: bool) -> Result<Option<f64>> {
+impl CompiledRunner {
+    /// Resolve the buffers, variable values and launch dims of one launch.
+    pub fn prepare(&self, bufs: &[BufferRef], var_vals: &VarVals) -> Result<PreparedCall> {
         let want = self.p.globals().len();
         ensure!(
             bufs.len() == want,
@@ -216,7 +225,19 @@ impl Runner for CompiledRunner {
             self.p.name,
             bufs.len()
         );
-        let vals = self.p.var_values(var_vals)?;
+        let mut call = PreparedCall {
+            raws: self.raw_args(bufs)?,
+            vals: Vec::new(),
+            global: None,
+            local: None,
+        };
+        self.update_launch(&mut call, var_vals)?;
+        Ok(call)
+    }
+
+    /// Recompute the variable values and launch dims of `call` for `var_vals`.
+    pub fn update_launch(&self, call: &mut PreparedCall, var_vals: &VarVals) -> Result<()> {
+        call.vals = self.p.var_values(var_vals)?;
         let dims = |e: Error| {
             Error::Runtime(format!(
                 "kernel {}: launch dims: {}",
@@ -228,10 +249,41 @@ impl Runner for CompiledRunner {
         if global.is_none() {
             global = self.cpu_dims(var_vals).map_err(dims)?;
         }
-        let raws = self.raw_args(bufs)?;
+        (call.global, call.local) = (global, local);
+        Ok(())
+    }
+
+    /// Whether the values or dims of a launch depend on variables (a graph updates those).
+    pub fn has_vars(&self) -> bool {
+        !self.p.vars.is_empty()
+    }
+
+    /// The positions in [`PreparedCall::raws`] that hold the buffer given at position `pos`.
+    pub fn raw_positions(&self, pos: usize) -> Vec<usize> {
+        match &self.slots {
+            None => vec![pos],
+            Some(slots) => (0..slots.len())
+                .filter(|&g| slots[g] == Some(pos) || (pos == 0 && slots[g].is_none()))
+                .collect(),
+        }
+    }
+
+    /// Launch a prepared call.
+    pub fn launch(&self, call: &PreparedCall, wait: bool) -> Result<Option<f64>> {
         self.prg
-            .call(&raws, &vals, global, local, wait)
+            .call(&call.raws, &call.vals, call.global, call.local, wait)
             .map_err(|e| with_kernel(e, &self.p.name, "running"))
+    }
+}
+
+impl Runner for CompiledRunner {
+    fn base(&self) -> &RunnerBase {
+        &self.base
+    }
+
+    fn exec(&self, bufs: &[BufferRef], var_vals: &VarVals, wait: bool) -> Result<Option<f64>> {
+        let call = self.prepare(bufs, var_vals)?;
+        self.launch(&call, wait)
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -147,6 +147,9 @@ impl Runtime for ClangRuntime {
     fn load(&self, name: &str, lib: &[u8]) -> Result<Box<dyn Program>> {
         Ok(Box::new(ClangProgram::new(name, lib)?))
     }
+    fn host_graph(&self) -> bool {
+        true
+    }
 }
 
 /// A loaded CLANG kernel.
