@@ -380,8 +380,8 @@ fn the_planner_reuses_intermediates_but_not_outputs_or_inputs() {
             Ok(x)
         });
         let input = tensor(&dev, &values(256, 3));
-        f.call_tensors(&[input.clone()]).unwrap();
-        let out = f.call_tensors(&[input.clone()]).unwrap();
+        f.call_tensors(std::slice::from_ref(&input)).unwrap();
+        let out = f.call_tensors(std::slice::from_ref(&input)).unwrap();
         let cache = f.jit_cache();
         assert_eq!(cache.len(), 6, "{dev}");
         // six outputs in a chain fit in two intermediates and the caller's output

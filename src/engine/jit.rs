@@ -230,9 +230,12 @@ struct Inputs {
     var_vals: VarVals,
 }
 
+/// The wrapped function.
+type JitFn<R> = Box<dyn FnMut(&JitArgs) -> Result<R>>;
+
 /// tinygrad's `TinyJit`: capture on the second call, replay from the third.
 pub struct TinyJit<R: JitReturn> {
-    fxn: Box<dyn FnMut(&JitArgs) -> Result<R>>,
+    fxn: JitFn<R>,
     jit_cache: Vec<ExecItem>,
     input_replace: Vec<((usize, usize), usize)>,
     extra_view_inputs: Vec<ViewInput>,

@@ -1,13 +1,16 @@
 //! rawgrad's benchmarks. `cargo run --release --bin bench -- dispatch [options]`: per-kernel host
 //! overhead, launch latency, back-to-back throughput and copy bandwidth on every device that
-//! opens (see `dispatch.rs`).
+//! opens (see `dispatch.rs`). `bench jit [options]`: eager vs TinyJit replay of a kernel chain
+//! (see `jit.rs`).
 
 mod dispatch;
+mod jit;
 
 use std::process::ExitCode;
 
 const USAGE: &str = "usage: bench dispatch [--devices CLANG,NV,CUDA] [--n 1000] [--repeats 21] \
-[--sizes-mib 1,64 | --sizes-bytes 4096] [--baseline DEVICE]";
+[--sizes-mib 1,64 | --sizes-bytes 4096] [--baseline DEVICE]\n       bench jit [--devices CLANG,LLVM] \
+[--kernels 64] [--n 1024] [--repeats 21]";
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -25,6 +28,16 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Some("jit") => match jit::Config::parse(&args[1..]).and_then(|c| jit::run(&c)) {
+            Ok(table) => {
+                print!("{table}");
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("bench jit: {e}");
+                ExitCode::FAILURE
+            }
+        },
         _ => {
             eprintln!("{USAGE}");
             ExitCode::from(2)
