@@ -33,7 +33,7 @@ use crate::{bail, ensure, Error, Result, Tensor};
 
 mod batch;
 
-pub use batch::{apply_graph_to_jit, get_input_replace, graph_items, HostGraph};
+pub use batch::{apply_graph_to_jit, get_input_replace, graph_items, GraphRunner};
 
 /// The name of an argument: its position, or its keyword.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,29 +1,27 @@
 //! Batching captured items into device graphs (tinygrad 0.9.1 `apply_graph_to_jit`,
-//! `get_input_replace`, `GraphRunner`) and the host graph for devices whose launches are
-//! synchronous host calls ([`HostGraph`]: CLANG and LLVM, `Runtime::host_graph`).
+//! `get_input_replace`, `GraphRunner`): a [`GraphRunner`] is the runner of one batch over the
+//! device's [`DeviceGraph`] (`Runtime::graph`: the host-call graph on CLANG and LLVM, `HcqGraph`
+//! on AMD and NV).
 //!
 //! Batching: skip EmptyOp and ViewOp items; consecutive kernels on one device that has a graph
 //! form a batch of at most `JIT_BATCH_SIZE` (32) kernels, and the limit doubles after every batch
 //! built, so later batches are bigger; a batch of one kernel stays a plain item.
 //!
-//! A [`HostGraph`] resolves every launch of its batch once (buffer addresses, variable values,
+//! A [`GraphRunner`] resolves every launch of its batch once (buffer addresses, variable values,
 //! launch dims) when it is built; a replay swaps in the input addresses and, for kernels with
-//! variables, recomputes their values and dims, then calls the kernels back to back with no
-//! allocation, no counters and no DEBUG lines per kernel.
+//! variables, recomputes their values and dims, then hands all launches to the device graph:
+//! no allocation, no counters and no DEBUG lines per kernel.
 //!
-//! Not guaranteed: the host graph still makes one call per kernel (tinygrad's ClangGraph compiles
-//! one C function calling them all; this one costs nothing to build); devices without a graph
-//! (INTERP, and the HCQ devices until `HcqGraph` exists) replay item by item.
+//! Not guaranteed: the host-call graph still makes one call per kernel (tinygrad's ClangGraph
+//! compiles one C function calling them all; this one costs nothing to build); devices without a
+//! graph (INTERP, the vendor fallback) replay item by item.
 
 use std::any::Any;
 use std::sync::{Arc, Mutex};
-use std::time::Instant;
 
 use crate::device::registry::open_device;
-use crate::device::BufferRef;
-use crate::engine::realize::{
-    CompiledRunner, EmptyOp, ExecItem, PreparedCall, Runner, RunnerBase, ViewOp,
-};
+use crate::device::{BufferRef, DeviceGraph, Launch};
+use crate::engine::realize::{CompiledRunner, EmptyOp, ExecItem, Runner, RunnerBase, ViewOp};
 use crate::helpers::{colored, debug, getenv};
 use crate::shape::{sint_sum, Sint, VarVals};
 use crate::{Error, Result};
@@ -50,7 +48,7 @@ pub fn get_input_replace(
 pub fn graph_items(runner: &dyn Runner) -> Option<&[ExecItem]> {
     runner
         .as_any()
-        .downcast_ref::<HostGraph>()
+        .downcast_ref::<GraphRunner>()
         .map(|g| g.jit_cache.as_slice())
 }
 
@@ -65,7 +63,7 @@ fn graph_device(ji: &ExecItem) -> Result<Option<String>> {
         return Ok(None);
     }
     let dev = open_device(ji.runner.device())?;
-    Ok(dev.runtime.host_graph().then(|| dev.name.clone()))
+    Ok(dev.runtime.has_graph().then(|| dev.name.clone()))
 }
 
 /// tinygrad's `apply_graph_to_jit` (see the module doc).
@@ -87,12 +85,16 @@ pub fn apply_graph_to_jit(
             return Ok::<(), Error>(());
         }
         let n = items.len();
-        let graph = HostGraph::new(items, input_buffers, var_vals)?;
+        let Some(graph) = GraphRunner::new(items.clone(), input_buffers, var_vals)? else {
+            if debug() >= 2 {
+                println!("\tJIT GRAPHing failed batch with {n} kernels: the device refused it");
+            }
+            out.extend(items);
+            return Ok(());
+        };
         if debug() >= 2 {
-            println!(
-                "\tJIT GRAPHing batch with {n} kernels on device {}",
-                graph.base.device
-            );
+            let dev = &graph.base.device;
+            println!("\tJIT GRAPHing batch with {n} kernels on device {dev}");
         }
         out.push(ExecItem::new(Arc::new(graph), input_buffers.to_vec()));
         *max = max.saturating_mul(2);
@@ -119,12 +121,13 @@ pub fn apply_graph_to_jit(
 }
 
 /// A batch of kernels replayed with prepared launches (see the module doc).
-pub struct HostGraph {
+pub struct GraphRunner {
     base: RunnerBase,
     /// The batch (input slots emptied).
     pub jit_cache: Vec<ExecItem>,
     runners: Vec<Arc<dyn Runner>>,
-    calls: Mutex<Vec<PreparedCall>>,
+    calls: Mutex<Vec<Launch>>,
+    graph: Box<dyn DeviceGraph>,
     /// `(kernel, raw position, input index)`: where each input's address goes.
     swaps: Vec<(usize, usize, usize)>,
     /// The kernels whose values or dims depend on variables.
@@ -137,13 +140,14 @@ fn compiled(r: &dyn Runner) -> Result<&CompiledRunner> {
         .ok_or_else(|| Error::Internal(format!("graph item {} is not a kernel", r.display_name())))
 }
 
-impl HostGraph {
-    /// Prepare every launch of `jit_cache` (whose buffers are all allocated).
+impl GraphRunner {
+    /// Prepare every launch of `jit_cache` (whose buffers are all allocated) and build the
+    /// device graph (`None` when the device refuses the batch).
     pub fn new(
         mut jit_cache: Vec<ExecItem>,
         input_buffers: &[BufferRef],
         var_vals: &VarVals,
-    ) -> Result<HostGraph> {
+    ) -> Result<Option<GraphRunner>> {
         let input_replace = get_input_replace(&jit_cache, input_buffers);
         let mut calls = Vec::with_capacity(jit_cache.len());
         let mut with_vars = Vec::new();
@@ -169,18 +173,27 @@ impl HostGraph {
             .map(|ji| ji.runner.device().to_string())
             .unwrap_or_default();
         let name = colored(&format!("<batched {}>", jit_cache.len()), Some("cyan"));
-        Ok(HostGraph {
+        let prgs = jit_cache
+            .iter()
+            .map(|ji| compiled(&*ji.runner).map(CompiledRunner::program))
+            .collect::<Result<Vec<_>>>()?;
+        let Some(graph) = open_device(&device)?.runtime.graph(&prgs, &calls)? else {
+            return Ok(None);
+        };
+        drop(prgs);
+        Ok(Some(GraphRunner {
+            graph,
             base: RunnerBase::new(name, device, sint_sum(&ops)?, sint_sum(&mem)?),
             runners: jit_cache.iter().map(|ji| ji.runner.clone()).collect(),
             jit_cache,
             calls: Mutex::new(calls),
             swaps,
             with_vars,
-        })
+        }))
     }
 }
 
-impl Runner for HostGraph {
+impl Runner for GraphRunner {
     fn base(&self) -> &RunnerBase {
         &self.base
     }
@@ -196,11 +209,12 @@ impl Runner for HostGraph {
         for &j in &self.with_vars {
             compiled(&*self.runners[j])?.update_launch(&mut calls[j], var_vals)?;
         }
-        let start = Instant::now();
-        for (r, call) in self.runners.iter().zip(calls.iter()) {
-            compiled(&**r)?.launch(call, false)?;
-        }
-        Ok(wait.then(|| start.elapsed().as_secs_f64()))
+        let prgs = self
+            .runners
+            .iter()
+            .map(|r| compiled(&**r).map(CompiledRunner::program))
+            .collect::<Result<Vec<_>>>()?;
+        self.graph.run(&prgs, &calls, wait)
     }
 
     fn as_any(&self) -> &dyn Any {

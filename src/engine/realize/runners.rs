@@ -21,7 +21,7 @@ use std::time::Instant;
 use crate::codegen::program::ProgramSpec;
 use crate::codegen::uops::{UArg, UOp, UOps};
 use crate::device::registry::{device_family, open_device, Compiled};
-use crate::device::{compile_cached, BufferRef, LaunchDims, Program, RawBuf};
+use crate::device::{compile_cached, BufferRef, Launch, LaunchDims, Program, RawBuf};
 use crate::dtype::ConstValue;
 use crate::helpers::colored;
 use crate::ops::CustomOp as CustomFnOp;
@@ -202,21 +202,9 @@ fn with_kernel(e: Error, name: &str, what: &str) -> Error {
     }
 }
 
-/// One kernel launch with every argument resolved: what a graph keeps and replays, swapping only
-/// input pointers (and, for kernels with variables, the values and dims).
-#[derive(Clone, Debug)]
-pub struct PreparedCall {
-    /// The buffers as the device takes them.
-    pub raws: Vec<RawBuf>,
-    /// The variable values, in the kernel's order.
-    pub vals: Vec<i64>,
-    pub global: Option<LaunchDims>,
-    pub local: Option<LaunchDims>,
-}
-
 impl CompiledRunner {
     /// Resolve the buffers, variable values and launch dims of one launch.
-    pub fn prepare(&self, bufs: &[BufferRef], var_vals: &VarVals) -> Result<PreparedCall> {
+    pub fn prepare(&self, bufs: &[BufferRef], var_vals: &VarVals) -> Result<Launch> {
         let want = self.p.globals().len();
         ensure!(
             bufs.len() == want,
@@ -225,7 +213,7 @@ impl CompiledRunner {
             self.p.name,
             bufs.len()
         );
-        let mut call = PreparedCall {
+        let mut call = Launch {
             raws: self.raw_args(bufs)?,
             vals: Vec::new(),
             global: None,
@@ -236,7 +224,7 @@ impl CompiledRunner {
     }
 
     /// Recompute the variable values and launch dims of `call` for `var_vals`.
-    pub fn update_launch(&self, call: &mut PreparedCall, var_vals: &VarVals) -> Result<()> {
+    pub fn update_launch(&self, call: &mut Launch, var_vals: &VarVals) -> Result<()> {
         call.vals = self.p.var_values(var_vals)?;
         let dims = |e: Error| {
             Error::Runtime(format!(
@@ -258,7 +246,7 @@ impl CompiledRunner {
         !self.p.vars.is_empty()
     }
 
-    /// The positions in [`PreparedCall::raws`] that hold the buffer given at position `pos`.
+    /// The positions in [`Launch::raws`] that hold the buffer given at position `pos`.
     pub fn raw_positions(&self, pos: usize) -> Vec<usize> {
         match &self.slots {
             None => vec![pos],
@@ -268,8 +256,13 @@ impl CompiledRunner {
         }
     }
 
+    /// The loaded program.
+    pub fn program(&self) -> &dyn Program {
+        &*self.prg
+    }
+
     /// Launch a prepared call.
-    pub fn launch(&self, call: &PreparedCall, wait: bool) -> Result<Option<f64>> {
+    pub fn launch(&self, call: &Launch, wait: bool) -> Result<Option<f64>> {
         self.prg
             .call(&call.raws, &call.vals, call.global, call.local, wait)
             .map_err(|e| with_kernel(e, &self.p.name, "running"))
