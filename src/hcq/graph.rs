@@ -6,7 +6,8 @@
 //! `wait(timeline, v+k-1) . memory_barrier . exec . signal(timeline, v+k)` (the order the eager
 //! path gives each launch, so kernel k+1 starts after kernel k finished). A run patches only what
 //! changed through the typed patch points: the kernargs of launches whose addresses or values
-//! differ from the previous run, the dims of launches whose dims differ (`update_exec`), and every
+//! differ from the previous run, the dims of launches whose dims differ (`update_exec`, or the
+//! refilled kernargs where the dims live there: NV's QMD), and every
 //! wait and signal value (and the timeline signal, which may have been swapped); then the queue is
 //! submitted once and the timeline advances by the number of kernels.
 //!
@@ -173,7 +174,12 @@ impl<B: HcqBackend> HcqGraph<B> {
             if old.global != l.global || old.local != l.local {
                 let (g, lo) = (dims("global", l.global)?, dims("local", l.local)?);
                 let e = st.execs[k].clone();
-                st.q.update_exec(&e, None, Some(g), Some(lo))?;
+                if st.q.dims_in_kernargs() {
+                    let va = self.kernargs.va() + self.offsets[k] as u64;
+                    st.q.update_exec(&e, Some(va), None, None)?;
+                } else {
+                    st.q.update_exec(&e, None, Some(g), Some(lo))?;
+                }
             }
             st.written[k] = l.clone();
         }
