@@ -416,3 +416,83 @@ fn a_jit_inside_a_jit_is_an_error() {
     let e = outer.call_tensors(&[tensor(&dev, &[1.0])]).unwrap_err();
     assert!(e.to_string().contains("inside another TinyJit"), "{e}");
 }
+
+/// The 2-layer MLP of examples/quickstart.rs (16 -> 32 -> 4, SGD), from host-made weights.
+struct Mlp {
+    params: Vec<Tensor>,
+}
+
+impl Mlp {
+    fn new(dev: &str) -> Mlp {
+        let shapes: [(&[usize], u32); 4] = [(&[16, 32], 1), (&[32], 2), (&[32, 4], 3), (&[4], 4)];
+        let params = shapes
+            .iter()
+            .map(|(shape, seed)| {
+                let n = shape.iter().product();
+                let v: Vec<f32> = values(n, *seed).iter().map(|x| x * 0.5).collect();
+                let t = Tensor::from_slice_on(&v, shape, dev).unwrap();
+                t.realize().unwrap().requires_grad_(true)
+            })
+            .collect();
+        Mlp { params }
+    }
+
+    /// One SGD step; returns the loss before the update (realized with the parameters).
+    fn step(params: &[Tensor], x: &Tensor, y: &Tensor) -> Result<Tensor> {
+        let [w1, b1, w2, b2] = params else {
+            return Err(rawgrad::Error::Internal("four parameters".into()));
+        };
+        let logits = x.matmul(w1)?.add(b1)?.relu()?.matmul(w2)?.add(b2)?;
+        let loss = logits.sparse_categorical_crossentropy(y, -1, 0.0)?;
+        loss.backward()?;
+        for p in params {
+            let g = p.grad().ok_or(rawgrad::Error::Internal("no grad".into()))?;
+            p.assign(&p.detach().sub(g.mul(0.1)?)?)?;
+            p.set_grad(None);
+        }
+        let others: Vec<&Tensor> = params.iter().collect();
+        loss.realize_all(&others)?;
+        Ok(loss)
+    }
+}
+
+#[test]
+fn jitted_mlp_training_step_gives_the_eager_losses() {
+    for dev in devices() {
+        let batches: Vec<(Tensor, Tensor)> = (0..6u32)
+            .map(|s| {
+                let x = values(64 * 16, 100 + s);
+                let y: Vec<i32> = x
+                    .chunks_exact(16)
+                    .map(|r| 2 * ((r[0] + r[1]) > 0.0) as i32 + ((r[2] - r[3]) > 0.0) as i32)
+                    .collect();
+                let x = Tensor::from_slice_on(&x, &[64, 16], &dev).unwrap();
+                (x, Tensor::from_slice_on(&y, &[64], &dev).unwrap())
+            })
+            .collect();
+        let eager = Mlp::new(&dev);
+        let want: Vec<f32> = batches
+            .iter()
+            .map(|(x, y)| vals(&Mlp::step(&eager.params, x, y).unwrap())[0])
+            .collect();
+        let jitted = Mlp::new(&dev);
+        let params = jitted.params.clone();
+        let mut step = TinyJit::new(move |a: &JitArgs| Mlp::step(&params, a.t(0)?, a.t(1)?));
+        let got: Vec<f32> = batches
+            .iter()
+            .map(|(x, y)| vals(&step.call_tensors(&[x.clone(), y.clone()]).unwrap())[0])
+            .collect();
+        assert!(
+            jit_cache_len(step.jit_cache()) > 5,
+            "{dev}: the step was captured"
+        );
+        assert!(
+            want[5] < want[0],
+            "{dev}: training lowers the loss {want:?}"
+        );
+        assert_eq!(got, want, "{dev}: jitted losses");
+        for (e, j) in eager.params.iter().zip(&jitted.params) {
+            assert_eq!(vals(e), vals(j), "{dev}: parameters after 6 steps");
+        }
+    }
+}
