@@ -12,7 +12,6 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use rawgrad::device::open_device;
-use rawgrad::dtype::dtypes;
 use rawgrad::engine::jit::{JitArgs, TinyJit};
 use rawgrad::helpers::Context;
 use rawgrad::{Error, Result, Tensor};
@@ -101,7 +100,7 @@ fn samples(dev: &str, repeats: usize, mut f: impl FnMut() -> Result<()>) -> Resu
 /// One device's rows: (metric, µs samples per kernel or ms per capture).
 fn measure(dev: &str, cfg: &Config) -> Result<Vec<(&'static str, Vec<f64>)>> {
     let k = cfg.kernels;
-    let input = || Tensor::full_on(&[cfg.n], 1.0f32, dtypes::float32, dev)?.realize();
+    let input = || Tensor::from_slice_on(&vec![1.0f32; cfg.n], &[cfg.n], dev);
     let x = input()?;
     chain(&x, k)?; // compile once
     let per_kernel = |v: Vec<f64>| v.into_iter().map(|s| s * 1e6 / k as f64).collect();
