@@ -23,6 +23,7 @@ pub mod buffer;
 mod builtin;
 pub mod compiler;
 pub mod diskcache;
+pub mod graph;
 pub mod registry;
 #[cfg(test)]
 pub(crate) mod testing;
@@ -30,6 +31,7 @@ pub(crate) mod testing;
 pub use allocator::{HostAllocator, LruAllocator};
 pub use buffer::{Buffer, BufferRef};
 pub use compiler::compile_cached;
+pub use graph::{CallGraph, DeviceGraph, Launch};
 pub use registry::{
     canonicalize, default_device, open_device, register_family, Compiled, DeviceOpener,
 };
@@ -122,6 +124,10 @@ pub type LaunchDims = [usize; 3];
 
 /// A loaded kernel.
 pub trait Program: Send + Sync {
+    /// For graphs that need the backend program (HCQ); `None` where nobody downcasts.
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        None
+    }
     /// Run with buffers (outputs first, as the kernel's parameters), integer variable values (in
     /// the kernel's variable order), launch dims (ignored by devices without them). With `wait`,
     /// block until it finished and return the elapsed seconds.
@@ -155,4 +161,19 @@ pub trait Program: Send + Sync {
 /// Loads binaries of one device as programs (tinygrad's runtime class, `ClangProgram(name, lib)`).
 pub trait Runtime: Send + Sync {
     fn load(&self, name: &str, lib: &[u8]) -> Result<Box<dyn Program>>;
+    /// Whether the JIT may batch this device's kernels into a graph (tinygrad's
+    /// `Compiled.graph`), built by [`Runtime::graph`].
+    fn has_graph(&self) -> bool {
+        false
+    }
+    /// Build the device graph of these launches (`None`: the device has none, or refuses this
+    /// batch; the JIT then runs the items one by one).
+    fn graph(
+        &self,
+        prgs: &[&dyn Program],
+        launches: &[Launch],
+    ) -> Result<Option<Box<dyn DeviceGraph>>> {
+        let _ = (prgs, launches);
+        Ok(None)
+    }
 }

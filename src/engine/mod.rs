@@ -1,6 +1,7 @@
 //! The engine: the scheduler (`schedule.rs`), the memory planner (`memory.rs`), the realize engine
-//! (`realize.rs`) and BEAM search (`search.rs`).
+//! (`realize.rs`), BEAM search (`search.rs`) and the JIT (`jit.rs`).
 
+pub mod jit;
 pub mod memory;
 pub mod realize;
 pub mod schedule;

@@ -195,11 +195,24 @@ impl<B: HcqBackend> HcqDevice<B> {
         st: &mut DevState<B>,
         q: &mut Q,
         what: String,
+        keep: Vec<KeepAlive>,
+    ) -> Result<TimelinePoint> {
+        self.commit_n(st, q, what, keep, 1)
+    }
+
+    /// [`HcqDevice::commit`] for a queue that signals the `n` timeline values from
+    /// `st.tl.value` (a graph); returns the point of the last one.
+    pub(crate) fn commit_n<Q: HwQueue<B>>(
+        &self,
+        st: &mut DevState<B>,
+        q: &mut Q,
+        what: String,
         mut keep: Vec<KeepAlive>,
+        n: u64,
     ) -> Result<TimelinePoint> {
         q.submit(&self.backend)?;
-        let point = st.tl.point(st.tl.value);
-        st.tl.value += 1;
+        let point = st.tl.point(st.tl.value + n - 1);
+        st.tl.value += n;
         keep.extend(q.take_keep_alive());
         st.inflight.push(point, what, keep);
         let tl = &st.tl;

@@ -12,7 +12,8 @@
 //!   (bounded spin, then sleep, always with a timeout: `HCQDEV_WAIT_TIMEOUT_MS`, default 10 s).
 //! - [`device`]: [`HcqDevice`], written once: the per-device timeline with its shadow swap before
 //!   the 32-bit wrap, `synchronize`, the program call, in-flight keep-alive, kernarg ring, fault
-//!   reports and recovery; [`allocator`]: [`HcqAllocator`] (staging copies, transfer, views,
+//!   reports and recovery; [`graph`]: `HcqGraph`, the JIT's prebuilt queue per batch;
+//!   [`allocator`]: [`HcqAllocator`] (staging copies, transfer, views,
 //!   deferred frees); [`profile`]: `PROFILE=1` GPU timestamps converted to host time;
 //!   [`trace`]: the standalone Chrome/Perfetto trace writer.
 //!
@@ -26,6 +27,7 @@
 
 pub mod allocator;
 pub mod device;
+pub mod graph;
 mod inflight;
 mod kernargs;
 pub mod profile;

@@ -36,7 +36,7 @@ impl<B: HcqBackend> HcqProgramHandle<B> {
     }
 }
 
-fn dims(what: &str, d: Option<LaunchDims>) -> Result<[u32; 3]> {
+pub(crate) fn dims(what: &str, d: Option<LaunchDims>) -> Result<[u32; 3]> {
     let d = d.unwrap_or([1, 1, 1]);
     let mut out = [0u32; 3];
     for (o, v) in out.iter_mut().zip(d) {
@@ -50,6 +50,9 @@ fn dims(what: &str, d: Option<LaunchDims>) -> Result<[u32; 3]> {
 }
 
 impl<B: HcqBackend> Program for HcqProgramHandle<B> {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
     fn call(
         &self,
         bufs: &[RawBuf],

@@ -108,6 +108,12 @@ pub trait HwComputeQueue<B: HcqBackend>: HwQueue<B> {
         global: [u32; 3],
         local: [u32; 3],
     ) -> Result<Cmd<'_, Self, Self::ExecPatch>>;
+    /// Whether the launch dims live in the kernarg block [`super::HcqProgram::fill_kernargs`]
+    /// writes (NV's QMD): then a refill changes them and [`HwComputeQueue::update_exec`] takes
+    /// only the kernarg address.
+    fn dims_in_kernargs(&self) -> bool {
+        false
+    }
     /// Rewrite a launch: kernarg pointer and/or dims.
     fn update_exec(
         &mut self,

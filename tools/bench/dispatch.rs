@@ -228,7 +228,7 @@ fn size_label(size: usize) -> String {
     }
 }
 
-fn fmt_num(x: f64) -> String {
+pub fn fmt_num(x: f64) -> String {
     if !x.is_finite() {
         "-".into()
     } else if x >= 1e5 {

@@ -3,11 +3,13 @@
 //!   bandwidth on every device that opens (see `dispatch.rs`);
 //! - `workloads`: issue 10's W1..W12 on the CPU devices, one thread and all threads, against the
 //!   machine's FMA and copy ceilings measured in the same run (see `workloads.rs`, `ceilings.rs`);
-//! - `beam`: BEAM search time and picks on a matmul and a reduction (see `beam.rs`).
+//! - `beam`: BEAM search time and picks on a matmul and a reduction (see `beam.rs`);
+//! - `jit`: eager vs TinyJit replay of a kernel chain, with and without graphs (see `jit.rs`).
 
 mod beam;
 mod ceilings;
 mod dispatch;
+mod jit;
 mod workloads;
 
 use std::fmt::Display;
@@ -17,7 +19,8 @@ const USAGE: &str = "usage: bench dispatch [--devices CLANG,NV,CUDA] [--n 1000] 
 [--sizes-mib 1,64 | --sizes-bytes 4096] [--baseline DEVICE]
        bench workloads [--workloads W1,W3] [--devices CLANG,LLVM] [--threads 1,all] \
 [--repeats 11] [--budget-s 10] [--copy-mib 256]
-       bench beam [--device CLANG] [--amt 2] [--repeats 3] [--n 256] [--rows 1024] [--cols 1024]";
+       bench beam [--device CLANG] [--amt 2] [--repeats 3] [--n 256] [--rows 1024] [--cols 1024]
+       bench jit [--devices CLANG,LLVM] [--kernels 64] [--n 1024] [--repeats 21]";
 
 /// Print a subcommand's table, or its error under its name.
 fn report<T: Display>(name: &str, result: rawgrad::Result<T>) -> ExitCode {
@@ -45,7 +48,11 @@ fn main() -> ExitCode {
             "workloads",
             workloads::Config::parse(rest).and_then(|c| workloads::run(&c)),
         ),
-        Some("beam") => report("beam", beam::Config::parse(rest).and_then(|c| beam::run(&c))),
+        Some("beam") => report(
+            "beam",
+            beam::Config::parse(rest).and_then(|c| beam::run(&c)),
+        ),
+        Some("jit") => report("jit", jit::Config::parse(rest).and_then(|c| jit::run(&c))),
         _ => {
             eprintln!("{USAGE}");
             ExitCode::from(2)

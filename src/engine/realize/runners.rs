@@ -21,7 +21,7 @@ use std::time::Instant;
 use crate::codegen::program::ProgramSpec;
 use crate::codegen::uops::{UArg, UOp, UOps};
 use crate::device::registry::{device_family, open_device, Compiled};
-use crate::device::{compile_cached, Buffer, BufferRef, LaunchDims, Program, RawBuf};
+use crate::device::{compile_cached, Buffer, BufferRef, Launch, LaunchDims, Program, RawBuf};
 use crate::dtype::ConstValue;
 use crate::helpers::colored;
 use crate::ops::CustomOp as CustomFnOp;
@@ -288,12 +288,9 @@ fn with_kernel(e: Error, name: &str, what: &str) -> Error {
     }
 }
 
-impl Runner for CompiledRunner {
-    fn base(&self) -> &RunnerBase {
-        &self.base
-    }
-
-    fn exec(&self, bufs: &[BufferRef], var_vals: &VarVals, wait: bool) -> Result<Option<f64>> {
+impl CompiledRunner {
+    /// Resolve the buffers, variable values and launch dims of one launch.
+    pub fn prepare(&self, bufs: &[BufferRef], var_vals: &VarVals) -> Result<Launch> {
         let want = self.p.globals().len();
         ensure!(
             bufs.len() == want,
@@ -302,7 +299,26 @@ impl Runner for CompiledRunner {
             self.p.name,
             bufs.len()
         );
-        let vals = self.p.var_values(var_vals)?;
+        let mut call = Launch {
+            raws: self.raw_args(bufs)?,
+            vals: Vec::new(),
+            global: None,
+            local: None,
+        };
+        self.update_launch(&mut call, var_vals)?;
+        // a GPU program with a fixed global size and no local size: optimize_local_size picks
+        // one on the first run (needs the buffers, so here and not in update_launch)
+        let tunable = self.p.global_size.as_ref().is_some_and(|g| all_int(g));
+        if let (Some(g), None, true) = (call.global, call.local, tunable) {
+            let (g, l) = self.tune_local_size(g, bufs, &call.vals)?;
+            (call.global, call.local) = (Some(g), Some(l));
+        }
+        Ok(call)
+    }
+
+    /// Recompute the variable values and launch dims of `call` for `var_vals`.
+    pub fn update_launch(&self, call: &mut Launch, var_vals: &VarVals) -> Result<()> {
+        call.vals = self.p.var_values(var_vals)?;
         let dims = |e: Error| {
             Error::Runtime(format!(
                 "kernel {}: launch dims: {}",
@@ -314,15 +330,49 @@ impl Runner for CompiledRunner {
         if global.is_none() {
             global = self.cpu_dims(var_vals).map_err(dims)?;
         }
-        let raws = self.raw_args(bufs)?;
-        let tunable = self.p.global_size.as_ref().is_some_and(|g| all_int(g));
-        if let (Some(g), None, true) = (global, local, tunable) {
-            let (g, l) = self.tune_local_size(g, bufs, &vals)?;
-            (global, local) = (Some(g), Some(l));
+        if let (Some(_), None, Some(t)) = (global, local, self.tuned.get()) {
+            (global, local) = (Some(t.0), Some(t.1));
         }
+        (call.global, call.local) = (global, local);
+        Ok(())
+    }
+
+    /// Whether the values or dims of a launch depend on variables (a graph updates those).
+    pub fn has_vars(&self) -> bool {
+        !self.p.vars.is_empty()
+    }
+
+    /// The positions in [`Launch::raws`] that hold the buffer given at position `pos`.
+    pub fn raw_positions(&self, pos: usize) -> Vec<usize> {
+        match &self.slots {
+            None => vec![pos],
+            Some(slots) => (0..slots.len())
+                .filter(|&g| slots[g] == Some(pos) || (pos == 0 && slots[g].is_none()))
+                .collect(),
+        }
+    }
+
+    /// The loaded program.
+    pub fn program(&self) -> &dyn Program {
+        &*self.prg
+    }
+
+    /// Launch a prepared call.
+    pub fn launch(&self, call: &Launch, wait: bool) -> Result<Option<f64>> {
         self.prg
-            .call(&raws, &vals, global, local, wait)
+            .call(&call.raws, &call.vals, call.global, call.local, wait)
             .map_err(|e| with_kernel(e, &self.p.name, "running"))
+    }
+}
+
+impl Runner for CompiledRunner {
+    fn base(&self) -> &RunnerBase {
+        &self.base
+    }
+
+    fn exec(&self, bufs: &[BufferRef], var_vals: &VarVals, wait: bool) -> Result<Option<f64>> {
+        let call = self.prepare(bufs, var_vals)?;
+        self.launch(&call, wait)
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -56,7 +56,7 @@ pub use program::NvProgram;
 pub use signal::NvSignal;
 
 use crate::device::registry::{device_index, register_family, Compiled};
-use crate::device::{Compiler, LruAllocator, Program, Runtime};
+use crate::device::{Compiler, DeviceGraph, Launch, LruAllocator, Program, Runtime};
 use crate::driver::emu::EmuConfig;
 use crate::driver::{Driver, RealDriver};
 use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
@@ -87,6 +87,16 @@ impl Runtime for NvRuntime {
             self.dev.clone(),
             Arc::new(prg),
         )))
+    }
+    fn has_graph(&self) -> bool {
+        true
+    }
+    fn graph(
+        &self,
+        prgs: &[&dyn Program],
+        launches: &[Launch],
+    ) -> Result<Option<Box<dyn DeviceGraph>>> {
+        crate::hcq::graph::build::<NvBackend>(prgs, launches)
     }
 }
 

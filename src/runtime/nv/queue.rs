@@ -192,6 +192,10 @@ impl HwComputeQueue<NvBackend> for NvComputeQueue {
         Ok(Cmd::new(self, p))
     }
 
+    fn dims_in_kernargs(&self) -> bool {
+        true
+    }
+
     fn update_exec(
         &mut self,
         p: &ExecPatch,

@@ -6,6 +6,7 @@
 mod copies;
 mod faults;
 mod golden;
+pub(crate) mod graph;
 mod injected;
 mod kernels;
 mod profile;

@@ -113,3 +113,11 @@ fn pcas_action_knob_changes_the_launch_and_refuses_non_scheduling_actions() {
         .unwrap_err();
     assert!(e.message().contains("NV_PCAS_ACTION=8"), "{e}");
 }
+
+#[test]
+fn hcq_graph_runs_are_one_submission_with_patched_kernargs_and_dims() {
+    let (dev, emu) = one_gpu();
+    let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
+    let doorbells = || emu.nv_doorbell_writes(0).len();
+    crate::runtime::amd::tests::graph::check_graph(&dev, &*prg, &doorbells);
+}

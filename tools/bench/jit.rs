@@ -1,0 +1,192 @@
+//! `bench jit`: host time per kernel of a chain of small kernels (`x*1.0001+0.0001` over 1024
+//! float32, each step realized: one kernel each), run eagerly, replayed by a TinyJit without
+//! graphs (`JIT=2`) and with graphs (`JIT=1`), and the capture call's cost, on every device that
+//! opens. Ratios are against eager on the same device in the same run (>1: faster than eager;
+//! for capture, how many eager steps one capture costs).
+//!
+//! Host time: the call returns when the work is submitted (GPU devices) or done (CPU devices,
+//! whose kernels run synchronously); the device is synchronized after each timed call, outside
+//! the timing. No thresholds: the numbers are for people.
+
+use std::fmt::Write as _;
+use std::time::Instant;
+
+use rawgrad::device::open_device;
+use rawgrad::engine::jit::{JitArgs, TinyJit};
+use rawgrad::helpers::Context;
+use rawgrad::{Error, Result, Tensor};
+
+use crate::dispatch::{fmt_num, Stats};
+
+/// Settings of one run.
+#[derive(Clone, Debug)]
+pub struct Config {
+    pub devices: Vec<String>,
+    /// Kernels in the chain.
+    pub kernels: usize,
+    /// Elements per kernel.
+    pub n: usize,
+    pub repeats: usize,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        let gpu = rawgrad::helpers::getenv("MOCKGPU", 0) != 0;
+        let mut devices = vec!["CLANG", "LLVM", "INTERP"];
+        if gpu || rawgrad::helpers::getenv("AMD", 0) != 0 {
+            devices.push("AMD");
+        }
+        if gpu || rawgrad::helpers::getenv("NV", 0) != 0 {
+            devices.push("NV");
+        }
+        Config {
+            devices: devices.into_iter().map(String::from).collect(),
+            kernels: 64,
+            n: 1024,
+            repeats: 21,
+        }
+    }
+}
+
+impl Config {
+    /// Parse `--devices A,B --kernels 64 --n 1024 --repeats 21`.
+    pub fn parse(args: &[String]) -> Result<Config> {
+        let mut c = Config::default();
+        let mut it = args.iter();
+        while let Some(a) = it.next() {
+            let v = it
+                .next()
+                .ok_or_else(|| Error::InvalidArgument(format!("{a} needs a value")))?;
+            let num = || {
+                v.parse::<usize>()
+                    .map(|x| x.max(1))
+                    .map_err(|_| Error::InvalidArgument(format!("{a} {v}: not a count")))
+            };
+            match a.as_str() {
+                "--devices" => c.devices = v.split(',').map(|s| s.trim().to_uppercase()).collect(),
+                "--kernels" => c.kernels = num()?,
+                "--n" => c.n = num()?,
+                "--repeats" => c.repeats = num()?,
+                _ => return Err(Error::InvalidArgument(format!("unknown option {a}"))),
+            }
+        }
+        Ok(c)
+    }
+}
+
+/// The chain: `kernels` realized steps of `x*1.0001+0.0001`.
+fn chain(x: &Tensor, kernels: usize) -> Result<Tensor> {
+    let mut x = x.clone();
+    for _ in 0..kernels {
+        x = x.mul(1.0001f32)?.add(0.0001f32)?.realize()?;
+    }
+    Ok(x)
+}
+
+/// Seconds of each of `repeats` timed calls of `f` (the device synchronized after each).
+fn samples(dev: &str, repeats: usize, mut f: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
+    let d = open_device(dev)?;
+    (0..repeats)
+        .map(|_| {
+            let t = Instant::now();
+            f()?;
+            let s = t.elapsed().as_secs_f64();
+            d.synchronize()?;
+            Ok(s)
+        })
+        .collect()
+}
+
+/// One device's rows: (metric, µs samples per kernel or ms per capture).
+fn measure(dev: &str, cfg: &Config) -> Result<Vec<(&'static str, Vec<f64>)>> {
+    let k = cfg.kernels;
+    let input = || Tensor::from_slice_on(&vec![1.0f32; cfg.n], &[cfg.n], dev);
+    let x = input()?;
+    chain(&x, k)?; // compile once
+    let per_kernel = |v: Vec<f64>| v.into_iter().map(|s| s * 1e6 / k as f64).collect();
+    let eager = samples(dev, cfg.repeats, || chain(&x, k).map(drop))?;
+    let mut rows = vec![("eager", per_kernel(eager))];
+    for (metric, capture, jit) in [
+        ("jit, no graph", "capture, no graph (ms)", 2),
+        ("jit, graph", "capture, graph (ms)", 1),
+    ] {
+        let _c = Context::new(&[("JIT", jit)]);
+        let x = input()?;
+        let args = std::slice::from_ref(&x);
+        let mut captures = Vec::new();
+        let mut last = None;
+        for _ in 0..3 {
+            let mut f = TinyJit::new(move |a: &JitArgs| chain(a.t(0)?, k));
+            f.call_tensors(args)?;
+            let t = Instant::now();
+            f.call_tensors(args)?;
+            captures.push(t.elapsed().as_secs_f64() * 1e3);
+            last = Some(f);
+        }
+        let mut f = last.ok_or_else(|| Error::Internal("no capture".into()))?;
+        let replay = samples(dev, cfg.repeats, || f.call_tensors(args).map(drop))?;
+        let got = f.call_tensors(args)?.to_vec::<f32>()?;
+        let host = (0..k).fold(1.0f32, |v, _| v * 1.0001 + 0.0001);
+        if got.first().map_or(true, |g| (g - host).abs() > 1e-4) {
+            return Err(Error::Runtime(format!(
+                "{dev} {metric}: got {:?}, want {host}",
+                got.first()
+            )));
+        }
+        rows.push((metric, per_kernel(replay)));
+        rows.push((capture, captures));
+    }
+    Ok(rows)
+}
+
+/// Run the benchmark on every device that opens and return the table.
+pub fn run(cfg: &Config) -> Result<String> {
+    let mut out = format!(
+        "jit: chain of {} kernels over {} float32, {} repeats; per-kernel host µs (capture: ms \
+         per call); ratio vs eager on the same device (capture: in eager steps)\n",
+        cfg.kernels, cfg.n, cfg.repeats
+    );
+    let _ = writeln!(
+        out,
+        "| {:<8} | {:<22} | {:>10} | {:>21} | {:>10} |",
+        "device", "metric", "median", "p10 - p90", "vs eager"
+    );
+    let _ = writeln!(
+        out,
+        "|{:-<10}|{:-<24}|{:-<12}|{:-<23}|{:-<12}|",
+        "", "", "", "", ""
+    );
+    let mut notes = String::new();
+    for dev in &cfg.devices {
+        let rows = match measure(dev, cfg) {
+            Ok(r) => r,
+            Err(e) => {
+                let _ = writeln!(notes, "skipped {dev}: {}", e.message());
+                continue;
+            }
+        };
+        let eager = Stats::of(&rows[0].1).median;
+        for (metric, v) in rows {
+            let s = Stats::of(&v);
+            let ratio = if metric.starts_with("capture") {
+                // one eager step (eager per-kernel µs * kernels) in ms
+                let step_ms = eager * cfg.kernels as f64 / 1e3;
+                format!("{:.1} steps", s.median / step_ms)
+            } else {
+                format!("{:.2}x", eager / s.median)
+            };
+            let spread = format!("{} - {}", fmt_num(s.p10), fmt_num(s.p90));
+            let _ = writeln!(
+                out,
+                "| {:<8} | {:<22} | {:>10} | {:>21} | {:>10} |",
+                dev,
+                metric,
+                fmt_num(s.median),
+                spread,
+                ratio
+            );
+        }
+    }
+    out.push_str(&notes);
+    Ok(out)
+}
