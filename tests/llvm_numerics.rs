@@ -176,3 +176,42 @@ fn sinh_cosh_gradients_at_300_are_nan_as_on_interp() {
         }
     }
 }
+
+/// (layernorm over the last axis of 8192x1024, a 784-512-10 MLP forward on a batch of 256): the
+/// shapes of bench workloads W10 and W7, whose optimized kernels carry a vector accumulator
+/// updated lane by lane (`PHI(GEP(acc, i), x)`), which the LLVM renderer once refused.
+fn heuristic_shapes(dev: &str) -> (Vec<f32>, Vec<f32>) {
+    let _g = on(dev);
+    let x = Tensor::from_vec(values(8192 * 1024, 0.1), &[8192, 1024]).unwrap();
+    let ln = x.layernorm(-1, 1e-5).unwrap().to_vec::<f32>().unwrap();
+    let x = Tensor::from_vec(values(256 * 784, 1.3), &[256, 784]).unwrap();
+    let w1 = Tensor::from_vec(values(784 * 512, 2.7), &[784, 512]).unwrap();
+    let w2 = Tensor::from_vec(values(512 * 10, 4.1), &[512, 10]).unwrap();
+    let h = x.linear(&w1, None).unwrap().relu().unwrap();
+    let mlp = h.linear(&w2, None).unwrap().to_vec::<f32>().unwrap();
+    (ln, mlp)
+}
+
+/// Within a few float32 ulps of the sums' magnitude: the devices may group a long reduction
+/// differently (upcasts and vector lanes), so equal bits are not expected here.
+fn assert_close(what: &str, got: &[f32], want: &[f32], scale: f32) {
+    assert_eq!(got.len(), want.len(), "{what}: lengths");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert!(
+            (g - w).abs() <= 1e-5 * scale * (1.0 + w.abs()),
+            "{what}[{i}]: {g} vs {w}"
+        );
+    }
+}
+
+#[test]
+fn vector_accumulator_kernels_render_and_agree_on_llvm() {
+    let devs = devices();
+    if !devs.contains(&"LLVM") {
+        return;
+    }
+    let (ln0, mlp0) = heuristic_shapes("CLANG");
+    let (ln, mlp) = heuristic_shapes("LLVM");
+    assert_close("layernorm", &ln, &ln0, 10.0);
+    assert_close("mlp", &mlp, &mlp0, 1000.0);
+}

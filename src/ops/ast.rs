@@ -346,41 +346,62 @@ impl Hash for LazyOp {
 }
 
 impl fmt::Debug for LazyOp {
+    /// tinygrad's nested `LazyOp(op=..., arg=..., src=(...))` text. A kernel AST is a DAG
+    /// (threefry kernels share subtrees thousands of times), so a node printed once is printed
+    /// again as `LazyOp(op=..., <again #n>)`, where `n` counts first prints in order: the text
+    /// stays linear in the number of nodes (a tree print of a `rand` kernel needs gigabytes).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.fmt_indent(f, 0)
+        self.fmt_indent(f, 0, &mut HashMap::new())
     }
 }
 
 impl LazyOp {
-    fn fmt_indent(&self, f: &mut fmt::Formatter<'_>, depth: usize) -> fmt::Result {
+    fn fmt_indent(
+        &self,
+        f: &mut fmt::Formatter<'_>,
+        depth: usize,
+        seen: &mut HashMap<*const LazyOpInner, usize>,
+    ) -> fmt::Result {
         let pad = "  ".repeat(depth);
         write!(f, "{pad}LazyOp(op={}", self.0.op.name())?;
-        match &self.0.arg {
-            LazyOpArg::None => {}
-            LazyOpArg::Mem(m) => write!(
-                f,
-                ", arg=MemBuffer(idx={}, dtype={}, st={:?})",
-                m.idx, m.dtype, m.st
-            )?,
-            LazyOpArg::Const(c) => write!(
-                f,
-                ", arg=ConstBuffer(val={}, dtype={}, st={:?})",
-                c.val, c.dtype, c.st
-            )?,
-            LazyOpArg::DType(d) => write!(f, ", arg={d}")?,
-            LazyOpArg::Axis(a) => write!(f, ", arg={a:?}")?,
-            LazyOpArg::Nbytes(n) => write!(f, ", arg={n}")?,
-            LazyOpArg::Custom(c) => write!(f, ", arg={c:?}")?,
+        if !self.0.src.is_empty() {
+            let ptr = Arc::as_ptr(&self.0);
+            if let Some(n) = seen.get(&ptr) {
+                return write!(f, ", <again #{n}>)");
+            }
+            let n = seen.len();
+            seen.insert(ptr, n);
         }
+        self.fmt_arg(f)?;
         if self.0.src.is_empty() {
             return write!(f, ")");
         }
         writeln!(f, ", src=(")?;
         for s in &self.0.src {
-            s.fmt_indent(f, depth + 1)?;
+            s.fmt_indent(f, depth + 1, seen)?;
             writeln!(f, ",")?;
         }
         write!(f, "{pad}))")
+    }
+
+    fn fmt_arg(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0.arg {
+            LazyOpArg::None => Ok(()),
+            LazyOpArg::Mem(m) => write!(
+                f,
+                ", arg=MemBuffer(idx={}, dtype={}, st={:?})",
+                m.idx, m.dtype, m.st
+            ),
+            LazyOpArg::Const(c) => write!(
+                f,
+                ", arg=ConstBuffer(val={}, dtype={}, st={:?})",
+                c.val, c.dtype, c.st
+            ),
+            LazyOpArg::DType(d) => write!(f, ", arg={d}"),
+            LazyOpArg::Axis(a) => write!(f, ", arg={a:?}"),
+            LazyOpArg::Nbytes(n) => write!(f, ", arg={n}"),
+            LazyOpArg::Custom(c) => write!(f, ", arg={c:?}"),
+        }
     }
 }
 
@@ -562,6 +583,14 @@ mod tests {
             "== compares structure, not content keys"
         );
         assert_eq!(a.key(), b.key());
+        // The Debug text prints each shared node once, then refers back to it.
+        let text = format!("{a:?}");
+        assert_eq!(text.matches("LazyOp(op=BinaryOps.ADD, src=(").count(), 200);
+        assert_eq!(
+            text.matches("LazyOp(op=BinaryOps.ADD, <again #").count(),
+            199
+        );
+        assert!(text.contains("<again #2>"), "{}", &text[..400]);
     }
 
     #[test]

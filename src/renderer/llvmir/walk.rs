@@ -108,13 +108,25 @@ fn carried_accs(uops: &[UOp]) -> Result<HashMap<usize, Vec<UOp>>> {
 
 /// The DEFINE_ACC a PHI chain updates.
 fn phi_root(u: &UOp) -> Result<UOp> {
+    Ok(phi_target(u)?.0)
+}
+
+/// The DEFINE_ACC a PHI chain updates, and the lane it updates when the accumulator is a vector
+/// and the chain goes through a GEP of it (`PHI(GEP(acc, i), x)`: tensor-core and float4
+/// accumulators).
+fn phi_target(u: &UOp) -> Result<(UOp, Option<usize>)> {
     let mut cur = u.clone();
-    while cur.op() == UOps::PHI {
+    let mut lane = None;
+    while matches!(cur.op(), UOps::PHI | UOps::GEP) {
+        if let (UOps::GEP, UArg::Gep(i)) = (cur.op(), cur.arg()) {
+            ensure!(lane.is_none(), Codegen, "PHI through two GEPs");
+            lane = Some(*i);
+        }
         let next = cur
             .src()
             .first()
             .cloned()
-            .ok_or_else(|| Error::Codegen("PHI without sources".into()))?;
+            .ok_or_else(|| Error::Codegen(format!("{:?} without sources", cur.op())))?;
         cur = next;
     }
     ensure!(
@@ -123,7 +135,7 @@ fn phi_root(u: &UOp) -> Result<UOp> {
         "PHI updates a {:?}, not a DEFINE_ACC",
         cur.op()
     );
-    Ok(cur)
+    Ok((cur, lane))
 }
 
 pub(super) fn dtype_of(u: &UOp) -> Result<DType> {
@@ -430,12 +442,26 @@ impl<'a> Walk<'a> {
 
     fn phi(&mut self, u: &UOp) -> Result<()> {
         let v = self.src(u, 1)?;
-        let root = phi_root(u)?;
+        let (root, lane) = phi_target(u)?;
         self.acc_phis
             .entry(root.clone())
             .or_default()
             .push(u.clone());
-        self.r.insert(root, v.clone());
+        let acc_now = match lane {
+            // one lane of a vector accumulator: the new vector has `v` in that lane
+            Some(i) => {
+                let vt = reg(dtype_of(&root)?);
+                let et = reg(dtype_of(u)?);
+                let cur = self.val(&root)?;
+                let name = self.ssa("acc");
+                self.emit(format!(
+                    "  {name} = insertelement {vt} {cur}, {et} {v}, i32 {i}"
+                ));
+                name
+            }
+            None => v.clone(),
+        };
+        self.r.insert(root, acc_now);
         self.r.insert(u.clone(), v);
         Ok(())
     }
@@ -552,7 +578,16 @@ impl<'a> Walk<'a> {
         // after the loop, the accumulator (and every PHI of it) is the header's phi
         for (acc, phi, _) in lp.accs {
             for p in self.acc_phis.get(&acc).cloned().unwrap_or_default() {
-                self.r.insert(p, phi.clone());
+                let after = match phi_target(&p)?.1 {
+                    Some(i) => {
+                        let vt = reg(dtype_of(&acc)?);
+                        let name = self.ssa("acc");
+                        self.emit(format!("  {name} = extractelement {vt} {phi}, i32 {i}"));
+                        name
+                    }
+                    None => phi.clone(),
+                };
+                self.r.insert(p, after);
             }
             self.r.insert(acc, phi);
         }
