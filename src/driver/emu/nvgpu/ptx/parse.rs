@@ -120,6 +120,14 @@ fn statements(src: &str) -> Result<Vec<Stmt<'_>>> {
         } else if c == b'}' {
             out.push(Stmt::Close(line));
             i += 1;
+        } else if [".version", ".target", ".address_size"]
+            .iter()
+            .any(|d| src[i..].starts_with(d))
+        {
+            // module directives without a terminator: one line each
+            let end = src[i..].find('\n').map_or(b.len(), |e| i + e);
+            out.push(Stmt::Text(line, src[i..end].trim()));
+            i = end;
         } else {
             let start = i;
             let mut depth = 0i32;
