@@ -383,3 +383,15 @@ fn int_range(t: Ty) -> (i128, i128) {
         (0, (1i128 << t.bits) - 1)
     }
 }
+
+/// `shf.l` / `shf.r` (funnel shift of the 64-bit `b:a` by `c`, mod 32 with `.wrap`, at most 32
+/// with `.clamp`): the high word after a left shift, the low word after a right shift.
+pub fn shf(left: bool, wrap: bool, a: u64, b: u64, c: u64) -> u64 {
+    let n = if wrap { c & 31 } else { mask(c, 32).min(32) };
+    let x = mask(b, 32) << 32 | mask(a, 32);
+    if left {
+        mask((x << n) >> 32, 32)
+    } else {
+        mask(x >> n, 32)
+    }
+}

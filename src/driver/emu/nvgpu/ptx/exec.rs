@@ -298,6 +298,7 @@ impl Cta<'_> {
                 f,
             } => alu::cvt(dst, src, rnd, int, f, v(1)?).map_err(fault)?,
             Op::Cvta(to, sp) => self.cvta(to, sp, v(1)?)?,
+            Op::Shf(left, wrap) => alu::shf(left, wrap, v(1)?, v(2)?, v(3)?),
             Op::Ld(sp, n, ty) => return self.load(t, i, sp, n, ty),
             Op::St(sp, n, ty) => return self.store(t, i, sp, n, ty),
             Op::Bar | Op::Bra | Op::Ret | Op::Mma(_) => {

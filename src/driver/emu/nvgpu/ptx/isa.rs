@@ -243,6 +243,8 @@ pub enum Op {
     Bar,
     Bra,
     Ret,
+    /// `shf.{l,r}.{wrap,clamp}.b32` (left, wrap).
+    Shf(bool, bool),
     /// `mma.sync.aligned.m16n8k16.row.col.f32.<ab>.<ab>.f32` with the A/B type (`f16`, `bf16`).
     Mma(Ty),
 }
@@ -521,6 +523,20 @@ pub fn decode(opcode: &str) -> Result<Op, String> {
             Op::Bra
         }
         "ret" | "exit" => Op::Ret,
+        "shf" => {
+            let left = m.take("l");
+            if !left && !m.take("r") {
+                return Err(format!("{opcode}: shf needs .l or .r"));
+            }
+            let wrap = m.take("wrap");
+            if !wrap && !m.take("clamp") {
+                return Err(format!("{opcode}: shf needs .wrap or .clamp"));
+            }
+            if m.one_type()?.bits != 32 {
+                return Err(format!("{opcode}: shf is .b32"));
+            }
+            Op::Shf(left, wrap)
+        }
         "mma" => {
             m.take_any(&["sync", "aligned", "m16n8k16", "row", "col"]);
             match m.types()[..] {

@@ -275,6 +275,17 @@ fn integer_alu_edges() {
     assert_eq!(alu::unary(Un::Clz, b32, f, 1).unwrap(), 31);
     assert_eq!(alu::unary(Un::Brev, b32, f, 1).unwrap(), 0x8000_0000);
     assert_eq!(alu::unary(Un::Cnot, b32, f, 0).unwrap(), 1);
+    // funnel shifts: rotate left by 8 is shf.l.wrap with both halves the word
+    assert_eq!(
+        alu::shf(true, true, 0x1234_5678, 0x1234_5678, 8),
+        0x3456_7812
+    );
+    assert_eq!(
+        alu::shf(false, true, 0x1234_5678, 0x1234_5678, 40),
+        0x7812_3456
+    );
+    assert_eq!(alu::shf(true, false, 0xAAAA_AAAA, 0x1, 40), 0xAAAA_AAAA);
+    assert_eq!(decode("shf.l.wrap.b32").unwrap(), Op::Shf(true, true));
     // setp signed vs unsigned
     assert!(alu::compare(Cmp::Lt, s32, f, 0xFFFF_FFFF, 0));
     assert!(!alu::compare(Cmp::Lo, u32_, f, 0xFFFF_FFFF, 0));
