@@ -19,7 +19,7 @@ const F32: Ty = Ty {
     bits: 32,
 };
 
-fn regs<'a>(i: &'a Inst, n: usize, want: usize) -> Result<&'a [Opnd], String> {
+fn regs(i: &Inst, n: usize, want: usize) -> Result<&[Opnd], String> {
     match i.args.get(n) {
         Some(Opnd::Vec(v)) if v.len() == want => Ok(v),
         _ => Err(format!(

@@ -264,7 +264,7 @@ pub fn parse_kernel(src: &str, name: Option<&str>) -> Result<Kernel> {
             Stmt::Text(line, t) if t.contains(".entry") => {
                 let ename = entry_name(*line, t)?;
                 let end = body_end(&stmts, i + 1, *line)?;
-                if name.is_none_or(|n| n == ename) {
+                if name.map_or(true, |n| n == ename) {
                     if found.is_some() {
                         bail!(Compile, "PTX has several .entry kernels; name one");
                     }
