@@ -167,6 +167,29 @@ impl Memory for GpuBufs<'_> {
     }
 }
 
+/// The `bytes` parameter bytes of kernel `name` (built for parameters at cbuf0 `base`) from
+/// constant buffer 0.
+fn read_params(
+    mem: &dyn GpuMemory,
+    d: &NvDispatch,
+    name: &str,
+    base: u32,
+    bytes: u32,
+) -> Result<Vec<u8>> {
+    ensure!(
+        base == d.param_base,
+        Fault,
+        "kernel {name}: parameters at cbuf0 {base:#x}, but this compute class puts them at {:#x}",
+        d.param_base
+    );
+    d.read_params(mem, bytes).map_err(|e| {
+        Error::Fault(format!(
+            "kernel {name}: reading parameters: {}",
+            e.message()
+        ))
+    })
+}
+
 /// Runs a PTX kernel with the launch's QMD values and parameter block.
 fn dispatch_ptx(
     mem: &dyn GpuMemory,
@@ -182,20 +205,7 @@ fn dispatch_ptx(
         k.name,
         k.param_bytes
     );
-    ensure!(
-        param_base == d.param_base,
-        Fault,
-        "kernel {}: parameters at cbuf0 {param_base:#x}, but this compute class puts them at {:#x}",
-        k.name,
-        d.param_base
-    );
-    let params = d.read_params(mem, param_bytes).map_err(|e| {
-        Error::Fault(format!(
-            "kernel {}: reading parameters: {}",
-            k.name,
-            e.message()
-        ))
-    })?;
+    let params = read_params(mem, d, &k.name, param_base, param_bytes)?;
     let l = ptx::Launch {
         mem,
         params: &params,
@@ -229,21 +239,7 @@ impl NvDispatchExecutor for NvUopExecutor {
             k.nbufs,
             k.nvars
         );
-        ensure!(
-            k.param_base == d.param_base,
-            Fault,
-            "kernel {}: parameters at cbuf0 {:#x}, but this compute class puts them at {:#x}",
-            k.name,
-            k.param_base,
-            d.param_base
-        );
-        let p = d.read_params(mem, want).map_err(|e| {
-            Error::Fault(format!(
-                "kernel {}: reading parameters: {}",
-                k.name,
-                e.message()
-            ))
-        })?;
+        let p = read_params(mem, d, &k.name, k.param_base, want)?;
         let word = |i: usize, n: usize| {
             let mut b = [0u8; 8];
             b[..n].copy_from_slice(&p[i..i + n]);
