@@ -423,55 +423,14 @@ pub fn decode(opcode: &str) -> Result<Op, String> {
         opcode,
         rest: parts.collect(),
     };
+    let float = m
+        .rest
+        .iter()
+        .any(|w| Ty::parse(w).is_some_and(Ty::is_float));
     let op = match base {
         "mov" => Op::Mov(m.one_type()?),
-        "mul" | "mad"
-            if !m
-                .rest
-                .iter()
-                .any(|w| Ty::parse(w).is_some_and(Ty::is_float)) =>
-        {
-            let h = if m.take("lo") {
-                Half::Lo
-            } else if m.take("hi") {
-                Half::Hi
-            } else if m.take("wide") {
-                Half::Wide
-            } else {
-                return Err(format!("{opcode}: integer {base} needs .lo, .hi or .wide"));
-            };
-            let t = m.one_type()?;
-            if base == "mul" {
-                Op::Mul(h, t)
-            } else {
-                Op::Mad(h, t)
-            }
-        }
-        "mul" => {
-            let f = m.fmods();
-            let t = m.one_type()?;
-            float_rounding(&mut m, t)?;
-            Op::Bin(Bin::Mul, t, f)
-        }
-        "fma" | "mad" => {
-            let f = m.fmods();
-            let t = m.one_type()?;
-            float_rounding(&mut m, t)?;
-            Op::Fma(t, f)
-        }
-        "setp" => {
-            let c = cmp_op(&mut m).ok_or_else(|| format!("{opcode}: no comparison"))?;
-            let b = [
-                ("and", BoolOp::And),
-                ("or", BoolOp::Or),
-                ("xor", BoolOp::Xor),
-            ]
-            .into_iter()
-            .find(|(w, _)| m.take(w))
-            .map(|x| x.1);
-            let f = m.fmods();
-            Op::Setp(c, m.one_type()?, b, f)
-        }
+        "mul" | "mad" if !float => int_mul(&mut m, base == "mul")?,
+        "setp" => setp(&mut m)?,
         "selp" => Op::Selp(m.one_type()?),
         "cvt" => {
             let (rnd, int) = m.rnd();
@@ -497,23 +456,7 @@ pub fn decode(opcode: &str) -> Result<Op, String> {
             m.types();
             Op::Cvta(to, sp)
         }
-        "ld" | "st" => {
-            let sp = m.space();
-            m.take_any(MEM_QUALIFIERS);
-            let n = if m.take("v2") {
-                2
-            } else if m.take("v4") {
-                4
-            } else {
-                1
-            };
-            let t = m.one_type()?;
-            if base == "ld" {
-                Op::Ld(sp, n, t)
-            } else {
-                Op::St(sp, n, t)
-            }
-        }
+        "ld" | "st" => memory(&mut m, base == "ld")?,
         "bar" | "barrier" => {
             m.take_any(&["sync", "aligned"]);
             Op::Bar
@@ -523,50 +466,108 @@ pub fn decode(opcode: &str) -> Result<Op, String> {
             Op::Bra
         }
         "ret" | "exit" => Op::Ret,
-        "shf" => {
-            let left = m.take("l");
-            if !left && !m.take("r") {
-                return Err(format!("{opcode}: shf needs .l or .r"));
-            }
-            let wrap = m.take("wrap");
-            if !wrap && !m.take("clamp") {
-                return Err(format!("{opcode}: shf needs .wrap or .clamp"));
-            }
-            if m.one_type()?.bits != 32 {
-                return Err(format!("{opcode}: shf is .b32"));
-            }
-            Op::Shf(left, wrap)
-        }
-        "mma" => {
-            m.take_any(&["sync", "aligned", "m16n8k16", "row", "col"]);
-            match m.types()[..] {
-                [d, a, b, c]
-                    if d == c && a == b && d.kind == Kind::F && d.bits == 32 && a.bits == 16 =>
-                {
-                    Op::Mma(a)
-                }
-                _ => {
-                    return Err(format!(
-                        "{opcode}: only m16n8k16 f32 <- f16/bf16 is modelled"
-                    ))
-                }
-            }
-        }
-        b => {
-            if let Some(o) = bin_op(b) {
-                let f = m.fmods();
-                let t = m.one_type()?;
-                float_rounding(&mut m, t)?;
-                Op::Bin(o, t, f)
-            } else if let Some(o) = un_op(b) {
-                let f = m.fmods();
-                let t = m.one_type()?;
-                float_rounding(&mut m, t)?;
-                Op::Un(o, t, f)
-            } else {
-                return Err(format!("unknown instruction {opcode}"));
-            }
-        }
+        "shf" => shf(&mut m)?,
+        "mma" => mma(&mut m)?,
+        b => arith(&mut m, b)?,
     };
     m.done(op)
+}
+
+/// Float `mul`/`fma`/`mad`, and the binary and unary ALU ops.
+fn arith(m: &mut Mods, base: &str) -> Result<Op, String> {
+    let known = matches!(base, "mul" | "fma" | "mad") || bin_op(base).is_some();
+    if !known && un_op(base).is_none() {
+        return Err(format!("unknown instruction {}", m.opcode));
+    }
+    let f = m.fmods();
+    let t = m.one_type()?;
+    float_rounding(m, t)?;
+    Ok(match base {
+        "mul" => Op::Bin(Bin::Mul, t, f),
+        "fma" | "mad" => Op::Fma(t, f),
+        b => match (bin_op(b), un_op(b)) {
+            (Some(o), _) => Op::Bin(o, t, f),
+            (_, Some(o)) => Op::Un(o, t, f),
+            _ => return Err(format!("unknown instruction {}", m.opcode)),
+        },
+    })
+}
+
+/// Integer `mul`/`mad` with `.lo`/`.hi`/`.wide`.
+fn int_mul(m: &mut Mods, mul: bool) -> Result<Op, String> {
+    let h = if m.take("lo") {
+        Half::Lo
+    } else if m.take("hi") {
+        Half::Hi
+    } else if m.take("wide") {
+        Half::Wide
+    } else {
+        return Err(format!(
+            "{}: integer mul/mad needs .lo, .hi or .wide",
+            m.opcode
+        ));
+    };
+    let t = m.one_type()?;
+    Ok(if mul { Op::Mul(h, t) } else { Op::Mad(h, t) })
+}
+
+fn setp(m: &mut Mods) -> Result<Op, String> {
+    let c = cmp_op(m).ok_or_else(|| format!("{}: no comparison", m.opcode))?;
+    let b = [
+        ("and", BoolOp::And),
+        ("or", BoolOp::Or),
+        ("xor", BoolOp::Xor),
+    ]
+    .into_iter()
+    .find(|(w, _)| m.take(w))
+    .map(|x| x.1);
+    let f = m.fmods();
+    Ok(Op::Setp(c, m.one_type()?, b, f))
+}
+
+/// `ld` / `st` with state space, qualifiers and vector width.
+fn memory(m: &mut Mods, ld: bool) -> Result<Op, String> {
+    let sp = m.space();
+    m.take_any(MEM_QUALIFIERS);
+    let n = if m.take("v2") {
+        2
+    } else if m.take("v4") {
+        4
+    } else {
+        1
+    };
+    let t = m.one_type()?;
+    Ok(if ld {
+        Op::Ld(sp, n, t)
+    } else {
+        Op::St(sp, n, t)
+    })
+}
+
+fn shf(m: &mut Mods) -> Result<Op, String> {
+    let left = m.take("l");
+    if !left && !m.take("r") {
+        return Err(format!("{}: shf needs .l or .r", m.opcode));
+    }
+    let wrap = m.take("wrap");
+    if !wrap && !m.take("clamp") {
+        return Err(format!("{}: shf needs .wrap or .clamp", m.opcode));
+    }
+    if m.one_type()?.bits != 32 {
+        return Err(format!("{}: shf is .b32", m.opcode));
+    }
+    Ok(Op::Shf(left, wrap))
+}
+
+fn mma(m: &mut Mods) -> Result<Op, String> {
+    m.take_any(&["sync", "aligned", "m16n8k16", "row", "col"]);
+    match m.types()[..] {
+        [d, a, b, c] if d == c && a == b && d.kind == Kind::F && d.bits == 32 && a.bits == 16 => {
+            Ok(Op::Mma(a))
+        }
+        _ => Err(format!(
+            "{}: only m16n8k16 f32 <- f16/bf16 is modelled",
+            m.opcode
+        )),
+    }
 }

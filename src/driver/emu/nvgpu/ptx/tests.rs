@@ -100,7 +100,13 @@ fn refuses_unknown_instructions_modifiers_and_registers() {
     assert!(e.message().contains("undeclared register %r9"), "{e}");
     let e = parse_kernel(&body("add.rz.f32 %r1, %r2, %r2;"), None).unwrap_err();
     assert!(e.message().contains("only round-to-nearest"), "{e}");
+    assert_eq!(decode("trap").unwrap_err(), "unknown instruction trap");
     assert!(decode("mul.s32").unwrap_err().contains(".lo, .hi or .wide"));
+    assert_eq!(
+        decode("mad.rn.f32").unwrap(),
+        Op::Fma(ty("f32"), FMods::default())
+    );
+    assert_eq!(decode("mul.lo.s32").unwrap(), Op::Mul(Half::Lo, ty("s32")));
     assert_eq!(
         decode("ld.global.nc.v4.f32").unwrap(),
         Op::Ld(Space::Global, 4, ty("f32"))
