@@ -21,7 +21,7 @@ pub mod mock;
 #[cfg(test)]
 mod tests;
 
-pub use mock::{parse_mock_blob, write_mock_cubin, MockCubin, MockKernel, MOCK_MAGIC};
+pub use mock::{parse_mock_blob, write_mock_cubin, MockCode, MockCubin, MockKernel, MOCK_MAGIC};
 
 use crate::runtime::nv::arch::NvArch;
 use crate::{bail, ensure, Result};

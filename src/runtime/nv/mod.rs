@@ -64,7 +64,10 @@ use crate::helpers::getenv;
 use crate::renderer::Renderer;
 use crate::Result;
 use compiler::NVCompiler;
-use mockgpu::compiler::{MockNvCompiler, MockNvRenderer, UnavailableNvCompiler};
+use cubin::MockCode;
+use mockgpu::compiler::{
+    mock_code, MockNvCompiler, MockNvRenderer, MockPtxCompiler, UnavailableNvCompiler,
+};
 
 /// An opened NV device.
 pub type NvDevice = HcqDevice<NvBackend>;
@@ -127,10 +130,23 @@ pub fn compiled(dev: Arc<NvDevice>, name: &str) -> Compiled {
     let emulated = b.process().driver().name() == "emu";
     let (arch, sm) = (b.classes().arch, b.sm());
     let (compiler, renderer): (Arc<dyn Compiler>, Arc<dyn Renderer>) = if emulated {
-        (
-            Arc::new(MockNvCompiler::new(arch, sm)),
-            Arc::new(MockNvRenderer::for_sm(sm)),
-        )
+        match mock_code().and_then(|c| match c {
+            MockCode::Uops => Ok(None),
+            MockCode::Ptx => MockPtxCompiler::new(arch, sm).map(Some),
+        }) {
+            Ok(None) => (
+                Arc::new(MockNvCompiler::new(arch, sm)),
+                Arc::new(MockNvRenderer::for_sm(sm)),
+            ),
+            Ok(Some(c)) => {
+                let r = Arc::new(c.renderer());
+                (Arc::new(c), r)
+            }
+            Err(e) => (
+                Arc::new(UnavailableNvCompiler::new(sm, e.message().to_string())),
+                Arc::new(MockNvRenderer::for_sm(sm)),
+            ),
+        }
     } else {
         match NVCompiler::new("NV", sm) {
             Ok(c) => {

@@ -29,6 +29,7 @@ mod compute;
 mod copy;
 pub mod hooks;
 mod host;
+pub mod ptx;
 pub mod rm;
 #[cfg(test)]
 mod tests;

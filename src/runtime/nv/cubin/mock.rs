@@ -5,9 +5,10 @@
 //! CBANK_PARAM_SIZE, PARAM_CBANK) records, so the same loader ([`super::Cubin::parse`]) reads it.
 //! The emulator's executor finds the blob at the QMD's program address ([`parse_mock_blob`]).
 //!
-//! Blob layout (little-endian): `RAWGRAD\0UOPS` (12 bytes), u32 version (1), u32 param_base,
-//! u32 param bytes, u32 name length, u32 UOp text length, the name, the UOp text
-//! ([`crate::codegen::uop_serial::serialize`]).
+//! Blob layout (little-endian): `RAWGRAD\0UOPS` (12 bytes; `RAWGRAD\0PTX\0` when the code is
+//! PTX text, `MOCKGPU_CODE=ptx`), u32 version (1), u32 param_base, u32 param bytes, u32 name
+//! length, u32 code length, the name, the code (the UOp text of
+//! [`crate::codegen::uop_serial::serialize`], or PTX).
 //!
 //! Not guaranteed: nothing executes a mock cubin but rawgrad's emulator.
 
@@ -23,6 +24,26 @@ use crate::{bail, ensure, Result};
 
 /// The blob's first 12 bytes.
 pub const MOCK_MAGIC: &[u8; 12] = b"RAWGRAD\0UOPS";
+/// The first 12 bytes of a blob holding PTX.
+pub const MOCK_MAGIC_PTX: &[u8; 12] = b"RAWGRAD\0PTX\0";
+
+/// What a blob's code is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MockCode {
+    /// Serialized UOps (the UOp interpreter runs them).
+    Uops,
+    /// PTX text (the PTX interpreter runs it).
+    Ptx,
+}
+
+impl MockCode {
+    fn magic(self) -> &'static [u8; 12] {
+        match self {
+            MockCode::Uops => MOCK_MAGIC,
+            MockCode::Ptx => MOCK_MAGIC_PTX,
+        }
+    }
+}
 /// The blob format version.
 pub const MOCK_VERSION: u32 = 1;
 /// Bytes before the name.
@@ -40,8 +61,9 @@ pub struct MockCubin {
     pub regcount: u32,
     /// Static shared memory (`.nv.shared.<k>` NOBITS size; 0: no section).
     pub shared_size: u32,
-    /// The serialized UOp list.
+    /// The code: the serialized UOp list, or PTX (`code`).
     pub uops: String,
+    pub code: MockCode,
 }
 
 /// A parsed blob.
@@ -50,8 +72,9 @@ pub struct MockKernel {
     pub name: String,
     pub param_base: u32,
     pub param_bytes: u32,
-    /// The serialized UOp list (`crate::codegen::uop_serial::deserialize` reads it).
+    /// The serialized UOp list (`crate::codegen::uop_serial::deserialize` reads it), or PTX.
     pub uops: String,
+    pub code: MockCode,
 }
 
 impl MockKernel {
@@ -66,12 +89,19 @@ fn u32_le(d: &[u8], o: usize) -> u32 {
     u32::from_le_bytes([d[o], d[o + 1], d[o + 2], d[o + 3]])
 }
 
+/// The code kind a blob's magic names.
+fn code_of(b: &[u8]) -> Option<MockCode> {
+    [MockCode::Uops, MockCode::Ptx]
+        .into_iter()
+        .find(|c| b.len() >= MOCK_HEADER_BYTES && &b[..12] == c.magic())
+}
+
 /// (version, param_base, param_bytes, name_len, uops_len) of a blob header.
 fn check_header(b: &[u8]) -> Result<(u32, u32, u32, u32, u32)> {
     ensure!(
-        b.len() >= MOCK_HEADER_BYTES && &b[..12] == MOCK_MAGIC,
+        code_of(b).is_some(),
         InvalidArgument,
-        "mock cubin: program does not start with RAWGRAD\\0UOPS (first bytes {:02x?})",
+        "mock cubin: program does not start with RAWGRAD\\0UOPS or RAWGRAD\\0PTX\\0 (first bytes {:02x?})",
         &b[..b.len().min(12)]
     );
     let h = (
@@ -114,12 +144,13 @@ pub fn parse_mock_blob(bytes: &[u8]) -> Result<MockKernel> {
         param_base,
         param_bytes,
         uops: text(uops, "UOp text")?,
+        code: code_of(bytes).unwrap_or(MockCode::Uops),
     })
 }
 
-fn blob(name: &str, param_base: u32, param_bytes: u32, uops: &str) -> Vec<u8> {
+fn blob(name: &str, param_base: u32, param_bytes: u32, uops: &str, code: MockCode) -> Vec<u8> {
     let mut b = Vec::with_capacity(MOCK_HEADER_BYTES + name.len() + uops.len());
-    b.extend_from_slice(MOCK_MAGIC);
+    b.extend_from_slice(code.magic());
     for v in [
         MOCK_VERSION,
         param_base,
@@ -219,7 +250,7 @@ pub fn write_mock_cubin(m: &MockCubin, arch: &NvArch) -> Result<Vec<u8>> {
         .map(|p| p.offset + p.size)
         .max()
         .unwrap_or(0);
-    let code = blob(&m.name, param_base, param_bytes, &m.uops);
+    let code = blob(&m.name, param_base, param_bytes, &m.uops, m.code);
     let code_len = code.len() as u64;
     let sections = mock_sections(m, param_base, param_bytes, code)?;
     let (text_idx, const_idx) = (WRITER_FIRST + 2, WRITER_FIRST + 3);
@@ -350,6 +381,7 @@ pub fn mock_cubin_for_uops(
         regcount: 32,
         shared_size: 0,
         uops: crate::codegen::uop_serial::serialize(uops)?,
+        code: MockCode::Uops,
     };
     write_mock_cubin(&m, arch)
 }

@@ -366,6 +366,7 @@ fn mock_cubin_round_trip() {
         regcount: 8,
         shared_size: 0x300,
         uops: "x".into(),
+        code: MockCode::Uops,
     };
     let c = Cubin::parse(
         &write_mock_cubin(&m, &HOPPER_COMPUTE_A).unwrap(),

@@ -6,17 +6,30 @@
 //! - [`MockNvCompiler`]: that source to a mock cubin for the device's arch and SM
 //!   ([`crate::runtime::nv::cubin::write_mock_cubin`]: parameters 8 bytes per buffer then 4 per
 //!   variable, static shared memory from the DEFINE_LOCALs);
+//! - [`MockPtxCompiler`] (`MOCKGPU_CODE=ptx`): the hardware path's code: NVPTX LLVM IR from the
+//!   [`LLVMRenderer`] through libLLVM's NVPTX target to PTX (as [`crate::runtime::nv::compiler`]
+//!   does before ptxas), wrapped in a mock cubin whose blob is the PTX and whose parameters and
+//!   static shared memory are read from the PTX's `.entry` (the software GPU interprets it:
+//!   [`crate::driver::emu::nvgpu::ptx`]);
 //! - [`UnavailableNvCompiler`]: what a real device uses when no NVIDIA compiler (NVRTC, ptxas,
 //!   nvJitLink) can be set up: every compile fails saying why.
 //!
 //! Not guaranteed: the mock compiler checks that the UOps deserialize, not that they verify.
 
+use std::sync::Arc;
+
 use crate::codegen::uop_serial::{deserialize, serialize};
 use crate::codegen::uopgraph::{globals, vars};
 use crate::codegen::uops::{UArg, UOp, UOps};
 use crate::device::Compiler;
+use crate::driver::emu::nvgpu::ptx::parse_kernel;
+use crate::driver::llvm::{CompileOptions, Emit, Llvm};
+use crate::helpers::getenv_str;
+use crate::renderer::llvmir::LLVMRenderer;
 use crate::renderer::{Renderer, RendererOpts};
 use crate::runtime::nv::arch::NvArch;
+use crate::runtime::nv::compiler::{is_ptx, nvptx_target, NvptxTarget, NVPTX_TRIPLE};
+use crate::runtime::nv::cubin::MockCode;
 use crate::runtime::nv::cubin::{write_mock_cubin, KParam, MockCubin};
 use crate::{bail, Result};
 
@@ -126,6 +139,7 @@ pub fn mock_cubin(name: &str, uops_text: &str, arch: &NvArch, sm: u32) -> Result
         regcount: 32,
         shared_size: local_bytes(&uops),
         uops: uops_text.to_string(),
+        code: MockCode::Uops,
     };
     write_mock_cubin(&m, arch)
 }
@@ -150,6 +164,102 @@ impl Compiler for MockNvCompiler {
         let (name, uops) = split_mock_source(src)?;
         mock_cubin(name, uops, self.arch, self.sm)
             .map_err(|e| crate::Error::Compile(format!("NV mock compiler: {}", e.message())))
+    }
+}
+
+/// The code the emulated NV device's compiler produces: `MOCKGPU_CODE=uops` (the default:
+/// serialized UOps for the UOp interpreter) or `MOCKGPU_CODE=ptx` (LLVM's PTX for the PTX
+/// interpreter).
+pub fn mock_code() -> crate::Result<MockCode> {
+    match getenv_str("MOCKGPU_CODE").unwrap_or_default().trim() {
+        "" | "uops" => Ok(MockCode::Uops),
+        "ptx" => Ok(MockCode::Ptx),
+        v => bail!(
+            InvalidArgument,
+            "MOCKGPU_CODE={v:?}: the emulated NV GPU runs `uops` or `ptx`"
+        ),
+    }
+}
+
+/// The mock cubin of PTX text: the blob holds the PTX, the parameters and static shared memory
+/// are those of its `.entry` (the only one).
+pub fn mock_ptx_cubin(ptx: &str, arch: &NvArch, sm: u32) -> Result<Vec<u8>> {
+    let k = parse_kernel(ptx, None)?;
+    let params = k
+        .params
+        .iter()
+        .enumerate()
+        .map(|(i, p)| KParam {
+            ordinal: i as u32,
+            offset: p.offset,
+            size: p.size,
+        })
+        .collect();
+    let m = MockCubin {
+        name: k.name.clone(),
+        sm,
+        params,
+        // PTX registers are virtual; ptxas would allocate; the mock reports the UOp path's count
+        regcount: 32,
+        shared_size: k.shared_bytes,
+        uops: ptx.to_string(),
+        code: MockCode::Ptx,
+    };
+    write_mock_cubin(&m, arch)
+}
+
+/// NVPTX LLVM IR (or PTX) to a mock cubin holding the PTX LLVM writes.
+pub struct MockPtxCompiler {
+    llvm: Arc<Llvm>,
+    target: NvptxTarget,
+    arch: &'static NvArch,
+    sm: u32,
+}
+
+impl MockPtxCompiler {
+    /// Loads libLLVM and picks the NVPTX target for `sm` (as the hardware path does).
+    pub fn new(arch: &'static NvArch, sm: u32) -> Result<MockPtxCompiler> {
+        let llvm = Llvm::load()?;
+        let target = nvptx_target(&llvm, sm)?;
+        Ok(MockPtxCompiler {
+            llvm,
+            target,
+            arch,
+            sm,
+        })
+    }
+
+    /// The renderer whose output this compiler takes (the hardware PTX path's).
+    pub fn renderer(&self) -> LLVMRenderer {
+        LLVMRenderer::nvptx("NV", self.sm, self.llvm.opaque_pointers())
+    }
+
+    /// The PTX of NVPTX LLVM IR (PTX passes through).
+    pub fn to_ptx(&self, src: &str) -> Result<String> {
+        if is_ptx(src) {
+            return Ok(src.to_string());
+        }
+        let t = &self.target;
+        let opts = CompileOptions::new(NVPTX_TRIPLE, &t.cpu, &t.features, true);
+        let ptx = self.llvm.compile(src, &opts, Emit::Assembly)?;
+        String::from_utf8(ptx).map_err(|_| crate::Error::Compile("PTX text is not UTF-8".into()))
+    }
+}
+
+impl Compiler for MockPtxCompiler {
+    fn cache_key(&self) -> Option<String> {
+        Some(format!(
+            "compile_nv_mockptx_llvm{}_{}{}_sm_{}",
+            self.llvm.version(),
+            self.target.cpu,
+            self.target.features,
+            self.sm
+        ))
+    }
+    fn compile(&self, src: &str) -> Result<Vec<u8>> {
+        let ptx = self.to_ptx(src)?;
+        mock_ptx_cubin(&ptx, self.arch, self.sm)
+            .map_err(|e| crate::Error::Compile(format!("NV mock PTX compiler: {}", e.message())))
     }
 }
 

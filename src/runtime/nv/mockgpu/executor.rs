@@ -11,6 +11,12 @@
 //! (arguments are positional, as in tinygrad). Deserialized programs are cached by (program
 //! address, blob hash).
 //!
+//! A blob holding PTX (`MOCKGPU_CODE=ptx`) runs on the PTX interpreter
+//! ([`crate::driver::emu::nvgpu::ptx`]) instead: its parameter block (the `.entry`'s `.param`
+//! layout, which must be the blob's parameter bytes) is read from constant buffer 0 at the
+//! parameter base, and the grid, block, shared memory size and the shared/local windows are the
+//! QMD's and the channel's.
+//!
 //! Not guaranteed: speed (the interpreter is the reference); accesses beyond a buffer's end
 //! inside mapped memory are not caught (hardware does not catch them either).
 
@@ -22,8 +28,10 @@ use std::sync::{Arc, Mutex};
 use crate::codegen::uop_serial::deserialize;
 use crate::codegen::uopgraph::{global_slots, globals, vars};
 use crate::driver::emu::gpu::GpuMemory;
+use crate::driver::emu::nvgpu::ptx;
 use crate::driver::emu::nvgpu::{read_mock_kernel, NvDispatch, NvDispatchExecutor};
 use crate::runtime::cpu::interp::{InterpProgram, Memory};
+use crate::runtime::nv::cubin::MockCode;
 use crate::{bail, ensure, Error, Result};
 
 struct Kernel {
@@ -37,10 +45,22 @@ struct Kernel {
     nbufs: usize,
 }
 
-/// Runs mock cubins on the UOp interpreter.
+/// A cached program.
+enum Prog {
+    Uops(Kernel),
+    Ptx {
+        k: ptx::Kernel,
+        param_base: u32,
+        param_bytes: u32,
+    },
+}
+
+type Cache = HashMap<(u64, u64), Arc<Prog>>;
+
+/// Runs mock cubins on the UOp interpreter (or PTX blobs on the PTX interpreter).
 #[derive(Default)]
 pub struct NvUopExecutor {
-    cache: Mutex<HashMap<(u64, u64), Arc<Kernel>>>,
+    cache: Mutex<Cache>,
 }
 
 impl NvUopExecutor {
@@ -48,7 +68,7 @@ impl NvUopExecutor {
         NvUopExecutor::default()
     }
 
-    fn kernel(&self, mem: &dyn GpuMemory, pgm: u64) -> Result<Arc<Kernel>> {
+    fn kernel(&self, mem: &dyn GpuMemory, pgm: u64) -> Result<Arc<Prog>> {
         let blob = read_mock_kernel(mem, pgm)
             .map_err(|e| Error::Fault(format!("program at {pgm:#x}: {}", e.message())))?;
         let mut h = DefaultHasher::new();
@@ -57,10 +77,19 @@ impl NvUopExecutor {
         if let Some(k) = self.lock().get(&key) {
             return Ok(k.clone());
         }
+        if blob.code == MockCode::Ptx {
+            let k = Arc::new(Prog::Ptx {
+                k: ptx::parse_kernel(&blob.uops, Some(&blob.name))?,
+                param_base: blob.param_base,
+                param_bytes: blob.param_bytes,
+            });
+            self.lock().insert(key, k.clone());
+            return Ok(k);
+        }
         let uops = deserialize(&blob.uops)?;
         let g = globals(&uops);
         let slots = global_slots(&uops);
-        let k = Arc::new(Kernel {
+        let k = Arc::new(Prog::Uops(Kernel {
             prg: InterpProgram::new(&blob.name, &uops)?,
             name: blob.name,
             param_base: blob.param_base,
@@ -68,12 +97,12 @@ impl NvUopExecutor {
             nvars: vars(&uops).len(),
             nbufs: g.len(),
             slots,
-        });
+        }));
         self.lock().insert(key, k.clone());
         Ok(k)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, u64), Arc<Kernel>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Cache> {
         self.cache.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -138,9 +167,68 @@ impl Memory for GpuBufs<'_> {
     }
 }
 
+/// The `bytes` parameter bytes of kernel `name` (built for parameters at cbuf0 `base`) from
+/// constant buffer 0.
+fn read_params(
+    mem: &dyn GpuMemory,
+    d: &NvDispatch,
+    name: &str,
+    base: u32,
+    bytes: u32,
+) -> Result<Vec<u8>> {
+    ensure!(
+        base == d.param_base,
+        Fault,
+        "kernel {name}: parameters at cbuf0 {base:#x}, but this compute class puts them at {:#x}",
+        d.param_base
+    );
+    d.read_params(mem, bytes).map_err(|e| {
+        Error::Fault(format!(
+            "kernel {name}: reading parameters: {}",
+            e.message()
+        ))
+    })
+}
+
+/// Runs a PTX kernel with the launch's QMD values and parameter block.
+fn dispatch_ptx(
+    mem: &dyn GpuMemory,
+    d: &NvDispatch,
+    k: &ptx::Kernel,
+    param_base: u32,
+    param_bytes: u32,
+) -> Result<()> {
+    ensure!(
+        k.param_bytes == param_bytes,
+        Fault,
+        "param size mismatch: kernel {} declares {param_bytes} parameter bytes, its PTX .entry takes {}",
+        k.name,
+        k.param_bytes
+    );
+    let params = read_params(mem, d, &k.name, param_base, param_bytes)?;
+    let l = ptx::Launch {
+        mem,
+        params: &params,
+        grid: d.grid,
+        block: d.block,
+        shared_bytes: d.shared_memory_size,
+        shared_window: d.shared_window,
+        local_window: d.local_window,
+    };
+    ptx::run(k, &l)
+}
+
 impl NvDispatchExecutor for NvUopExecutor {
     fn dispatch(&self, mem: &dyn GpuMemory, d: &NvDispatch) -> Result<()> {
-        let k = self.kernel(mem, d.program_addr)?;
+        let prog = self.kernel(mem, d.program_addr)?;
+        let k = match &*prog {
+            Prog::Ptx {
+                k,
+                param_base,
+                param_bytes,
+            } => return dispatch_ptx(mem, d, k, *param_base, *param_bytes),
+            Prog::Uops(k) => k,
+        };
         let want = 8 * k.nbufs as u32 + 4 * k.nvars as u32;
         ensure!(
             k.param_bytes == want,
@@ -151,21 +239,7 @@ impl NvDispatchExecutor for NvUopExecutor {
             k.nbufs,
             k.nvars
         );
-        ensure!(
-            k.param_base == d.param_base,
-            Fault,
-            "kernel {}: parameters at cbuf0 {:#x}, but this compute class puts them at {:#x}",
-            k.name,
-            k.param_base,
-            d.param_base
-        );
-        let p = d.read_params(mem, want).map_err(|e| {
-            Error::Fault(format!(
-                "kernel {}: reading parameters: {}",
-                k.name,
-                e.message()
-            ))
-        })?;
+        let p = read_params(mem, d, &k.name, k.param_base, want)?;
         let word = |i: usize, n: usize| {
             let mut b = [0u8; 8];
             b[..n].copy_from_slice(&p[i..i + n]);
@@ -176,7 +250,7 @@ impl NvDispatchExecutor for NvUopExecutor {
         let vals: Vec<i64> = (0..k.nvars)
             .map(|i| i64::from(word(base + 4 * i, 4) as u32 as i32))
             .collect();
-        let mut bufs = GpuBufs { mem, addrs, k: &k };
+        let mut bufs = GpuBufs { mem, addrs, k };
         let g = d.grid.map(|x| x as usize);
         let l = d.block.map(|x| x as usize);
         k.prg.run(&mut bufs, &vals, g, l)

@@ -145,6 +145,7 @@ fn a_param_size_mismatch_faults_the_channel() {
         regcount: 32,
         shared_size: 0,
         uops: crate::codegen::uop_serial::serialize(&uops).unwrap(),
+        code: crate::runtime::nv::cubin::MockCode::Uops,
     };
     let lib = write_mock_cubin(&m, b.classes().arch).unwrap();
     let prg = NvRuntime::new(dev.clone()).load("E_bad", &lib).unwrap();

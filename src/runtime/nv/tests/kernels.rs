@@ -23,27 +23,17 @@ fn add_kernel_runs_on_ada_with_qmd_v03() {
 fn kernel_with_variables_and_many_launches() {
     let (dev, _emu) = one_gpu();
     let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
-    let a = HcqAllocator::new(dev.clone());
-    let (out, inp) = (
-        a.alloc(128, &BufferOptions::default()).unwrap(),
-        a.alloc(128, &BufferOptions::default()).unwrap(),
-    );
-    let x: Vec<i32> = (0..32).map(|i| i - 10).collect();
-    let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-    a.copyin(&inp, &xb).unwrap();
-    let bufs = [out.clone(), inp];
+    let (a, bufs, x) = axpb_buffers(&dev);
     for k in 0..20 {
         prg.call(&bufs, &[-k, k], Some([2, 1, 1]), Some([16, 1, 1]), false)
             .unwrap();
     }
-    let mut o = vec![0u8; 128];
-    a.copyout(&mut o, &out).unwrap();
-    let got: Vec<i32> = o
-        .chunks_exact(4)
-        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
     let want: Vec<i32> = x.iter().map(|v| v * 19 - 19).collect();
-    assert_eq!(got, want, "the last of 20 queued launches wins");
+    assert_eq!(
+        i32s_of(&a, &bufs[0]),
+        want,
+        "the last of 20 queued launches wins"
+    );
     let e = prg
         .call(&bufs, &[1], Some([2, 1, 1]), Some([16, 1, 1]), false)
         .unwrap_err();
@@ -120,4 +110,58 @@ fn hcq_graph_runs_are_one_submission_with_patched_kernargs_and_dims() {
     let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
     let doorbells = || emu.nv_doorbell_writes(0).len();
     crate::runtime::amd::tests::graph::check_graph(&dev, &*prg, &doorbells);
+}
+
+/// `MOCKGPU_CODE=ptx`'s path without the knob: the hardware renderer's NVPTX IR through libLLVM
+/// to PTX in a mock cubin, launched through the emulated RM/UVM, run by the PTX interpreter with
+/// its parameters (two pointers, two int32 variables) read from constant buffer 0.
+#[test]
+fn ptx_kernel_runs_on_the_ptx_interpreter_with_variables() {
+    use crate::runtime::nv::mockgpu::compiler::MockPtxCompiler;
+    let (dev, _emu) = one_gpu();
+    let b = dev.backend();
+    let c = match MockPtxCompiler::new(b.classes().arch, b.sm()) {
+        Ok(c) => c,
+        Err(e) => {
+            println!("skipped: no libLLVM with NVPTX: {e}");
+            return;
+        }
+    };
+    let src = c.renderer().render("E_axpb", &axpb_uops(2, 16)).unwrap();
+    let ptx = c.to_ptx(&src).unwrap();
+    assert!(
+        ptx.contains(".entry E_axpb") && ptx.contains("%ctaid.x"),
+        "{ptx}"
+    );
+    let lib = c.compile(&src).unwrap();
+    let prg = NvRuntime::new(dev.clone()).load("E_axpb", &lib).unwrap();
+    let (a, bufs, x) = axpb_buffers(&dev);
+    prg.call(&bufs, &[-3, 5], Some([2, 1, 1]), Some([16, 1, 1]), true)
+        .unwrap();
+    let want: Vec<i32> = x.iter().map(|v| v * 5 - 3).collect();
+    assert_eq!(i32s_of(&a, &bufs[0]), want);
+}
+
+/// (allocator, [out, in], in's 32 int32 values) for the axpb kernel.
+fn axpb_buffers(
+    dev: &Arc<NvDevice>,
+) -> (HcqAllocator<super::super::NvBackend>, [RawBuf; 2], Vec<i32>) {
+    let a = HcqAllocator::new(dev.clone());
+    let (out, inp) = (
+        a.alloc(128, &BufferOptions::default()).unwrap(),
+        a.alloc(128, &BufferOptions::default()).unwrap(),
+    );
+    let x: Vec<i32> = (0..32).map(|i| i - 10).collect();
+    let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    a.copyin(&inp, &xb).unwrap();
+    (a, [out, inp], x)
+}
+
+/// 32 int32 values of `b`.
+fn i32s_of(a: &HcqAllocator<super::super::NvBackend>, b: &RawBuf) -> Vec<i32> {
+    let mut o = vec![0u8; 128];
+    a.copyout(&mut o, b).unwrap();
+    o.chunks_exact(4)
+        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }
