@@ -31,9 +31,10 @@
 //! Where rawgrad differs from 0.9.1 (so results match the UOp interpreter): loops are
 //! while-loops; bfloat16 is held as float in registers and rounded to nearest-even on stores;
 //! integer division by a variable is guarded (no trap); float CMPLT is ordered and MAX propagates
-//! NaN; no `"no-nans-fp-math"` attribute; the CPU flavour carries no fast-math flags (tinygrad's
-//! `nsz arcp contract afn reassoc` let LLVM regroup equal expressions differently in two kernels),
-//! so the LLVM device gives the interpreter's bits.
+//! NaN; no `"no-nans-fp-math"` attribute; no flavour carries fast-math flags (tinygrad's
+//! `nsz arcp contract afn reassoc` let LLVM regroup equal expressions differently in two kernels
+//! on the CPU, and `contract` fused a multiply-add into an fma on NVPTX), so every device gives
+//! the interpreter's bits ([`LLVMRenderer::with_fast_math`] puts tinygrad's flags back).
 //!
 //! Tensor cores: WMMA UOps become `llvm.amdgcn.wmma.*` calls (gfx11) or inline `mma.sync` PTX
 //! (sm_80+), see `llvmir/wmma.rs`.
@@ -140,7 +141,9 @@ impl LLVMRenderer {
             },
             flavour: Flavour::Amdgpu { target },
             opaque_pointers,
-            fmf: format!(" {TINYGRAD_FAST_MATH}"),
+            // no fast-math flags, as on the CPU (see there): `contract` fused `(a+b)*a-1` into
+            // an fma one ulp away from the interpreter
+            fmf: String::new(),
         }
     }
 
@@ -162,7 +165,9 @@ impl LLVMRenderer {
             },
             flavour: Flavour::Nvptx { sm },
             opaque_pointers,
-            fmf: format!(" {TINYGRAD_FAST_MATH}"),
+            // no fast-math flags, as on the CPU (see there): `contract` fused `(a+b)*a-1` into
+            // an fma one ulp away from the interpreter
+            fmf: String::new(),
         }
     }
 

@@ -7,8 +7,8 @@
 //!   on NaN), CMPNE unordered (`une`, true on NaN), as in C.
 //! - EXP2/LOG2/SIN/SQRT are `llvm.*` intrinsics; RECIP is `fdiv 1.0, x`; float MOD goes through
 //!   64-bit integers like the C renderer; bool ADD/MUL/MAX are or/and/or.
-//! - Float instructions carry the renderer's fast-math flags (none on the CPU; tinygrad's `nsz arcp
-//!   contract afn reassoc` on the GPU flavours).
+//! - Float instructions carry the renderer's fast-math flags (none by default on every flavour;
+//!   tinygrad's `nsz arcp contract afn reassoc` only through `with_fast_math`).
 //!
 //! - On NVPTX, EXP2/LOG2/SIN/SQRT are PTX's f32 approximations (`ex2.approx`, `lg2.approx`,
 //!   `sin.approx`, `sqrt.approx`, what tinygrad's PTX renderer emits); half goes through f32.

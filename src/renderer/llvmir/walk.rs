@@ -270,15 +270,22 @@ impl<'a> Walk<'a> {
         Ok(())
     }
 
+    /// Close the innermost open IF. 0.9.1's linearizer appends the ENDIFs at the end of the
+    /// list in the order of their IFs, so an ENDIF may name an outer IF while an inner one is
+    /// still open; as in the C renderers (a `}` closes the innermost block), the blocks close
+    /// innermost first. The named IF must still be open.
     fn endif(&mut self, u: &UOp) -> Result<()> {
-        let Some((iff, n)) = self.ifs.pop() else {
+        let named = u.src().first();
+        let Some(k) = self.ifs.iter().position(|(i, _)| Some(i) == named) else {
+            bail!(Codegen, "ENDIF of an IF that is not open");
+        };
+        // the innermost block closes; the IF it was opened for still open keeps the named one's
+        // (outer) block
+        let top = self.ifs.len() - 1;
+        self.ifs[k].0 = self.ifs[top].0.clone();
+        let Some((_, n)) = self.ifs.pop() else {
             bail!(Codegen, "ENDIF without IF");
         };
-        ensure!(
-            u.src().first() == Some(&iff),
-            Codegen,
-            "ENDIF closes another IF"
-        );
         self.emit(format!("  br label %endif_{n}"));
         self.label(format!("endif_{n}"));
         Ok(())
