@@ -45,7 +45,10 @@ fn main() -> ExitCode {
             "workloads",
             workloads::Config::parse(rest).and_then(|c| workloads::run(&c)),
         ),
-        Some("beam") => report("beam", beam::Config::parse(rest).and_then(|c| beam::run(&c))),
+        Some("beam") => report(
+            "beam",
+            beam::Config::parse(rest).and_then(|c| beam::run(&c)),
+        ),
         _ => {
             eprintln!("{USAGE}");
             ExitCode::from(2)
