@@ -306,25 +306,13 @@ impl Events {
 
     /// A GPU page fault: every MEMORY event is set with the fault's description.
     pub(crate) fn vm_fault(&self, gpu_id: u32, va: u64, write: bool) {
-        let mut g = self.lock();
+        let g = self.lock();
         let mut data = [0u8; 32];
         data[0..4].copy_from_slice(&1u32.to_le_bytes()); // NotPresent
         data[4..8].copy_from_slice(&(write as u32).to_le_bytes()); // ReadOnly
         data[16..24].copy_from_slice(&(va & !0xFFF).to_le_bytes());
         data[24..28].copy_from_slice(&gpu_id.to_le_bytes());
-        let ids: Vec<u32> = g
-            .events
-            .iter()
-            .filter(|(_, e)| e.ty == KFD_IOC_EVENT_MEMORY)
-            .map(|(i, _)| *i)
-            .collect();
-        for id in ids {
-            if let Some(ev) = g.events.get_mut(&id) {
-                ev.mem = data;
-            }
-            g.set_event(id);
-        }
-        self.cv.notify_all();
+        self.set_all(g, KFD_IOC_EVENT_MEMORY, data);
     }
 
     /// A GPU reset of `gpu_id` (kfd_events.c `kfd_signal_reset_event`, called from
@@ -332,16 +320,21 @@ impl Events {
     /// {reset_type WHOLE_GPU_RESET, reset_cause GPU_HANG, memory_lost 1, gpu_id}. MEMORY events
     /// are set only for an ECC-caused reset, which is not emulated.
     pub(crate) fn gpu_reset(&self, gpu_id: u32) {
-        let mut g = self.lock();
+        let g = self.lock();
         let mut data = [0u8; 32];
         data[0..4].copy_from_slice(&KFD_HW_EXCEPTION_WHOLE_GPU_RESET.to_le_bytes());
         data[4..8].copy_from_slice(&KFD_HW_EXCEPTION_GPU_HANG.to_le_bytes());
         data[8..12].copy_from_slice(&1u32.to_le_bytes()); // memory_lost
         data[12..16].copy_from_slice(&gpu_id.to_le_bytes());
+        self.set_all(g, KFD_IOC_EVENT_HW_EXCEPTION, data);
+    }
+
+    /// Set every event of type `ty` with exception data `data`, and wake the waiters.
+    fn set_all(&self, mut g: MutexGuard<'_, EvState>, ty: u32, data: [u8; 32]) {
         let ids: Vec<u32> = g
             .events
             .iter()
-            .filter(|(_, e)| e.ty == KFD_IOC_EVENT_HW_EXCEPTION)
+            .filter(|(_, e)| e.ty == ty)
             .map(|(i, _)| *i)
             .collect();
         for id in ids {
@@ -350,6 +343,7 @@ impl Events {
             }
             g.set_event(id);
         }
+        drop(g);
         self.cv.notify_all();
     }
 

@@ -4,7 +4,7 @@
 //! lowers while the CPU waits on it. Each must produce an error naming the cause, leak no
 //! buffer object or address range, and leave the devices working.
 
-use super::faults::{check_recovered, warm};
+use super::faults::{check_recovered, stuck_run, warm};
 use super::*;
 use crate::device::allocator::LruAllocator;
 use crate::hcq::{HcqBackend, HcqSignal, HwQueue};
@@ -132,17 +132,7 @@ fn a_gpu_reset_mid_run_is_a_named_fault_and_the_device_recovers() {
     let (dev, emu, baseline) = warm();
     let va = emu.va_range_count();
     // A run in progress: the compute queue waits on a gate, a kernel is queued behind it.
-    let gate = dev.new_signal(0).unwrap();
-    let mut q = dev.backend().compute_queue();
-    q.wait(&gate, 1).unwrap();
-    q.submit(dev.backend()).unwrap();
-    let prg = load(&dev, "E_reset", &add_uops(1, 8, dtypes::float32));
-    let (a, _) = alloc(&dev, 32);
-    let bufs: Vec<RawBuf> = (0..3)
-        .map(|_| a.alloc(32, &BufferOptions::default()).unwrap())
-        .collect();
-    prg.call(&bufs, &[], Some([1, 1, 1]), Some([8, 1, 1]), false)
-        .unwrap();
+    let (gate, q, prg, bufs) = stuck_run(&dev, "E_reset");
     let ids = dev.backend().queue_ids();
     emu.reset_gpu(dev.backend().gpu_id()).unwrap();
     let e = {
@@ -169,7 +159,7 @@ fn a_gpu_reset_mid_run_is_a_named_fault_and_the_device_recovers() {
         let st = emu.queue_status(dev.backend().gpu_id(), q).unwrap();
         assert_eq!(st.fault, None, "queue {q} was recreated: {st}");
     }
-    drop((bufs, prg, q, gate, a));
+    drop((bufs, prg, q, gate));
     assert_eq!(emu.va_range_count(), va, "no VA range leaked");
     check_recovered(&dev, &emu, baseline);
 }
