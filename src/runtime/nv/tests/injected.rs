@@ -1,5 +1,5 @@
 //! Faults the emulator injects on purpose (issue 13) into the NVIDIA driver: an RM_ALLOC that RM
-//! refuses in the middle of a buffer allocation, and a UVM mapping that fails on the second GPU of
+//! refuses in the middle of a buffer allocation or of a kernel load, and a UVM mapping that fails on the second GPU of
 //! a cross-device transfer. Each must produce an error naming the call, leak no RM handle or
 //! virtual address range, and leave the devices working.
 
@@ -70,4 +70,35 @@ fn a_failing_peer_mapping_fails_the_nv_transfer_and_both_gpus_work_after() {
     let mut back = vec![0u8; 1 << 16];
     a0.copyout(&mut back, &x).unwrap();
     assert!(back == data, "GPU 0 still works");
+}
+
+#[test]
+fn an_rm_alloc_failing_mid_kernel_load_leaks_nothing() {
+    let (dev, emu, baseline) = warm();
+    let p = dev.backend().process().clone();
+    let before = (emu.nv_object_count(), p.va_free_bytes());
+    // Loading a program allocates its code (and constant) memory: RM refuses the first RM_ALLOC.
+    emu.fail_nv_ioctl("NV_ESC_RM_ALLOC", 0, NV_ERR_NO_MEMORY)
+        .unwrap();
+    let b = dev.backend();
+    let src = MockNvRenderer::new()
+        .render("E_inj", &add_uops(1, 8, crate::dtype::dtypes::float32))
+        .unwrap();
+    let lib = MockNvCompiler::new(b.classes().arch, b.sm())
+        .compile(&src)
+        .unwrap();
+    let e = NvRuntime::new(dev.clone())
+        .load("E_inj", &lib)
+        .err()
+        .expect("the load must fail");
+    assert!(
+        e.message().contains("NV_ESC_RM_ALLOC") && e.message().contains("injected failure"),
+        "{e}"
+    );
+    assert_eq!(
+        (emu.nv_object_count(), p.va_free_bytes()),
+        before,
+        "no RM handle and no VA range left behind"
+    );
+    check_recovered(&dev, &emu, baseline);
 }
