@@ -47,7 +47,7 @@ fn a_failing_peer_mapping_fails_the_nv_transfer_and_both_gpus_work_after() {
     a0.copyin(&x, &data).unwrap();
     a0.synchronize().unwrap();
     let before = (emu.nv_object_count(), p.va_free_bytes());
-    // Across GPUs the source (on GPU 0) is first mapped into GPU 1 through UVM: that fails.
+    // Across GPUs the source's device maps the destination (on GPU 1) through UVM: that fails.
     emu.fail_nv_ioctl("UVM_MAP_EXTERNAL_ALLOCATION", 0, NV_ERR_NO_MEMORY)
         .unwrap();
     let e = a1.transfer(&y, &x, 1 << 16).unwrap_err();
