@@ -45,7 +45,8 @@ struct Ev {
     signaled: bool,
     /// (waiter id, index in that waiter's list).
     waiters: Vec<(u64, usize)>,
-    /// The fault a MEMORY event carries (`kfd_hsa_memory_exception_data` bytes).
+    /// What a MEMORY event carries (`kfd_hsa_memory_exception_data`, 32 bytes) or a
+    /// HW_EXCEPTION event carries (`kfd_hsa_hw_exception_data`, the first 16 bytes).
     mem: [u8; 32],
 }
 
@@ -305,16 +306,35 @@ impl Events {
 
     /// A GPU page fault: every MEMORY event is set with the fault's description.
     pub(crate) fn vm_fault(&self, gpu_id: u32, va: u64, write: bool) {
-        let mut g = self.lock();
+        let g = self.lock();
         let mut data = [0u8; 32];
         data[0..4].copy_from_slice(&1u32.to_le_bytes()); // NotPresent
         data[4..8].copy_from_slice(&(write as u32).to_le_bytes()); // ReadOnly
         data[16..24].copy_from_slice(&(va & !0xFFF).to_le_bytes());
         data[24..28].copy_from_slice(&gpu_id.to_le_bytes());
+        self.set_all(g, KFD_IOC_EVENT_MEMORY, data);
+    }
+
+    /// A GPU reset of `gpu_id` (kfd_events.c `kfd_signal_reset_event`, called from
+    /// `kgd2kfd_post_reset`): every HW_EXCEPTION event is set with `kfd_hsa_hw_exception_data`
+    /// {reset_type WHOLE_GPU_RESET, reset_cause GPU_HANG, memory_lost 1, gpu_id}. MEMORY events
+    /// are set only for an ECC-caused reset, which is not emulated.
+    pub(crate) fn gpu_reset(&self, gpu_id: u32) {
+        let g = self.lock();
+        let mut data = [0u8; 32];
+        data[0..4].copy_from_slice(&KFD_HW_EXCEPTION_WHOLE_GPU_RESET.to_le_bytes());
+        data[4..8].copy_from_slice(&KFD_HW_EXCEPTION_GPU_HANG.to_le_bytes());
+        data[8..12].copy_from_slice(&1u32.to_le_bytes()); // memory_lost
+        data[12..16].copy_from_slice(&gpu_id.to_le_bytes());
+        self.set_all(g, KFD_IOC_EVENT_HW_EXCEPTION, data);
+    }
+
+    /// Set every event of type `ty` with exception data `data`, and wake the waiters.
+    fn set_all(&self, mut g: MutexGuard<'_, EvState>, ty: u32, data: [u8; 32]) {
         let ids: Vec<u32> = g
             .events
             .iter()
-            .filter(|(_, e)| e.ty == KFD_IOC_EVENT_MEMORY)
+            .filter(|(_, e)| e.ty == ty)
             .map(|(i, _)| *i)
             .collect();
         for id in ids {
@@ -323,6 +343,7 @@ impl Events {
             }
             g.set_event(id);
         }
+        drop(g);
         self.cv.notify_all();
     }
 
@@ -442,7 +463,9 @@ impl Events {
         }
     }
 
-    fn memory_payloads(g: &EvState, wid: u64, ids: &[u32]) -> Vec<(usize, [u8; 32])> {
+    /// The exception data of the activated MEMORY and HW_EXCEPTION events (kfd_events.c
+    /// `copy_signaled_event_data`: `sizeof` the memory or the hardware exception struct).
+    fn memory_payloads(g: &EvState, wid: u64, ids: &[u32]) -> Vec<(usize, Vec<u8>)> {
         let Some(w) = g.waiters.get(&wid) else {
             return Vec::new();
         };
@@ -452,8 +475,12 @@ impl Events {
             .filter_map(|(k, id)| {
                 g.events
                     .get(id)
-                    .filter(|e| e.ty == KFD_IOC_EVENT_MEMORY)
-                    .map(|e| (k, e.mem))
+                    .and_then(|e| match e.ty {
+                        KFD_IOC_EVENT_MEMORY => Some(e.mem.to_vec()),
+                        KFD_IOC_EVENT_HW_EXCEPTION => Some(e.mem[..16].to_vec()),
+                        _ => None,
+                    })
+                    .map(|d| (k, d))
             })
             .collect()
     }

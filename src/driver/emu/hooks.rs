@@ -101,6 +101,12 @@ pub trait EmuGpu: Send + Sync {
     fn on_doorbell(&self, dev: &EmuDevice, queue: &Arc<EmuQueue>, value: u64);
     /// The queue is being destroyed (DESTROY_QUEUE); stop reading its ring.
     fn destroy_queue(&self, dev: &EmuDevice, queue: &Arc<EmuQueue>);
+    /// The GPU hung and is being reset (fault injection, [`super::EmuDriver::reset_gpu`]): stop
+    /// the queue where it is, faulted with `reason`, until it is destroyed. A GPU that cannot
+    /// stop a queue ignores this.
+    fn halt_queue(&self, queue: &EmuQueue, reason: &str) {
+        let _ = (queue, reason);
+    }
     /// What the GPU knows about a queue (position, fault), for the runtime's error reports.
     fn queue_status(&self, queue: &EmuQueue) -> Option<EmuQueueStatus> {
         let _ = queue;

@@ -15,6 +15,10 @@
 //!   queue and calls the device's [`EmuGpu`] (or just records the write when none is attached);
 //! - events (`events.rs`): signal events with a user or KFD event page, WAIT_EVENTS with
 //!   timeouts, woken by [`EmuDevice::interrupt`].
+//! - fault injection for tests: [`EmuDriver::fail_ioctl`] (a KFD ioctl failing at its entry),
+//!   [`EmuDriver::limit_vram`] (VRAM exhaustion), [`EmuDriver::reset_gpu`] (a hang and GPU reset
+//!   mid-run: queues stop, HW_EXCEPTION events fire), [`EmuDriver::fail_nv_ioctl`] (an RM escape
+//!   or UVM ioctl answering an `NV_STATUS`).
 //!
 //! Stricter than KFD (on purpose, to catch bugs): ioctl sizes must equal the 1.11 structs (KFD
 //! zero-extends shorter ones), allocation flags need exactly one memory type and no unknown bits,
@@ -413,6 +417,20 @@ impl EmuDriver {
         self.nv.counters()
     }
 
+    /// Make the `skip`-th next NVIDIA call named `name` (0: the next one) fail with RM status
+    /// `status` (fault injection): an RM object escape (`NV_ESC_RM_ALLOC`, `NV_ESC_RM_FREE`,
+    /// `NV_ESC_RM_CONTROL`, `NV_ESC_RM_MAP_MEMORY`, `NV_ESC_RM_UNMAP_MEMORY`) answers it in
+    /// `status`, a UVM ioctl (`UVM_MAP_EXTERNAL_ALLOCATION`, ...) in `rmStatus`; the call does
+    /// nothing else, as when RM refuses it at its entry.
+    pub fn fail_nv_ioctl(&self, name: &str, skip: usize, status: u32) -> Result<()> {
+        self.nv.arm_fault(name, skip, status)
+    }
+
+    /// RM objects (handles) the emulated process holds over all its clients.
+    pub fn nv_object_count(&self) -> usize {
+        self.nv.object_count()
+    }
+
     /// The software GPU's view of queue `queue_id` of `gpu_id` (`None` without a GPU attached,
     /// an unknown queue, or a GPU that does not report).
     pub fn queue_status(&self, gpu_id: u32, queue_id: u32) -> Option<EmuQueueStatus> {
@@ -471,6 +489,33 @@ impl EmuDriver {
             skip,
             errno,
         });
+        Ok(())
+    }
+
+    /// A GPU hang and reset of `gpu_id` in the middle of a run (fault injection). amdgpu's
+    /// recovery (`amdgpu_device_gpu_recover`) calls `kgd2kfd_pre_reset`, which stops the
+    /// process's queues (kfd_device.c: `kfd_suspend_all_processes`), and after the reset
+    /// `kgd2kfd_post_reset` signals the HW_EXCEPTION events (kfd_events.c
+    /// `kfd_signal_reset_event`: whole-GPU reset, cause GPU hang, memory lost). Here every queue
+    /// of the device stops where it is (the software GPU faults it with the reset as reason) and
+    /// the events are set; queues created afterwards run normally. VRAM contents are kept, although
+    /// the event says they are lost (a runtime must not rely on either).
+    pub fn reset_gpu(&self, gpu_id: u32) -> Result<()> {
+        let i = self.index_of(gpu_id)?;
+        let gpu = self.kfd.nodes[i]
+            .gpu
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        if let Some(gpu) = gpu {
+            for q in self.kfd.queues_of(i) {
+                gpu.halt_queue(
+                    &q,
+                    "GPU hang: the queue was stopped for a GPU reset (injected)",
+                );
+            }
+        }
+        self.kfd.events.gpu_reset(gpu_id);
         Ok(())
     }
 

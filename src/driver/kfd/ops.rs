@@ -199,3 +199,12 @@ pub fn memory_exception(ev: &kfd_event_data) -> kfd_hsa_memory_exception_data {
     // so reading the memory-exception view is defined.
     unsafe { ev.__bindgen_anon_1.memory_exception_data }
 }
+
+/// The hardware-exception payload WAIT_EVENTS wrote into `ev` for a HW_EXCEPTION event (a GPU
+/// reset: reset type and cause, whether VRAM contents were lost, gpu_id).
+pub fn hw_exception(ev: &kfd_event_data) -> kfd_hsa_hw_exception_data {
+    // SAFETY: both members of the union are repr(C) structs of plain integers for which every bit
+    // pattern is valid, and the union is always fully initialised (zeroed, then written by KFD),
+    // so reading the hardware-exception view (its first 16 bytes) is defined.
+    unsafe { ev.__bindgen_anon_1.hw_exception_data }
+}

@@ -5,8 +5,9 @@
 //! HW_EXCEPTION events fault reports read. [`AmdBackend`] is the [`HcqBackend`] over all that;
 //! [`open_amd_device`] wraps it in an [`HcqDevice`].
 //!
-//! Fault reports: [`HcqBackend::poll_fault`] checks the MEMORY event (a GPU page fault on this
-//! GPU, with its address) and, under the emulator, the software GPU's queue state (fault reason);
+//! Fault reports: [`HcqBackend::poll_fault`] checks the HW_EXCEPTION event (a reset of this GPU:
+//! type, cause, whether memory was lost), the MEMORY event (a GPU page fault on this GPU, with its
+//! address) and, under the emulator, the software GPU's queue state (fault reason);
 //! [`HcqBackend::status_report`] adds both rings' pointers and the emulator's view.
 //!
 //! Not guaranteed: scratch grows on demand and is never shrunk; gfx targets whose HDP flush
@@ -268,6 +269,43 @@ impl AmdBackend {
     }
 }
 
+impl AmdBackend {
+    /// A reset of this GPU, from the HW_EXCEPTION event (non-blocking). KFD sets every
+    /// HW_EXCEPTION event of the process on any GPU's reset; another GPU's is ignored here (that
+    /// device reads it from its own event).
+    fn reset_fault(&self) -> Option<String> {
+        let mut data = [ops::event_data(self.faults.hw)];
+        let r = ops::wait_events(self.core.drv.as_ref(), self.core.kfd, &mut data, false, 0);
+        if r.ok()? != KFD_IOC_WAIT_RESULT_COMPLETE {
+            return None;
+        }
+        let h = ops::hw_exception(&data[0]);
+        let kind = match h.reset_type {
+            KFD_HW_EXCEPTION_WHOLE_GPU_RESET => "whole GPU",
+            KFD_HW_EXCEPTION_PER_ENGINE_RESET => "per engine",
+            _ => "unknown type",
+        };
+        let cause = match h.reset_cause {
+            KFD_HW_EXCEPTION_GPU_HANG => "GPU hang",
+            KFD_HW_EXCEPTION_ECC => "ECC error",
+            _ => "unknown cause",
+        };
+        (h.gpu_id == self.gpu_id() || h.gpu_id == 0).then(|| {
+            format!(
+                "GPU reset on gpu_id {:#x} (HW_EXCEPTION: {kind} reset after a {cause}, \
+                 memory_lost {}{})",
+                self.gpu_id(),
+                h.memory_lost,
+                if h.memory_lost != 0 {
+                    ": buffer contents are undefined"
+                } else {
+                    ""
+                }
+            )
+        })
+    }
+}
+
 /// CREATE_EVENT of a non-signal event type (no mailbox).
 fn create_plain_event(core: &Arc<KfdCore>, ty: u32) -> Result<u32> {
     Ok(ops::create_event(core.drv.as_ref(), core.kfd, ty, true, 0)?.event_id)
@@ -370,11 +408,11 @@ impl HcqBackend for AmdBackend {
             // The emulator's queue state first: a page fault reaches the MEMORY event before the
             // faulted queue records it, so a queue fault seen here has its event already set.
             let emu = self.emu_fault();
-            let mem = self.memory_fault();
-            *seen = match (mem, emu) {
-                (Some(m), Some(e)) => Some(format!("{m}; {e}")),
-                (m, e) => m.or(e),
-            };
+            let found: Vec<String> = [self.reset_fault(), self.memory_fault(), emu]
+                .into_iter()
+                .flatten()
+                .collect();
+            *seen = (!found.is_empty()).then(|| found.join("; "));
         }
         seen.clone()
     }

@@ -344,6 +344,23 @@ impl Gpu {
         self.send(Msg::Wake)
     }
 
+    /// Stop a queue where it is, as a hang that ends in a GPU reset does: it is faulted with
+    /// `reason` at its current read pointer (an earlier fault is kept) and executes nothing more.
+    pub fn halt(&self, queue: QueueId, reason: &str) -> Result<()> {
+        let slot = self.slot(queue)?;
+        let mut s = lock(&slot.state)?;
+        let f = QueueFault {
+            queue,
+            kind: s.kind,
+            pos: s.rptr,
+            ib: None,
+            reason: reason.to_string(),
+        };
+        self.shared.trace(|| format!("{queue} HALT {f}"));
+        s.fault.get_or_insert(f);
+        Ok(())
+    }
+
     /// A snapshot of a queue's pointers, last packet and fault.
     pub fn queue_state(&self, queue: QueueId) -> Result<QueueState> {
         Ok(lock(&self.slot(queue)?.state)?.clone())

@@ -186,32 +186,41 @@ fn run(nv: &Arc<EmuNv>, fd: Fd, kind: FdKind, nr: u32, arg: &mut [u8], nested: b
     }
 }
 
+/// `f`, unless an armed failure (see [`super::NvFault`]) answers in its place.
+fn armed(inj: Option<RmErr>, f: impl FnOnce() -> RmResult) -> RmResult {
+    match inj {
+        Some(e) => Err(e),
+        None => f(),
+    }
+}
+
 /// The RM object escapes on the control fd.
 fn run_rm(nv: &Arc<EmuNv>, fd: Fd, nr: u32, arg: &mut [u8]) -> KResult {
+    let inj = nv_escape_name(nr).and_then(|n| nv.injected(n));
     match nr {
         NV_ESC_RM_ALLOC => with_rm(
             arg,
-            |a: &mut NVOS21_PARAMETERS| nv.rm_alloc(fd.0, a),
+            |a: &mut NVOS21_PARAMETERS| armed(inj, || nv.rm_alloc(fd.0, a)),
             |a, s| a.status = s,
         ),
         NV_ESC_RM_FREE => with_rm(
             arg,
-            |a: &mut NVOS00_PARAMETERS| nv.rm_free(a),
+            |a: &mut NVOS00_PARAMETERS| armed(inj, || nv.rm_free(a)),
             |a, s| a.status = s,
         ),
         NV_ESC_RM_CONTROL => with_rm(
             arg,
-            |a: &mut NVOS54_PARAMETERS| nv.rm_control(a),
+            |a: &mut NVOS54_PARAMETERS| armed(inj, || nv.rm_control(a)),
             |a, s| a.status = s,
         ),
         NV_ESC_RM_MAP_MEMORY => with_rm(
             arg,
-            |a: &mut nv_ioctl_nvos33_parameters_with_fd| nv.rm_map_memory(a),
+            |a: &mut nv_ioctl_nvos33_parameters_with_fd| armed(inj, || nv.rm_map_memory(a)),
             |a, s| a.params.status = s,
         ),
         _ => with_rm(
             arg,
-            |a: &mut NVOS34_PARAMETERS| nv.rm_unmap_memory(a),
+            |a: &mut NVOS34_PARAMETERS| armed(inj, || nv.rm_unmap_memory(a)),
             |a, s| a.status = s,
         ),
     }

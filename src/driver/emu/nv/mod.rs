@@ -13,6 +13,8 @@
 //!   (OS descriptors), RM_MAP/UNMAP_MEMORY contexts, mmap, doorbells; `gpuvm`: the GPU page
 //!   tables, RM_MAP_MEMORY_DMA, translation;
 //! - `uvm`: UVM (INITIALIZE first, GPU/vaspace/channel registration, external ranges and maps);
+//! - fault injection: an RM object escape or UVM ioctl armed to answer an `NV_STATUS` once
+//!   (`NvFault`, `EmuDriver::fail_nv_ioctl`);
 //! - [`hooks`]: the seam to a software GPU ([`EmuNvGpu`], [`EmuNvDevice`], [`EmuChannel`]).
 //!
 //! Memory is real: every memory object is a memfd (`Backing`) that the CPU maps
@@ -135,7 +137,27 @@ pub(crate) struct NvState {
     pub(crate) os_events: Vec<(u32, u32, u32)>,
     pub(crate) perf_boosts: u32,
     pub(crate) cache_flushes: u32,
+    /// Armed one-shot RM/UVM failures (test fault injection, [`EmuNv::arm_fault`]).
+    pub(crate) faults: Vec<NvFault>,
 }
+
+/// An RM object escape or a UVM ioctl armed to fail: the `skip`-th next call named `name` (0:
+/// the next one) answers `status` in its status field (`status` / `rmStatus`; the ioctl itself
+/// succeeds, as RM's and UVM's refusals do) without running, so the emulated state is unchanged.
+pub(crate) struct NvFault {
+    pub(crate) name: &'static str,
+    pub(crate) skip: usize,
+    pub(crate) status: u32,
+}
+
+/// The escapes whose failure lands in a status field (escape.rs `run_rm`).
+const RM_STATUS_ESCAPES: [&str; 5] = [
+    "NV_ESC_RM_ALLOC",
+    "NV_ESC_RM_FREE",
+    "NV_ESC_RM_CONTROL",
+    "NV_ESC_RM_MAP_MEMORY",
+    "NV_ESC_RM_UNMAP_MEMORY",
+];
 
 /// One emulated GPU's live parts.
 pub(crate) struct NvDev {
@@ -215,6 +237,7 @@ impl EmuNv {
                 os_events: Vec::new(),
                 perf_boosts: 0,
                 cache_flushes: 0,
+                faults: Vec::new(),
             }),
             usermode_maps: RwLock::new(VmaMap::new()),
         });
@@ -385,6 +408,44 @@ impl EmuNv {
 }
 
 impl EmuNv {
+    /// Arm a failure of the `skip`-th next call named `name` (an RM object escape such as
+    /// `NV_ESC_RM_ALLOC`, or a UVM ioctl such as `UVM_MAP_EXTERNAL_ALLOCATION`) with `status`.
+    pub(crate) fn arm_fault(&self, name: &str, skip: usize, status: u32) -> Result<()> {
+        let uvm = crate::driver::nv::abi::UVM_REQUESTS.iter().map(|(_, n)| *n);
+        let Some(name) = RM_STATUS_ESCAPES
+            .into_iter()
+            .chain(uvm)
+            .find(|n| *n == name)
+        else {
+            return Err(crate::Error::InvalidArgument(format!(
+                "emu: fail_nv_ioctl: {name} is neither an RM object escape ({}) nor a UVM ioctl",
+                RM_STATUS_ESCAPES.join(", ")
+            )));
+        };
+        lock(&self.state)
+            .faults
+            .push(NvFault { name, skip, status });
+        Ok(())
+    }
+
+    /// The injected failure of this call of `name`, if one is armed for it (counting it down).
+    pub(crate) fn injected(&self, name: &str) -> Option<RmErr> {
+        let mut st = lock(&self.state);
+        let i = st.faults.iter().position(|f| f.name == name)?;
+        if st.faults[i].skip > 0 {
+            st.faults[i].skip -= 1;
+            return None;
+        }
+        let f = st.faults.remove(i);
+        Some(RmErr(f.status, format!("{name}: injected failure")))
+    }
+
+    /// RM objects alive over all clients (what a handle leak shows in).
+    pub(crate) fn object_count(&self) -> usize {
+        let st = lock(&self.state);
+        st.clients.values().map(|c| c.objects.len()).sum()
+    }
+
     /// An escape on an NV fd.
     pub(crate) fn dispatch(self: &Arc<Self>, fd: Fd, request: u64, arg: &mut [u8]) -> Result<()> {
         escape::dispatch(self, fd, request, arg)

@@ -163,7 +163,11 @@ impl EmuNv {
         arg: &mut [u8],
         f: fn(&Self, &mut NvState, i32, &mut T) -> RmResult,
     ) -> KResult {
+        let inj = nv_request_name(u64::from(request)).and_then(|n| self.injected(n));
         let run = |a: &mut T| {
+            if let Some(e) = inj {
+                return Err(e);
+            }
             let mut st = lock(&self.state);
             self.uvm_gate(&mut st, fd, request)?;
             f(self, &mut st, fd, a)

@@ -306,3 +306,38 @@ fn kfd_allocated_event_page_is_mmappable() {
     );
     assert_eq!(errno(no_dev), libc::ENODEV);
 }
+
+#[test]
+fn a_gpu_reset_sets_hw_exception_events_with_memory_lost() {
+    let (drv, emu) = emu(2);
+    let dev = open_gpu(&drv, 0).unwrap();
+    let hw = ops::create_event(drv.as_ref(), dev.kfd, KFD_IOC_EVENT_HW_EXCEPTION, true, 0).unwrap();
+    let mem = ops::create_event(drv.as_ref(), dev.kfd, KFD_IOC_EVENT_MEMORY, true, 0).unwrap();
+    let mut data = [ops::event_data(hw.event_id)];
+    let wait = |data: &mut [kfd_event_data]| {
+        ops::wait_events(drv.as_ref(), dev.kfd, data, false, 0).unwrap()
+    };
+    assert_eq!(wait(&mut data), KFD_IOC_WAIT_RESULT_TIMEOUT);
+    let other = emu.gpu_ids()[1];
+    emu.reset_gpu(other).unwrap();
+    assert_eq!(wait(&mut data), KFD_IOC_WAIT_RESULT_COMPLETE);
+    let h = ops::hw_exception(&data[0]);
+    // kfd_signal_reset_event: whole-GPU reset after a hang, memory lost, the reset GPU's id.
+    assert_eq!(
+        (h.reset_type, h.reset_cause, h.memory_lost, h.gpu_id),
+        (
+            KFD_HW_EXCEPTION_WHOLE_GPU_RESET,
+            KFD_HW_EXCEPTION_GPU_HANG,
+            1,
+            other
+        )
+    );
+    // Auto-reset: consumed by the wait. A hang-caused reset leaves MEMORY events alone.
+    assert_eq!(wait(&mut data), KFD_IOC_WAIT_RESULT_TIMEOUT);
+    let mut m = [ops::event_data(mem.event_id)];
+    assert_eq!(wait(&mut m), KFD_IOC_WAIT_RESULT_TIMEOUT);
+    assert!(
+        emu.reset_gpu(0xdead).is_err(),
+        "an unknown gpu_id is refused"
+    );
+}

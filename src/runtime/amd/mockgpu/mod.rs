@@ -174,6 +174,12 @@ impl EmuGpu for MockGpu {
         }
     }
 
+    fn halt_queue(&self, q: &EmuQueue, reason: &str) {
+        if let (Some(id), Ok(gpu)) = (self.id(q.queue_id), self.gpu()) {
+            let _ = gpu.halt(id, reason);
+        }
+    }
+
     fn queue_status(&self, q: &EmuQueue) -> Option<EmuQueueStatus> {
         let st = self.gpu().ok()?.queue_state(self.id(q.queue_id)?).ok()?;
         Some(EmuQueueStatus {

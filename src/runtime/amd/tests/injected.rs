@@ -1,11 +1,15 @@
 //! Faults the emulator injects on purpose (issue 13): a KFD ioctl failing in the middle of a
-//! copy's set-up, a kernel load, or the peer mapping of a transfer to a second GPU, and VRAM
-//! exhaustion under the LRU allocator. Each must produce an error naming the cause, leak no
+//! copy's set-up, a kernel load, or the peer mapping of a transfer to a second GPU, VRAM
+//! exhaustion under the LRU allocator, a GPU reset in the middle of a run, and a signal the GPU
+//! lowers while the CPU waits on it. Each must produce an error naming the cause, leak no
 //! buffer object or address range, and leave the devices working.
 
-use super::faults::{check_recovered, warm};
+use super::faults::{check_recovered, stuck_run, warm};
 use super::*;
 use crate::device::allocator::LruAllocator;
+use crate::hcq::{HcqBackend, HcqSignal, HwQueue};
+use crate::helpers::Context;
+use crate::Error;
 
 #[test]
 fn an_ioctl_failing_mid_copy_is_an_error_and_leaks_nothing() {
@@ -121,4 +125,76 @@ fn a_failing_peer_mapping_fails_the_transfer_and_both_gpus_work_after() {
     let mut out = vec![0u8; 5000];
     a1.copyout(&mut out, &b1).unwrap();
     assert_eq!(out, data);
+}
+
+#[test]
+fn a_gpu_reset_mid_run_is_a_named_fault_and_the_device_recovers() {
+    let (dev, emu, baseline) = warm();
+    let va = emu.va_range_count();
+    // A run in progress: the compute queue waits on a gate, a kernel is queued behind it.
+    let (gate, q, prg, bufs) = stuck_run(&dev, "E_reset");
+    let ids = dev.backend().queue_ids();
+    emu.reset_gpu(dev.backend().gpu_id()).unwrap();
+    let e = {
+        let _t = Context::new(&[("HCQDEV_WAIT_TIMEOUT_MS", 300)]);
+        dev.synchronize().unwrap_err()
+    };
+    let Error::Fault(m) = &e else {
+        panic!("expected a fault (not a timeout), got {e}")
+    };
+    for needle in [
+        format!("GPU reset on gpu_id {:#x}", dev.backend().gpu_id()),
+        "whole GPU reset after a GPU hang".into(),
+        "memory_lost 1: buffer contents are undefined".into(),
+        "exec E_reset".into(),
+        "compute queue".into(),
+        "rptr".into(),
+        "stopped for a GPU reset".into(),
+        "queues were reset".into(),
+    ] {
+        assert!(m.contains(&needle), "report lacks {needle:?}: {m}");
+    }
+    // KFD reuses queue ids; the queues behind them are new, so not stopped.
+    for q in [ids.0, ids.1] {
+        let st = emu.queue_status(dev.backend().gpu_id(), q).unwrap();
+        assert_eq!(st.fault, None, "queue {q} was recreated: {st}");
+    }
+    drop((bufs, prg, q, gate));
+    assert_eq!(emu.va_range_count(), va, "no VA range leaked");
+    check_recovered(&dev, &emu, baseline);
+}
+
+#[test]
+fn a_signal_the_gpu_lowers_during_a_wait_is_a_fault_naming_both_values() {
+    let (dev, emu, baseline) = warm();
+    let gate = dev.new_signal(0).unwrap();
+    let watched = dev.new_signal(7).unwrap();
+    // The GPU lowers `watched` to 3 once the gate opens, while the CPU waits for it to reach 10.
+    let mut q = dev.backend().compute_queue();
+    q.wait(&gate, 1).unwrap();
+    q.signal(&watched, 3).unwrap();
+    q.submit(dev.backend()).unwrap();
+    let opener = {
+        let g = gate.clone();
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(50));
+            g.set_value(1)
+        })
+    };
+    let e = {
+        let _t = Context::new(&[("HCQDEV_WAIT_TIMEOUT_MS", 5000)]);
+        dev.wait_signal(&watched, 10, "wait for the watched signal")
+            .unwrap_err()
+    };
+    opener.join().unwrap().unwrap();
+    let Error::Fault(m) = &e else {
+        panic!("expected a fault, got {e}")
+    };
+    assert!(
+        m.contains("went backwards from 7 to 3 while waiting for 10"),
+        "{m}"
+    );
+    assert_eq!(watched.value().unwrap(), 3, "the software GPU wrote it");
+    drop((q, gate, watched));
+    check_recovered(&dev, &emu, baseline);
 }

@@ -11,7 +11,7 @@ use crate::helpers::Context;
 use crate::Error;
 
 /// A device that already did one copy (its staging buffer exists), and its VA balance.
-fn warm() -> (Arc<NvDevice>, EmuDriver, (u64, u64)) {
+pub(super) fn warm() -> (Arc<NvDevice>, EmuDriver, (u64, u64)) {
     let (dev, emu) = one_gpu();
     let (a, b) = alloc(&dev, 64);
     a.copyin(&b, &[0u8; 64]).unwrap();
@@ -23,7 +23,7 @@ fn warm() -> (Arc<NvDevice>, EmuDriver, (u64, u64)) {
 
 /// After a failure: nothing pending, two channels again, no VA range (so no buffer) leaked once
 /// the test's buffers are gone, and a copy and a kernel work.
-fn check_recovered(dev: &Arc<NvDevice>, emu: &EmuDriver, baseline: (u64, u64)) {
+pub(super) fn check_recovered(dev: &Arc<NvDevice>, emu: &EmuDriver, baseline: (u64, u64)) {
     assert_eq!(dev.pending_count(), 0, "pending work dropped");
     dev.synchronize().unwrap();
     assert_eq!(

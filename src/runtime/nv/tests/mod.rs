@@ -9,6 +9,7 @@ mod driver_facts;
 mod faults;
 mod golden;
 mod hand_goldens;
+mod injected;
 mod kernels;
 mod profile;
 mod registry;
