@@ -188,7 +188,23 @@ fn heuristic_shapes(dev: &str) -> (Vec<f32>, Vec<f32>) {
     let w1 = Tensor::from_vec(values(784 * 512, 2.7), &[784, 512]).unwrap();
     let w2 = Tensor::from_vec(values(512 * 10, 4.1), &[512, 10]).unwrap();
     let h = x.linear(&w1, None).unwrap().relu().unwrap();
-    let mlp = h.linear(&w2, None).unwrap().to_vec::<f32>().unwrap();
+    let mut mlp = h.linear(&w2, None).unwrap().to_vec::<f32>().unwrap();
+    // W12's projections and attention scores: a batched [4,128,256] @ [256,256] and a
+    // [4,8,128,32] @ [4,8,32,128] whose upcast output lanes are gathered into a float4 store
+    let x = Tensor::from_vec(values(4 * 128 * 256, 0.7), &[4, 128, 256]).unwrap();
+    let w = Tensor::from_vec(values(256 * 256, 3.3), &[256, 256]).unwrap();
+    mlp.extend(x.linear(&w, None).unwrap().to_vec::<f32>().unwrap());
+    let q = Tensor::from_vec(values(4 * 8 * 128 * 32, 5.9), &[4, 8, 128, 32]).unwrap();
+    let k = Tensor::from_vec(values(4 * 8 * 32 * 128, 6.1), &[4, 8, 32, 128]).unwrap();
+    mlp.extend(q.matmul(&k).unwrap().to_vec::<f32>().unwrap());
+    // the MLP's second projection with its residual: x + h @ w2, h of 1024 features
+    let h = Tensor::from_vec(values(4 * 128 * 1024, 8.3), &[4, 128, 1024]).unwrap();
+    let w2 = Tensor::from_vec(values(1024 * 256, 9.7), &[1024, 256]).unwrap();
+    let res = x.add(h.linear(&w2, None).unwrap()).unwrap();
+    mlp.extend(res.to_vec::<f32>().unwrap());
+    let up = Tensor::from_vec(values(256 * 1024, 10.1), &[256, 1024]).unwrap();
+    let g = x.linear(&up, None).unwrap().gelu().unwrap();
+    mlp.extend(g.to_vec::<f32>().unwrap());
     (ln, mlp)
 }
 
