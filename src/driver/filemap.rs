@@ -28,10 +28,10 @@ impl MappedFile {
         if len == 0 {
             bail!(InvalidArgument, "{}: the file is empty", path.display());
         }
-        // SAFETY: the map is private and read-only, so no Rust reference can observe our own
-        // writes through it; the file is opened here and not handed out, and the map is the
-        // only view of it in this process. Concurrent truncation by another process is the
-        // hazard every file mapping has (documented in the module's "Not guaranteed").
+        // Concurrent truncation by another process is the hazard every file mapping has
+        // (documented in the module's "Not guaranteed").
+        // SAFETY: a private read-only map of a file opened here and never handed out: no Rust
+        // reference can observe a write through it, and it is the only view in this process.
         let map = unsafe { memmap2::MmapOptions::new().map_copy_read_only(&file) }
             .map_err(|e| Error::Io(format!("mmap {}: {e}", path.display())))?;
         Ok(MappedFile { map })
