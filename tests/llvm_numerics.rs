@@ -197,10 +197,12 @@ fn heuristic_shapes(dev: &str) -> (Vec<f32>, Vec<f32>) {
     let q = Tensor::from_vec(values(4 * 8 * 128 * 32, 5.9), &[4, 8, 128, 32]).unwrap();
     let k = Tensor::from_vec(values(4 * 8 * 32 * 128, 6.1), &[4, 8, 32, 128]).unwrap();
     mlp.extend(q.matmul(&k).unwrap().to_vec::<f32>().unwrap());
-    // the MLP's second projection with its residual: x + h @ w2, h of 1024 features
+    // the MLP's second projection with bias and residual, x + (h @ w2 + b2), h of 1024 features:
+    // the lane PHIs' users were placed inside the reduce loop (LLVM: "does not dominate")
     let h = Tensor::from_vec(values(4 * 128 * 1024, 8.3), &[4, 128, 1024]).unwrap();
     let w2 = Tensor::from_vec(values(1024 * 256, 9.7), &[1024, 256]).unwrap();
-    let res = x.add(h.linear(&w2, None).unwrap()).unwrap();
+    let b2 = Tensor::from_vec(values(256, 11.3), &[256]).unwrap();
+    let res = x.add(h.linear(&w2, Some(&b2)).unwrap()).unwrap();
     mlp.extend(res.to_vec::<f32>().unwrap());
     let up = Tensor::from_vec(values(256 * 1024, 10.1), &[256, 1024]).unwrap();
     let g = x.linear(&up, None).unwrap().gelu().unwrap();

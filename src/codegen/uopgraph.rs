@@ -179,10 +179,12 @@ impl Graph {
     }
 }
 
-/// A scope: its RANGE/IF node, membership, members left, and its toposort weight.
+/// A scope: its RANGE/IF node, membership (`member`: not yet placed; `holds`: at the start),
+/// members left, and its toposort weight.
 struct Scope {
     node: usize,
     member: Vec<bool>,
+    holds: Vec<bool>,
     left: usize,
     weight: Option<i64>,
 }
@@ -222,6 +224,7 @@ fn scopes(g: &Graph) -> Vec<Scope> {
             let weight = u.range_arg().map(|(d, i, _)| (d * 1000 + i) as i64);
             Scope {
                 node: p,
+                holds: member.clone(),
                 member,
                 left,
                 weight,
@@ -298,6 +301,32 @@ enum Item {
     End(UOp),
 }
 
+/// The still-open RANGE scope holding a PHI that `x` reads, when `x` is not in that scope
+/// itself: such a node reads the loop's final value and is placed after the ENDRANGE. (0.9.1's
+/// priorities place it there when the loop's remaining members are ready first; a vector
+/// accumulator updated lane by lane can leave a lane's PHI users ready inside the loop.)
+fn open_phi_scope(g: &Graph, parents: &[Vec<usize>], scopes: &[Scope], x: usize) -> Option<usize> {
+    scopes.iter().position(|s| {
+        s.left > 0
+            && !s.holds[x]
+            && g.nodes[s.node].op() == UOps::RANGE
+            && parents[x]
+                .iter()
+                .any(|&p| g.nodes[p].op() == UOps::PHI && s.holds[p])
+    })
+}
+
+/// Each node's sources by index (the reverse of `children`).
+fn parents(g: &Graph) -> Vec<Vec<usize>> {
+    let mut out = vec![vec![]; g.nodes.len()];
+    for (p, cs) in g.children.iter().enumerate() {
+        for &c in cs {
+            out[c].push(p);
+        }
+    }
+    out
+}
+
 fn toposort(g: &Graph) -> Result<Vec<UOp>> {
     let mut scopes = scopes(g);
     let mut in_degree = g.in_degree.clone();
@@ -319,7 +348,28 @@ fn toposort(g: &Graph) -> Result<Vec<UOp>> {
         }
     }
     let mut out: Vec<Item> = Vec::with_capacity(g.nodes.len() + scopes.len());
-    while let Some((_, x)) = heap.pop() {
+    let mut deferred: Vec<(usize, usize)> = vec![];
+    let parents = parents(g);
+    let mut forced = vec![false; g.nodes.len()];
+    loop {
+        let x = match heap.pop() {
+            Some((_, x)) => x,
+            // the loop's own members wait for a deferred node (a PHI's value fed back into the
+            // loop): place the deferred nodes where 0.9.1's priorities put them
+            None => match deferred.pop() {
+                Some((_, x)) => {
+                    forced[x] = true;
+                    x
+                }
+                None => break,
+            },
+        };
+        if !forced[x] {
+            if let Some(s) = open_phi_scope(g, &parents, &scopes, x) {
+                deferred.push((s, x));
+                continue;
+            }
+        }
         let u = &g.nodes[x];
         if u.op() == UOps::DEFINE_ACC && u.src().len() > 1 {
             let pos = out.iter().position(|it| match it {
@@ -337,11 +387,15 @@ fn toposort(g: &Graph) -> Result<Vec<UOp>> {
         } else {
             out.push(Item::Node(x));
         }
-        for s in scopes.iter_mut() {
+        let mut released = vec![];
+        for (si, s) in scopes.iter_mut().enumerate() {
             if s.member[x] {
                 s.member[x] = false;
                 s.left -= 1;
                 if s.left == 0 {
+                    // the users of this loop's PHIs that waited for it to end
+                    released.extend(deferred.iter().filter(|(ds, _)| *ds == si).map(|d| d.1));
+                    deferred.retain(|(ds, _)| *ds != si);
                     let owner = &g.nodes[s.node];
                     out.push(Item::End(if owner.op() == UOps::RANGE {
                         UOp::endrange(owner)
@@ -350,6 +404,9 @@ fn toposort(g: &Graph) -> Result<Vec<UOp>> {
                     }));
                 }
             }
+        }
+        for d in released {
+            heap.push((priority(&scopes, d), d));
         }
         for &c in &g.children[x] {
             in_degree[c] -= 1;

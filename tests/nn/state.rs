@@ -18,8 +18,13 @@ const FIXTURE: &str = concat!(
     "/tests/fixtures/safetensors/all_dtypes.safetensors"
 );
 
+/// A temporary path of its own for each call (tests run in parallel threads of one process and
+/// may ask for the same name).
 fn tmp(name: &str) -> std::path::PathBuf {
-    std::env::temp_dir().join(format!("rawgrad-nn-{}-{name}", std::process::id()))
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    static N: AtomicUsize = AtomicUsize::new(0);
+    let n = N.fetch_add(1, Ordering::Relaxed);
+    std::env::temp_dir().join(format!("rawgrad-nn-{}-{n}-{name}", std::process::id()))
 }
 
 /// The fixture's tensors as rawgrad should read them.
