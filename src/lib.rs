@@ -19,6 +19,7 @@ pub mod hcq;
 pub mod helpers;
 pub(crate) mod json;
 pub mod lazy;
+pub mod mockgpu;
 pub mod ops;
 pub mod renderer;
 pub mod runtime;

@@ -1,7 +1,7 @@
 //! The [`Driver`] trait: the one door to the kernel. Every open, close, ioctl, mmap, munmap,
 //! doorbell write and sysfs read of a GPU backend goes through it, so the same runtime code runs on
 //! the real kernel driver ([`super::real::RealDriver`]) and on the in-process emulator
-//! ([`super::emu::EmuDriver`]).
+//! ([`crate::mockgpu::EmuDriver`]).
 //!
 //! Also here: the Linux `_IOC` request encoding ([`ioc`], [`ioc_size`], ...), typed requests
 //! ([`Ioctl`]), the [`IoctlArg`] marker for argument structs and [`ioctl_struct`], which passes
@@ -60,7 +60,7 @@ bitflags! {
 }
 
 /// The kernel as a GPU runtime sees it. Implementations: [`super::real::RealDriver`] (syscalls)
-/// and [`super::emu::EmuDriver`] (an emulated KFD with virtual sysfs and software GPUs).
+/// and [`crate::mockgpu::EmuDriver`] (an emulated KFD with virtual sysfs and software GPUs).
 ///
 /// Both hand out real host addresses from [`Driver::mmap`], so memory is read and written through
 /// [`super::mapped::Mapping`] the same way on both.

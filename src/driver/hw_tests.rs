@@ -4,9 +4,9 @@
 use std::sync::Arc;
 
 use super::api::Driver;
-use super::emu::tests::bringup::run_bringup;
 use super::kfd::topology::read_topology;
 use super::real::RealDriver;
+use crate::mockgpu::tests::bringup::run_bringup;
 
 fn real_kfd() -> Option<Arc<dyn Driver>> {
     if !std::path::Path::new("/dev/kfd").exists() {
@@ -44,10 +44,10 @@ fn real_bringup_sequence() {
 #[test]
 fn open_driver_follows_mockgpu() {
     let _g = crate::helpers::Context::new(&[("MOCKGPU", 1), ("MOCKGPU_COUNT", 3)]);
-    let drv = super::open_driver().unwrap();
+    let drv = crate::mockgpu::open_driver().unwrap();
     assert_eq!(drv.name(), "emu");
     assert_eq!(read_topology(drv.as_ref()).unwrap().len(), 3);
     drop(_g);
     let _g = crate::helpers::Context::new(&[("MOCKGPU", 0)]);
-    assert_eq!(super::open_driver().unwrap().name(), "real");
+    assert_eq!(crate::mockgpu::open_driver().unwrap().name(), "real");
 }

@@ -22,7 +22,6 @@ pub mod codemem;
 pub mod cuda;
 pub mod deadline;
 pub mod dl;
-pub mod emu;
 pub mod filemap;
 pub mod hostmem;
 pub mod kfd;
@@ -41,26 +40,9 @@ pub mod vma;
 #[cfg(test)]
 mod hw_tests;
 
-use std::sync::Arc;
-
 pub use api::{
     errno_error, errno_name, ioc, ioc_dir, ioc_nr, ioc_size, ioc_type, ioctl_request, ioctl_struct,
     Driver, Fd, Ioctl, IoctlArg, MapFlags, OpenFlags, Prot,
 };
-pub use emu::{EmuConfig, EmuDriver};
 pub use mapped::Mapping;
 pub use real::RealDriver;
-
-use crate::helpers::getenv;
-use crate::Result;
-
-/// The driver for this process: the emulator when `MOCKGPU=1` (configured by `MOCKGPU_COUNT`,
-/// `MOCKGPU_ARCH`, `MOCKGPU_NV_COUNT`, `MOCKGPU_NV_ARCH` and `MOCKGPU_NV_DRIVER`), else the kernel. Each call makes a new driver (a new emulated process under
-/// `MOCKGPU`); open it once and share the `Arc`.
-pub fn open_driver() -> Result<Arc<dyn Driver>> {
-    if getenv("MOCKGPU", 0) != 0 {
-        Ok(Arc::new(EmuDriver::from_env()?))
-    } else {
-        Ok(Arc::new(RealDriver::new()))
-    }
-}

@@ -16,7 +16,7 @@
 //!   ranges, MAP_EXTERNAL_ALLOCATION, FREE, UNREGISTER_CHANNEL, peer access).
 //!
 //! Everything goes through the [`Driver`](crate::driver::Driver) trait, so the same calls run on
-//! the kernel and on the emulated RM/UVM (`driver::emu`, `MOCKGPU=1`).
+//! the kernel and on the emulated RM/UVM (`mockgpu`, `MOCKGPU=1`).
 //!
 //! Not guaranteed: x86-64 Linux only; no object bookkeeping (the runtime owns handle lifetimes).
 

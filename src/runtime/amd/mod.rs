@@ -23,7 +23,6 @@ pub mod decode;
 pub mod device;
 pub mod elf;
 pub mod memory;
-pub mod mockgpu;
 pub mod pm4;
 pub mod process;
 pub mod program;
@@ -46,14 +45,14 @@ pub use signal::AmdSignal;
 
 use crate::device::registry::{device_index, register_family, Compiled};
 use crate::device::{Compiler, DeviceGraph, Launch, LruAllocator, Program, Runtime};
-use crate::driver::emu::EmuConfig;
 use crate::driver::{Driver, RealDriver};
 use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
 use crate::helpers::getenv;
+use crate::mockgpu::amdgpu::compiler::{MockAmdCompiler, MockAmdRenderer, UnavailableAmdCompiler};
+use crate::mockgpu::EmuConfig;
 use crate::renderer::Renderer;
 use crate::Result;
 use compiler::AMDCompiler;
-use mockgpu::compiler::{MockAmdCompiler, MockAmdRenderer, UnavailableAmdCompiler};
 
 /// An opened AMD device.
 pub type AmdDevice = HcqDevice<AmdBackend>;
@@ -93,7 +92,9 @@ impl Runtime for AmdRuntime {
 /// (`MOCKGPU_COUNT`, `MOCKGPU_ARCH`), else the kernel.
 pub fn amd_driver() -> Result<Arc<dyn Driver>> {
     if getenv("MOCKGPU", 0) != 0 {
-        Ok(Arc::new(mockgpu::mock_driver(EmuConfig::from_env())?))
+        Ok(Arc::new(crate::mockgpu::amdgpu::attach::mock_driver(
+            EmuConfig::from_env(),
+        )?))
     } else {
         Ok(Arc::new(RealDriver::new()))
     }

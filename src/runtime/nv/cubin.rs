@@ -17,11 +17,12 @@
 //! and ABS32 cover; older ABI versions (< 8) take the SM from e_flags bits 7:0 (UNCONFIRMED).
 
 pub mod elf;
-pub mod mock;
 #[cfg(test)]
 mod tests;
 
-pub use mock::{parse_mock_blob, write_mock_cubin, MockCode, MockCubin, MockKernel, MOCK_MAGIC};
+pub use crate::mockgpu::nvgpu::cubin::{
+    parse_mock_blob, write_mock_cubin, MockCode, MockCubin, MockKernel, MOCK_MAGIC,
+};
 
 use crate::runtime::nv::arch::NvArch;
 use crate::{bail, ensure, Result};

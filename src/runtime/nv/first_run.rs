@@ -22,7 +22,6 @@ use std::sync::Arc;
 
 use super::arch::PcasAction;
 use super::bringup::GrInfo;
-use super::mockgpu::compiler::mock_cubin;
 use super::{open_nv_device, NvDevice, NvProcess, NvRuntime};
 use crate::codegen::uop_serial::serialize;
 use crate::codegen::uopgraph::linearize;
@@ -32,6 +31,7 @@ use crate::driver::Driver;
 use crate::dtype::dtypes;
 use crate::hcq::{HcqAllocator, HcqBackend, HwQueue};
 use crate::helpers::getenv;
+use crate::mockgpu::nvgpu::compiler::mock_cubin;
 use crate::{bail, ensure, Result};
 
 /// The constant the fill kernel writes.
@@ -380,10 +380,10 @@ pub fn first_run(drv: Arc<dyn Driver>, fixtures: Option<&Path>) -> Result<FirstR
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::driver::emu::nvgpu::RmNvGpu;
-    use crate::driver::emu::{EmuConfig, EmuDriver, EmuNvDevice, EmuNvGpu, NvGpuFactory};
-    use crate::runtime::nv::mockgpu::executor::NvUopExecutor;
-    use crate::runtime::nv::mockgpu::mock_driver;
+    use crate::mockgpu::nvgpu::attach::mock_driver;
+    use crate::mockgpu::nvgpu::executor::NvUopExecutor;
+    use crate::mockgpu::nvgpu::RmNvGpu;
+    use crate::mockgpu::{EmuConfig, EmuDriver, EmuNvDevice, EmuNvGpu, NvGpuFactory};
 
     #[test]
     fn first_run_steps_pass_on_the_emulator() {

@@ -33,7 +33,6 @@ pub mod device;
 pub mod first_run;
 pub mod gpfifo;
 pub mod memory;
-pub mod mockgpu;
 pub mod process;
 pub mod program;
 pub mod push;
@@ -57,17 +56,17 @@ pub use signal::NvSignal;
 
 use crate::device::registry::{device_index, register_family, Compiled};
 use crate::device::{Compiler, DeviceGraph, Launch, LruAllocator, Program, Runtime};
-use crate::driver::emu::EmuConfig;
 use crate::driver::{Driver, RealDriver};
 use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
 use crate::helpers::getenv;
+use crate::mockgpu::nvgpu::compiler::{
+    mock_code, MockNvCompiler, MockNvRenderer, MockPtxCompiler, UnavailableNvCompiler,
+};
+use crate::mockgpu::EmuConfig;
 use crate::renderer::Renderer;
 use crate::Result;
 use compiler::NVCompiler;
 use cubin::MockCode;
-use mockgpu::compiler::{
-    mock_code, MockNvCompiler, MockNvRenderer, MockPtxCompiler, UnavailableNvCompiler,
-};
 
 /// An opened NV device.
 pub type NvDevice = HcqDevice<NvBackend>;
@@ -107,7 +106,9 @@ impl Runtime for NvRuntime {
 /// (`MOCKGPU_NV_COUNT`, `MOCKGPU_NV_ARCH`, `MOCKGPU_NV_DRIVER`), else the kernel.
 pub fn nv_driver() -> Result<Arc<dyn Driver>> {
     if getenv("MOCKGPU", 0) != 0 {
-        Ok(Arc::new(mockgpu::mock_driver(EmuConfig::from_env())?))
+        Ok(Arc::new(crate::mockgpu::nvgpu::attach::mock_driver(
+            EmuConfig::from_env(),
+        )?))
     } else {
         Ok(Arc::new(RealDriver::new()))
     }

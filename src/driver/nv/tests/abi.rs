@@ -4,8 +4,8 @@
 
 use std::mem::{offset_of, size_of};
 
-use crate::driver::emu::nv as emu_nv;
 use crate::driver::nv::*;
+use crate::mockgpu::rm as emu_nv;
 use crate::sys::nv::common::*;
 use crate::sys::nv::{v570, v580, v590};
 

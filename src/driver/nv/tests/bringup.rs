@@ -6,9 +6,9 @@ use std::sync::{Arc, Mutex};
 
 use super::*;
 use crate::driver::api::{Driver, MapFlags, OpenFlags, Prot};
-use crate::driver::emu::{EmuChannel, EmuConfig, EmuDriver, EmuNvDevice, EmuNvGpu};
 use crate::driver::mapped::Mapping;
 use crate::driver::nv::*;
+use crate::mockgpu::{EmuChannel, EmuConfig, EmuDriver, EmuNvDevice, EmuNvGpu};
 use crate::sys::nv::common::*;
 use crate::Result;
 
@@ -629,7 +629,7 @@ fn open_driver_serves_nv_under_mockgpu() {
         ("MOCKGPU_NV_COUNT", 2),
         ("MOCKGPU_NV_DRIVER", 595),
     ]);
-    let drv = crate::driver::open_driver().unwrap();
+    let drv = crate::mockgpu::open_driver().unwrap();
     let ctl = NvCtl::open(drv.clone()).unwrap();
     assert_eq!(
         (ctl.family(), ctl.version()),
@@ -644,7 +644,7 @@ fn open_driver_serves_nv_under_mockgpu() {
     );
     drop(_g);
     let _g = crate::helpers::Context::new(&[("MOCKGPU", 1), ("MOCKGPU_NV_COUNT", 0)]);
-    let drv = crate::driver::open_driver().unwrap();
+    let drv = crate::mockgpu::open_driver().unwrap();
     fails_errno(
         drv.open("/dev/nvidiactl", OpenFlags::RDWR),
         libc::ENOENT,

@@ -10,9 +10,9 @@ mod rejects_uvm;
 use std::sync::{Arc, Mutex};
 
 use crate::driver::api::{Driver, MapFlags, Prot};
-use crate::driver::emu::{EmuConfig, EmuDriver};
 use crate::driver::mapped::Mapping;
 use crate::driver::nv::*;
+use crate::mockgpu::{EmuConfig, EmuDriver};
 use crate::sys::nv::common::*;
 use crate::Result;
 

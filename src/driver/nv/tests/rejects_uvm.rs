@@ -224,7 +224,7 @@ fn external_range_rules() {
 /// An NV bring-up with a 4 MiB external range at `base` and 2 MiB of VRAM (`mem`).
 fn with_range() -> (
     std::sync::Arc<dyn crate::driver::api::Driver>,
-    crate::driver::emu::EmuDriver,
+    crate::mockgpu::EmuDriver,
     Nv,
     u64,
     u32,

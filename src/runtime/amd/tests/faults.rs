@@ -5,7 +5,7 @@
 use super::*;
 use crate::hcq::{HcqBackend, HwComputeQueue, HwQueue};
 use crate::helpers::Context;
-use crate::runtime::amd::mockgpu::object::mock_code_object;
+use crate::mockgpu::amdgpu::object::mock_code_object;
 use crate::runtime::amd::program::AmdProgram;
 use crate::runtime::amd::queue::AmdComputeQueue;
 use crate::runtime::amd::AmdSignal;
@@ -207,7 +207,7 @@ fn exec_refuses_a_kernel_enabling_inputs_we_do_not_fill() {
     let (dev, _emu) = one_gpu();
     let text = crate::codegen::uop_serial::serialize(&add_uops(1, 4, dtypes::float32)).unwrap();
     let t = dev.backend().target();
-    let mut kd = crate::runtime::amd::mockgpu::object::mock_descriptor(t, 24, 0);
+    let mut kd = crate::mockgpu::amdgpu::object::mock_descriptor(t, 24, 0);
     kd.kernel_code_properties |= 1 << 4; // ENABLE_SGPR_DISPATCH_ID
     let obj = crate::runtime::amd::elf::write_amdgpu_elf(&crate::runtime::amd::elf::AmdgpuElf {
         name: "E_id",

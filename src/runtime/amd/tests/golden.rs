@@ -4,9 +4,9 @@
 
 use crate::hcq::device::{encode_copy, encode_program_call};
 use crate::hcq::{HwComputeQueue, HwQueue};
+use crate::mockgpu::amdgpu::object::mock_descriptor;
 use crate::runtime::amd::copy::AmdCopyQueue;
 use crate::runtime::amd::decode::{check_golden, decode_pm4_text, decode_sdma_text};
-use crate::runtime::amd::mockgpu::object::mock_descriptor;
 use crate::runtime::amd::pm4::{ScratchSetup, SignalEvent};
 use crate::runtime::amd::program::AmdProgram;
 use crate::runtime::amd::queue::AmdComputeQueue;

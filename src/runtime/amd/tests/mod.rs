@@ -17,15 +17,15 @@ mod waits;
 
 use std::sync::Arc;
 
-use super::mockgpu::compiler::{MockAmdCompiler, MockAmdRenderer};
-use super::mockgpu::mock_driver;
 use super::{open_amd_device, AmdDevice, AmdProcess, AmdRuntime};
 use crate::codegen::uopgraph::linearize;
 use crate::codegen::uops::UOp;
 use crate::device::{Allocator, BufferOptions, Compiler, Program, RawBuf, Runtime};
-use crate::driver::emu::{EmuConfig, EmuDriver};
 use crate::dtype::{dtypes, DType};
 use crate::hcq::HcqAllocator;
+use crate::mockgpu::amdgpu::attach::mock_driver;
+use crate::mockgpu::amdgpu::compiler::{MockAmdCompiler, MockAmdRenderer};
+use crate::mockgpu::{EmuConfig, EmuDriver};
 use crate::renderer::Renderer;
 
 /// An emulated KFD process with `count` GPUs of `arch`.

@@ -5,7 +5,7 @@
 use super::*;
 use crate::device::registry::open_device;
 use crate::helpers::Context;
-use crate::runtime::amd::mockgpu::compiler::UnavailableAmdCompiler;
+use crate::mockgpu::amdgpu::compiler::UnavailableAmdCompiler;
 use crate::runtime::amd::targets::GFX1100;
 use crate::Error;
 
@@ -57,7 +57,7 @@ fn unavailable_compiler_slot_reports_why() {
 
 #[test]
 fn visible_devices_selects_and_orders_gpus() {
-    let emu = crate::runtime::amd::mockgpu::mock_driver(EmuConfig {
+    let emu = crate::mockgpu::amdgpu::attach::mock_driver(EmuConfig {
         count: 3,
         ..Default::default()
     })

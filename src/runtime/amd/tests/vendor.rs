@@ -15,10 +15,10 @@
 //! n = body dwords - 1. Opcodes (nvd.h): DISPATCH_DIRECT 0x15, WAIT_REG_MEM 0x3C, EVENT_WRITE
 //! 0x46, RELEASE_MEM 0x49, ACQUIRE_MEM 0x58, SET_SH_REG 0x76.
 
+use crate::mockgpu::amdgpu::object::mock_descriptor;
 use crate::runtime::amd::decode::{
     decode_pm4_packet, decode_sdma_packet, AcquireCntl, Pm4Packet, ReleaseCache, SdmaPacket,
 };
-use crate::runtime::amd::mockgpu::object::mock_descriptor;
 use crate::runtime::amd::pm4::exec::{BARRIER_ACQUIRE, EXEC_ACQUIRE};
 use crate::runtime::amd::pm4::{
     CompareFunction, CpCoherCntl, DataSel, DispatchInitiator, EopActions, ExecArgs, GcrCntl,

@@ -338,7 +338,9 @@ fn mock_cubin_round_trip() {
     ];
     for sm in [89, 90, 120] {
         let arch = arch_for_sm(sm).unwrap();
-        let bytes = mock::mock_cubin_for_uops("E_4", &uops, &[8, 8, 4], arch, sm).unwrap();
+        let bytes =
+            crate::mockgpu::nvgpu::cubin::mock_cubin_for_uops("E_4", &uops, &[8, 8, 4], arch, sm)
+                .unwrap();
         let c = Cubin::parse(&bytes, None, arch, sm).unwrap();
         assert_eq!((c.name.as_str(), c.sm, c.regcount), ("E_4", sm, 32));
         assert_eq!(c.param_base, arch.cbuf0.param_base);
@@ -391,7 +393,7 @@ fn mock_cubin_round_trip() {
     );
 }
 
-const MOCK_HEADER_LEN: usize = mock::MOCK_HEADER_BYTES;
+const MOCK_HEADER_LEN: usize = crate::mockgpu::nvgpu::cubin::MOCK_HEADER_BYTES;
 
 /// ptxas from `$PTXAS`, `PATH`, `$CUDA_HOME`, a venv or `~/.local` (the PyPI wheel
 /// `nvidia-cuda-nvcc`), or `/usr/local/cuda`.

@@ -50,7 +50,7 @@ fn the_570_family_and_ada_bring_up() {
 #[test]
 fn a_failing_step_is_named() {
     // No NVIDIA driver in this emulated process: the first step fails and says so.
-    let emu = crate::runtime::nv::mockgpu::mock_driver(EmuConfig {
+    let emu = crate::mockgpu::nvgpu::attach::mock_driver(EmuConfig {
         nv_count: 0,
         ..Default::default()
     })

@@ -117,7 +117,7 @@ fn hcq_graph_runs_are_one_submission_with_patched_kernargs_and_dims() {
 /// its parameters (two pointers, two int32 variables) read from constant buffer 0.
 #[test]
 fn ptx_kernel_runs_on_the_ptx_interpreter_with_variables() {
-    use crate::runtime::nv::mockgpu::compiler::MockPtxCompiler;
+    use crate::mockgpu::nvgpu::compiler::MockPtxCompiler;
     let (dev, _emu) = one_gpu();
     let b = dev.backend();
     let c = match MockPtxCompiler::new(b.classes().arch, b.sm()) {

@@ -16,13 +16,13 @@ mod registry;
 
 use std::sync::Arc;
 
-use super::mockgpu::compiler::{MockNvCompiler, MockNvRenderer};
-use super::mockgpu::mock_driver;
 use super::{open_nv_device, NvDevice, NvProcess, NvRuntime};
 use crate::codegen::uops::UOp;
 use crate::device::{Allocator, BufferOptions, Compiler, Program, RawBuf, Runtime};
-use crate::driver::emu::{EmuConfig, EmuDriver};
 use crate::hcq::HcqAllocator;
+use crate::mockgpu::nvgpu::attach::mock_driver;
+use crate::mockgpu::nvgpu::compiler::{MockNvCompiler, MockNvRenderer};
+use crate::mockgpu::{EmuConfig, EmuDriver};
 use crate::renderer::Renderer;
 
 pub(crate) use crate::runtime::amd::tests::{add_uops, axpb_uops, f32_bytes, f32s};

@@ -6,8 +6,8 @@ use super::*;
 use crate::device::registry::open_device;
 use crate::dtype::dtypes;
 use crate::helpers::Context;
+use crate::mockgpu::nvgpu::compiler::UnavailableNvCompiler;
 use crate::runtime::nv::cubin::MockCode;
-use crate::runtime::nv::mockgpu::compiler::UnavailableNvCompiler;
 use crate::Error;
 
 #[test]
@@ -20,7 +20,7 @@ fn registry_opens_nv_under_mockgpu_and_runs_a_kernel() {
     assert_eq!(dev.renderer.opts().shared_max, 48 * 1024);
     let uops = add_uops(2, 8, dtypes::float32);
     let src = dev.renderer.render("E_reg", &uops).unwrap();
-    match crate::runtime::nv::mockgpu::compiler::mock_code().unwrap() {
+    match crate::mockgpu::nvgpu::compiler::mock_code().unwrap() {
         MockCode::Uops => assert!(src.starts_with("//! rawgrad-nv-mock E_reg\n"), "{src}"),
         MockCode::Ptx => assert!(src.contains("define ptx_kernel void @E_reg("), "{src}"),
     }
