@@ -106,7 +106,7 @@ fn debug_levels_3_to_5_add_ast_source_and_uops() {
     let lines = run_at(5, &[&out]);
     let all = lines.join("\n");
     assert!(
-        all.contains("LazyOp(op=BufferOps.STORE"),
+        all.contains("  0 ━┳ BufferOps.STORE MemBuffer(idx=0"),
         "DEBUG>=3: the AST\n{all}"
     );
     assert!(all.contains("void r_3_5"), "DEBUG>=4: the C source\n{all}");

@@ -117,6 +117,9 @@ impl Lin {
         if crate::helpers::debug() >= 5 {
             println!("{}", crate::codegen::uop_serial::print_uops(&uops));
         }
+        if crate::helpers::getenv("GRAPHUOPS", 0) != 0 {
+            crate::codegen::graph::graph_uops(&uops)?;
+        }
         Ok(Linearized {
             name,
             uops,

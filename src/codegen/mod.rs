@@ -2,10 +2,12 @@
 //! UOps), `program.rs` (the rendered ProgramSpec and cost estimates), `ast_eval.rs` (the reference
 //! AST evaluator tests compare against), `uops.rs` (the UOp node and its constructors), `pattern.rs` (UPat, PatternMatcher,
 //! graph_rewrite), `constant_folder.rs` (the rewrite rules), `uopgraph.rs` (toposort, verification,
-//! flop counting) and `uop_serial.rs` (the text dump and the exact serialization).
+//! flop counting), `uop_serial.rs` (the text dump and the exact serialization) and `graph.rs`
+//! (`print_tree`, the UOp graph of `GRAPHUOPS=1`, the DOT writer).
 
 pub mod ast_eval;
 pub mod constant_folder;
+pub mod graph;
 pub mod kernel;
 pub mod linearizer;
 pub mod pattern;

@@ -472,6 +472,10 @@ impl UOp {
         UOp::new(UOps::ENDIF, None, vec![if_.clone()], UArg::None)
     }
 
+    /// The node's identity: the same for every handle to one node (not its structure).
+    pub fn node_id(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
     pub fn op(&self) -> UOps {
         self.0.op
     }

@@ -1,6 +1,8 @@
 //! The engine: the scheduler (`schedule.rs`), the memory planner (`memory.rs`), the realize engine
-//! (`realize.rs`), BEAM search (`search.rs`) and the JIT (`jit.rs`).
+//! (`realize.rs`), BEAM search (`search.rs`), the JIT (`jit.rs`) and the lazy-graph view of
+//! `GRAPH=1` (`graph.rs`).
 
+pub mod graph;
 pub mod jit;
 pub mod memory;
 pub mod realize;

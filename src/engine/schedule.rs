@@ -14,8 +14,10 @@
 //!   assign target before the assign), Kahn's algorithm with a FIFO queue in insertion order.
 //!   Scheduled outputs are marked realized (their sources are dropped) and added to `seen`.
 //!
-//! Not guaranteed: image dtypes are not handled (there are none); `LOGOPS`, `SAVE_SCHEDULE` and
-//! `GRAPH` are not implemented.
+//! `GRAPH=1` draws the lazy graph as it is scheduled (`engine/graph.rs`).
+//!
+//! Not guaranteed: image dtypes are not handled (there are none); `LOGOPS` and `SAVE_SCHEDULE`
+//! are not implemented.
 
 use std::collections::{HashSet, VecDeque};
 
@@ -170,10 +172,18 @@ pub fn create_schedule_with_vars(
         .collect();
     let mut schedule: Vec<ScheduleItem> = Vec::with_capacity(total);
     let mut var_vals = VarVals::new();
+    let draw = crate::engine::graph::graph_enabled();
+    let mut kernel_number = crate::helpers::GlobalCounters::get().kernel_count;
     while let Some(key) = queue.pop_front() {
         let Some(ps) = items.shift_remove(&key) else {
             bail!(Internal, "schedule: {key:?} queued twice");
         };
+        if draw {
+            kernel_number += 1;
+            for out in &ps.outputs {
+                crate::engine::graph::realized_lazybuffer(out, kernel_number);
+            }
+        }
         merge_var_vals(&mut var_vals, &ps.var_vals)?;
         for out in &ps.outputs {
             seen.insert(out.clone());

@@ -149,6 +149,10 @@ impl LazyOp {
         LazyOp::new(BufferOps::STORE, vec![src], arg)
     }
 
+    /// The node's identity: the same for every handle to one node (not its structure).
+    pub fn node_id(&self) -> usize {
+        Arc::as_ptr(&self.0) as usize
+    }
     pub fn op(&self) -> Op {
         self.0.op
     }

@@ -134,7 +134,7 @@ pub fn programs_built_on_this_thread() -> usize {
 pub fn get_kernel(renderer: &dyn Renderer, ast: &[LazyOp]) -> Result<Kernel> {
     if debug() >= 3 {
         for op in ast {
-            debug_print(format!("{op:?}"));
+            debug_print(crate::codegen::graph::tree_text(op).trim_end());
         }
     }
     let mut k = Kernel::new(ast, renderer.opts())?;

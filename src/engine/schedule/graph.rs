@@ -52,6 +52,8 @@ pub(super) struct Graph {
     pub assign_targets: FxIndexMap<LazyBuffer, LazyBuffer>,
     /// A buffer computed in the kernel of this reduce.
     pub reduce_for_op: FxHashMap<LazyBuffer, LazyBuffer>,
+    /// `GRAPH=1`: log each visited buffer to the lazy-graph picture.
+    graph: bool,
 }
 
 /// One frame of the `_recurse_lb` walk: a base and the next source to visit.
@@ -70,6 +72,7 @@ impl Graph {
                 g.realizes.insert(x.base().clone());
             }
         }
+        g.graph = crate::engine::graph::graph_enabled();
         for out in outs {
             g.recurse_lb(out.base())?;
         }
@@ -95,7 +98,7 @@ impl Graph {
     /// tinygrad's `_recurse_lb` as an explicit-stack DFS (same visit order).
     fn recurse_lb(&mut self, root: &LazyBuffer) -> Result<()> {
         let mut stack: Vec<LbFrame> = Vec::new();
-        self.enter_lb(root, &mut stack)?;
+        self.enter_lb(root, &mut stack, true)?;
         while let Some(top) = stack.last_mut() {
             let Some(x) = top.srcs.get(top.next).cloned() else {
                 stack.pop();
@@ -107,15 +110,24 @@ impl Graph {
                 .entry(x.base().clone())
                 .or_default()
                 .insert(buf);
-            self.enter_lb(&x, &mut stack)?;
+            self.enter_lb(&x, &mut stack, false)?;
         }
         Ok(())
     }
 
     /// The work `_recurse_lb` does on arriving at `buf`; pushes a frame for an unvisited base.
-    fn enter_lb(&mut self, buf: &LazyBuffer, stack: &mut Vec<LbFrame>) -> Result<()> {
+    /// `scheduled`: `buf` is one of the outputs asked for (a box in the `GRAPH=1` picture).
+    fn enter_lb(
+        &mut self,
+        buf: &LazyBuffer,
+        stack: &mut Vec<LbFrame>,
+        scheduled: bool,
+    ) -> Result<()> {
         if self.allbufs.contains(buf) || buf.base().realized().is_some() {
             return Ok(());
+        }
+        if self.graph {
+            crate::engine::graph::log_lazybuffer(buf, scheduled)?;
         }
         let base = buf.base();
         if !buf.is_base() {
