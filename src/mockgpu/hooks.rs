@@ -23,6 +23,7 @@ use std::sync::{Arc, Weak};
 use super::EmuKfd;
 use crate::driver::kfd::topology::{NodeProperties, QueueBufferSizes};
 use crate::driver::mapped::Mapping;
+use crate::driver::QueueReport;
 use crate::{Error, Result};
 
 /// The queue types of `KFD_IOC_QUEUE_TYPE_*`.
@@ -108,40 +109,9 @@ pub trait EmuGpu: Send + Sync {
         let _ = (queue, reason);
     }
     /// What the GPU knows about a queue (position, fault), for the runtime's error reports.
-    fn queue_status(&self, queue: &EmuQueue) -> Option<EmuQueueStatus> {
+    fn queue_status(&self, queue: &EmuQueue) -> Option<QueueReport> {
         let _ = queue;
         None
-    }
-}
-
-/// A software GPU's view of one queue.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EmuQueueStatus {
-    /// Read pointer (dwords for compute queues, bytes for SDMA).
-    pub rptr: u64,
-    /// Write pointer the last doorbell announced.
-    pub wptr: u64,
-    /// Blocked on an unsatisfied wait.
-    pub waiting: bool,
-    /// The last packet started, e.g. `WAIT_REG_MEM at ring dword 120`.
-    pub last_packet: Option<String>,
-    /// Why the queue stopped, if it faulted.
-    pub fault: Option<String>,
-}
-
-impl std::fmt::Display for EmuQueueStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "rptr {} wptr {}", self.rptr, self.wptr)?;
-        if self.waiting {
-            write!(f, ", blocked on a wait")?;
-        }
-        if let Some(p) = &self.last_packet {
-            write!(f, ", last packet {p}")?;
-        }
-        if let Some(x) = &self.fault {
-            write!(f, ", FAULT: {x}")?;
-        }
-        Ok(())
     }
 }
 

@@ -64,14 +64,14 @@ use std::any::Any;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-pub use hooks::{DoorbellWrite, EmuDevice, EmuGpu, EmuQueue, EmuQueueStatus, QueueKind};
+pub use hooks::{DoorbellWrite, EmuDevice, EmuGpu, EmuQueue, QueueKind};
 pub use nodes::{gpu_spec, GpuSpec, GPU_SPECS};
 pub use rm::{
     EmuChannel, EmuEngine, EmuNvDevice, EmuNvGpu, NvChipSpec, NvDoorbellWrite, NvGpuFactory,
     NV_CHIPS,
 };
 
-use crate::driver::api::{errno_error, Driver, Fd, MapFlags, OpenFlags, Prot};
+use crate::driver::api::{errno_error, Driver, Fd, MapFlags, OpenFlags, Prot, QueueReport};
 use crate::driver::vma::VmaMap;
 use crate::helpers::{getenv, getenv_str};
 use crate::Result;
@@ -431,22 +431,6 @@ impl EmuDriver {
         self.nv.object_count()
     }
 
-    /// The software GPU's view of queue `queue_id` of `gpu_id` (`None` without a GPU attached,
-    /// an unknown queue, or a GPU that does not report).
-    pub fn queue_status(&self, gpu_id: u32, queue_id: u32) -> Option<EmuQueueStatus> {
-        let i = self.kfd.node_by_gpu_id(gpu_id)?;
-        let q = lock(&self.kfd.state).queues.get(&queue_id).cloned()?;
-        if q.gpu_id != gpu_id {
-            return None;
-        }
-        let gpu = self.kfd.nodes[i]
-            .gpu
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()?;
-        gpu.queue_status(&q)
-    }
-
     /// Buffer objects the emulated process holds (allocated and not freed).
     pub fn allocation_count(&self) -> usize {
         lock(&self.kfd.state).allocs.len()
@@ -717,6 +701,22 @@ impl Driver for EmuDriver {
 
     fn take_diagnostic(&self) -> Option<String> {
         rm::take_diagnostic()
+    }
+
+    /// The software GPU's view of queue `queue_id` of `gpu_id` (`None` without a GPU attached,
+    /// an unknown queue, or a GPU that does not report).
+    fn queue_report(&self, gpu_id: u32, queue_id: u32) -> Option<QueueReport> {
+        let i = self.kfd.node_by_gpu_id(gpu_id)?;
+        let q = lock(&self.kfd.state).queues.get(&queue_id).cloned()?;
+        if q.gpu_id != gpu_id {
+            return None;
+        }
+        let gpu = self.kfd.nodes[i]
+            .gpu
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()?;
+        gpu.queue_status(&q)
     }
 }
 

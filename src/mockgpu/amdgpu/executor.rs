@@ -27,9 +27,9 @@ use std::sync::{Arc, Mutex};
 use super::object::{MockBlob, MockKernelInfo, MAX_BLOB, MOCK_HEADER};
 use crate::codegen::uop_serial::deserialize;
 use crate::codegen::uopgraph::global_slots;
+use crate::hw::amd::kd::KernelCodeProperties;
+use crate::interp::{InterpProgram, Memory};
 use crate::mockgpu::amdgpu::{DispatchExecutor, DispatchState, GpuMemory};
-use crate::runtime::amd::pm4::KernelCodeProperties;
-use crate::runtime::cpu::interp::{InterpProgram, Memory};
 use crate::{bail, ensure, Error, Result};
 
 /// A deserialized mock kernel.

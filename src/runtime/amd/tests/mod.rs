@@ -12,6 +12,7 @@ mod kernels;
 mod profile;
 mod registry;
 mod rings;
+mod swgpu;
 mod vendor;
 mod waits;
 
