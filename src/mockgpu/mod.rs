@@ -49,6 +49,7 @@ pub(crate) mod backing;
 mod buffers;
 pub(crate) mod engine_loop;
 mod events;
+pub mod exec;
 pub mod hooks;
 mod ioctl;
 mod memory;
