@@ -287,12 +287,13 @@ pub(crate) mod tests {
         for a in [0x1000u64, 0x1100] {
             args.extend_from_slice(&a.to_le_bytes());
         }
+        // The variables in `vars` order (m, then n): m = 3, n = -2.
         for v in [3i32, -2] {
             args.extend_from_slice(&v.to_le_bytes());
         }
         k.run(&m, &args, 48, [1, 1, 1], [4, 1, 1]).unwrap();
         for i in 0..4u64 {
-            assert_eq!(m.read_u32(0x1000 + 4 * i).unwrap() as i32, 3 * i as i32 - 2);
+            assert_eq!(m.read_u32(0x1000 + 4 * i).unwrap() as i32, 3 - 2 * i as i32);
         }
         // An unmapped output faults naming the address; a short block is refused.
         args[..8].copy_from_slice(&0x9000u64.to_le_bytes());

@@ -1,7 +1,7 @@
 //! The seam between the emulated KFD and a software GPU.
 //!
 //! A software GPU implements [`EmuGpu`] and is attached to one emulated device
-//! ([`super::EmuDriver::attach_gpu`], or through [`super::EmuConfig::gpu_factory`]). KFD calls it
+//! ([`crate::mockgpu::EmuDriver::attach_gpu`], or through [`crate::mockgpu::EmuConfig::gpu_factory`]). KFD calls it
 //! when a queue is created or destroyed and when the process writes the queue's doorbell. The GPU
 //! reaches back through the [`EmuDevice`] handle it is given: [`EmuDevice::translate`] looks a GPU
 //! virtual address range up in that device's page tables (refusing unmapped or read-only ranges,
@@ -102,7 +102,7 @@ pub trait EmuGpu: Send + Sync {
     fn on_doorbell(&self, dev: &EmuDevice, queue: &Arc<EmuQueue>, value: u64);
     /// The queue is being destroyed (DESTROY_QUEUE); stop reading its ring.
     fn destroy_queue(&self, dev: &EmuDevice, queue: &Arc<EmuQueue>);
-    /// The GPU hung and is being reset (fault injection, [`super::EmuDriver::reset_gpu`]): stop
+    /// The GPU hung and is being reset (fault injection, [`crate::mockgpu::EmuDriver::reset_gpu`]): stop
     /// the queue where it is, faulted with `reason`, until it is destroyed. A GPU that cannot
     /// stop a queue ignores this.
     fn halt_queue(&self, queue: &EmuQueue, reason: &str) {
