@@ -24,7 +24,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use crate::codegen::uop_serial::deserialize;
 use crate::codegen::uopgraph::{global_slots, globals, vars};
 use crate::interp::{InterpProgram, Memory};
-use crate::mockgpu::amdgpu::GpuMemory;
+use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::{bail, ensure, Error, Result};
 
 /// Deserialized programs, keyed by (program address, hash of the blob): a different blob at the
@@ -231,7 +231,7 @@ pub(crate) mod tests {
     use crate::codegen::uopgraph::linearize;
     use crate::codegen::uops::UOp;
     use crate::dtype::{dtypes, DType};
-    use crate::mockgpu::amdgpu::SparseMemory;
+    use crate::mockgpu::gpu_memory::SparseMemory;
 
     /// data0[i] = data1[i] + data2[i] with i = gidx0 * local + lidx0, for a grid of `groups`
     /// workgroups of `local` threads.

@@ -13,7 +13,8 @@
 //! - [`nvgpu`]: the software NVIDIA GPU (GPFIFO, QMD launches, mock cubins, the PTX interpreter);
 //! - here, shared: [`EmuDriver`] and [`EmuConfig`] (routing each path, descriptor and mapping to
 //!   the emulator that owns it), `backing` (memfd-backed memory and user copies),
-//!   `engine_loop` (the software engines' thread loop) and [`exec`] (the executors' core: UOps
+//!   `engine_loop` (the software engines' thread loop), [`gpu_memory`] (how a software GPU
+//!   touches memory: the seam the KFD and RM emulators implement) and [`exec`] (the executors' core: UOps
 //!   on the interpreter over GPU addresses).
 //!
 //! Knobs: `MOCKGPU_COUNT`/`MOCKGPU_ARCH` (AMD GPUs), `MOCKGPU_NV_COUNT` (default 1),
@@ -40,6 +41,7 @@ pub mod amdgpu;
 pub(crate) mod backing;
 pub(crate) mod engine_loop;
 pub mod exec;
+pub mod gpu_memory;
 pub mod kfd;
 pub mod nvgpu;
 pub mod rm;

@@ -17,8 +17,9 @@ use std::sync::Arc;
 
 use super::object::{MockBlob, MAX_BLOB, MOCK_HEADER};
 use crate::hw::amd::kd::KernelCodeProperties;
-use crate::mockgpu::amdgpu::{DispatchExecutor, DispatchState, GpuMemory};
+use crate::mockgpu::amdgpu::{DispatchExecutor, DispatchState};
 use crate::mockgpu::exec::{ArgNames, ProgramCache, UopKernel};
+use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::{ensure, Error, Result};
 
 /// A deserialized mock kernel.
@@ -140,8 +141,9 @@ mod tests {
     use crate::codegen::uops::UOp;
     use crate::dtype::dtypes;
     use crate::mockgpu::amdgpu::object::MockBlob;
-    use crate::mockgpu::amdgpu::{QueueId, SparseMemory};
+    use crate::mockgpu::amdgpu::QueueId;
     use crate::mockgpu::exec::tests::add_uops;
+    use crate::mockgpu::gpu_memory::SparseMemory;
 
     const CODE: u64 = 0x10_0000;
     const KA: u64 = 0x20_0000;

@@ -27,14 +27,13 @@ pub mod attach;
 pub mod compiler;
 pub mod executor;
 pub mod hooks;
-pub mod memory;
 pub mod object;
 mod pm4;
 mod queue;
 mod sdma;
 
+use crate::mockgpu::gpu_memory::GpuMemory;
 pub use hooks::{DispatchExecutor, DispatchState, EventSink, InterruptSource, NoEvents};
-pub use memory::{GpuMemory, SparseMemory};
 
 use crate::hw::amd::targets::GfxTarget;
 use crate::mockgpu::engine_loop;

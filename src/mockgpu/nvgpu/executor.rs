@@ -22,8 +22,8 @@
 
 use std::sync::Arc;
 
-use crate::mockgpu::amdgpu::GpuMemory;
 use crate::mockgpu::exec::{ArgNames, ProgramCache, UopKernel};
+use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::mockgpu::nvgpu::ptx;
 use crate::mockgpu::nvgpu::{read_mock_kernel, NvDispatch, NvDispatchExecutor};
 use crate::runtime::nv::cubin::MockCode;

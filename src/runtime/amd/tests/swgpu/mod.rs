@@ -10,9 +10,10 @@ mod sdma;
 
 use crate::hw::amd::targets::{GfxTarget, GFX1100};
 use crate::mockgpu::amdgpu::{
-    DispatchExecutor, DispatchState, EventSink, Gpu, GpuMemory, IbPos, InterruptSource, QueueDesc,
-    QueueFault, QueueId, QueueKind, QueueState, SparseMemory,
+    DispatchExecutor, DispatchState, EventSink, Gpu, IbPos, InterruptSource, QueueDesc, QueueFault,
+    QueueId, QueueKind, QueueState,
 };
+use crate::mockgpu::gpu_memory::{GpuMemory, SparseMemory};
 use crate::runtime::amd::pm4::{ExecArgs, ExecProgram, Pm4Buf};
 use crate::runtime::amd::sdma::SdmaBuf;
 use crate::{bail, Error, Result};
