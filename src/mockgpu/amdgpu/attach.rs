@@ -21,8 +21,9 @@ use std::sync::{Arc, Mutex};
 use crate::driver::{errno_error, QueueReport};
 use crate::hw::amd::targets;
 use crate::mockgpu::amdgpu::{
-    EventSink, Gpu, GpuMemory, InterruptSource, QueueDesc, QueueId, QueueKind as GpuQueueKind,
+    EventSink, Gpu, InterruptSource, QueueDesc, QueueId, QueueKind as GpuQueueKind,
 };
+use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::mockgpu::GpuFactory;
 use crate::mockgpu::{EmuConfig, EmuDevice, EmuDriver, EmuGpu, EmuQueue, QueueKind};
 use crate::{Error, Result};
