@@ -17,6 +17,8 @@ pub mod engine;
 mod error;
 pub mod hcq;
 pub mod helpers;
+pub mod hw;
+pub mod interp;
 pub(crate) mod json;
 pub mod lazy;
 pub mod mockgpu;

@@ -9,11 +9,11 @@ mod tensor_common;
 
 use rawgrad::codegen::kernel::Kernel;
 use rawgrad::dtype::dtypes;
+use rawgrad::hw::amd::targets::GFX1100;
 use rawgrad::renderer::cstyle::ClangRenderer;
 use rawgrad::renderer::cuda::CUDARenderer;
 use rawgrad::renderer::llvmir::LLVMRenderer;
 use rawgrad::renderer::{Renderer, RendererOpts};
-use rawgrad::runtime::amd::targets::GFX1100;
 use rawgrad::{Axis, Tensor};
 use tensor_common::*;
 

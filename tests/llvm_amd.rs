@@ -16,12 +16,13 @@ use llvm_common::elf::*;
 use llvm_common::{amd_kernels, Kernel};
 use rawgrad::device::Compiler;
 use rawgrad::driver::llvm::{find_libraries, Llvm, MIN_LLVM_MAJOR};
+use rawgrad::hw::amd::elf::load_code_object;
+use rawgrad::hw::amd::kd::KernelCodeProperties as Kcp;
+use rawgrad::hw::amd::kd::KernelDescriptor;
+use rawgrad::hw::amd::targets::{GfxTarget, ScratchModel, TARGETS};
 use rawgrad::renderer::Renderer;
 use rawgrad::runtime::amd::compiler::AMDCompiler;
-use rawgrad::runtime::amd::elf::load_code_object;
-use rawgrad::runtime::amd::pm4::KernelCodeProperties as Kcp;
-use rawgrad::runtime::amd::program::{check_descriptor, KernelDescriptor};
-use rawgrad::runtime::amd::targets::{GfxTarget, ScratchModel, TARGETS};
+use rawgrad::runtime::amd::program::check_descriptor;
 
 /// One libLLVM per installed major version, newest first.
 fn llvms() -> Vec<Arc<Llvm>> {

@@ -14,9 +14,9 @@ use rawgrad::device::{Allocator, BufferOptions, Compiler, HostAllocator, Runtime
 use rawgrad::driver::llvm::{find_libraries, Llvm, MIN_LLVM_MAJOR};
 use rawgrad::dtype::{dtypes, ConstValue, DType, Scalar};
 use rawgrad::helpers::Context;
+use rawgrad::interp::InterpProgram;
 use rawgrad::ops::{const_from_bits, const_to_bits, BinaryOps, Op, TernaryOps, UnaryOps};
 use rawgrad::renderer::Renderer;
-use rawgrad::runtime::cpu::interp::InterpProgram;
 use rawgrad::runtime::cpu::llvm::LLVMCompiler;
 
 fn bytes_of(vals: &[f64], s: Scalar) -> Vec<u8> {

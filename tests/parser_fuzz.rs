@@ -11,8 +11,8 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
-use rawgrad::runtime::amd::elf::load_code_object;
-use rawgrad::runtime::amd::program::KernelDescriptor;
+use rawgrad::hw::amd::elf::load_code_object;
+use rawgrad::hw::amd::kd::KernelDescriptor;
 use rawgrad::runtime::cpu::objload;
 use rawgrad::runtime::nv::arch::HOPPER_COMPUTE_A;
 use rawgrad::runtime::nv::cubin::{cubin_kernels, parse_info, Cubin};

@@ -13,11 +13,11 @@ use rawgrad::codegen::kernel::Kernel;
 use rawgrad::device::Compiler;
 use rawgrad::driver::llvm::{find_libraries, Emit, Llvm, MIN_LLVM_MAJOR};
 use rawgrad::dtype::{dtypes, DType};
+use rawgrad::hw::amd::targets::GFX1100;
 use rawgrad::renderer::cuda::CUDARenderer;
 use rawgrad::renderer::llvmir::LLVMRenderer;
 use rawgrad::renderer::Renderer;
 use rawgrad::runtime::amd::compiler::AMDCompiler;
-use rawgrad::runtime::amd::targets::GFX1100;
 use rawgrad::runtime::nv::compiler::{nvptx_target, NVCompiler, NvCompilerKind};
 
 /// A 32x32x32 matmul of `dt` accumulated in float (or in `dt` when `same`).

@@ -9,10 +9,10 @@ use common::*;
 use rawgrad::codegen::uopgraph::linearize;
 use rawgrad::codegen::uops::UOp;
 use rawgrad::dtype::{dtypes, ConstValue, DType, Scalar};
+use rawgrad::interp::InterpProgram;
 use rawgrad::ops::{const_from_bits, const_to_bits, BinaryOps, Op, TernaryOps, UnaryOps};
 use rawgrad::renderer::cstyle::ClangRenderer;
 use rawgrad::renderer::Renderer;
-use rawgrad::runtime::cpu::interp::InterpProgram;
 
 fn bytes_of(vals: &[f64], s: Scalar) -> Vec<u8> {
     let mut out = vec![];

@@ -117,6 +117,45 @@ pub trait Driver: Send + Sync {
     fn take_diagnostic(&self) -> Option<String> {
         None
     }
+    /// What the driver can tell about hardware queue `queue_id` of `gpu_id` beyond what user
+    /// space reads from its own ring pointers: the emulator's software GPU reports its pointers,
+    /// the last packet and a fault, which error reports quote. `None` from the real kernel (KFD
+    /// has no such query) and for a queue the driver does not know.
+    fn queue_report(&self, gpu_id: u32, queue_id: u32) -> Option<QueueReport> {
+        let _ = (gpu_id, queue_id);
+        None
+    }
+}
+
+/// A driver's view of one hardware queue ([`Driver::queue_report`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueReport {
+    /// Read pointer (dwords for compute queues, bytes for SDMA).
+    pub rptr: u64,
+    /// Write pointer the last doorbell announced.
+    pub wptr: u64,
+    /// Blocked on an unsatisfied wait.
+    pub waiting: bool,
+    /// The last packet started, e.g. `WAIT_REG_MEM at ring dword 120`.
+    pub last_packet: Option<String>,
+    /// Why the queue stopped, if it faulted.
+    pub fault: Option<String>,
+}
+
+impl std::fmt::Display for QueueReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "rptr {} wptr {}", self.rptr, self.wptr)?;
+        if self.waiting {
+            write!(f, ", blocked on a wait")?;
+        }
+        if let Some(p) = &self.last_packet {
+            write!(f, ", last packet {p}")?;
+        }
+        if let Some(x) = &self.fault {
+            write!(f, ", FAULT: {x}")?;
+        }
+        Ok(())
+    }
 }
 
 /// `_IOC_WRITE`: the kernel reads the argument.

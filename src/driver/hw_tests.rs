@@ -6,7 +6,7 @@ use std::sync::Arc;
 use super::api::Driver;
 use super::kfd::topology::read_topology;
 use super::real::RealDriver;
-use crate::mockgpu::tests::bringup::run_bringup;
+use crate::mockgpu::kfd::tests::bringup::run_bringup;
 
 fn real_kfd() -> Option<Arc<dyn Driver>> {
     if !std::path::Path::new("/dev/kfd").exists() {

@@ -42,7 +42,7 @@ mod hw_tests;
 
 pub use api::{
     errno_error, errno_name, ioc, ioc_dir, ioc_nr, ioc_size, ioc_type, ioctl_request, ioctl_struct,
-    Driver, Fd, Ioctl, IoctlArg, MapFlags, OpenFlags, Prot,
+    Driver, Fd, Ioctl, IoctlArg, MapFlags, OpenFlags, Prot, QueueReport,
 };
 pub use mapped::Mapping;
 pub use real::RealDriver;

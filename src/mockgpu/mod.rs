@@ -1,38 +1,31 @@
-//! [`EmuDriver`]: an in-process emulated KFD behind the [`Driver`] trait, so the AMD backend runs
-//! (and is tested) without a GPU, under `MOCKGPU=1`.
+//! The emulator, one home: [`EmuDriver`], an in-process emulated KFD and NVIDIA kernel driver
+//! behind the [`Driver`] trait, and the software GPUs that consume the queues, so the AMD and NV
+//! backends run (and are tested) without a GPU, under `MOCKGPU=1`. It imports the driver ABI,
+//! `hw` (packet and chip facts), `codegen` and `interp`; never `runtime/`.
 //!
-//! What it emulates, checking what amdkfd checks and answering with its errno (plus a message
-//! saying which check failed):
-//! - sysfs topology and device nodes ([`nodes`]): a CPU node and `MOCKGPU_COUNT` GPUs of
-//!   `MOCKGPU_ARCH`; `/dev/kfd` and `/dev/dri/renderD<128+i>` open to fake descriptors;
-//! - the KFD ioctls a runtime uses (`ioctl.rs`): GET_VERSION, ACQUIRE_VM, ALLOC/FREE/MAP/UNMAP
-//!   memory, CREATE/DESTROY_QUEUE with the Linux >= 6.12 queue-buffer checks, CREATE/DESTROY/SET/
-//!   RESET_EVENT, WAIT_EVENTS, AVAILABLE_MEMORY, GET_CLOCK_COUNTERS;
-//! - memory (`memory.rs`, `buffers.rs`): GPU VA == CPU VA; buffers are memfds, mapped by the
-//!   process where it mmaps them and by the emulator for the software GPU; per-device GPU page
-//!   tables;
-//! - doorbells: `/dev/kfd` doorbell pages are real memory; [`Driver::write_doorbell`] finds the
-//!   queue and calls the device's [`EmuGpu`] (or just records the write when none is attached);
-//! - events (`events.rs`): signal events with a user or KFD event page, WAIT_EVENTS with
-//!   timeouts, woken by [`EmuDevice::interrupt`].
-//! - fault injection for tests: [`EmuDriver::fail_ioctl`] (a KFD ioctl failing at its entry),
-//!   [`EmuDriver::limit_vram`] (VRAM exhaustion), [`EmuDriver::reset_gpu`] (a hang and GPU reset
-//!   mid-run: queues stop, HW_EXCEPTION events fire), [`EmuDriver::fail_nv_ioctl`] (an RM escape
-//!   or UVM ioctl answering an `NV_STATUS`).
+//! The folders, one vocabulary per vendor:
+//! - [`kfd`]: the emulated KFD (`/dev/kfd`, render nodes, sysfs topology, memory, queues,
+//!   events), checking what amdkfd checks and answering with its errno;
+//! - [`amdgpu`]: the software AMD GPU (PM4 and SDMA engines, mock code objects and their
+//!   compiler, the executor);
+//! - [`rm`]: the emulated NVIDIA RM/UVM driver (`/dev/nvidiactl`, `/dev/nvidia<N>`,
+//!   `/dev/nvidia-uvm`, `/proc/driver/nvidia/version`);
+//! - [`nvgpu`]: the software NVIDIA GPU (GPFIFO, QMD launches, mock cubins, the PTX interpreter);
+//! - here, shared: [`EmuDriver`] and [`EmuConfig`] (routing each path, descriptor and mapping to
+//!   the emulator that owns it), `backing` (memfd-backed memory and user copies),
+//!   `engine_loop` (the software engines' thread loop), [`gpu_memory`] (how a software GPU
+//!   touches memory: the seam the KFD and RM emulators implement) and [`exec`] (the executors' core: UOps
+//!   on the interpreter over GPU addresses).
 //!
-//! Stricter than KFD (on purpose, to catch bugs): ioctl sizes must equal the 1.11 structs (KFD
-//! zero-extends shorter ones), allocation flags need exactly one memory type and no unknown bits,
-//! non-USERPTR `va_addr` must lie in a reservation the process made through this driver, USERPTR
-//! memory must come from this driver's anonymous shared mmap, rings must be >= 1024 bytes, and
-//! freed handles are never reused.
+//! Knobs: `MOCKGPU_COUNT`/`MOCKGPU_ARCH` (AMD GPUs), `MOCKGPU_NV_COUNT` (default 1),
+//! `MOCKGPU_NV_ARCH` (default `hopper`), `MOCKGPU_NV_DRIVER` (default `580.142`),
+//! `MOCKGPU_NV_SCRUB` (default 1). The process address space (what was mapped through the
+//! driver) is one, shared by the KFD and NV emulators.
 //!
-//! The same driver also emulates the NVIDIA kernel driver ([`nv`]): `/dev/nvidiactl`,
-//! `/dev/nvidia<N>`, `/dev/nvidia-uvm` and `/proc/driver/nvidia/version` (knobs
-//! `MOCKGPU_NV_COUNT`, default 1, `MOCKGPU_NV_ARCH`, default `hopper`, `MOCKGPU_NV_DRIVER`,
-//! default `580.142`, `MOCKGPU_NV_SCRUB`, default 1), so one `EmuDriver` serves both the KFD and
-//! the NV paths under `MOCKGPU=1`.
-//! Paths, descriptors and mappings route to the emulator that owns them; the process address
-//! space (what was mapped through the driver) is one, shared by both.
+//! Fault injection for tests: [`EmuDriver::fail_ioctl`] (a KFD ioctl failing at its entry),
+//! [`EmuDriver::limit_vram`] (VRAM exhaustion), [`EmuDriver::reset_gpu`] (a hang and GPU reset
+//! mid-run: queues stop, HW_EXCEPTION events fire), [`EmuDriver::fail_nv_ioctl`] (an RM escape
+//! or UVM ioctl answering an `NV_STATUS`).
 //!
 //! Not guaranteed: SVM, CRIU, dmabuf, debugger and GWS ioctls are not emulated (ENOTTY);
 //! process-wide state is per `EmuDriver` (one emulated process each).
@@ -46,39 +39,33 @@ macro_rules! kbail {
 
 pub mod amdgpu;
 pub(crate) mod backing;
-mod buffers;
 pub(crate) mod engine_loop;
-mod events;
-pub mod hooks;
-mod ioctl;
-mod memory;
-pub mod nodes;
+pub mod exec;
+pub mod gpu_memory;
+pub mod kfd;
 pub mod nvgpu;
-mod queues;
 pub mod rm;
-
-#[cfg(test)]
-pub(crate) mod tests;
 
 use std::any::Any;
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
-pub use hooks::{DoorbellWrite, EmuDevice, EmuGpu, EmuQueue, EmuQueueStatus, QueueKind};
-pub use nodes::{gpu_spec, GpuSpec, GPU_SPECS};
+pub use kfd::hooks::{DoorbellWrite, EmuDevice, EmuGpu, EmuQueue, QueueKind};
+pub use kfd::nodes::{gpu_spec, GpuSpec, GPU_SPECS};
+pub use kfd::EMU_FD_BASE;
 pub use rm::{
     EmuChannel, EmuEngine, EmuNvDevice, EmuNvGpu, NvChipSpec, NvDoorbellWrite, NvGpuFactory,
     NV_CHIPS,
 };
 
-use crate::driver::api::{errno_error, Driver, Fd, MapFlags, OpenFlags, Prot};
+use crate::driver::api::{errno_error, Driver, Fd, MapFlags, OpenFlags, Prot, QueueReport};
 use crate::driver::vma::VmaMap;
 use crate::helpers::{getenv, getenv_str};
 use crate::Result;
 use backing::Backing;
-use events::Events;
-use memory::{Alloc, CpuVmaKind, GpuMap};
-use nodes::{NodeDesc, VPath};
+use kfd::events::Events;
+use kfd::nodes::{self, VPath};
+use kfd::{emu_open, DoorbellTable, EmuKfd, EmuNode, IoctlFault, KfdState};
 
 /// Builds the software GPU of a device when the driver is created.
 pub type GpuFactory = Arc<dyn Fn(&EmuDevice) -> Arc<dyn EmuGpu> + Send + Sync>;
@@ -150,82 +137,6 @@ impl EmuConfig {
     }
 }
 
-/// Bound on the per-device doorbell log.
-const DOORBELL_LOG: usize = 4096;
-
-/// One emulated GPU's live parts (its fixed description is `EmuKfd::descs[i]`).
-pub(crate) struct EmuNode {
-    /// The process doorbell frame of this device (what `/dev/kfd` doorbell mmaps show).
-    pub(crate) doorbell_page: Arc<Backing>,
-    /// The emulator's view of `doorbell_page`.
-    pub(crate) doorbell_view: crate::driver::mapped::Mapping,
-    /// The remapped MMIO page (`KFD_IOC_ALLOC_MEM_FLAGS_MMIO_REMAP`).
-    pub(crate) mmio_page: Arc<Backing>,
-    pub(crate) gpu: RwLock<Option<Arc<dyn EmuGpu>>>,
-    pub(crate) log: Mutex<VecDeque<DoorbellWrite>>,
-}
-
-/// What an emulated descriptor is.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum EmuFd {
-    Kfd,
-    Render(usize),
-}
-
-/// Mutable KFD process state.
-pub(crate) struct KfdState {
-    pub(crate) next_fd: i32,
-    pub(crate) fds: HashMap<i32, EmuFd>,
-    /// The render fd ACQUIRE_VM bound, per device.
-    pub(crate) acquired: Vec<Option<i32>>,
-    pub(crate) allocs: HashMap<u64, Alloc>,
-    /// (device, render-node mmap offset) -> handle.
-    pub(crate) by_offset: HashMap<(usize, u64), u64>,
-    /// Per device: GPU VA ranges of its buffers -> handle (allocated, mapped or not).
-    pub(crate) va_ranges: Vec<VmaMap<u64>>,
-    pub(crate) next_idr: Vec<u32>,
-    pub(crate) next_mmap_offset: u64,
-    pub(crate) vram_used: Vec<u64>,
-    /// Per device: the VRAM ALLOC may hand out (the spec's size unless a test lowers it).
-    pub(crate) vram_budget: Vec<u64>,
-    /// Armed one-shot ioctl failures (test fault injection, [`EmuDriver::fail_ioctl`]).
-    pub(crate) ioctl_faults: Vec<IoctlFault>,
-    /// CPU address ranges the process mapped through this driver.
-    pub(crate) cpu: VmaMap<CpuVmaKind>,
-    pub(crate) queues: BTreeMap<u32, Arc<EmuQueue>>,
-}
-
-/// A KFD ioctl armed to fail: the `skip`-th next call of `request` (0: the next one) returns
-/// `errno` before the emulated driver sees it, so its state is unchanged (as when the kernel
-/// fails a call at its entry: a signal, a transient ENOMEM, a reset in progress).
-pub(crate) struct IoctlFault {
-    pub(crate) request: u64,
-    pub(crate) skip: usize,
-    pub(crate) errno: i32,
-}
-
-/// Doorbell routing, read on every doorbell write.
-#[derive(Default)]
-pub(crate) struct DoorbellTable {
-    /// CPU mappings of doorbell pages -> device index.
-    pub(crate) maps: VmaMap<usize>,
-    /// (device index, slot) -> queue.
-    pub(crate) slots: HashMap<(usize, u32), Arc<EmuQueue>>,
-}
-
-/// The emulated KFD of one process.
-pub(crate) struct EmuKfd {
-    pub(crate) pid: u32,
-    pub(crate) large_bar: bool,
-    pub(crate) descs: Vec<NodeDesc>,
-    pub(crate) nodes: Vec<EmuNode>,
-    pub(crate) state: Mutex<KfdState>,
-    /// Per-device GPU page tables: VA range -> buffer.
-    pub(crate) gpuvm: Vec<RwLock<VmaMap<GpuMap>>>,
-    pub(crate) doorbells: RwLock<DoorbellTable>,
-    pub(crate) events: Events,
-}
-
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
@@ -239,33 +150,6 @@ pub(crate) type KResult<T = ()> = std::result::Result<T, KErr>;
 impl From<KErr> for crate::Error {
     fn from(e: KErr) -> crate::Error {
         errno_error(e.0, e.1)
-    }
-}
-
-/// First fake descriptor number (far above what the process opens itself).
-pub const EMU_FD_BASE: i32 = 1 << 30;
-
-impl EmuKfd {
-    pub(crate) fn node_by_gpu_id(&self, gpu_id: u32) -> Option<usize> {
-        self.descs.iter().position(|d| d.gpu_id == gpu_id)
-    }
-
-    pub(crate) fn device(self: &Arc<Self>, index: usize) -> EmuDevice {
-        EmuDevice {
-            kfd: Arc::downgrade(self),
-            index,
-            gpu_id: self.descs[index].gpu_id,
-        }
-    }
-
-    pub(crate) fn queues_of(&self, index: usize) -> Vec<Arc<EmuQueue>> {
-        let gpu_id = self.descs[index].gpu_id;
-        lock(&self.state)
-            .queues
-            .values()
-            .filter(|q| q.gpu_id == gpu_id)
-            .cloned()
-            .collect()
     }
 }
 
@@ -310,7 +194,7 @@ impl EmuDriver {
                 by_offset: HashMap::new(),
                 va_ranges: (0..n).map(|_| VmaMap::new()).collect(),
                 next_idr: vec![0; n],
-                next_mmap_offset: memory::DRM_MMAP_OFFSET_BASE,
+                next_mmap_offset: kfd::memory::DRM_MMAP_OFFSET_BASE,
                 vram_used: vec![0; n],
                 vram_budget,
                 ioctl_faults: Vec::new(),
@@ -431,22 +315,6 @@ impl EmuDriver {
         self.nv.object_count()
     }
 
-    /// The software GPU's view of queue `queue_id` of `gpu_id` (`None` without a GPU attached,
-    /// an unknown queue, or a GPU that does not report).
-    pub fn queue_status(&self, gpu_id: u32, queue_id: u32) -> Option<EmuQueueStatus> {
-        let i = self.kfd.node_by_gpu_id(gpu_id)?;
-        let q = lock(&self.kfd.state).queues.get(&queue_id).cloned()?;
-        if q.gpu_id != gpu_id {
-            return None;
-        }
-        let gpu = self.kfd.nodes[i]
-            .gpu
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()?;
-        gpu.queue_status(&q)
-    }
-
     /// Buffer objects the emulated process holds (allocated and not freed).
     pub fn allocation_count(&self) -> usize {
         lock(&self.kfd.state).allocs.len()
@@ -553,41 +421,6 @@ impl EmuDriver {
     }
 }
 
-fn emu_open(kfd: &EmuKfd, path: &str, flags: OpenFlags) -> Result<Fd> {
-    let kind = if path == "/dev/kfd" {
-        EmuFd::Kfd
-    } else if let Some(minor) = path
-        .strip_prefix("/dev/dri/renderD")
-        .and_then(|m| m.parse::<u32>().ok())
-    {
-        match kfd.descs.iter().position(|d| d.render_minor == minor) {
-            Some(i) => EmuFd::Render(i),
-            None => {
-                return Err(errno_error(
-                    libc::ENOENT,
-                    format!("emu: open({path:?}): no such render node"),
-                ))
-            }
-        }
-    } else {
-        return Err(errno_error(
-            libc::ENOENT,
-            format!("emu: open({path:?}): only /dev/kfd, /dev/dri/renderD* and /dev/nvidia* are emulated"),
-        ));
-    };
-    if !flags.contains(OpenFlags::RDWR) {
-        return Err(errno_error(
-            libc::EACCES,
-            format!("emu: open({path:?}) needs O_RDWR"),
-        ));
-    }
-    let mut st = lock(&kfd.state);
-    let fd = st.next_fd;
-    st.next_fd += 1;
-    st.fds.insert(fd, kind);
-    Ok(Fd(fd))
-}
-
 impl Driver for EmuDriver {
     fn name(&self) -> &'static str {
         "emu"
@@ -626,7 +459,7 @@ impl Driver for EmuDriver {
                 format!("emu: {name} on fd {}: injected failure", fd.0),
             ));
         }
-        ioctl::dispatch(&self.kfd, fd, request, arg)
+        kfd::ioctl::dispatch(&self.kfd, fd, request, arg)
     }
 
     fn ioctl_raw(&self, fd: Fd, request: u64, arg: &mut [u8]) -> Result<()> {
@@ -717,6 +550,22 @@ impl Driver for EmuDriver {
 
     fn take_diagnostic(&self) -> Option<String> {
         rm::take_diagnostic()
+    }
+
+    /// The software GPU's view of queue `queue_id` of `gpu_id` (`None` without a GPU attached,
+    /// an unknown queue, or a GPU that does not report).
+    fn queue_report(&self, gpu_id: u32, queue_id: u32) -> Option<QueueReport> {
+        let i = self.kfd.node_by_gpu_id(gpu_id)?;
+        let q = lock(&self.kfd.state).queues.get(&queue_id).cloned()?;
+        if q.gpu_id != gpu_id {
+            return None;
+        }
+        let gpu = self.kfd.nodes[i]
+            .gpu
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()?;
+        gpu.queue_status(&q)
     }
 }
 

@@ -51,9 +51,9 @@ mod wmma;
 use crate::codegen::uops::UOp;
 use crate::driver::llvm::Llvm;
 use crate::helpers::to_function_name;
+use crate::hw::amd::targets::GfxTarget;
 use crate::renderer::cstyle::split_range;
 use crate::renderer::{Renderer, RendererOpts};
-use crate::runtime::amd::targets::GfxTarget;
 use crate::{Error, Result};
 
 use walk::{Param, Walk};

@@ -13,6 +13,7 @@ use rawgrad::codegen::uop_serial::serialize;
 use rawgrad::codegen::uops::UOp;
 use rawgrad::device::{Allocator, BufferOptions, Compiler, HostAllocator, Program, Runtime};
 use rawgrad::dtype::{ConstValue, DType, Scalar};
+use rawgrad::interp::InterpProgram;
 use rawgrad::ops::{
     const_from_bits, const_to_bits, BinaryOps, ConstArg, LazyOp, LazyOpArg, Op, ReduceOps,
     TernaryOps, UnaryOps,
@@ -20,7 +21,6 @@ use rawgrad::ops::{
 use rawgrad::renderer::cstyle::ClangRenderer;
 use rawgrad::renderer::{Renderer, RendererOpts};
 use rawgrad::runtime::cpu::clang::{ClangCompiler, ClangRuntime};
-use rawgrad::runtime::cpu::interp::InterpProgram;
 use rawgrad::shape::{sints, Node, ShapeTracker, Sint, VarVals};
 use rawgrad::Result;
 

@@ -18,15 +18,14 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 
-use crate::driver::errno_error;
+use crate::driver::{errno_error, QueueReport};
+use crate::hw::amd::targets;
 use crate::mockgpu::amdgpu::{
-    EventSink, Gpu, GpuMemory, InterruptSource, QueueDesc, QueueId, QueueKind as GpuQueueKind,
+    EventSink, Gpu, InterruptSource, QueueDesc, QueueId, QueueKind as GpuQueueKind,
 };
+use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::mockgpu::GpuFactory;
-use crate::mockgpu::{
-    EmuConfig, EmuDevice, EmuDriver, EmuGpu, EmuQueue, EmuQueueStatus, QueueKind,
-};
-use crate::runtime::amd::targets;
+use crate::mockgpu::{EmuConfig, EmuDevice, EmuDriver, EmuGpu, EmuQueue, QueueKind};
 use crate::{Error, Result};
 
 /// GPU memory as the device's page tables map it.
@@ -176,9 +175,9 @@ impl EmuGpu for MockGpu {
         }
     }
 
-    fn queue_status(&self, q: &EmuQueue) -> Option<EmuQueueStatus> {
+    fn queue_status(&self, q: &EmuQueue) -> Option<QueueReport> {
         let st = self.gpu().ok()?.queue_state(self.id(q.queue_id)?).ok()?;
-        Some(EmuQueueStatus {
+        Some(QueueReport {
             rptr: st.rptr,
             wptr: st.wptr,
             waiting: st.waiting,

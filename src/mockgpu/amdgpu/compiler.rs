@@ -14,8 +14,8 @@ use super::object::mock_code_object;
 use crate::codegen::uop_serial::serialize;
 use crate::codegen::uops::UOp;
 use crate::device::Compiler;
+use crate::hw::amd::targets::GfxTarget;
 use crate::renderer::{Renderer, RendererOpts};
-use crate::runtime::amd::targets::GfxTarget;
 use crate::{bail, Result};
 
 /// First-line prefix of a mock kernel's source.

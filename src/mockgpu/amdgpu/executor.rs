@@ -3,51 +3,46 @@
 //! kernarg pointer among the user SGPRs from the blob's kernel_code_properties (private segment
 //! buffer: 4 SGPRs first if bit 0, dispatch ptr: 2 if bit 1, queue ptr: 2 if bit 2, then the
 //! kernarg pointer), checks that the blob's kernarg size matches its UOps (`8 * bufs + 4 * vars`)
-//! and that the kernarg region is mapped, reads the buffer addresses (u64) and variables (u32),
-//! and runs the UOps on the interpreter with global size = the dispatch's workgroup counts and
-//! local size = COMPUTE_NUM_THREAD_X/Y/Z. Buffers are GPU virtual addresses: a load or store
-//! translates `address + byte offset` through the GPU's page tables, so an access to unmapped
-//! memory faults the queue with the address, as it would on hardware.
-//!
-//! Kernargs are positional, as a compiled kernel's are: DEFINE_GLOBAL index i is the address in
-//! the kernarg slot of i's position among the kernel's DEFINE_GLOBALs (the LLVM renderer makes
-//! the buffers the kernel's parameters in that order, and the engine passes them so), so a
-//! buffer the folder removed takes no slot.
+//! and that the kernarg region is mapped, and runs the UOps through the shared executor core
+//! ([`crate::mockgpu::exec`]: positional buffer addresses translated through the GPU's page
+//! tables, 48-bit VAs) with global size = the dispatch's workgroup counts and local size =
+//! COMPUTE_NUM_THREAD_X/Y/Z.
 //!
 //! Deserialized programs are cached by (program address, blob hash).
 //!
 //! Not guaranteed: speed (the interpreter is the reference, not a fast path); accesses inside
 //! mapped memory beyond a buffer's end are not caught (the hardware does not catch them either).
 
-use std::collections::hash_map::DefaultHasher;
-use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
-use super::object::{MockBlob, MockKernelInfo, MAX_BLOB, MOCK_HEADER};
-use crate::codegen::uop_serial::deserialize;
-use crate::codegen::uopgraph::global_slots;
-use crate::mockgpu::amdgpu::{DispatchExecutor, DispatchState, GpuMemory};
-use crate::runtime::amd::pm4::KernelCodeProperties;
-use crate::runtime::cpu::interp::{InterpProgram, Memory};
-use crate::{bail, ensure, Error, Result};
+use super::object::{MockBlob, MAX_BLOB, MOCK_HEADER};
+use crate::hw::amd::kd::KernelCodeProperties;
+use crate::mockgpu::amdgpu::{DispatchExecutor, DispatchState};
+use crate::mockgpu::exec::{ArgNames, ProgramCache, UopKernel};
+use crate::mockgpu::gpu_memory::GpuMemory;
+use crate::{ensure, Error, Result};
 
 /// A deserialized mock kernel.
 struct Kernel {
-    prg: InterpProgram,
-    info: MockKernelInfo,
-    /// The kernarg slot of each DEFINE_GLOBAL index.
-    slots: Vec<Option<usize>>,
+    k: UopKernel,
     props: u32,
     kernarg_size: u32,
-    name: String,
 }
 
 /// Runs mock code objects on the UOp interpreter.
 #[derive(Default)]
 pub struct UopExecutor {
-    cache: Mutex<HashMap<(u64, u64), Arc<Kernel>>>,
+    cache: ProgramCache<Kernel>,
 }
+
+/// The AMD names of the argument block.
+const KERNARGS: ArgNames = ArgNames {
+    mismatch: "kernarg size",
+    declared: "bytes of kernargs",
+};
+
+/// AMD GPU virtual addresses are 48 bits.
+const VA_BITS: u32 = 48;
 
 /// The blob's bytes at `pgm` (header first, then the lengths it announces).
 fn read_blob(mem: &dyn GpuMemory, pgm: u64) -> Result<Vec<u8>> {
@@ -75,33 +70,19 @@ impl UopExecutor {
 
     fn kernel(&self, mem: &dyn GpuMemory, pgm: u64) -> Result<Arc<Kernel>> {
         let bytes = read_blob(mem, pgm)?;
-        let mut h = DefaultHasher::new();
-        bytes.hash(&mut h);
-        let key = (pgm, h.finish());
-        if let Some(k) = self.lock().get(&key) {
-            return Ok(k.clone());
-        }
-        let blob = MockBlob::decode(&bytes)?;
-        let uops = deserialize(&blob.uops)?;
-        let k = Arc::new(Kernel {
-            prg: InterpProgram::new(&blob.name, &uops)?,
-            info: MockKernelInfo::of(&blob.uops)?,
-            slots: global_slots(&uops),
-            props: blob.kernel_code_properties,
-            kernarg_size: blob.kernarg_size,
-            name: blob.name,
-        });
-        self.lock().insert(key, k.clone());
-        Ok(k)
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(u64, u64), Arc<Kernel>>> {
-        self.cache.lock().unwrap_or_else(|e| e.into_inner())
+        self.cache.get_or_build(pgm, &bytes, || {
+            let blob = MockBlob::decode(&bytes)?;
+            Ok(Kernel {
+                k: UopKernel::new(&blob.name, &blob.uops)?,
+                props: blob.kernel_code_properties,
+                kernarg_size: blob.kernarg_size,
+            })
+        })
     }
 
     /// Deserialized programs cached so far.
     pub fn cached(&self) -> usize {
-        self.lock().len()
+        self.cache.len()
     }
 }
 
@@ -132,72 +113,13 @@ pub fn kernarg_sgpr(props: u32, user_sgpr_count: u32) -> Result<usize> {
     Ok(i)
 }
 
-/// Buffers as GPU addresses: `addrs` in kernarg slot order.
-struct GpuBufs<'a> {
-    mem: &'a dyn GpuMemory,
-    addrs: Vec<u64>,
-    slots: &'a [Option<usize>],
-    name: &'a str,
-}
-
-impl GpuBufs<'_> {
-    fn va(&self, buf: usize, off: usize) -> Result<u64> {
-        let slot = self.slots.get(buf).copied().flatten();
-        match slot.and_then(|s| self.addrs.get(s)) {
-            Some(a) => Ok(a.wrapping_add(off as u64)),
-            None => bail!(
-                Fault,
-                "kernel {}: DEFINE_GLOBAL {buf} has no kernarg slot",
-                self.name
-            ),
-        }
-    }
-
-    fn fault(&self, e: Error, what: &str, va: u64, n: usize, buf: usize, off: usize) -> Error {
-        Error::Fault(format!(
-            "kernel {}: {what} of {n} bytes at {va:#x} (buffer {buf} + {off}) faulted: {}",
-            self.name,
-            e.message()
-        ))
-    }
-}
-
-impl Memory for GpuBufs<'_> {
-    fn size(&self, buf: usize) -> Result<usize> {
-        // The GPU knows no buffer sizes: only the page tables bound an access.
-        let a = self.va(buf, 0)?;
-        Ok(((1u64 << 48).saturating_sub(a)) as usize)
-    }
-    fn load(&self, buf: usize, off: usize, out: &mut [u8]) -> Result<()> {
-        let va = self.va(buf, off)?;
-        self.mem
-            .read(va, out)
-            .map_err(|e| self.fault(e, "read", va, out.len(), buf, off))
-    }
-    fn store(&mut self, buf: usize, off: usize, data: &[u8]) -> Result<()> {
-        let va = self.va(buf, off)?;
-        self.mem
-            .write(va, data)
-            .map_err(|e| self.fault(e, "write", va, data.len(), buf, off))
-    }
-}
-
 impl DispatchExecutor for UopExecutor {
     fn dispatch(&self, mem: &dyn GpuMemory, st: &DispatchState) -> Result<()> {
-        let k = self.kernel(mem, st.pgm_addr)?;
-        let want = k.info.kernarg_size();
-        ensure!(
-            k.kernarg_size == want,
-            Fault,
-            "kernarg size mismatch: kernel {} declares {} bytes of kernargs, its UOps take {} \
-             buffers and {} variables ({want} bytes)",
-            k.name,
-            k.kernarg_size,
-            k.info.nbufs,
-            k.info.nvars
-        );
+        let kernel = self.kernel(mem, st.pgm_addr)?;
+        let k = &kernel.k;
+        let want = k.check_declared(kernel.kernarg_size, KERNARGS)?;
         let ka = st
-            .user_sgpr_pair(kernarg_sgpr(k.props, st.user_sgpr_count)?)
+            .user_sgpr_pair(kernarg_sgpr(kernel.props, st.user_sgpr_count)?)
             .unwrap_or(0);
         let mut args = vec![0u8; want as usize];
         mem.read(ka, &mut args).map_err(|e| {
@@ -207,25 +129,7 @@ impl DispatchExecutor for UopExecutor {
                 e.message()
             ))
         })?;
-        let word = |i: usize, n: usize| {
-            let mut b = [0u8; 8];
-            b[..n].copy_from_slice(&args[i..i + n]);
-            u64::from_le_bytes(b)
-        };
-        let addrs: Vec<u64> = (0..k.info.nbufs).map(|i| word(8 * i, 8)).collect();
-        let base = 8 * k.info.nbufs;
-        let vals: Vec<i64> = (0..k.info.nvars)
-            .map(|i| i64::from(word(base + 4 * i, 4) as u32 as i32))
-            .collect();
-        let mut bufs = GpuBufs {
-            mem,
-            addrs,
-            slots: &k.slots,
-            name: &k.name,
-        };
-        let g = st.grid.map(|x| x as usize);
-        let l = st.workgroup_size.map(|x| x as usize);
-        k.prg.run(&mut bufs, &vals, g, l)
+        k.run(mem, &args, VA_BITS, st.grid, st.workgroup_size)
     }
 }
 
@@ -237,8 +141,9 @@ mod tests {
     use crate::codegen::uops::UOp;
     use crate::dtype::dtypes;
     use crate::mockgpu::amdgpu::object::MockBlob;
-    use crate::mockgpu::amdgpu::{QueueId, SparseMemory};
-    use crate::runtime::amd::tests::add_uops;
+    use crate::mockgpu::amdgpu::QueueId;
+    use crate::mockgpu::exec::tests::add_uops;
+    use crate::mockgpu::gpu_memory::SparseMemory;
 
     const CODE: u64 = 0x10_0000;
     const KA: u64 = 0x20_0000;

@@ -6,7 +6,8 @@
 //! SGPRs (that depends on the kernel descriptor, which the GPU never sees); executors find it
 //! from their own record of the program.
 
-use super::{GpuMemory, QueueId};
+use super::QueueId;
+use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::Result;
 
 /// Everything the CP would hand to the shader pipes for one DISPATCH_DIRECT.

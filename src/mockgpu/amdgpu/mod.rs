@@ -13,7 +13,8 @@
 //! FENCE with an MTYPE (its header has none), COPY_LINEAR packets larger than Mesa's
 //! SDMA_V2_0/V5_2_COPY_MAX_BYTES (the hardware drops the tail of a longer one). The packet
 //! decoders it shares with the encoders are pinned by goldens written by hand from the vendor
-//! headers (`runtime/amd/tests/vendor.rs`). A faulted queue executes nothing more;
+//! headers (`runtime/amd/tests/vendor.rs`); the software GPU's own tests drive it with the
+//! backend's builders (`runtime/amd/tests/swgpu`). A faulted queue executes nothing more;
 //! [`Gpu::queue_state`] reports the position and reason.
 //!
 //! Kernels run through a [`DispatchExecutor`]; interrupts go to an [`EventSink`]; memory goes
@@ -26,19 +27,16 @@ pub mod attach;
 pub mod compiler;
 pub mod executor;
 pub mod hooks;
-pub mod memory;
 pub mod object;
 mod pm4;
 mod queue;
 mod sdma;
-#[cfg(test)]
-mod tests;
 
+use crate::mockgpu::gpu_memory::GpuMemory;
 pub use hooks::{DispatchExecutor, DispatchState, EventSink, InterruptSource, NoEvents};
-pub use memory::{GpuMemory, SparseMemory};
 
+use crate::hw::amd::targets::GfxTarget;
 use crate::mockgpu::engine_loop;
-use crate::runtime::amd::targets::GfxTarget;
 use crate::{bail, ensure, Error, Result};
 use crossbeam::channel::{unbounded, Sender};
 use std::collections::HashMap;

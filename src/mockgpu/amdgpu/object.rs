@@ -1,6 +1,6 @@
 //! The rawgrad mock code object: what the AMD device's "machine code" is under `MOCKGPU=1`.
 //!
-//! A real amdhsa-shaped ELF (written by `elf.rs`: EM_AMDGPU, OSABI 64, ET_DYN, `.rodata` with a
+//! A real amdhsa-shaped ELF (written by `hw::amd::elf`: EM_AMDGPU, OSABI 64, ET_DYN, `.rodata` with a
 //! real 64-byte kernel descriptor, `.text` 256-byte aligned) whose `.text` holds a blob instead of
 //! GCN/RDNA instructions:
 //!
@@ -23,10 +23,10 @@
 use crate::codegen::uop_serial::deserialize;
 use crate::codegen::uopgraph::{globals, vars};
 use crate::codegen::uops::{UArg, UOps};
-use crate::runtime::amd::elf::{write_amdgpu_elf, AmdgpuElf};
-use crate::runtime::amd::pm4::KernelCodeProperties;
-use crate::runtime::amd::program::KernelDescriptor;
-use crate::runtime::amd::targets::{GfxTarget, ScratchModel};
+use crate::hw::amd::elf::{write_amdgpu_elf, AmdgpuElf};
+use crate::hw::amd::kd::KernelCodeProperties;
+use crate::hw::amd::kd::KernelDescriptor;
+use crate::hw::amd::targets::{GfxTarget, ScratchModel};
 use crate::{bail, ensure, Result};
 
 /// The blob's magic.

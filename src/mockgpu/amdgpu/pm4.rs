@@ -4,8 +4,8 @@
 use super::hooks::{DispatchState, InterruptSource};
 use super::queue::Step;
 use super::{QueueId, Shared};
-use crate::runtime::amd::decode::{Pm4Packet, ReleaseMemPacket};
-use crate::runtime::amd::pm4::{
+use crate::hw::amd::decode::{Pm4Packet, ReleaseMemPacket};
+use crate::hw::amd::pm4::{
     DataSel, DispatchInitiator, EventIndex, EventType, IntSel, ShReg, WaitOperation, WaitRegMem,
     WaitTarget,
 };

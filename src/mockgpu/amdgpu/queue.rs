@@ -5,10 +5,10 @@
 use super::pm4::Pm4Engine;
 use super::sdma::execute_sdma;
 use super::{lock, IbPos, LastPacket, QueueFault, QueueId, QueueKind, QueueSlot, Shared};
-use crate::mockgpu::engine_loop::{EngineRunner, RunResult};
-use crate::runtime::amd::decode::{
+use crate::hw::amd::decode::{
     decode_pm4_packet, decode_sdma_packet, pm4_packet_len, sdma_packet_len, Pm4Packet,
 };
+use crate::mockgpu::engine_loop::{EngineRunner, RunResult};
 use crate::{bail, ensure, Result};
 use std::sync::Arc;
 

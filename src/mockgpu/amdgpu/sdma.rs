@@ -4,7 +4,7 @@
 use super::hooks::InterruptSource;
 use super::queue::Step;
 use super::{QueueId, Shared};
-use crate::runtime::amd::decode::SdmaPacket;
+use crate::hw::amd::decode::SdmaPacket;
 use crate::Result;
 
 pub(super) fn execute_sdma(sh: &Shared, queue: QueueId, pkt: &SdmaPacket) -> Result<Step> {

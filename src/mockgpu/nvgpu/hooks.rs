@@ -12,7 +12,7 @@
 //! [`read_mock_kernel`]) at [`NvDispatch::program_addr`].
 
 use super::{ChannelFault, ChannelId};
-use crate::mockgpu::amdgpu::GpuMemory;
+use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::mockgpu::nvgpu::cubin::{MockKernel, MOCK_HEADER_BYTES};
 use crate::runtime::nv::arch::QmdVersion;
 use crate::runtime::nv::gpfifo::{USERD_GP_GET, USERD_GP_PUT};

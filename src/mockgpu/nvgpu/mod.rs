@@ -44,8 +44,8 @@ pub use hooks::{
 };
 pub use rm::{nv_gpu_factory, RmNvGpu};
 
-use crate::mockgpu::amdgpu::GpuMemory;
 use crate::mockgpu::engine_loop;
+use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::runtime::nv::arch::{host_class, HostClass, NvArch};
 use crate::runtime::nv::push::ClassKind;
 use crate::{bail, ensure, Error, Result};

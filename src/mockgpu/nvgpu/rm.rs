@@ -15,7 +15,7 @@
 use super::{ChannelDesc, ChannelFault, ChannelId, NvDispatchExecutor, NvEventSink};
 use super::{NvGpu, NvInterrupt, UserdAccess};
 use crate::driver::mapped::Mapping;
-use crate::mockgpu::amdgpu::GpuMemory;
+use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::mockgpu::{EmuChannel, EmuNvDevice, EmuNvGpu, NvGpuFactory};
 use crate::runtime::nv::arch::select_classes;
 use crate::runtime::nv::gpfifo::{USERD_GP_GET, USERD_GP_PUT};

@@ -32,7 +32,7 @@ use super::{lock, rbail, EmuNv, NvDoorbellWrite, NvFd, NvState, RmErr, RmResult}
 use crate::driver::api::{errno_error, Fd, MapFlags, Prot};
 use crate::driver::nv::class_str;
 use crate::mockgpu::backing::Backing;
-use crate::mockgpu::memory::{mmap_checks, page_up, CpuVmaKind};
+use crate::mockgpu::kfd::memory::{mmap_checks, page_up, CpuVmaKind};
 use crate::mockgpu::{KErr, KResult};
 use crate::sys::nv::common::*;
 use crate::Result;

@@ -47,7 +47,8 @@ pub use hooks::{EmuChannel, EmuEngine, EmuNvDevice, EmuNvGpu, NvDoorbellWrite, N
 pub use spec::{nv_chip, NvChipSpec, NV_CHIPS};
 
 use super::backing::Backing;
-use super::{lock, EmuKfd};
+use super::kfd::EmuKfd;
+use super::lock;
 use crate::driver::api::{errno_error, Fd, OpenFlags, Prot};
 use crate::driver::mapped::Mapping;
 use crate::driver::vma::VmaMap;

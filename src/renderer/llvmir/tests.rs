@@ -1,7 +1,7 @@
 use super::*;
 use crate::dtype::{dtypes, ConstValue, DType};
+use crate::hw::amd::targets::GFX1030;
 use crate::ops::{BinaryOps, UnaryOps};
-use crate::runtime::amd::targets::GFX1030;
 
 // Hand-linearized UOp lists (the order the linearizer would produce).
 

@@ -17,8 +17,8 @@ use std::sync::Arc;
 
 use crate::device::Compiler;
 use crate::driver::llvm::{elf_e_flags, CompileOptions, Emit, Llvm, AMDGPU_TRIPLE};
+use crate::hw::amd::targets::GfxTarget;
 use crate::renderer::llvmir::LLVMRenderer;
-use crate::runtime::amd::targets::GfxTarget;
 use crate::{bail, Result};
 
 /// LLVM IR to an AMD GPU code object, for one target.

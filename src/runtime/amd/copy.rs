@@ -10,9 +10,9 @@ use super::queue::signal_event_update;
 use super::signal::AmdSignal;
 use super::AmdBackend;
 use crate::hcq::{Cmd, HcqSignal, HwCopyQueue, HwQueue, KeepAlive};
+use crate::hw::amd::targets::GfxTarget;
 use crate::runtime::amd::pm4::{CopyPatch, SignalPatch, TimestampAddrPatch, WaitPatch};
 use crate::runtime::amd::sdma::SdmaBuf;
-use crate::runtime::amd::targets::GfxTarget;
 use crate::Result;
 
 /// The HCQ copy command list (SDMA).

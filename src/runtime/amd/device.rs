@@ -7,11 +7,12 @@
 //!
 //! Fault reports: [`HcqBackend::poll_fault`] checks the HW_EXCEPTION event (a reset of this GPU:
 //! type, cause, whether memory was lost), the MEMORY event (a GPU page fault on this GPU, with its
-//! address) and, under the emulator, the software GPU's queue state (fault reason);
-//! [`HcqBackend::status_report`] adds both rings' pointers and the emulator's view.
+//! address) and the driver's queue report ([`crate::driver::Driver::queue_report`]: the emulator's
+//! software GPU states a fault reason; the kernel reports nothing); [`HcqBackend::status_report`]
+//! adds both rings' pointers and the driver's view.
 //!
 //! Not guaranteed: scratch grows on demand and is never shrunk; gfx targets whose HDP flush
-//! registers are unknown (see `targets.rs`) cannot run the memory barrier of a kernel launch.
+//! registers are unknown (see `hw::amd::targets`) cannot run the memory barrier of a kernel launch.
 
 use std::sync::{Arc, Mutex};
 
@@ -27,10 +28,9 @@ use crate::driver::kfd::topology::{queue_buffer_sizes, KfdNode};
 use crate::driver::kfd::KFD_DOORBELL_PROCESS_SLICE;
 use crate::driver::{MapFlags, Mapping, Prot};
 use crate::hcq::{HcqBackend, HcqBuffer, HcqDevice};
-use crate::mockgpu::EmuDriver;
+use crate::hw::amd::targets::{self, GfxTarget};
 use crate::runtime::amd::pm4::{Pm4Buf, ScratchSetup};
 use crate::runtime::amd::sdma::SdmaBuf;
-use crate::runtime::amd::targets::{self, GfxTarget};
 use crate::sys::kfd::*;
 use crate::{bail, Error, Result};
 
@@ -232,22 +232,20 @@ impl AmdBackend {
         Ok((setup, buf))
     }
 
-    fn emu(&self) -> Option<&EmuDriver> {
-        self.core.drv.as_any().downcast_ref::<EmuDriver>()
-    }
-
-    /// The emulator's view of one queue, if under the emulator.
-    fn emu_queue(&self, queue_id: u32) -> Option<String> {
-        let st = self.emu()?.queue_status(self.gpu_id(), queue_id)?;
+    /// The driver's view of one queue (the emulator's software GPU reports one; the kernel does
+    /// not).
+    fn driver_queue(&self, queue_id: u32) -> Option<String> {
+        let st = self.core.drv.queue_report(self.gpu_id(), queue_id)?;
         Some(st.to_string())
     }
 
-    /// A queue fault the emulator reports.
-    fn emu_fault(&self) -> Option<String> {
-        let emu = self.emu()?;
+    /// A queue fault the driver reports.
+    fn driver_fault(&self) -> Option<String> {
         let (c, s) = self.queue_ids();
         [c, s].into_iter().find_map(|q| {
-            emu.queue_status(self.gpu_id(), q)
+            self.core
+                .drv
+                .queue_report(self.gpu_id(), q)
                 .and_then(|st| st.fault.map(|f| format!("queue {q}: {f}")))
         })
     }
@@ -391,7 +389,7 @@ impl HcqBackend for AmdBackend {
         for ring in [&self.compute, &self.sdma] {
             let r = lock(ring);
             let mut s = r.describe();
-            if let Some(e) = self.emu_queue(r.queue_id) {
+            if let Some(e) = self.driver_queue(r.queue_id) {
                 s.push_str(&format!(" [software GPU: {e}]"));
             }
             parts.push(s);
@@ -405,10 +403,10 @@ impl HcqBackend for AmdBackend {
     fn poll_fault(&self) -> Option<String> {
         let mut seen = lock(&self.seen_fault);
         if seen.is_none() {
-            // The emulator's queue state first: a page fault reaches the MEMORY event before the
+            // The driver's queue report first: a page fault reaches the MEMORY event before the
             // faulted queue records it, so a queue fault seen here has its event already set.
-            let emu = self.emu_fault();
-            let found: Vec<String> = [self.reset_fault(), self.memory_fault(), emu]
+            let reported = self.driver_fault();
+            let found: Vec<String> = [self.reset_fault(), self.memory_fault(), reported]
                 .into_iter()
                 .flatten()
                 .collect();

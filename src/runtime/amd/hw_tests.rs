@@ -9,7 +9,7 @@ use super::{open_amd_device, AmdDevice, AmdProcess};
 use crate::device::{Allocator, BufferOptions};
 use crate::driver::RealDriver;
 use crate::hcq::{HcqAllocator, HcqBackend, HcqSignal, HwQueue};
-use crate::runtime::amd::targets;
+use crate::hw::amd::targets;
 
 fn real_gpus() -> Option<Arc<AmdProcess>> {
     if !std::path::Path::new("/dev/kfd").exists() {

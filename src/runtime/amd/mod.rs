@@ -1,12 +1,13 @@
 //! The AMD backend: HCQ through KFD, no ROCm.
 //!
-//! - Chip facts and packets: [`targets`] (the per-gfx table), [`pm4`] / [`sdma`] (typed builders
-//!   with patch points), [`decode`] (the text form golden tests pin).
+//! - Packets: [`pm4`] / [`sdma`] (typed builders with patch points). The chip facts they read
+//!   (the per-gfx table, opcodes, field layouts, the decoders golden tests pin) are
+//!   [`crate::hw::amd`].
 //! - The device: [`process`] (the KFD process: `/dev/kfd`, render nodes, shared signal and event
 //!   pages), [`device`] ([`AmdBackend`], the [`crate::hcq::HcqBackend`]), [`memory`] (VRAM, GTT,
 //!   USERPTR at GPU VA == CPU VA), [`queue`] (hardware rings and the PM4 compute queue),
 //!   [`copy`] (the SDMA copy queue), [`signal`] (16-byte signal slots, KFD events),
-//!   [`program`] + [`elf`] (code-object loader).
+//!   [`program`] (code-object loader over [`crate::hw::amd::elf`]).
 //! - [`mockgpu`]: under `MOCKGPU=1`, the emulated KFD with a software GPU that runs mock code
 //!   objects (serialized UOps) on the UOp interpreter.
 //! - Registration: [`register`] makes `AMD` a device family of the registry; [`open_amd`] opens
@@ -19,9 +20,7 @@
 
 pub mod compiler;
 pub mod copy;
-pub mod decode;
 pub mod device;
-pub mod elf;
 pub mod memory;
 pub mod pm4;
 pub mod process;
@@ -29,7 +28,6 @@ pub mod program;
 pub mod queue;
 pub mod sdma;
 pub mod signal;
-pub mod targets;
 
 #[cfg(test)]
 mod hw_tests;

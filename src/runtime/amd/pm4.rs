@@ -9,63 +9,20 @@
 //! ([`patch`]).
 //!
 //! Not guaranteed: that the hardware accepts a stream for a chip whose facts are marked NOT
-//! CONFIRMED in [`crate::runtime::amd::targets`]; nothing here talks to a device.
+//! CONFIRMED in [`crate::hw::amd::targets`]; nothing here talks to a device.
 
 pub mod exec;
-pub mod fields;
 pub mod patch;
 #[cfg(test)]
 mod tests;
 
 pub use exec::{ExecArgs, ExecPatch, ExecProgram, ScratchSetup};
-pub use fields::*;
 pub use patch::*;
 
-use crate::runtime::amd::targets::{AcquireMemLayout, GfxTarget, ReleaseMemCache};
+use crate::hw::amd::kd::KernelCodeProperties;
+use crate::hw::amd::pm4::*;
+use crate::hw::amd::targets::{AcquireMemLayout, GfxTarget, ReleaseMemCache};
 use crate::{bail, ensure, Result};
-
-/// Largest COUNT field of a type-3 header (14 bits; 0x3FFF is reserved for header-only NOPs).
-const MAX_COUNT: usize = 0x3FFE;
-
-/// The type-3 header: bits 31:30 = 3, 29:16 = body dwords - 1, 15:8 = opcode.
-pub fn pkt3_header(op: Pm4Opcode, body_dwords: usize) -> Result<u32> {
-    ensure!(
-        (1..=MAX_COUNT + 1).contains(&body_dwords),
-        InvalidArgument,
-        "PM4 {}: {} body dwords is outside 1..={}",
-        op.name(),
-        body_dwords,
-        MAX_COUNT + 1
-    );
-    Ok(3 << 30 | ((body_dwords as u32 - 1) << 16) | op.bits() << 8)
-}
-
-/// INDIRECT_BUFFER DW3: the IB is valid (bit 23).
-pub const INDIRECT_BUFFER_VALID: u32 = 1 << 23;
-/// INDIRECT_BUFFER DW3: IB_SIZE field mask (bits 19:0, dwords).
-pub const INDIRECT_BUFFER_SIZE_MASK: u32 = 0xF_FFFF;
-
-/// Where a WAIT_REG_MEM polls.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WaitTarget {
-    /// MEM_SPACE 1: a dword of memory (4-byte aligned VA).
-    Memory { addr: u64 },
-    /// MEM_SPACE 0: with OPERATION WRITE_WAIT the CP writes `write` and polls `poll`
-    /// (dword register addresses), e.g. the HDP flush request/done pair.
-    Registers { write: u32, poll: u32 },
-}
-
-/// The fields of a WAIT_REG_MEM (memo 3.6).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WaitRegMem {
-    pub function: CompareFunction,
-    pub operation: WaitOperation,
-    pub target: WaitTarget,
-    pub reference: u32,
-    pub mask: u32,
-    /// Poll interval (16 bits).
-    pub poll_interval: u32,
-}
 
 /// The fields of a RELEASE_MEM (memo 3.5). `cache` uses the gfx10+ names; gfx9 targets encode
 /// it through [`EopActions::from_gcr`], and targets without GLM (gfx12) drop GLM_WB/GLM_INV.

@@ -1,4 +1,4 @@
-//! AMD programs: the code-object loader (memo 5): parse the ELF (`elf.rs`), read the 64-byte
+//! AMD programs: the code-object loader (memo 5): parse the ELF (`hw::amd::elf`), read the 64-byte
 //! kernel descriptor, check it against what rawgrad's launcher provides, upload the image to
 //! host-visible VRAM, and keep what a launch needs ([`ExecProgram`]: code address, RSRC1-3,
 //! properties, LDS and scratch sizes).
@@ -29,77 +29,15 @@
 
 use std::sync::Arc;
 
-use super::elf::load_code_object;
 use super::memory::AmdBuffer;
 use super::AmdBackend;
 use crate::driver::Mapping;
 use crate::hcq::{HcqBuffer, HcqProgram, KernargInput};
-use crate::runtime::amd::pm4::{ExecArgs, ExecProgram, KernelCodeProperties, ScratchSetup};
-use crate::runtime::amd::targets::{GfxTarget, ScratchModel};
+use crate::hw::amd::elf::load_code_object;
+use crate::hw::amd::kd::{KernelCodeProperties, KernelDescriptor};
+use crate::hw::amd::targets::{GfxTarget, ScratchModel};
+use crate::runtime::amd::pm4::{ExecArgs, ExecProgram, ScratchSetup};
 use crate::{bail, ensure, Result};
-
-/// The code-object v3+ kernel descriptor (memo 5.2).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct KernelDescriptor {
-    pub group_segment_fixed_size: u32,
-    pub private_segment_fixed_size: u32,
-    pub kernarg_size: u32,
-    pub kernel_code_entry_byte_offset: i64,
-    pub compute_pgm_rsrc3: u32,
-    pub compute_pgm_rsrc1: u32,
-    pub compute_pgm_rsrc2: u32,
-    pub kernel_code_properties: u16,
-    pub kernarg_preload: u16,
-}
-
-fn le32(b: &[u8], o: usize) -> u32 {
-    u32::from_le_bytes([b[o], b[o + 1], b[o + 2], b[o + 3]])
-}
-
-impl KernelDescriptor {
-    /// Parse the 64 bytes at the start of `b`.
-    pub fn parse(b: &[u8]) -> Result<KernelDescriptor> {
-        ensure!(
-            b.len() >= 64,
-            InvalidArgument,
-            "kernel descriptor: {} bytes, need 64",
-            b.len()
-        );
-        let mut off = [0u8; 8];
-        off.copy_from_slice(&b[16..24]);
-        Ok(KernelDescriptor {
-            group_segment_fixed_size: le32(b, 0),
-            private_segment_fixed_size: le32(b, 4),
-            kernarg_size: le32(b, 8),
-            kernel_code_entry_byte_offset: i64::from_le_bytes(off),
-            compute_pgm_rsrc3: le32(b, 44),
-            compute_pgm_rsrc1: le32(b, 48),
-            compute_pgm_rsrc2: le32(b, 52),
-            kernel_code_properties: u16::from_le_bytes([b[56], b[57]]),
-            kernarg_preload: u16::from_le_bytes([b[58], b[59]]),
-        })
-    }
-
-    /// The 64 bytes.
-    pub fn to_bytes(&self) -> [u8; 64] {
-        let mut b = [0u8; 64];
-        b[0..4].copy_from_slice(&self.group_segment_fixed_size.to_le_bytes());
-        b[4..8].copy_from_slice(&self.private_segment_fixed_size.to_le_bytes());
-        b[8..12].copy_from_slice(&self.kernarg_size.to_le_bytes());
-        b[16..24].copy_from_slice(&self.kernel_code_entry_byte_offset.to_le_bytes());
-        b[44..48].copy_from_slice(&self.compute_pgm_rsrc3.to_le_bytes());
-        b[48..52].copy_from_slice(&self.compute_pgm_rsrc1.to_le_bytes());
-        b[52..56].copy_from_slice(&self.compute_pgm_rsrc2.to_le_bytes());
-        b[56..58].copy_from_slice(&self.kernel_code_properties.to_le_bytes());
-        b[58..60].copy_from_slice(&self.kernarg_preload.to_le_bytes());
-        b
-    }
-
-    /// RSRC2.USER_SGPR.
-    pub fn user_sgpr_count(&self) -> u32 {
-        (self.compute_pgm_rsrc2 >> 1) & 0x1F
-    }
-}
 
 /// Inputs rawgrad never fills.
 const UNPROVIDED: KernelCodeProperties = KernelCodeProperties::ENABLE_SGPR_QUEUE_PTR
@@ -378,7 +316,7 @@ impl HcqProgram for AmdProgram {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::amd::targets::{GFX1030, GFX1100, GFX1201, GFX90A, GFX942};
+    use crate::hw::amd::targets::{GFX1030, GFX1100, GFX1201, GFX90A, GFX942};
 
     fn kd(props: u16, user_sgprs: u32) -> KernelDescriptor {
         KernelDescriptor {

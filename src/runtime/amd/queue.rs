@@ -24,11 +24,11 @@ use crate::driver::kfd::topology::QueueBufferSizes;
 use crate::driver::kfd::KFD_DOORBELL_PROCESS_SLICE;
 use crate::hcq::{device::device_wait_timeout, Cmd, HcqBuffer, HcqSignal, HwComputeQueue};
 use crate::hcq::{HwQueue, KeepAlive};
+use crate::hw::amd::targets::GfxTarget;
 use crate::runtime::amd::pm4::{
     ExecPatch, MailboxPatch, Pm4Buf, SignalEvent, SignalPatch, TimestampAddrPatch, WaitPatch,
 };
 use crate::runtime::amd::sdma::SdmaBuf;
-use crate::runtime::amd::targets::GfxTarget;
 use crate::sys::kfd::*;
 use crate::{bail, Error, Result};
 

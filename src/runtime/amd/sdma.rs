@@ -7,60 +7,16 @@
 //! Not guaranteed: GCR_REQ, INDIRECT and the tiled/broadcast copies are not built (tinygrad 0.9.2
 //! does not use them); the software GPU and decoder reject them.
 
+use crate::hw::amd::pm4::CompareFunction;
+use crate::hw::amd::sdma::*;
+use crate::hw::amd::targets::GfxTarget;
 use crate::runtime::amd::pm4::patch::{addr_dwords, value_dword};
 use crate::runtime::amd::pm4::{patch_dwords, PatchPoint};
 use crate::runtime::amd::pm4::{
-    CompareFunction, CopyAddrPatch, CopyPatch, MailboxPatch, SignalAddrPatch, SignalEvent,
-    SignalPatch, SignalValuePatch, TimestampAddrPatch, WaitAddrPatch, WaitPatch, WaitValuePatch,
+    CopyAddrPatch, CopyPatch, MailboxPatch, SignalAddrPatch, SignalEvent, SignalPatch,
+    SignalValuePatch, TimestampAddrPatch, WaitAddrPatch, WaitPatch, WaitValuePatch,
 };
-use crate::runtime::amd::targets::GfxTarget;
 use crate::{ensure, Result};
-
-crate::runtime::amd::pm4::fields::u32_enum! {
-    /// SDMA packet opcodes (header bits 7:0).
-    pub enum SdmaOp {
-        NOP = 0,
-        COPY = 1,
-        FENCE = 5,
-        TRAP = 6,
-        POLL_REGMEM = 8,
-        TIMESTAMP = 13,
-    }
-}
-
-/// COPY sub-op LINEAR (header bits 15:8).
-pub const SDMA_SUBOP_COPY_LINEAR: u32 = 0;
-/// TIMESTAMP sub-op GET_GLOBAL_TIMESTAMP.
-pub const SDMA_SUBOP_TIMESTAMP_GET_GLOBAL: u32 = 2;
-/// FENCE header MTYPE shift (bits 18:16).
-pub const SDMA_FENCE_MTYPE_SHIFT: u32 = 16;
-/// POLL_REGMEM header: HDP_FLUSH bit 26, FUNC bits 30:28, MEM_POLL bit 31.
-pub const SDMA_POLL_HDP_FLUSH: u32 = 1 << 26;
-pub const SDMA_POLL_FUNC_SHIFT: u32 = 28;
-pub const SDMA_POLL_MEM_POLL: u32 = 1 << 31;
-/// NOP header COUNT (bits 29:16): dwords following the header.
-pub const SDMA_NOP_COUNT_SHIFT: u32 = 16;
-pub const SDMA_NOP_COUNT_MASK: u32 = 0x3FFF;
-/// TRAP INT_CONTEXT width (bits 27:0).
-pub const SDMA_TRAP_CONTEXT_BITS: u32 = 28;
-
-/// The SDMA header dword.
-pub fn sdma_header(op: SdmaOp, sub_op: u32) -> u32 {
-    op.bits() | (sub_op & 0xFF) << 8
-}
-
-/// The fields of a memory POLL_REGMEM: wait until `(*addr & mask) FUNC reference`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PollRegmem {
-    pub function: CompareFunction,
-    pub addr: u64,
-    pub reference: u32,
-    pub mask: u32,
-    /// Poll interval (16 bits).
-    pub interval: u32,
-    /// Retry count (12 bits; 0xFFF retries forever).
-    pub retry_count: u32,
-}
 
 /// An SDMA command buffer for one target, remembering where each packet starts.
 #[derive(Debug, Clone)]

@@ -25,8 +25,8 @@ use crate::device::allocator::{host_memory, HostAllocator, LruAllocator};
 use crate::device::registry::Compiled;
 use crate::device::{Compiler, LaunchDims, Program, RawBuf, Runtime};
 use crate::driver::hostmem::HostMemory;
+use crate::interp::{InterpProgram, Memory};
 use crate::renderer::{Renderer, RendererOpts};
-use crate::runtime::cpu::interp::{InterpProgram, Memory};
 use crate::{bail, ensure, Error, Result};
 
 /// The INTERP renderer: UOps to their serialization.

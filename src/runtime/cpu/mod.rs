@@ -1,10 +1,9 @@
 //! The CPU devices: `CLANG` (C through clang or cc, dlopen), `LLVM` (LLVM IR through libLLVM in
 //! process, loaded by rawgrad's ELF loader `objload`, run by the CLANG program) and `INTERP` (the
-//! UOp interpreter, the reference every other device is checked against; `interp_device` is its
-//! registry glue).
+//! UOp interpreter [`crate::interp`], the reference every other device is checked against;
+//! `interp_device` is its device glue).
 
 pub mod clang;
-pub mod interp;
 pub mod interp_device;
 pub mod llvm;
 pub mod objload;

@@ -32,7 +32,7 @@ use std::sync::Arc;
 
 use crate::driver::codemem::{page_size, CodeMemory};
 use crate::driver::dl::KernelFn;
-use crate::runtime::amd::elf::{
+use crate::hw::amd::elf::{
     Elf, Section, Symbol, ET_REL, SHF_ALLOC, SHF_EXECINSTR, SHF_WRITE, SHT_PROGBITS, SHT_RELA,
     SHT_SYMTAB,
 };

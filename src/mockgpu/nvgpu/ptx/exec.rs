@@ -20,7 +20,7 @@ use super::alu;
 use super::isa::{Kind, Op, Space, Sreg, Ty};
 use super::mma;
 use super::parse::{Inst, Kernel, Opnd};
-use crate::mockgpu::amdgpu::GpuMemory;
+use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::{Error, Result};
 
 /// Instructions one launch may execute before it is stopped.

@@ -4,7 +4,7 @@
 use super::alu;
 use super::isa::{decode, Bin, Cmp, FMods, Half, Kind, Op, Rnd, Space, Ty, Un};
 use super::{parse_kernel, run, Launch};
-use crate::mockgpu::amdgpu::{GpuMemory, SparseMemory};
+use crate::mockgpu::gpu_memory::{GpuMemory, SparseMemory};
 
 const BUF: u64 = 0x10_0000;
 const OUT: u64 = 0x20_0000;

@@ -8,7 +8,7 @@ mod faults;
 mod rm;
 
 use super::*;
-use crate::mockgpu::amdgpu::SparseMemory;
+use crate::mockgpu::gpu_memory::SparseMemory;
 use crate::runtime::nv::arch::{NvClasses, HOPPER_COMPUTE_A};
 use crate::runtime::nv::gpfifo::{gp_entry, GpFifo, GpFifoIo, USERD_GP_GET, USERD_GP_PUT};
 use crate::runtime::nv::push::PushBuf;

@@ -1,6 +1,6 @@
 use super::*;
 use crate::driver::llvm::find_libraries;
-use crate::runtime::amd::targets::{GFX1030, GFX1100, GFX90A};
+use crate::hw::amd::targets::{GFX1030, GFX1100, GFX90A};
 
 /// Every installed libLLVM (newest first).
 fn all_llvms() -> Vec<Arc<Llvm>> {

@@ -2,11 +2,11 @@
 //! round trips, raw-dword facts pinned independently of the decoder, and refusals.
 
 use super::*;
-use crate::runtime::amd::decode::{
+use crate::hw::amd::decode::{
     check_golden, decode_pm4, decode_pm4_listing, decode_pm4_packet, Pm4Packet,
 };
-use crate::runtime::amd::decode::{AcquireCntl, ReleaseCache};
-use crate::runtime::amd::targets::{GFX1030, GFX1100, GFX1201, GFX90A, GFX942, TARGETS};
+use crate::hw::amd::decode::{AcquireCntl, ReleaseCache};
+use crate::hw::amd::targets::{GFX1030, GFX1100, GFX1201, GFX90A, GFX942, TARGETS};
 
 const CODE: u64 = 0x7F12_3456_7800;
 const KERNARGS: u64 = 0x7F00_0010_0040;
@@ -149,7 +149,7 @@ fn exec_gfx942_wave64_golden() {
     );
 }
 
-fn sync_stream(t: &'static crate::runtime::amd::targets::GfxTarget) -> Pm4Buf {
+fn sync_stream(t: &'static crate::hw::amd::targets::GfxTarget) -> Pm4Buf {
     let mut b = Pm4Buf::new(t);
     b.wait(SIGNAL, 41).unwrap();
     b.memory_barrier().unwrap();
@@ -290,8 +290,8 @@ fn release_mem_round_trip_on_every_target() {
             (rm.addr, rm.data, rm.int_ctxid)
         );
         let want = match t.release_mem_cache {
-            crate::runtime::amd::targets::ReleaseMemCache::Gfx10Gcr => ReleaseCache::Gcr(rm.cache),
-            crate::runtime::amd::targets::ReleaseMemCache::Gfx9EopActions => {
+            crate::hw::amd::targets::ReleaseMemCache::Gfx10Gcr => ReleaseCache::Gcr(rm.cache),
+            crate::hw::amd::targets::ReleaseMemCache::Gfx9EopActions => {
                 ReleaseCache::Eop(EopActions::from_gcr(rm.cache))
             }
         };

@@ -2,8 +2,8 @@
 //! copy split, patches and the ring wrap rule.
 
 use super::*;
-use crate::runtime::amd::decode::{check_golden, decode_sdma, decode_sdma_listing, SdmaPacket};
-use crate::runtime::amd::targets::{GFX1100, GFX90A};
+use crate::hw::amd::decode::{check_golden, decode_sdma, decode_sdma_listing, SdmaPacket};
+use crate::hw::amd::targets::{GFX1100, GFX90A};
 
 const SIGNAL: u64 = 0x7F00_2000_0010;
 const MAILBOX: u64 = 0x7F00_3000_0018;

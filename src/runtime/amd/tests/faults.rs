@@ -209,7 +209,7 @@ fn exec_refuses_a_kernel_enabling_inputs_we_do_not_fill() {
     let t = dev.backend().target();
     let mut kd = crate::mockgpu::amdgpu::object::mock_descriptor(t, 24, 0);
     kd.kernel_code_properties |= 1 << 4; // ENABLE_SGPR_DISPATCH_ID
-    let obj = crate::runtime::amd::elf::write_amdgpu_elf(&crate::runtime::amd::elf::AmdgpuElf {
+    let obj = crate::hw::amd::elf::write_amdgpu_elf(&crate::hw::amd::elf::AmdgpuElf {
         name: "E_id",
         e_flags: t.elf_mach,
         relocatable: false,

@@ -4,14 +4,14 @@
 
 use crate::hcq::device::{encode_copy, encode_program_call};
 use crate::hcq::{HwComputeQueue, HwQueue};
+use crate::hw::amd::decode::{check_golden, decode_pm4_text, decode_sdma_text};
+use crate::hw::amd::targets::{GFX1030, GFX1100};
 use crate::mockgpu::amdgpu::object::mock_descriptor;
 use crate::runtime::amd::copy::AmdCopyQueue;
-use crate::runtime::amd::decode::{check_golden, decode_pm4_text, decode_sdma_text};
 use crate::runtime::amd::pm4::{ScratchSetup, SignalEvent};
 use crate::runtime::amd::program::AmdProgram;
 use crate::runtime::amd::queue::AmdComputeQueue;
 use crate::runtime::amd::signal::AmdSignal;
-use crate::runtime::amd::targets::{GFX1030, GFX1100};
 use crate::runtime::amd::AmdBackend;
 use std::sync::Arc;
 

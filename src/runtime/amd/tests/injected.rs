@@ -7,6 +7,7 @@
 use super::faults::{check_recovered, stuck_run, warm};
 use super::*;
 use crate::device::allocator::LruAllocator;
+use crate::driver::Driver;
 use crate::hcq::{HcqBackend, HcqSignal, HwQueue};
 use crate::helpers::Context;
 use crate::Error;
@@ -156,7 +157,7 @@ fn a_gpu_reset_mid_run_is_a_named_fault_and_the_device_recovers() {
     }
     // KFD reuses queue ids; the queues behind them are new, so not stopped.
     for q in [ids.0, ids.1] {
-        let st = emu.queue_status(dev.backend().gpu_id(), q).unwrap();
+        let st = emu.queue_report(dev.backend().gpu_id(), q).unwrap();
         assert_eq!(st.fault, None, "queue {q} was recreated: {st}");
     }
     drop((bufs, prg, q, gate));

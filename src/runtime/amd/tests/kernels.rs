@@ -3,8 +3,8 @@
 
 use super::*;
 use crate::hcq::{HcqBackend, HwComputeQueue, HwQueue};
+use crate::hw::amd::elf::{load_code_object, write_amdgpu_elf, AmdgpuElf};
 use crate::mockgpu::amdgpu::object::{mock_code_object, mock_descriptor, MockBlob};
-use crate::runtime::amd::elf::{load_code_object, write_amdgpu_elf, AmdgpuElf};
 use crate::runtime::amd::program::AmdProgram;
 
 fn run_add(dev: &Arc<AmdDevice>, groups: usize, local: usize) {

@@ -12,6 +12,7 @@ mod kernels;
 mod profile;
 mod registry;
 mod rings;
+mod swgpu;
 mod vendor;
 mod waits;
 
@@ -21,7 +22,7 @@ use super::{open_amd_device, AmdDevice, AmdProcess, AmdRuntime};
 use crate::codegen::uopgraph::linearize;
 use crate::codegen::uops::UOp;
 use crate::device::{Allocator, BufferOptions, Compiler, Program, RawBuf, Runtime};
-use crate::dtype::{dtypes, DType};
+use crate::dtype::dtypes;
 use crate::hcq::HcqAllocator;
 use crate::mockgpu::amdgpu::attach::mock_driver;
 use crate::mockgpu::amdgpu::compiler::{MockAmdCompiler, MockAmdRenderer};
@@ -75,33 +76,7 @@ pub(crate) fn f32s(b: &[u8]) -> Vec<f32> {
         .collect()
 }
 
-/// data0[i] = data1[i] + data2[i] with i = gidx0 * local + lidx0, for a grid of `groups`
-/// workgroups of `local` threads.
-pub(crate) fn add_uops(groups: i64, local: i64, dt: DType) -> Vec<UOp> {
-    let d0 = UOp::define_global(dt, 0, true);
-    let d1 = UOp::define_global(dt, 1, false);
-    let d2 = UOp::define_global(dt, 2, false);
-    let g = UOp::special(0, "gidx0", groups);
-    let l = UOp::special(0, "lidx0", local);
-    let i = g.mul(local).add(&l);
-    let a = UOp::load(&d1, &i, dt);
-    let b = UOp::load(&d2, &i, dt);
-    linearize(&[UOp::store(&d0, &i, &a.add(&b))], None, true).unwrap()
-}
-
-/// data0[i] = data1[i] * n + m (int32; n, m variables), i = gidx0 * local + lidx0.
-pub(crate) fn axpb_uops(groups: i64, local: i64) -> Vec<UOp> {
-    let dt = dtypes::int32;
-    let d0 = UOp::define_global(dt, 0, true);
-    let d1 = UOp::define_global(dt, 1, false);
-    let n = UOp::define_var("n", -100, 100);
-    let m = UOp::define_var("m", -100, 100);
-    let i = UOp::special(0, "gidx0", groups)
-        .mul(local)
-        .add(UOp::special(0, "lidx0", local));
-    let v = UOp::load(&d1, &i, dt).mul(&n).add(&m);
-    linearize(&[UOp::store(&d0, &i, &v)], None, true).unwrap()
-}
+pub(crate) use crate::mockgpu::exec::tests::{add_uops, axpb_uops};
 
 /// Render, compile and load `uops` as kernel `name` the way the registry's AMD device does.
 pub(crate) fn load(dev: &Arc<AmdDevice>, name: &str, uops: &[UOp]) -> Box<dyn Program> {

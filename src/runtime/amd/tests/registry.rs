@@ -5,8 +5,8 @@
 use super::*;
 use crate::device::registry::open_device;
 use crate::helpers::Context;
+use crate::hw::amd::targets::GFX1100;
 use crate::mockgpu::amdgpu::compiler::UnavailableAmdCompiler;
-use crate::runtime::amd::targets::GFX1100;
 use crate::Error;
 
 #[test]

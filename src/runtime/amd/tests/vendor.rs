@@ -15,18 +15,19 @@
 //! n = body dwords - 1. Opcodes (nvd.h): DISPATCH_DIRECT 0x15, WAIT_REG_MEM 0x3C, EVENT_WRITE
 //! 0x46, RELEASE_MEM 0x49, ACQUIRE_MEM 0x58, SET_SH_REG 0x76.
 
-use crate::mockgpu::amdgpu::object::mock_descriptor;
-use crate::runtime::amd::decode::{
+use crate::hw::amd::decode::{
     decode_pm4_packet, decode_sdma_packet, AcquireCntl, Pm4Packet, ReleaseCache, SdmaPacket,
 };
-use crate::runtime::amd::pm4::exec::{BARRIER_ACQUIRE, EXEC_ACQUIRE};
-use crate::runtime::amd::pm4::{
-    CompareFunction, CpCoherCntl, DataSel, DispatchInitiator, EopActions, ExecArgs, GcrCntl,
-    Pm4Buf, ReleaseGcr, ScratchSetup, ShReg, WaitTarget,
+use crate::hw::amd::pm4::{
+    CompareFunction, CpCoherCntl, DataSel, DispatchInitiator, EopActions, GcrCntl, ReleaseGcr,
+    ShReg, WaitTarget,
 };
+use crate::hw::amd::targets::{GfxTarget, ScratchModel, GFX1030, GFX1100, GFX1201, GFX942};
+use crate::mockgpu::amdgpu::object::mock_descriptor;
+use crate::runtime::amd::pm4::exec::{BARRIER_ACQUIRE, EXEC_ACQUIRE};
+use crate::runtime::amd::pm4::{ExecArgs, Pm4Buf, ScratchSetup};
 use crate::runtime::amd::program::AmdProgram;
 use crate::runtime::amd::sdma::SdmaBuf;
-use crate::runtime::amd::targets::{GfxTarget, ScratchModel, GFX1030, GFX1100, GFX1201, GFX942};
 
 /// A 48-bit, 8-byte aligned VA: lo 0x3456_7890, hi 0x7F12.
 const ADDR: u64 = 0x7F12_3456_7890;

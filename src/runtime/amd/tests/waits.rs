@@ -4,6 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::*;
+use crate::driver::Driver;
 use crate::hcq::{HcqBackend, HcqSignal, HwCopyQueue, HwQueue};
 
 /// Poll (bounded) until the emulator reports the device's compute or SDMA queue blocked.
@@ -12,7 +13,7 @@ fn until_blocked(dev: &Arc<AmdDevice>, emu: &EmuDriver, sdma: bool) {
     let q = if sdma { s } else { c };
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
-        let st = emu.queue_status(dev.backend().gpu_id(), q).unwrap();
+        let st = emu.queue_report(dev.backend().gpu_id(), q).unwrap();
         if st.waiting {
             return;
         }

@@ -190,8 +190,8 @@ pub(crate) struct QueueBufs {
 }
 
 /// An emulated driver with `count` gfx1100 GPUs and nothing attached.
-pub(crate) fn emu(count: usize) -> (Arc<dyn Driver>, super::EmuDriver) {
-    let e = super::EmuDriver::new(super::EmuConfig {
+pub(crate) fn emu(count: usize) -> (Arc<dyn Driver>, crate::mockgpu::EmuDriver) {
+    let e = crate::mockgpu::EmuDriver::new(crate::mockgpu::EmuConfig {
         count,
         ..Default::default()
     })

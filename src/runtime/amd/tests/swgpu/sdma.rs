@@ -2,8 +2,8 @@
 //! compute queue, and the ring wrap rule with zero padding.
 
 use super::*;
+use crate::hw::amd::targets::GFX90A;
 use crate::runtime::amd::pm4::SignalEvent;
-use crate::runtime::amd::targets::GFX90A;
 
 fn fill(h: &Harness, va: u64, n: u64, seed: u32) {
     let words: Vec<u32> = (0..n as u32)

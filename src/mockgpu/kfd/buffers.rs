@@ -9,7 +9,6 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::backing::{copy_from_user, Backing};
 use super::memory::{
     page_up, prot_of, to_kerr, Alloc, CpuVmaKind, GpuMap, DOORBELL_BUS_BASE, MEM_ATTRS, MEM_TYPES,
     TASK_SIZE,
@@ -18,6 +17,7 @@ use super::{lock, EmuFd, EmuKfd, KErr, KResult, KfdState};
 use crate::driver::api::Prot;
 use crate::driver::kfd::*;
 use crate::driver::real::page_size;
+use crate::mockgpu::backing::{copy_from_user, Backing};
 use crate::sys::kfd::*;
 
 impl EmuKfd {

@@ -1,13 +1,13 @@
 //! PM4 decoding: header -> packet length, packet dwords -> [`Pm4Packet`] (validated against the
 //! target table), and the one-line text form of each packet.
 
-use crate::runtime::amd::pm4::{
+use crate::hw::amd::pm4::{
     flag_names, CompareFunction, CpCoherCntl, DataSel, DispatchInitiator, DstSel, EopActions,
     EventIndex, EventType, GcrCntl, IntSel, MemSpace, Pm4Opcode, ReleaseGcr, ShReg, WaitOperation,
     WaitRegMem, WaitTarget, INDIRECT_BUFFER_SIZE_MASK, INDIRECT_BUFFER_VALID,
     SET_SH_REG_END_OFFSET,
 };
-use crate::runtime::amd::targets::{AcquireMemLayout, GfxTarget, ReleaseMemCache};
+use crate::hw::amd::targets::{AcquireMemLayout, GfxTarget, ReleaseMemCache};
 use crate::{bail, ensure, Result};
 use std::fmt;
 

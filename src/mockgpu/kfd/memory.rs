@@ -13,12 +13,12 @@
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
-use super::backing::Backing;
 use super::{lock, EmuFd, EmuKfd, KErr, KResult, KfdState};
 use crate::driver::api::{errno_error, Fd, MapFlags, Prot};
 use crate::driver::kfd::*;
 use crate::driver::mapped::Mapping;
 use crate::driver::real::page_size;
+use crate::mockgpu::backing::Backing;
 use crate::sys::kfd::*;
 use crate::{Error, Result};
 

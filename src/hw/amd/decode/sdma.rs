@@ -1,13 +1,13 @@
 //! SDMA decoding: header -> packet length, packet dwords -> [`SdmaPacket`] (validated against the
 //! target's SDMA facts), and the one-line text form of each packet.
 
-use crate::runtime::amd::pm4::CompareFunction;
-use crate::runtime::amd::sdma::{
+use crate::hw::amd::pm4::CompareFunction;
+use crate::hw::amd::sdma::{
     PollRegmem, SdmaOp, SDMA_FENCE_MTYPE_SHIFT, SDMA_NOP_COUNT_MASK, SDMA_NOP_COUNT_SHIFT,
     SDMA_POLL_FUNC_SHIFT, SDMA_POLL_HDP_FLUSH, SDMA_POLL_MEM_POLL, SDMA_SUBOP_COPY_LINEAR,
     SDMA_SUBOP_TIMESTAMP_GET_GLOBAL, SDMA_TRAP_CONTEXT_BITS,
 };
-use crate::runtime::amd::targets::GfxTarget;
+use crate::hw::amd::targets::GfxTarget;
 use crate::{bail, ensure, Result};
 use std::fmt;
 

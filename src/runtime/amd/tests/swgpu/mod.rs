@@ -1,15 +1,25 @@
-//! Software GPU tests, driven directly: a `SparseMemory`, a test executor that records
-//! dispatches and doubles a buffer on the host, and an interrupt recorder. Every wait is bounded
+//! Software GPU tests (`mockgpu::amdgpu`), driven directly with the backend's PM4 and SDMA
+//! builders: a `SparseMemory`, a test executor that records dispatches and doubles a buffer on
+//! the host, and an interrupt recorder. They live with the backend because they build streams
+//! with its builders; the emulator itself imports nothing from `runtime/`. Every wait is bounded
 //! by [`TIMEOUT`] (a hang guard, not a timing threshold).
 
 mod compute;
 mod faults;
 mod sdma;
 
-use super::*;
+use crate::hw::amd::targets::{GfxTarget, GFX1100};
+use crate::mockgpu::amdgpu::{
+    DispatchExecutor, DispatchState, EventSink, Gpu, IbPos, InterruptSource, QueueDesc, QueueFault,
+    QueueId, QueueKind, QueueState,
+};
+use crate::mockgpu::gpu_memory::{GpuMemory, SparseMemory};
 use crate::runtime::amd::pm4::{ExecArgs, ExecProgram, Pm4Buf};
 use crate::runtime::amd::sdma::SdmaBuf;
-use crate::runtime::amd::targets::GFX1100;
+use crate::{bail, Error, Result};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 pub(super) const TIMEOUT: Duration = Duration::from_secs(10);
 

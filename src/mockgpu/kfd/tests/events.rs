@@ -64,7 +64,7 @@ impl EmuGpu for RecGpu {
 /// A device with an event page and one auto-reset signal event.
 fn with_event() -> (
     Arc<dyn Driver>,
-    super::super::EmuDriver,
+    crate::mockgpu::EmuDriver,
     Dev,
     Buf,
     kfd_ioctl_create_event_args,

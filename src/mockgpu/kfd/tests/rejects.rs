@@ -249,7 +249,7 @@ fn alloc_va_and_budget_checks() {
 
 #[test]
 fn small_bar_refuses_public_vram() {
-    let small = super::super::EmuDriver::new(super::super::EmuConfig {
+    let small = crate::mockgpu::EmuDriver::new(crate::mockgpu::EmuConfig {
         count: 1,
         large_bar: false,
         ..Default::default()

@@ -10,6 +10,11 @@
 //!
 //! Not guaranteed: other relocation types are refused, not applied; multi-kernel objects load,
 //! but only the named kernel's descriptor is found.
+//!
+//! Sources: the AMDGPU constants are LLVM `AMDGPUUsage.rst` ("ELF Code Object": `EM_AMDGPU`,
+//! `ELFOSABI_AMDGPU_HSA`, the ABI versions; "Relocation Records": `R_AMDGPU_REL64`), also in
+//! LLVM `include/llvm/BinaryFormat/ELF.h`; the generic ones (`ET_*`, `SHT_*`, `SHF_*`) are the
+//! System V gABI's, as in glibc `elf.h`.
 
 use crate::{bail, ensure, Result};
 

@@ -1,7 +1,7 @@
 //! The seam between the emulated KFD and a software GPU.
 //!
 //! A software GPU implements [`EmuGpu`] and is attached to one emulated device
-//! ([`super::EmuDriver::attach_gpu`], or through [`super::EmuConfig::gpu_factory`]). KFD calls it
+//! ([`crate::mockgpu::EmuDriver::attach_gpu`], or through [`crate::mockgpu::EmuConfig::gpu_factory`]). KFD calls it
 //! when a queue is created or destroyed and when the process writes the queue's doorbell. The GPU
 //! reaches back through the [`EmuDevice`] handle it is given: [`EmuDevice::translate`] looks a GPU
 //! virtual address range up in that device's page tables (refusing unmapped or read-only ranges,
@@ -23,6 +23,7 @@ use std::sync::{Arc, Weak};
 use super::EmuKfd;
 use crate::driver::kfd::topology::{NodeProperties, QueueBufferSizes};
 use crate::driver::mapped::Mapping;
+use crate::driver::QueueReport;
 use crate::{Error, Result};
 
 /// The queue types of `KFD_IOC_QUEUE_TYPE_*`.
@@ -101,47 +102,16 @@ pub trait EmuGpu: Send + Sync {
     fn on_doorbell(&self, dev: &EmuDevice, queue: &Arc<EmuQueue>, value: u64);
     /// The queue is being destroyed (DESTROY_QUEUE); stop reading its ring.
     fn destroy_queue(&self, dev: &EmuDevice, queue: &Arc<EmuQueue>);
-    /// The GPU hung and is being reset (fault injection, [`super::EmuDriver::reset_gpu`]): stop
+    /// The GPU hung and is being reset (fault injection, [`crate::mockgpu::EmuDriver::reset_gpu`]): stop
     /// the queue where it is, faulted with `reason`, until it is destroyed. A GPU that cannot
     /// stop a queue ignores this.
     fn halt_queue(&self, queue: &EmuQueue, reason: &str) {
         let _ = (queue, reason);
     }
     /// What the GPU knows about a queue (position, fault), for the runtime's error reports.
-    fn queue_status(&self, queue: &EmuQueue) -> Option<EmuQueueStatus> {
+    fn queue_status(&self, queue: &EmuQueue) -> Option<QueueReport> {
         let _ = queue;
         None
-    }
-}
-
-/// A software GPU's view of one queue.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct EmuQueueStatus {
-    /// Read pointer (dwords for compute queues, bytes for SDMA).
-    pub rptr: u64,
-    /// Write pointer the last doorbell announced.
-    pub wptr: u64,
-    /// Blocked on an unsatisfied wait.
-    pub waiting: bool,
-    /// The last packet started, e.g. `WAIT_REG_MEM at ring dword 120`.
-    pub last_packet: Option<String>,
-    /// Why the queue stopped, if it faulted.
-    pub fault: Option<String>,
-}
-
-impl std::fmt::Display for EmuQueueStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "rptr {} wptr {}", self.rptr, self.wptr)?;
-        if self.waiting {
-            write!(f, ", blocked on a wait")?;
-        }
-        if let Some(p) = &self.last_packet {
-            write!(f, ", last packet {p}")?;
-        }
-        if let Some(x) = &self.fault {
-            write!(f, ", FAULT: {x}")?;
-        }
-        Ok(())
     }
 }
 

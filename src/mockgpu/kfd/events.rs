@@ -16,12 +16,12 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use super::backing::{copy_from_user, copy_to_user, Backing};
 use super::memory::to_kerr;
 use super::KResult;
 use crate::driver::api::Prot;
 use crate::driver::kfd::*;
 use crate::driver::mapped::Mapping;
+use crate::mockgpu::backing::{copy_from_user, copy_to_user, Backing};
 use crate::sys::kfd::*;
 
 /// `KFD_FIRST_NONSIGNAL_EVENT_ID`: ids of non-signal events start here.

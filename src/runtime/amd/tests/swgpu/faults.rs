@@ -2,7 +2,7 @@
 //! packets do not run), and never hangs a waiter.
 
 use super::*;
-use crate::runtime::amd::pm4::ShReg;
+use crate::hw::amd::pm4::ShReg;
 
 /// A compute queue whose first packet is a NOP(1) (2 dwords), so faults happen at position 2,
 /// followed by `bad` and then a signal that must never run.
@@ -152,7 +152,7 @@ fn dispatch_without_program_or_kernarg_registers() {
         .unwrap();
     b.dispatch_direct(
         [1, 1, 1],
-        crate::runtime::amd::pm4::DispatchInitiator::COMPUTE_SHADER_EN,
+        crate::hw::amd::pm4::DispatchInitiator::COMPUTE_SHADER_EN,
     )
     .unwrap();
     h.submit_pm4(q, &b);
@@ -171,7 +171,7 @@ fn dispatch_without_program_or_kernarg_registers() {
         .unwrap();
     b.dispatch_direct(
         [1, 1, 1],
-        crate::runtime::amd::pm4::DispatchInitiator::COMPUTE_SHADER_EN,
+        crate::hw::amd::pm4::DispatchInitiator::COMPUTE_SHADER_EN,
     )
     .unwrap();
     h.submit_pm4(q, &b);

@@ -1,5 +1,7 @@
 //! The UOp interpreter: the reference semantics of UOps (tinygrad's PYTHON device, `ops_python`),
-//! used by the INTERP device and by the emulated GPUs, whose "binaries" are serialized UOps.
+//! used by the INTERP device (`runtime::cpu::interp_device`) and by the emulated GPUs
+//! (`mockgpu`), whose "binaries" are serialized UOps. It sits below the backends and imports only
+//! the base modules, `codegen` and `ops`, so the emulator can run kernels without `runtime/`.
 //!
 //! It runs every workgroup of the launch grid and simulates the workgroup's threads in lockstep, one
 //! instruction for all threads at a time, so BARRIER needs no work and DEFINE_LOCAL memory is shared

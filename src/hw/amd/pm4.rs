@@ -1,42 +1,65 @@
-//! PM4 vocabulary: opcodes, the compute SH registers, and the typed bit fields of the packets
-//! rawgrad emits (GCR_CNTL, CP_COHER_CNTL, RELEASE_MEM selectors, WAIT_REG_MEM controls, the
-//! dispatch initiator, kernel_code_properties). Names follow the PACKET3/register mnemonics of the
-//! amdgpu headers so a reader can grep from a name to its definition.
+//! PM4 vocabulary: the type-3 header, opcodes, the compute SH registers, and the typed bit fields
+//! of the packets rawgrad emits (GCR_CNTL, CP_COHER_CNTL, RELEASE_MEM selectors, WAIT_REG_MEM
+//! controls, the dispatch initiator). Names follow the PACKET3/register mnemonics of the Linux
+//! amdgpu headers (`nvd.h` for gfx10+, `soc15d.h` for gfx9) so a reader can grep from a name to
+//! its definition. The builders that emit these packets are `runtime::amd::pm4`; the decoder is
+//! [`crate::hw::amd::decode::pm4`].
 //!
 //! Not guaranteed: only the values rawgrad uses are named; decoding anything else is an error.
 
-use crate::runtime::amd::targets::{GfxTarget, ShRegLayout};
-use crate::{bail, Result};
+use crate::hw::amd::targets::{GfxTarget, ShRegLayout};
+use crate::{bail, ensure, Result};
 use bitflags::bitflags;
 
-/// Declares a `#[repr(u32)]` enum of hardware field values with `from_u32`, `name` and `bits`.
-macro_rules! u32_enum {
-    ($(#[$m:meta])* $vis:vis enum $name:ident { $($(#[$vm:meta])* $var:ident = $val:expr),+ $(,)? }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-        #[repr(u32)]
-        $vis enum $name { $($(#[$vm])* $var = $val),+ }
-        impl $name {
-            /// The variant whose hardware value is `v`.
-            pub fn from_u32(v: u32) -> Option<Self> {
-                $(if v == $val { return Some(Self::$var); })+
-                None
-            }
-            /// The mnemonic.
-            pub fn name(self) -> &'static str {
-                match self { $(Self::$var => stringify!($var)),+ }
-            }
-            /// The hardware value.
-            pub fn bits(self) -> u32 {
-                self as u32
-            }
-        }
-    };
+/// Largest COUNT field of a type-3 header (14 bits; 0x3FFF is reserved for header-only NOPs).
+pub const MAX_COUNT: usize = 0x3FFE;
+
+/// The type-3 header (amdgpu `nvd.h`/`soc15d.h` `PACKET3(op, n)`): bits 31:30 = 3, 29:16 = body
+/// dwords - 1, 15:8 = opcode.
+pub fn pkt3_header(op: Pm4Opcode, body_dwords: usize) -> Result<u32> {
+    ensure!(
+        (1..=MAX_COUNT + 1).contains(&body_dwords),
+        InvalidArgument,
+        "PM4 {}: {} body dwords is outside 1..={}",
+        op.name(),
+        body_dwords,
+        MAX_COUNT + 1
+    );
+    Ok(3 << 30 | ((body_dwords as u32 - 1) << 16) | op.bits() << 8)
 }
-pub(crate) use u32_enum;
+
+/// INDIRECT_BUFFER DW3: the IB is valid (bit 23; amdgpu `nvd.h` INDIRECT_BUFFER_VALID).
+pub const INDIRECT_BUFFER_VALID: u32 = 1 << 23;
+/// INDIRECT_BUFFER DW3: IB_SIZE field mask (bits 19:0, dwords).
+pub const INDIRECT_BUFFER_SIZE_MASK: u32 = 0xF_FFFF;
+
+/// Where a WAIT_REG_MEM polls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WaitTarget {
+    /// MEM_SPACE 1: a dword of memory (4-byte aligned VA).
+    Memory { addr: u64 },
+    /// MEM_SPACE 0: with OPERATION WRITE_WAIT the CP writes `write` and polls `poll`
+    /// (dword register addresses), e.g. the HDP flush request/done pair.
+    Registers { write: u32, poll: u32 },
+}
+
+/// The fields of a WAIT_REG_MEM (amdgpu `nvd.h` PACKET3_WAIT_REG_MEM: DW1 function 2:0,
+/// mem space 5:4, operation 7:6; DW2/3 address or registers; DW4 reference; DW5 mask; DW6 poll
+/// interval 15:0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WaitRegMem {
+    pub function: CompareFunction,
+    pub operation: WaitOperation,
+    pub target: WaitTarget,
+    pub reference: u32,
+    pub mask: u32,
+    /// Poll interval (16 bits).
+    pub poll_interval: u32,
+}
 
 u32_enum! {
-    /// PM4 type-3 opcodes rawgrad emits and the software GPU executes (memo 3.1).
+    /// PM4 type-3 opcodes rawgrad emits and the software GPU executes (amdgpu `nvd.h` and
+    /// `soc15d.h` PACKET3_*: the same values on gfx9 through gfx12).
     pub enum Pm4Opcode {
         NOP = 0x10,
         DISPATCH_DIRECT = 0x15,
@@ -270,22 +293,6 @@ bitflags! {
     }
 }
 
-bitflags! {
-    /// kernel_code_properties of the code-object v3+ kernel descriptor (offset 56, memo 5.2).
-    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-    pub struct KernelCodeProperties: u16 {
-        const ENABLE_SGPR_PRIVATE_SEGMENT_BUFFER = 1 << 0;
-        const ENABLE_SGPR_DISPATCH_PTR = 1 << 1;
-        const ENABLE_SGPR_QUEUE_PTR = 1 << 2;
-        const ENABLE_SGPR_KERNARG_SEGMENT_PTR = 1 << 3;
-        const ENABLE_SGPR_DISPATCH_ID = 1 << 4;
-        const ENABLE_SGPR_FLAT_SCRATCH_INIT = 1 << 5;
-        const ENABLE_SGPR_PRIVATE_SEGMENT_SIZE = 1 << 6;
-        const ENABLE_WAVEFRONT_SIZE32 = 1 << 10;
-        const USES_DYNAMIC_STACK = 1 << 11;
-    }
-}
-
 /// `A|B|C` for a set of flags, `0` when empty (the decoder's spelling).
 pub fn flag_names<I: Iterator<Item = (&'static str, T)>, T>(it: I) -> String {
     let names: Vec<&str> = it.map(|(n, _)| n).collect();
@@ -434,7 +441,7 @@ impl ShReg {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::amd::targets::{GFX1030, GFX1100, GFX942};
+    use crate::hw::amd::targets::{GFX1030, GFX1100, GFX942};
 
     #[test]
     fn register_offsets_per_target() {
@@ -461,7 +468,7 @@ mod tests {
         assert!(ShReg::user_data(16).is_err());
         assert_eq!(ShReg::COMPUTE_USER_DATA_3.user_data_index(), Some(3));
         assert_eq!(ShReg::COMPUTE_PGM_LO.user_data_index(), None);
-        for t in crate::runtime::amd::targets::TARGETS {
+        for t in crate::hw::amd::targets::TARGETS {
             for r in ShReg::ALL {
                 if let Ok(o) = r.offset(t) {
                     assert_eq!(

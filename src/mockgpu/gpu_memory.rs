@@ -1,6 +1,6 @@
-//! How the software GPU touches memory: the [`GpuMemory`] trait (implemented by the emulated
-//! KFD over its GPU-VM mapping table) and [`SparseMemory`], a `Vec`-backed sparse VA map for
-//! tests and for emulators that keep device memory apart from host memory.
+//! How the software GPUs (AMD and NVIDIA) touch memory: the [`GpuMemory`] trait (implemented
+//! over the emulated KFD's and RM's GPU-VM mapping tables) and [`SparseMemory`], a `Vec`-backed
+//! sparse VA map for tests and for emulators that keep device memory apart from host memory.
 //!
 //! Not guaranteed: accesses that span two adjacent mappings are refused by `SparseMemory` (one
 //! access, one mapping); the emulated KFD may allow them.

@@ -18,7 +18,7 @@ pub use pm4::{
 };
 pub use sdma::{decode_sdma, decode_sdma_packet, decode_sdma_text, sdma_packet_len, SdmaPacket};
 
-use crate::runtime::amd::targets::GfxTarget;
+use crate::hw::amd::targets::GfxTarget;
 use crate::Result;
 use std::fmt::{Display, Write};
 
