@@ -17,6 +17,7 @@ pub mod engine;
 mod error;
 pub mod hcq;
 pub mod helpers;
+pub mod hw;
 pub(crate) mod json;
 pub mod lazy;
 pub mod mockgpu;

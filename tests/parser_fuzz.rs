@@ -11,10 +11,10 @@
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::path::PathBuf;
 
+use rawgrad::hw::nv::arch::HOPPER_COMPUTE_A;
 use rawgrad::runtime::amd::elf::load_code_object;
 use rawgrad::runtime::amd::program::KernelDescriptor;
 use rawgrad::runtime::cpu::objload;
-use rawgrad::runtime::nv::arch::HOPPER_COMPUTE_A;
 use rawgrad::runtime::nv::cubin::{cubin_kernels, parse_info, Cubin};
 use rawgrad::tensor::nn::safe_load_bytes;
 

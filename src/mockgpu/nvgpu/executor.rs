@@ -28,10 +28,10 @@ use std::sync::{Arc, Mutex};
 use crate::codegen::uop_serial::deserialize;
 use crate::codegen::uopgraph::{global_slots, globals, vars};
 use crate::mockgpu::amdgpu::GpuMemory;
+use crate::mockgpu::nvgpu::cubin::MockCode;
 use crate::mockgpu::nvgpu::ptx;
 use crate::mockgpu::nvgpu::{read_mock_kernel, NvDispatch, NvDispatchExecutor};
 use crate::runtime::cpu::interp::{InterpProgram, Memory};
-use crate::runtime::nv::cubin::MockCode;
 use crate::{bail, ensure, Error, Result};
 
 struct Kernel {

@@ -44,10 +44,10 @@ pub use hooks::{
 };
 pub use rm::{nv_gpu_factory, RmNvGpu};
 
+use crate::hw::nv::arch::{host_class, HostClass, NvArch};
+use crate::hw::nv::methods::ClassKind;
 use crate::mockgpu::amdgpu::GpuMemory;
 use crate::mockgpu::engine_loop;
-use crate::runtime::nv::arch::{host_class, HostClass, NvArch};
-use crate::runtime::nv::push::ClassKind;
 use crate::{bail, ensure, Error, Result};
 use crossbeam::channel::{unbounded, Sender};
 use std::collections::HashMap;

@@ -8,9 +8,10 @@ mod faults;
 mod rm;
 
 use super::*;
+use crate::hw::nv::arch::{NvClasses, HOPPER_COMPUTE_A};
+use crate::hw::nv::gpfifo::{gp_entry, USERD_GP_GET, USERD_GP_PUT};
 use crate::mockgpu::amdgpu::SparseMemory;
-use crate::runtime::nv::arch::{NvClasses, HOPPER_COMPUTE_A};
-use crate::runtime::nv::gpfifo::{gp_entry, GpFifo, GpFifoIo, USERD_GP_GET, USERD_GP_PUT};
+use crate::runtime::nv::gpfifo::{GpFifo, GpFifoIo};
 use crate::runtime::nv::push::PushBuf;
 
 pub(super) const TIMEOUT: Duration = Duration::from_secs(10);

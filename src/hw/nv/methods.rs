@@ -8,7 +8,7 @@
 //! it. The offsets are identical across the compute classes C6C0..CEC0, the copy classes
 //! C6B5..CAB5 and the host classes C56F..CA6F for the methods listed.
 
-use crate::runtime::nv::arch::{copy_class, NV_ARCHS};
+use crate::hw::nv::arch::{copy_class, NV_ARCHS};
 
 // ---- host (channel) class, any subchannel, methods below 0x100 ----
 pub const SET_OBJECT: u32 = 0x000;
