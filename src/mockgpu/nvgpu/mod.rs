@@ -35,8 +35,6 @@ pub mod hooks;
 mod host;
 pub mod ptx;
 pub mod rm;
-#[cfg(test)]
-mod tests;
 
 pub use hooks::{
     read_mock_kernel, NoNvEvents, NvDispatch, NvDispatchExecutor, NvEventSink, NvInterrupt,
