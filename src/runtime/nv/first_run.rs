@@ -34,6 +34,9 @@ use crate::helpers::getenv;
 use crate::hw::nv::arch::{NvArch, PcasAction};
 use crate::{bail, ensure, Result};
 
+/// Builds a kernel's library from its name and serialized UOps for an arch and SM.
+pub type UopsToLibrary = dyn Fn(&str, &str, &NvArch, u32) -> Result<Vec<u8>>;
+
 /// Where the first run's kernels come from.
 #[derive(Clone, Copy)]
 pub enum FirstRunKernels<'a> {
@@ -41,7 +44,7 @@ pub enum FirstRunKernels<'a> {
     Fixtures(&'a Path),
     /// A library built from a kernel's name and serialized UOps for the device's arch and SM
     /// (under `MOCKGPU=1`: `mockgpu::nvgpu::compiler::mock_cubin`).
-    FromUops(&'a dyn Fn(&str, &str, &NvArch, u32) -> Result<Vec<u8>>),
+    FromUops(&'a UopsToLibrary),
 }
 
 /// The constant the fill kernel writes.
