@@ -4,11 +4,11 @@
 //!   CUDA-like options (locals, shared memory, local_max (1024, 1024, 64), global_max
 //!   (2^31-1, 65535, 65535), 48 KiB shared);
 //! - [`MockNvCompiler`]: that source to a mock cubin for the device's arch and SM
-//!   ([`write_mock_cubin`]: parameters 8 bytes per buffer then 4 per
-//!   variable, static shared memory from the DEFINE_LOCALs);
+//!   ([`write_mock_cubin`]: parameters 8 bytes per buffer then 4 per variable, static shared
+//!   memory from the DEFINE_LOCALs);
 //! - [`MockPtxCompiler`] (`MOCKGPU_CODE=ptx`): the hardware path's code: NVPTX LLVM IR from the
-//!   [`LLVMRenderer`] through libLLVM's NVPTX target to PTX (as the NV backend's
-//!   PTX paths do before ptxas), wrapped in a mock cubin whose blob is the PTX and whose parameters and
+//!   [`LLVMRenderer`] through libLLVM's NVPTX target to PTX (as the NV backend's PTX paths do
+//!   before ptxas), wrapped in a mock cubin whose blob is the PTX and whose parameters and
 //!   static shared memory are read from the PTX's `.entry` (the software GPU interprets it:
 //!   [`crate::mockgpu::nvgpu::ptx`]).
 //!

@@ -2,7 +2,8 @@
 //! `.text.<k>` holds a blob with the serialized UOps instead, inside an EM_CUDA-shaped ELF with
 //! real-looking `.nv.constant0.<k>`, `.nv.info` (REGCOUNT, FRAME_SIZE, MIN_STACK_SIZE) and
 //! `.nv.info.<k>` (CUDA_API_VERSION, KPARAM_INFO per parameter, MAXREG_COUNT,
-//! CBANK_PARAM_SIZE, PARAM_CBANK) records, so the NV backend loads it as any cubin (`runtime::nv::cubin::Cubin::parse`).
+//! CBANK_PARAM_SIZE, PARAM_CBANK) records, so the NV backend loads it as any cubin
+//! (`runtime::nv::cubin::Cubin::parse`).
 //! The emulator's executor finds the blob at the QMD's program address ([`parse_mock_blob`]).
 //!
 //! Blob layout (little-endian): `RAWGRAD\0UOPS` (12 bytes; `RAWGRAD\0PTX\0` when the code is

@@ -1,6 +1,6 @@
 //! The cubin loader (memo 5.2): an ELF64 EM_CUDA file from ptxas / NVRTC / nvJitLink (or the
-//! emulator's mock cubin, which is shaped the same) becomes a [`Cubin`]: the GPU image (the ALLOC sections at
-//! 128-byte alignment plus a 4 KiB tail for instruction prefetch), the relocations to apply once
+//! emulator's mock cubin, which is shaped the same) becomes a [`Cubin`]: the GPU image (the ALLOC
+//! sections at 128-byte alignment plus a 4 KiB tail for instruction prefetch), the relocations to apply once
 //! the load address is known, and what a launch needs (entry offset, registers, the parameter
 //! window of constant buffer 0, shared memory, stack, the other constant banks). The format
 //! constants (EM_CUDA, EIATTR_*, R_CUDA_*) and the ELF reader are in [`crate::hw::nv::cubin`]
