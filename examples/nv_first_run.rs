@@ -12,7 +12,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use rawgrad::helpers::{getenv, Context};
-use rawgrad::runtime::nv::first_run::first_run;
+use rawgrad::mockgpu::nvgpu::compiler::mock_cubin;
+use rawgrad::runtime::nv::first_run::{first_run, FirstRunKernels};
 use rawgrad::runtime::nv::nv_driver;
 
 fn main() -> ExitCode {
@@ -29,8 +30,12 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let fixtures = (!mock).then_some(dir.as_path());
-    match first_run(drv, fixtures) {
+    let kernels = if mock {
+        FirstRunKernels::FromUops(&mock_cubin)
+    } else {
+        FirstRunKernels::Fixtures(&dir)
+    };
+    match first_run(drv, kernels) {
         Ok(r) => {
             let failed: Vec<String> = r
                 .failed_actions

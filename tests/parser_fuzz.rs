@@ -13,8 +13,8 @@ use std::path::PathBuf;
 
 use rawgrad::hw::amd::elf::load_code_object;
 use rawgrad::hw::amd::kd::KernelDescriptor;
+use rawgrad::hw::nv::arch::HOPPER_COMPUTE_A;
 use rawgrad::runtime::cpu::objload;
-use rawgrad::runtime::nv::arch::HOPPER_COMPUTE_A;
 use rawgrad::runtime::nv::cubin::{cubin_kernels, parse_info, Cubin};
 use rawgrad::tensor::nn::safe_load_bytes;
 

@@ -16,3 +16,4 @@
 //! checked against a source for that chip.
 
 pub mod amd;
+pub mod nv;

@@ -44,6 +44,7 @@
 
 mod alu;
 mod memory;
+pub mod nvptx;
 mod types;
 mod walk;
 mod wmma;

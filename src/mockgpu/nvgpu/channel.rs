@@ -7,11 +7,11 @@ use super::compute::ComputeEngine;
 use super::copy::CopyEngine;
 use super::host::HostEngine;
 use super::{lock, ChannelFault, ChannelId, ChannelSlot, FaultKind, Shared};
+use crate::hw::nv::decode::method_text;
+use crate::hw::nv::gpfifo::decode_gp_entry;
+use crate::hw::nv::header::{MethodHeader, SecOp};
+use crate::hw::nv::methods::{method_name, ClassKind, HOST_METHOD_LIMIT};
 use crate::mockgpu::engine_loop::{EngineRunner, RunResult};
-use crate::runtime::nv::decode::method_text;
-use crate::runtime::nv::gpfifo::decode_gp_entry;
-use crate::runtime::nv::push::methods::{method_name, HOST_METHOD_LIMIT};
-use crate::runtime::nv::push::{ClassKind, MethodHeader, SecOp};
 use crate::Error;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -317,7 +317,7 @@ impl Runner {
     }
 
     fn host_write(&mut self, subc: u32, method: u32, data: u32) -> StepResult<Step> {
-        if method == crate::runtime::nv::push::methods::SET_OBJECT {
+        if method == crate::hw::nv::methods::SET_OBJECT {
             let class = data & 0xFFFF;
             self.check_set_object(class)?;
             self.bound[subc as usize] = Some(class);

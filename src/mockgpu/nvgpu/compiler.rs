@@ -1,18 +1,16 @@
-//! The NV renderer and compilers under `MOCKGPU=1`, and the compiler slot of a real device.
+//! The NV renderer and compilers under `MOCKGPU=1`.
 //!
 //! - [`MockNvRenderer`]: a first line `//! rawgrad-nv-mock <name>` then the serialized UOps, with
 //!   CUDA-like options (locals, shared memory, local_max (1024, 1024, 64), global_max
 //!   (2^31-1, 65535, 65535), 48 KiB shared);
 //! - [`MockNvCompiler`]: that source to a mock cubin for the device's arch and SM
-//!   ([`crate::runtime::nv::cubin::write_mock_cubin`]: parameters 8 bytes per buffer then 4 per
-//!   variable, static shared memory from the DEFINE_LOCALs);
+//!   ([`write_mock_cubin`]: parameters 8 bytes per buffer then 4 per variable, static shared
+//!   memory from the DEFINE_LOCALs);
 //! - [`MockPtxCompiler`] (`MOCKGPU_CODE=ptx`): the hardware path's code: NVPTX LLVM IR from the
-//!   [`LLVMRenderer`] through libLLVM's NVPTX target to PTX (as [`crate::runtime::nv::compiler`]
-//!   does before ptxas), wrapped in a mock cubin whose blob is the PTX and whose parameters and
+//!   [`LLVMRenderer`] through libLLVM's NVPTX target to PTX (as the NV backend's PTX paths do
+//!   before ptxas), wrapped in a mock cubin whose blob is the PTX and whose parameters and
 //!   static shared memory are read from the PTX's `.entry` (the software GPU interprets it:
-//!   [`crate::mockgpu::nvgpu::ptx`]);
-//! - [`UnavailableNvCompiler`]: what a real device uses when no NVIDIA compiler (NVRTC, ptxas,
-//!   nvJitLink) can be set up: every compile fails saying why.
+//!   [`crate::mockgpu::nvgpu::ptx`]).
 //!
 //! Not guaranteed: the mock compiler checks that the UOps deserialize, not that they verify.
 
@@ -22,15 +20,15 @@ use crate::codegen::uop_serial::{deserialize, serialize};
 use crate::codegen::uopgraph::{globals, vars};
 use crate::codegen::uops::{UArg, UOp, UOps};
 use crate::device::Compiler;
-use crate::driver::llvm::{CompileOptions, Emit, Llvm};
+use crate::driver::llvm::Llvm;
 use crate::helpers::getenv_str;
+use crate::hw::nv::arch::NvArch;
+use crate::hw::nv::cubin::KParam;
+use crate::mockgpu::nvgpu::cubin::{write_mock_cubin, MockCode, MockCubin};
 use crate::mockgpu::nvgpu::ptx::parse_kernel;
+use crate::renderer::llvmir::nvptx::{ir_to_ptx, nvptx_target, NvptxTarget};
 use crate::renderer::llvmir::LLVMRenderer;
 use crate::renderer::{Renderer, RendererOpts};
-use crate::runtime::nv::arch::NvArch;
-use crate::runtime::nv::compiler::{is_ptx, nvptx_target, NvptxTarget, NVPTX_TRIPLE};
-use crate::runtime::nv::cubin::MockCode;
-use crate::runtime::nv::cubin::{write_mock_cubin, KParam, MockCubin};
 use crate::{bail, Result};
 
 /// First-line prefix of a mock kernel's source.
@@ -236,13 +234,7 @@ impl MockPtxCompiler {
 
     /// The PTX of NVPTX LLVM IR (PTX passes through).
     pub fn to_ptx(&self, src: &str) -> Result<String> {
-        if is_ptx(src) {
-            return Ok(src.to_string());
-        }
-        let t = &self.target;
-        let opts = CompileOptions::new(NVPTX_TRIPLE, &t.cpu, &t.features, true);
-        let ptx = self.llvm.compile(src, &opts, Emit::Assembly)?;
-        String::from_utf8(ptx).map_err(|_| crate::Error::Compile("PTX text is not UTF-8".into()))
+        ir_to_ptx(&self.llvm, &self.target, src)
     }
 }
 
@@ -260,32 +252,5 @@ impl Compiler for MockPtxCompiler {
         let ptx = self.to_ptx(src)?;
         mock_ptx_cubin(&ptx, self.arch, self.sm)
             .map_err(|e| crate::Error::Compile(format!("NV mock PTX compiler: {}", e.message())))
-    }
-}
-
-/// The compiler slot of a real NV device whose NVIDIA compiler could not be set up: every compile
-/// reports why.
-pub struct UnavailableNvCompiler {
-    sm: u32,
-    reason: String,
-}
-
-impl UnavailableNvCompiler {
-    pub fn new(sm: u32, reason: String) -> UnavailableNvCompiler {
-        UnavailableNvCompiler { sm, reason }
-    }
-}
-
-impl Compiler for UnavailableNvCompiler {
-    fn cache_key(&self) -> Option<String> {
-        None
-    }
-    fn compile(&self, _src: &str) -> Result<Vec<u8>> {
-        bail!(
-            Compile,
-            "NV compiler for sm_{} is unavailable: {} (set MOCKGPU=1 to run kernels on the emulator)",
-            self.sm,
-            self.reason
-        )
     }
 }

@@ -7,10 +7,10 @@
 
 use super::channel::{gr, mmu, pbdma, StepFault, StepResult};
 use super::{ChannelId, NvDispatch, Shared};
-use crate::runtime::nv::arch::{sm_config_value, NvArch, PcasAction};
-use crate::runtime::nv::decode::qmd_summary;
-use crate::runtime::nv::push::methods::*;
-use crate::runtime::nv::qmd::{AnyQmd, DependentAction, Qmd, QmdRelease, ReleaseStructure};
+use crate::hw::nv::arch::{sm_config_value, NvArch, PcasAction};
+use crate::hw::nv::decode::qmd_summary;
+use crate::hw::nv::methods::*;
+use crate::hw::nv::qmd::{AnyQmd, DependentAction, Qmd, QmdRelease, ReleaseStructure};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 

@@ -6,9 +6,9 @@
 
 use super::channel::{ce, mmu, StepResult};
 use super::{ChannelId, NvInterrupt, Shared};
-use crate::runtime::nv::arch::copy_class;
-use crate::runtime::nv::push::methods::launch_dma::*;
-use crate::runtime::nv::push::methods::*;
+use crate::hw::nv::arch::copy_class;
+use crate::hw::nv::methods::launch_dma::*;
+use crate::hw::nv::methods::*;
 
 /// The copy engine's method state of one channel.
 #[derive(Debug, Default)]

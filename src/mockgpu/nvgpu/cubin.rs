@@ -2,7 +2,8 @@
 //! `.text.<k>` holds a blob with the serialized UOps instead, inside an EM_CUDA-shaped ELF with
 //! real-looking `.nv.constant0.<k>`, `.nv.info` (REGCOUNT, FRAME_SIZE, MIN_STACK_SIZE) and
 //! `.nv.info.<k>` (CUDA_API_VERSION, KPARAM_INFO per parameter, MAXREG_COUNT,
-//! CBANK_PARAM_SIZE, PARAM_CBANK) records, so the same loader ([`super::Cubin::parse`]) reads it.
+//! CBANK_PARAM_SIZE, PARAM_CBANK) records, so the NV backend loads it as any cubin
+//! (`runtime::nv::cubin::Cubin::parse`).
 //! The emulator's executor finds the blob at the QMD's program address ([`parse_mock_blob`]).
 //!
 //! Blob layout (little-endian): `RAWGRAD\0UOPS` (12 bytes; `RAWGRAD\0PTX\0` when the code is
@@ -13,9 +14,9 @@
 //! Not guaranteed: nothing executes a mock cubin but rawgrad's emulator.
 
 use crate::codegen::uops::UOp;
-use crate::runtime::nv::arch::NvArch;
-use crate::runtime::nv::cubin::elf::*;
-use crate::runtime::nv::cubin::{
+use crate::hw::nv::arch::NvArch;
+use crate::hw::nv::cubin::elf::*;
+use crate::hw::nv::cubin::{
     KParam, EIATTR_CBANK_PARAM_SIZE, EIATTR_CUDA_API_VERSION, EIATTR_EXIT_INSTR_OFFSETS,
     EIATTR_FRAME_SIZE, EIATTR_KPARAM_INFO, EIATTR_MAXREG_COUNT, EIATTR_MIN_STACK_SIZE,
     EIATTR_PARAM_CBANK, EIATTR_REGCOUNT, EIFMT_HVAL, EIFMT_SVAL, ELFOSABI_CUDA, EM_CUDA,

@@ -26,7 +26,7 @@ use crate::mockgpu::exec::{ArgNames, ProgramCache, UopKernel};
 use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::mockgpu::nvgpu::ptx;
 use crate::mockgpu::nvgpu::{read_mock_kernel, NvDispatch, NvDispatchExecutor};
-use crate::runtime::nv::cubin::MockCode;
+use crate::mockgpu::nvgpu::cubin::MockCode;
 use crate::{ensure, Error, Result};
 
 /// A cached program.

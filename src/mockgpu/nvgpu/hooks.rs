@@ -12,11 +12,11 @@
 //! [`read_mock_kernel`]) at [`NvDispatch::program_addr`].
 
 use super::{ChannelFault, ChannelId};
+use crate::hw::nv::arch::QmdVersion;
+use crate::hw::nv::gpfifo::{USERD_GP_GET, USERD_GP_PUT};
+use crate::hw::nv::qmd::ConstantBuffer;
 use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::mockgpu::nvgpu::cubin::{MockKernel, MOCK_HEADER_BYTES};
-use crate::runtime::nv::arch::QmdVersion;
-use crate::runtime::nv::gpfifo::{USERD_GP_GET, USERD_GP_PUT};
-use crate::runtime::nv::qmd::ConstantBuffer;
 use crate::Result;
 use std::sync::Arc;
 
@@ -152,5 +152,5 @@ pub fn read_mock_kernel(mem: &dyn GpuMemory, program_addr: u64) -> Result<MockKe
     let len = MockKernel::blob_len(&header)?;
     let mut blob = vec![0u8; len];
     mem.read(program_addr, &mut blob)?;
-    crate::runtime::nv::cubin::parse_mock_blob(&blob)
+    super::cubin::parse_mock_blob(&blob)
 }

@@ -6,8 +6,8 @@
 
 use super::channel::{mmu, pbdma, Step, StepResult};
 use super::{ChannelId, NvInterrupt, Shared};
-use crate::runtime::nv::arch::HostClass;
-use crate::runtime::nv::push::methods::*;
+use crate::hw::nv::arch::HostClass;
+use crate::hw::nv::methods::*;
 
 /// The host's method state of one channel.
 #[derive(Debug, Default)]

@@ -35,8 +35,6 @@ pub mod hooks;
 mod host;
 pub mod ptx;
 pub mod rm;
-#[cfg(test)]
-mod tests;
 
 pub use hooks::{
     read_mock_kernel, NoNvEvents, NvDispatch, NvDispatchExecutor, NvEventSink, NvInterrupt,
@@ -44,10 +42,10 @@ pub use hooks::{
 };
 pub use rm::{nv_gpu_factory, RmNvGpu};
 
-use crate::mockgpu::engine_loop;
+use crate::hw::nv::arch::{host_class, HostClass, NvArch};
+use crate::hw::nv::methods::ClassKind;
 use crate::mockgpu::gpu_memory::GpuMemory;
-use crate::runtime::nv::arch::{host_class, HostClass, NvArch};
-use crate::runtime::nv::push::ClassKind;
+use crate::mockgpu::engine_loop;
 use crate::{bail, ensure, Error, Result};
 use crossbeam::channel::{unbounded, Sender};
 use std::collections::HashMap;

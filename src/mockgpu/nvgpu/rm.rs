@@ -15,10 +15,10 @@
 use super::{ChannelDesc, ChannelFault, ChannelId, NvDispatchExecutor, NvEventSink};
 use super::{NvGpu, NvInterrupt, UserdAccess};
 use crate::driver::mapped::Mapping;
+use crate::hw::nv::arch::select_classes;
+use crate::hw::nv::gpfifo::{USERD_GP_GET, USERD_GP_PUT};
 use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::mockgpu::{EmuChannel, EmuNvDevice, EmuNvGpu, NvGpuFactory};
-use crate::runtime::nv::arch::select_classes;
-use crate::runtime::nv::gpfifo::{USERD_GP_GET, USERD_GP_PUT};
 use crate::{Error, Result};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

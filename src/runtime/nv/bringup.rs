@@ -16,7 +16,7 @@ use super::memory::{alloc_memory, MemKind, NvBuffer, NvRmDevice};
 use super::process::{lock, step, NvProcess};
 use crate::driver::nv::{ChannelParams, NvGpuFd, VaSpaceParams};
 use crate::driver::{MapFlags, Mapping, Prot};
-use crate::runtime::nv::arch::{select_classes, NvClasses};
+use crate::hw::nv::arch::{select_classes, NvClasses};
 use crate::sys::nv::common::*;
 use crate::{Error, Result};
 use std::sync::atomic::Ordering;

@@ -29,20 +29,19 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::device::Compiler;
-use crate::driver::llvm::{CompileOptions, Emit, Llvm};
+use crate::driver::llvm::Llvm;
 use crate::driver::nvjitlink::NvJitLink;
 use crate::driver::nvrtc::{Nvrtc, NvrtcOutput};
 use crate::driver::process::{run_with_stdin, TempPath};
 use crate::helpers::{getenv, getenv_str};
 use crate::renderer::cuda::CUDARenderer;
+use crate::renderer::llvmir::nvptx::ir_to_ptx;
+pub use crate::renderer::llvmir::nvptx::{is_ptx, nvptx_target, NvptxTarget, NVPTX_TRIPLE};
 use crate::renderer::llvmir::LLVMRenderer;
 use crate::renderer::Renderer;
 use crate::{bail, Error, Result};
 
 use super::toolchain::{find_tool, NvTool};
-
-/// The triple of LLVM's 64-bit NVPTX target.
-pub const NVPTX_TRIPLE: &str = "nvptx64-nvidia-cuda";
 
 /// A compile path.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -97,66 +96,6 @@ impl NvCompilerKind {
             NvCompilerKind::NvJitLink,
         ])
     }
-}
-
-/// What LLVM's NVPTX target writes PTX for: its processor (`sm_86`) and PTX ISA feature
-/// (`+ptx71`).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NvptxTarget {
-    pub cpu: String,
-    pub features: String,
-}
-
-/// (SM, first LLVM major whose NVPTX target knows it, lowest PTX ISA version that has it).
-const NVPTX_SMS: [(u32, u32, u32); 8] = [
-    (120, 20, 87),
-    (100, 20, 86),
-    (90, 16, 78),
-    (89, 16, 78),
-    (87, 16, 74),
-    (86, 13, 71),
-    (80, 13, 70),
-    (75, 13, 63),
-];
-
-const NVPTX_PROBE: &str = "define ptx_kernel void @rawgrad_probe() {\n  ret void\n}\n";
-
-/// The NVPTX target to write PTX for `sm` with `llvm`: the newest SM in the table that is not
-/// newer than `sm` and that this LLVM writes (`.target sm_NN` in a probe's PTX).
-pub fn nvptx_target(llvm: &Llvm, sm: u32) -> Result<NvptxTarget> {
-    let major = llvm.version().major;
-    let mut tried = vec![];
-    for &(cand, min_llvm, ptx) in NVPTX_SMS.iter() {
-        if cand > sm || (major != 0 && major < min_llvm) {
-            continue;
-        }
-        let t = NvptxTarget {
-            cpu: format!("sm_{cand}"),
-            features: format!("+ptx{ptx}"),
-        };
-        let opts = CompileOptions::new(NVPTX_TRIPLE, &t.cpu, &t.features, false);
-        let ptx = llvm.compile(NVPTX_PROBE, &opts, Emit::Assembly)?;
-        let text = String::from_utf8_lossy(&ptx);
-        if text
-            .lines()
-            .any(|l| l.trim() == format!(".target {}", t.cpu))
-        {
-            return Ok(t);
-        }
-        tried.push(t.cpu);
-    }
-    bail!(
-        Compile,
-        "LLVM {} ({}) writes PTX for none of the SMs up to sm_{sm} (tried {tried:?}); install a \
-         newer libLLVM (LLVM_LIB) or use NV_COMPILER=nvrtc",
-        llvm.version(),
-        llvm.path().display()
-    )
-}
-
-/// Whether `src` is PTX text (has a `.version` directive) rather than LLVM IR or CUDA C.
-pub fn is_ptx(src: &str) -> bool {
-    src.lines().any(|l| l.trim_start().starts_with(".version "))
 }
 
 /// How PTX becomes a cubin.
@@ -328,11 +267,7 @@ impl NVCompiler {
             Backend::Nvrtc { nvrtc, options } => {
                 nvrtc.compile(src, "rawgrad.cu", options, NvrtcOutput::Ptx)?
             }
-            Backend::Ptx { .. } if is_ptx(src) => return Ok(src.to_string()),
-            Backend::Ptx { llvm, target, .. } => {
-                let opts = CompileOptions::new(NVPTX_TRIPLE, &target.cpu, &target.features, true);
-                llvm.compile(src, &opts, Emit::Assembly)?
-            }
+            Backend::Ptx { llvm, target, .. } => return ir_to_ptx(llvm, target, src),
         };
         String::from_utf8(ptx).map_err(|_| Error::Compile("PTX text is not UTF-8".into()))
     }
@@ -405,6 +340,33 @@ impl Compiler for NVCompiler {
                 self.assemble(&ptx)
             }
         }
+    }
+}
+
+/// The compiler slot of a real NV device whose NVIDIA compiler could not be set up: every compile
+/// reports why.
+pub struct UnavailableNvCompiler {
+    sm: u32,
+    reason: String,
+}
+
+impl UnavailableNvCompiler {
+    pub fn new(sm: u32, reason: String) -> UnavailableNvCompiler {
+        UnavailableNvCompiler { sm, reason }
+    }
+}
+
+impl Compiler for UnavailableNvCompiler {
+    fn cache_key(&self) -> Option<String> {
+        None
+    }
+    fn compile(&self, _src: &str) -> Result<Vec<u8>> {
+        bail!(
+            Compile,
+            "NV compiler for sm_{} is unavailable: {} (set MOCKGPU=1 to run kernels on the emulator)",
+            self.sm,
+            self.reason
+        )
     }
 }
 

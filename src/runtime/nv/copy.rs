@@ -10,7 +10,7 @@ use super::device::{NvBackend, NvEngine};
 use super::queue::{patch_signal, patch_wait};
 use super::signal::NvSignal;
 use crate::hcq::{Cmd, HcqSignal, HwCopyQueue, HwQueue, KeepAlive};
-use crate::runtime::nv::arch::NvClasses;
+use crate::hw::nv::arch::NvClasses;
 use crate::runtime::nv::push::{CopyCmd, PushBuf, SignalCmd, WaitCmd};
 use crate::Result;
 

@@ -1,8 +1,10 @@
 //! The cubin loader (memo 5.2): an ELF64 EM_CUDA file from ptxas / NVRTC / nvJitLink (or the
-//! MOCKGPU mock cubin of [`mock`]) becomes a [`Cubin`]: the GPU image (the ALLOC sections at
-//! 128-byte alignment plus a 4 KiB tail for instruction prefetch), the relocations to apply once
+//! emulator's mock cubin, which is shaped the same) becomes a [`Cubin`]: the GPU image (the ALLOC
+//! sections at 128-byte alignment plus a 4 KiB tail for instruction prefetch), the relocations to apply once
 //! the load address is known, and what a launch needs (entry offset, registers, the parameter
-//! window of constant buffer 0, shared memory, stack, the other constant banks).
+//! window of constant buffer 0, shared memory, stack, the other constant banks). The format
+//! constants (EM_CUDA, EIATTR_*, R_CUDA_*) and the ELF reader are in [`crate::hw::nv::cubin`]
+//! (re-exported here).
 //!
 //! Checked: ELF64 little-endian, e_machine EM_CUDA (190), OS/ABI CUDA, e_flags' SM against the
 //! device's (same major, cubin minor <= device minor), the parameter base against the arch table,
@@ -16,45 +18,15 @@
 //! relocations between kernels and device-side function calls are only as right as R_CUDA_64
 //! and ABS32 cover; older ABI versions (< 8) take the SM from e_flags bits 7:0 (UNCONFIRMED).
 
-pub mod elf;
 #[cfg(test)]
 mod tests;
 
-pub use crate::mockgpu::nvgpu::cubin::{
-    parse_mock_blob, write_mock_cubin, MockCode, MockCubin, MockKernel, MOCK_MAGIC,
-};
+pub use crate::hw::nv::cubin::*;
 
-use crate::runtime::nv::arch::NvArch;
+use crate::hw::nv::arch::NvArch;
+use crate::hw::nv::cubin::elf::*;
 use crate::{bail, ensure, Result};
-use elf::*;
 use std::collections::HashMap;
-
-/// e_machine of cubins.
-pub const EM_CUDA: u16 = 190;
-/// EI_OSABI of cubins (CUDA 12+; 0x33 in older toolchains, UNCONFIRMED).
-pub const ELFOSABI_CUDA: u8 = 0x41;
-const ELFOSABI_CUDA_OLD: u8 = 0x33;
-
-/// `.nv.info` attributes (EIATTR_*) the loader reads.
-pub const EIATTR_PARAM_CBANK: u8 = 0x0A;
-pub const EIATTR_FRAME_SIZE: u8 = 0x11;
-pub const EIATTR_MIN_STACK_SIZE: u8 = 0x12;
-pub const EIATTR_KPARAM_INFO: u8 = 0x17;
-pub const EIATTR_CBANK_PARAM_SIZE: u8 = 0x19;
-pub const EIATTR_MAXREG_COUNT: u8 = 0x1B;
-pub const EIATTR_EXIT_INSTR_OFFSETS: u8 = 0x1C;
-pub const EIATTR_REGCOUNT: u8 = 0x2F;
-pub const EIATTR_CUDA_API_VERSION: u8 = 0x37;
-/// `.nv.info` record formats.
-pub const EIFMT_NVAL: u8 = 1;
-pub const EIFMT_BVAL: u8 = 2;
-pub const EIFMT_HVAL: u8 = 3;
-pub const EIFMT_SVAL: u8 = 4;
-
-/// Relocation types applied against the image's load address.
-pub const R_CUDA_64: u32 = 2;
-pub const R_CUDA_ABS32_LO_32: u32 = 0x38;
-pub const R_CUDA_ABS32_HI_32: u32 = 0x39;
 
 /// Extra zero bytes after the image: instruction prefetch can run past the end of the code.
 pub const IMAGE_TAIL: u64 = 4096;
@@ -62,16 +34,6 @@ pub const IMAGE_TAIL: u64 = 4096;
 pub const IMAGE_ALIGN: u64 = 128;
 /// Largest image the loader builds (code, constants and `.nv.global` data of one module).
 pub const MAX_IMAGE: u64 = 256 << 20;
-
-/// One kernel parameter (EIATTR_KPARAM_INFO).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct KParam {
-    pub ordinal: u32,
-    /// Offset from the parameter base.
-    pub offset: u32,
-    /// Bytes (flags bits 31:18).
-    pub size: u32,
-}
 
 /// A constant bank other than 0 carried in the image.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

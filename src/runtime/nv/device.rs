@@ -28,7 +28,7 @@ use super::signal::{NvSignal, SignalPool, SIGNAL_SIZE, SIGNAL_SLOTS, TIMESTAMP_H
 use crate::device::BufferOptions;
 use crate::driver::Mapping;
 use crate::hcq::{HcqBackend, HcqBuffer, HcqDevice, HcqSignal};
-use crate::runtime::nv::arch::{NvClasses, PcasAction};
+use crate::hw::nv::arch::{NvClasses, PcasAction};
 use crate::runtime::nv::channel::SubmitIo;
 use crate::runtime::nv::gpfifo::USERMODE_NOTIFY_CHANNEL_PENDING;
 use crate::runtime::nv::push::{LocalMemorySetup, PushBuf};

@@ -10,9 +10,10 @@
 //! base (0x210 on Hopper), and one queue reset with the VA balance checked (the old channels
 //! unregistered from UVM and their ranges returned).
 //!
-//! Kernels: on hardware the precompiled cubins `fill_sm<NN>.cubin` and `add_n_sm<NN>.cubin` from
-//! a fixtures folder (ptxas outputs of `tests/fixtures/cubin/*.ptx`); on the emulator the same
-//! kernels as mock cubins built from UOps.
+//! Kernels ([`FirstRunKernels`]): on hardware the precompiled cubins `fill_sm<NN>.cubin` and
+//! `add_n_sm<NN>.cubin` from a fixtures folder (ptxas outputs of `tests/fixtures/cubin/*.ptx`); on
+//! the emulator the same kernels built from UOps by the caller's compiler (the emulator's mock
+//! cubin writer: this module does not name the emulator).
 //!
 //! Not guaranteed: a hang inside the driver itself (an ioctl that never returns) is left to the
 //! caller's `timeout`; with `NV_PCAS_ACTION` set only that action is tried.
@@ -20,7 +21,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::arch::PcasAction;
 use super::bringup::GrInfo;
 use super::{open_nv_device, NvDevice, NvProcess, NvRuntime};
 use crate::codegen::uop_serial::serialize;
@@ -31,8 +31,21 @@ use crate::driver::Driver;
 use crate::dtype::dtypes;
 use crate::hcq::{HcqAllocator, HcqBackend, HwQueue};
 use crate::helpers::getenv;
-use crate::mockgpu::nvgpu::compiler::mock_cubin;
+use crate::hw::nv::arch::{NvArch, PcasAction};
 use crate::{bail, ensure, Result};
+
+/// Builds a kernel's library from its name and serialized UOps for an arch and SM.
+pub type UopsToLibrary = dyn Fn(&str, &str, &NvArch, u32) -> Result<Vec<u8>>;
+
+/// Where the first run's kernels come from.
+#[derive(Clone, Copy)]
+pub enum FirstRunKernels<'a> {
+    /// `fill_sm<NN>.cubin` and `add_n_sm<NN>.cubin` from this folder.
+    Fixtures(&'a Path),
+    /// A library built from a kernel's name and serialized UOps for the device's arch and SM
+    /// (under `MOCKGPU=1`: `mockgpu::nvgpu::compiler::mock_cubin`).
+    FromUops(&'a UopsToLibrary),
+}
 
 /// The constant the fill kernel writes.
 pub const FILL_VALUE: u32 = 0xC0FFEE;
@@ -75,21 +88,23 @@ fn add_n_uops(groups: i64, local: i64) -> Result<Vec<UOp>> {
     linearize(&[UOp::store(&d0, &i, &v)], None, true)
 }
 
-/// Kernel `name`: the fixture cubin for the device's SM, or (emulator) a mock cubin of `uops`.
+/// Kernel `name`: the fixture cubin for the device's SM, or the library built from `uops`.
 fn kernel(
     dev: &Arc<NvDevice>,
-    fixtures: Option<&Path>,
+    kernels: FirstRunKernels<'_>,
     name: &str,
     uops: Result<Vec<UOp>>,
 ) -> Result<Box<dyn Program>> {
     let b = dev.backend();
-    let lib = match fixtures {
-        Some(dir) => {
+    let lib = match kernels {
+        FirstRunKernels::Fixtures(dir) => {
             let path = dir.join(format!("{name}_sm{}.cubin", b.sm()));
             std::fs::read(&path)
                 .map_err(|e| crate::Error::Io(format!("reading {}: {e}", path.display())))?
         }
-        None => mock_cubin(name, &serialize(&uops?)?, b.classes().arch, b.sm())?,
+        FirstRunKernels::FromUops(build) => {
+            build(name, &serialize(&uops?)?, b.classes().arch, b.sm())?
+        }
     };
     NvRuntime::new(dev.clone()).load(name, &lib)
 }
@@ -203,7 +218,7 @@ fn copy_step(a: &HcqAllocator<super::NvBackend>) -> Result<String> {
 fn fill_step(
     dev: &Arc<NvDevice>,
     a: &HcqAllocator<super::NvBackend>,
-    fx: Option<&Path>,
+    fx: FirstRunKernels<'_>,
 ) -> Result<String> {
     let prg = kernel(dev, fx, "fill", fill_uops(4, 64))?;
     let out = a.alloc(4 * 256, &BufferOptions::default())?;
@@ -229,7 +244,7 @@ fn fill_step(
 fn add_n_step(
     dev: &Arc<NvDevice>,
     a: &HcqAllocator<super::NvBackend>,
-    fx: Option<&Path>,
+    fx: FirstRunKernels<'_>,
 ) -> Result<String> {
     let prg = kernel(dev, fx, "add_n", add_n_uops(2, 128))?;
     let (out, inp) = (
@@ -257,7 +272,7 @@ fn add_n_step(
 fn launch_action_steps(
     dev: &Arc<NvDevice>,
     a: &HcqAllocator<super::NvBackend>,
-    fx: Option<&Path>,
+    fx: FirstRunKernels<'_>,
 ) -> Result<(PcasAction, Vec<(PcasAction, String)>)> {
     let b = dev.backend();
     let pinned = getenv("NV_PCAS_ACTION", -1) >= 0;
@@ -325,15 +340,15 @@ fn reset_step(dev: &Arc<NvDevice>) -> Result<((u64, u64), (u64, u64))> {
     Ok((before, after))
 }
 
-/// Every first-run step on `drv`; kernels from `fixtures` (real cubins) or mock cubins (`None`).
-pub fn first_run(drv: Arc<dyn Driver>, fixtures: Option<&Path>) -> Result<FirstRunReport> {
+/// Every first-run step on `drv`, with the kernels of `kernels`.
+pub fn first_run(drv: Arc<dyn Driver>, kernels: FirstRunKernels<'_>) -> Result<FirstRunReport> {
     let dev = open_steps(drv)?;
     run_step("host semaphore release", || semaphore_step(&dev))?;
     let a = HcqAllocator::new(dev.clone());
     run_step("copy engine copy (4 KiB)", || copy_step(&a))?;
     let mut launch = None;
     run_step("launch action", || {
-        let (action, failed) = launch_action_steps(&dev, &a, fixtures)?;
+        let (action, failed) = launch_action_steps(&dev, &a, kernels)?;
         let s = format!(
             "{:#x} {} runs kernels ({} tried before it)",
             action as u32,
@@ -347,7 +362,7 @@ pub fn first_run(drv: Arc<dyn Driver>, fixtures: Option<&Path>) -> Result<FirstR
         bail!(Internal, "first run: no launch action")
     };
     run_step("kernel with arguments (cbuf0)", || {
-        add_n_step(&dev, &a, fixtures)
+        add_n_step(&dev, &a, kernels)
     })?;
     let mut va = None;
     run_step("queue reset (VA balance)", || {
@@ -381,9 +396,13 @@ pub fn first_run(drv: Arc<dyn Driver>, fixtures: Option<&Path>) -> Result<FirstR
 mod tests {
     use super::*;
     use crate::mockgpu::nvgpu::attach::mock_driver;
+    use crate::mockgpu::nvgpu::compiler::mock_cubin;
     use crate::mockgpu::nvgpu::executor::NvUopExecutor;
     use crate::mockgpu::nvgpu::RmNvGpu;
     use crate::mockgpu::{EmuConfig, EmuDriver, EmuNvDevice, EmuNvGpu, NvGpuFactory};
+
+    /// The emulator's kernels: mock cubins of the UOps.
+    const MOCK: FirstRunKernels<'static> = FirstRunKernels::FromUops(&mock_cubin);
 
     #[test]
     fn first_run_steps_pass_on_the_emulator() {
@@ -393,7 +412,7 @@ mod tests {
                 ..Default::default()
             })
             .unwrap();
-            let r = first_run(Arc::new(emu), None).unwrap();
+            let r = first_run(Arc::new(emu), MOCK).unwrap();
             assert!(r.failed_actions.is_empty());
             assert_eq!(r.first_userd, [(0, 0), (0, 0)]);
             assert_eq!(r.va_before_reset, r.va_after_reset);
@@ -423,7 +442,7 @@ mod tests {
         let _t = crate::helpers::Context::new(&[("HCQDEV_WAIT_TIMEOUT_MS", 2000)]);
         // A GPU that takes neither 3 nor 9: the fill kernel faults twice (each wait resets the
         // queues), then 0xA runs it; the rest of the run uses 0xA.
-        let r = first_run(Arc::new(refusing_gpu(&[3, 9])), None).unwrap();
+        let r = first_run(Arc::new(refusing_gpu(&[3, 9])), MOCK).unwrap();
         assert_eq!(
             r.launch_action,
             PcasAction::INVALIDATE_PREFETCH_COPY_SCHEDULE
@@ -444,7 +463,7 @@ mod tests {
             r.failed_actions[0].1
         );
         // A GPU that takes none of them: the run stops at the launch step, naming each try.
-        let e = first_run(Arc::new(refusing_gpu(&[3, 9, 10])), None).unwrap_err();
+        let e = first_run(Arc::new(refusing_gpu(&[3, 9, 10])), MOCK).unwrap_err();
         assert!(
             e.message().contains("first run step launch action")
                 && e.message().contains("no launch action ran the fill kernel")

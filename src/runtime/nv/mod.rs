@@ -1,8 +1,8 @@
 //! The NV backend: HCQ through RM/UVM ioctls, no libcuda.
 //!
-//! - Chip facts and command formats: [`arch`] (per-class table), [`push`] (pushbuffer method
-//!   builders), [`gpfifo`] (GP entries, USERD), [`qmd`] (QMDs per version), [`cubin`] (the cubin
-//!   loader and the MOCKGPU mock cubin), [`decode`] (text form for golden tests and traces).
+//! - Command builders over the hardware facts of [`crate::hw::nv`] (chip tables, methods, QMD
+//!   fields, decoders): [`push`] (pushbuffer method builders), [`gpfifo`] (the GPFIFO ring
+//!   writer), [`qmd`] (QMD templates and patch points), [`cubin`] (the cubin loader).
 //! - The device: [`process`] (the RM client, UVM and VA window a process's devices share; memo
 //!   1.10 steps 1-5), [`bringup`] (steps 6-19 per GPU), [`device`] ([`NvBackend`], the
 //!   [`crate::hcq::HcqBackend`]), [`vaspace`] (the VA plan), [`memory`] (VRAM, RM sysmem, host
@@ -22,13 +22,11 @@
 //! Not guaranteed: one process-wide [`NvProcess`] serves the registry's devices (opened on first
 //! use, never closed); tests open their own.
 
-pub mod arch;
 pub mod bringup;
 pub mod channel;
 pub mod compiler;
 pub mod copy;
 pub mod cubin;
-pub mod decode;
 pub mod device;
 pub mod first_run;
 pub mod gpfifo;
@@ -59,14 +57,12 @@ use crate::device::{Compiler, DeviceGraph, Launch, LruAllocator, Program, Runtim
 use crate::driver::{Driver, RealDriver};
 use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
 use crate::helpers::getenv;
-use crate::mockgpu::nvgpu::compiler::{
-    mock_code, MockNvCompiler, MockNvRenderer, MockPtxCompiler, UnavailableNvCompiler,
-};
+use crate::mockgpu::nvgpu::compiler::{mock_code, MockNvCompiler, MockNvRenderer, MockPtxCompiler};
+use crate::mockgpu::nvgpu::cubin::MockCode;
 use crate::mockgpu::EmuConfig;
 use crate::renderer::Renderer;
 use crate::Result;
-use compiler::NVCompiler;
-use cubin::MockCode;
+use compiler::{NVCompiler, UnavailableNvCompiler};
 
 /// An opened NV device.
 pub type NvDevice = HcqDevice<NvBackend>;

@@ -24,7 +24,7 @@ use super::memory::NvBuffer;
 use crate::driver::Mapping;
 use crate::hcq::{HcqBuffer, HcqProgram, KernargInput};
 use crate::helpers::getenv;
-use crate::runtime::nv::arch::{NvArch, PROVEN_MAX_SHARED_KIB};
+use crate::hw::nv::arch::{NvArch, PROVEN_MAX_SHARED_KIB};
 use crate::runtime::nv::cubin::{cubin_kernels, Cubin, KParam};
 use crate::runtime::nv::qmd::{program_qmd, AnyQmd, ConstantBuffer, Qmd, QmdProgram};
 use crate::{bail, ensure, Result};

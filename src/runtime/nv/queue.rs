@@ -23,7 +23,7 @@ use super::program::NvProgram;
 use super::signal::NvSignal;
 use crate::hcq::{Cmd, HcqSignal, HwComputeQueue, HwQueue, KeepAlive};
 use crate::helpers::getenv;
-use crate::runtime::nv::arch::{NvClasses, PcasAction};
+use crate::hw::nv::arch::{NvClasses, PcasAction};
 use crate::runtime::nv::push::{PushBuf, QmdAddrPatch, SignalCmd, WaitCmd};
 use crate::{bail, Result};
 

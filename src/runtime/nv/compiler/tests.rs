@@ -7,8 +7,8 @@ use super::*;
 use crate::codegen::uops::UOp;
 use crate::dtype::{dtypes, DType};
 use crate::helpers::Context;
+use crate::hw::nv::arch::arch_for_sm;
 use crate::ops::{BinaryOps, UnaryOps};
-use crate::runtime::nv::arch::arch_for_sm;
 use crate::runtime::nv::cubin::Cubin;
 
 const SMS: [u32; 3] = [80, 89, 90];

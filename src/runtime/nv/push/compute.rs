@@ -4,9 +4,9 @@
 //! SEND_SIGNALING_PCAS2_B, or the whole QMD inline (SET_INLINE_QMD_ADDRESS_A/B +
 //! LOAD_INLINE_QMD_DATA).
 
-use super::methods::*;
 use super::{check_addr, PushBuf, QmdAddrPatch, SUBC_COMPUTE};
-use crate::runtime::nv::arch::PcasAction;
+use crate::hw::nv::arch::PcasAction;
+use crate::hw::nv::methods::*;
 use crate::{ensure, Result};
 
 /// The shader local memory (SLM) backing of a channel (memo 3.7).

@@ -3,12 +3,12 @@
 //! broke on 4 GiB copies), and the copy-engine semaphore release (SET_SEMAPHORE_A/B/PAYLOAD, then
 //! LAUNCH_DMA with FLUSH_ENABLE and a four-word release: payload at +0, timestamp at +8).
 
-use super::methods::*;
 use super::{
     check_addr, CopyAddrSlots, CopyCmd, CopyDstPatch, CopySrcPatch, PushBuf, SignalAddrPatch,
     SignalCmd, SignalValuePatch, SUBC_COPY,
 };
 use super::{AddrSlots, ValueSlots};
+use crate::hw::nv::methods::*;
 use crate::{ensure, Result};
 
 /// Largest piece one LAUNCH_DMA copies (2^31 bytes, as tinygrad master).

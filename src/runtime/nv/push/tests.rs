@@ -2,11 +2,11 @@
 //! decoded streams in `tests/golden/nv/`), field checks, patch points and the decoder's errors.
 
 use super::*;
-use crate::runtime::nv::arch::{
+use crate::hw::nv::arch::{
     NvClasses, ADA_COMPUTE_A, AMPERE_COMPUTE_A, AMPERE_COMPUTE_B, HOPPER_COMPUTE_A,
     HOPPER_DMA_COPY_A,
 };
-use crate::runtime::nv::decode::{check_golden, decode_push_listing, decode_qmd, PushDecoder};
+use crate::hw::nv::decode::{check_golden, decode_push_listing, decode_qmd, PushDecoder};
 use crate::runtime::nv::qmd::{program_qmd, ConstantBuffer, Qmd, QmdProgram};
 
 fn hopper() -> PushBuf {

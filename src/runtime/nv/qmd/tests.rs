@@ -2,7 +2,7 @@
 //! checked against the class headers (memo 3.2), range errors, patch points, the template.
 
 use super::*;
-use crate::runtime::nv::arch::{ADA_COMPUTE_A, BLACKWELL_COMPUTE_B, HOPPER_COMPUTE_A};
+use crate::hw::nv::arch::{QmdVersion, ADA_COMPUTE_A, BLACKWELL_COMPUTE_B, HOPPER_COMPUTE_A};
 use crate::runtime::nv::push::patch::PatchPoint;
 
 const VERSIONS: [QmdVersion; 3] = [QmdVersion::V03_00, QmdVersion::V04_00, QmdVersion::V05_00];

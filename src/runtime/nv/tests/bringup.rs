@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::hcq::HcqSignal;
-use crate::runtime::nv::arch::QmdVersion;
+use crate::hw::nv::arch::QmdVersion;
 
 #[test]
 fn h200_brings_up_on_the_580_family() {

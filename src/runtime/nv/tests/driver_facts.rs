@@ -121,7 +121,7 @@ fn local_memory_is_sized_from_sm_per_tpc() {
 
 #[test]
 fn hopper_launches_with_nvk_s_action_by_default() {
-    use crate::runtime::nv::arch::PcasAction;
+    use crate::hw::nv::arch::PcasAction;
     let (dev, _emu) = one_gpu();
     let b = dev.backend();
     assert_eq!(b.pcas_action(), PcasAction::INVALIDATE_COPY_SCHEDULE);

@@ -127,7 +127,8 @@ fn kernel_writing_to_an_unmapped_address_faults_with_the_rc_error() {
 
 #[test]
 fn a_param_size_mismatch_faults_the_channel() {
-    use crate::runtime::nv::cubin::{write_mock_cubin, KParam, MockCubin};
+    use crate::mockgpu::nvgpu::cubin::{write_mock_cubin, MockCode, MockCubin};
+    use crate::runtime::nv::cubin::KParam;
     let (dev, emu, baseline) = warm();
     // A blob whose declared parameter bytes (two buffers) do not match its UOps (three).
     let uops = add_uops(1, 8, dtypes::float32);
@@ -145,7 +146,7 @@ fn a_param_size_mismatch_faults_the_channel() {
         regcount: 32,
         shared_size: 0,
         uops: crate::codegen::uop_serial::serialize(&uops).unwrap(),
-        code: crate::runtime::nv::cubin::MockCode::Uops,
+        code: MockCode::Uops,
     };
     let lib = write_mock_cubin(&m, b.classes().arch).unwrap();
     let prg = NvRuntime::new(dev.clone()).load("E_bad", &lib).unwrap();

@@ -5,9 +5,9 @@
 
 use crate::hcq::device::{encode_copy, encode_program_call};
 use crate::hcq::{HwCopyQueue, HwQueue};
-use crate::runtime::nv::arch::{NvClasses, ADA_COMPUTE_A, HOPPER_COMPUTE_A};
+use crate::hw::nv::arch::{NvClasses, ADA_COMPUTE_A, HOPPER_COMPUTE_A};
+use crate::hw::nv::decode::{check_golden, decode_push_listing};
 use crate::runtime::nv::copy::NvCopyQueue;
-use crate::runtime::nv::decode::{check_golden, decode_push_listing};
 use crate::runtime::nv::program::NvProgram;
 use crate::runtime::nv::queue::NvComputeQueue;
 use crate::runtime::nv::signal::NvSignal;

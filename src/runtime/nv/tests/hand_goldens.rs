@@ -12,7 +12,7 @@
 //! INC_METHOD), METHOD_COUNT 28:16, METHOD_SUBCHANNEL 15:13 (0 host, 1 compute, 4 copy here),
 //! METHOD_ADDRESS 11:0 = the method's byte offset >> 2.
 
-use crate::runtime::nv::arch::{NvArch, NvClasses, PcasAction, ADA_COMPUTE_A, HOPPER_COMPUTE_A};
+use crate::hw::nv::arch::{NvArch, NvClasses, PcasAction, ADA_COMPUTE_A, HOPPER_COMPUTE_A};
 use crate::runtime::nv::gpfifo::{decode_gp_entry, gp_entry};
 use crate::runtime::nv::push::PushBuf;
 use crate::runtime::nv::qmd::{program_qmd, ConstantBuffer, Qmd, QmdProgram};

@@ -13,6 +13,7 @@ mod injected;
 mod kernels;
 mod profile;
 mod registry;
+mod softgpu;
 
 use std::sync::Arc;
 

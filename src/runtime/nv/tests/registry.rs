@@ -6,8 +6,8 @@ use super::*;
 use crate::device::registry::open_device;
 use crate::dtype::dtypes;
 use crate::helpers::Context;
-use crate::mockgpu::nvgpu::compiler::UnavailableNvCompiler;
-use crate::runtime::nv::cubin::MockCode;
+use crate::mockgpu::nvgpu::cubin::MockCode;
+use crate::runtime::nv::compiler::UnavailableNvCompiler;
 use crate::Error;
 
 #[test]

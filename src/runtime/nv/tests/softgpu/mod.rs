@@ -1,4 +1,5 @@
-//! Software NV GPU tests, driven directly: a `SparseMemory`, channels submitted through the
+//! Software NV GPU (`mockgpu::nvgpu`) tests, driven directly (here rather than in the emulator's
+//! tree because they use the backend's builders, and the emulator sits below the backend): a `SparseMemory`, channels submitted through the
 //! runtime's own [`GpFifo`] ring writer, pushbuffers from the runtime's builders, a test executor
 //! that records launches and adds a constant on the host, and an event recorder. Every wait is
 //! bounded by [`TIMEOUT`] (a hang guard, not a timing threshold).
@@ -7,11 +8,18 @@ mod exec;
 mod faults;
 mod rm;
 
-use super::*;
+use crate::hw::nv::arch::NvArch;
+use crate::hw::nv::arch::{NvClasses, HOPPER_COMPUTE_A};
+use crate::hw::nv::gpfifo::{gp_entry, USERD_GP_GET, USERD_GP_PUT};
+use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::mockgpu::gpu_memory::SparseMemory;
-use crate::runtime::nv::arch::{NvClasses, HOPPER_COMPUTE_A};
-use crate::runtime::nv::gpfifo::{gp_entry, GpFifo, GpFifoIo, USERD_GP_GET, USERD_GP_PUT};
+use crate::mockgpu::nvgpu::*;
+use crate::runtime::nv::gpfifo::{GpFifo, GpFifoIo};
 use crate::runtime::nv::push::PushBuf;
+use crate::{bail, Error, Result};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 pub(super) const TIMEOUT: Duration = Duration::from_secs(10);
 

@@ -6,7 +6,7 @@
 //!
 //! The per-version tables ([`QmdLayout`]) are built from these in `v03.rs`, `v04.rs`, `v05.rs`.
 
-use crate::runtime::nv::arch::QmdVersion;
+use crate::hw::nv::arch::QmdVersion;
 use crate::{bail, ensure, Result};
 
 /// A bit range of a QMD.

@@ -2,9 +2,9 @@
 //! other channels unaffected; and a clean stop on drop.
 
 use super::*;
-use crate::runtime::nv::push::methods::*;
-use crate::runtime::nv::push::{SUBC_COMPUTE, SUBC_COPY, SUBC_HOST};
-use crate::runtime::nv::qmd::{ConstantBuffer, Qmd, QmdV03, QmdV04};
+use crate::hw::nv::header::{SUBC_COMPUTE, SUBC_COPY, SUBC_HOST};
+use crate::hw::nv::methods::*;
+use crate::hw::nv::qmd::{ConstantBuffer, Qmd, QmdV03, QmdV04};
 
 /// Submits `b`, then a signal that must never run; returns the fault.
 fn fault_of(h: &Harness, b: &PushBuf) -> ChannelFault {
@@ -83,7 +83,7 @@ fn set_object_checks_chip_and_channel() {
     h.mem
         .write_u64(
             RINGS + 0xF000,
-            crate::runtime::nv::gpfifo::gp_entry(PBS + 0xF_0000, 2).unwrap(),
+            crate::hw::nv::gpfifo::gp_entry(PBS + 0xF_0000, 2).unwrap(),
         )
         .unwrap();
     h.mem.write_u32(USERDS + 0xF000 + USERD_GP_PUT, 1).unwrap();
@@ -111,7 +111,7 @@ fn unmapped_addresses_are_mmu_faults() {
     assert_eq!(fault_of(&h, &b).kind, FaultKind::Mmu);
     // A GP entry pointing at unmapped pushbuffer memory.
     let ch = h.channel();
-    let entry = crate::runtime::nv::gpfifo::gp_entry(0x7200_0000, 4).unwrap();
+    let entry = crate::hw::nv::gpfifo::gp_entry(0x7200_0000, 4).unwrap();
     h.mem.write_u64(ch.ring_va(), entry).unwrap();
     h.mem.write_u32(ch.userd_va() + USERD_GP_PUT, 1).unwrap();
     h.gpu.doorbell(ch.token).unwrap();

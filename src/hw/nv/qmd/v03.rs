@@ -7,7 +7,7 @@
 
 use super::field::*;
 use super::Qmd;
-use crate::runtime::nv::arch::QmdVersion;
+use crate::hw::nv::arch::QmdVersion;
 
 const fn cbuf(i: u16) -> CbufFields {
     let b = 1024 + 64 * i;

@@ -3,14 +3,14 @@
 //! QMDs, mock cubins.
 
 use super::*;
+use crate::hw::nv::arch::{ADA_COMPUTE_A, BLACKWELL_COMPUTE_B};
+use crate::hw::nv::qmd::{
+    AnyQmd, ConstantBuffer, DependentAction, DependentQmd, Qmd, QmdRelease, ReleaseStructure,
+};
 use crate::mockgpu::nvgpu::cubin::mock_cubin_for_uops;
-use crate::runtime::nv::arch::{ADA_COMPUTE_A, BLACKWELL_COMPUTE_B};
 use crate::runtime::nv::cubin::Cubin;
 use crate::runtime::nv::push::LocalMemorySetup;
-use crate::runtime::nv::qmd::{
-    program_qmd, AnyQmd, ConstantBuffer, DependentAction, DependentQmd, Qmd, QmdProgram,
-    QmdRelease, ReleaseStructure,
-};
+use crate::runtime::nv::qmd::{program_qmd, QmdProgram};
 
 fn setup(h: &Harness) -> PushBuf {
     let mut b = h.push();

@@ -11,10 +11,10 @@
 //! Not guaranteed: streams from other drivers (NVK, libcuda) use methods outside the tables and
 //! are refused rather than described.
 
-use crate::runtime::nv::arch::{class_name, NvClasses, PcasAction, QmdVersion};
-use crate::runtime::nv::push::methods::{self, launch_dma, *};
-use crate::runtime::nv::push::{MethodHeader, SecOp, SUBC_COMPUTE, SUBC_COPY};
-use crate::runtime::nv::qmd::{AnyQmd, Qmd};
+use crate::hw::nv::arch::{class_name, NvClasses, PcasAction, QmdVersion};
+use crate::hw::nv::header::{MethodHeader, SecOp, SUBC_COMPUTE, SUBC_COPY};
+use crate::hw::nv::methods::{self, launch_dma, *};
+use crate::hw::nv::qmd::{AnyQmd, Qmd};
 use crate::{bail, Result};
 use std::fmt::Write;
 

@@ -6,9 +6,9 @@
 use super::{TestExecutor, TIMEOUT};
 use crate::driver::nv::tests::{open_nv, Chan, Nv, Queues};
 use crate::driver::{Driver, Mapping};
+use crate::hw::nv::arch::select_classes;
 use crate::mockgpu::nvgpu::nv_gpu_factory;
 use crate::mockgpu::{EmuConfig, EmuDriver};
-use crate::runtime::nv::arch::select_classes;
 use crate::runtime::nv::push::PushBuf;
 use crate::sys::nv::common::{NV01_MEMORY_LOCAL_USER, NV01_MEMORY_SYSTEM};
 use std::sync::Arc;
@@ -175,7 +175,7 @@ fn ada_picks_qmd_v03_and_40bit_semaphores() {
     let classes = select_classes(&r.nv.classes).unwrap();
     assert_eq!(
         classes.arch.qmd_version,
-        crate::runtime::nv::arch::QmdVersion::V03_00
+        crate::hw::nv::arch::QmdVersion::V03_00
     );
     assert_eq!(classes.channel.sem_addr_bits, 40);
     let mut b = PushBuf::new(classes);
@@ -189,7 +189,8 @@ fn ada_picks_qmd_v03_and_40bit_semaphores() {
 #[test]
 fn h200_launch_through_rm_memory() {
     use super::PRG_ADD;
-    use crate::runtime::nv::qmd::{program_qmd, ConstantBuffer, Qmd, QmdProgram};
+    use crate::hw::nv::qmd::{ConstantBuffer, Qmd};
+    use crate::runtime::nv::qmd::{program_qmd, QmdProgram};
     let r = rm_gpu("hopper", 3);
     let classes = select_classes(&r.nv.classes).unwrap();
     let arch = classes.arch;

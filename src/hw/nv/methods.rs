@@ -8,9 +8,14 @@
 //! it. The offsets are identical across the compute classes C6C0..CEC0, the copy classes
 //! C6B5..CAB5 and the host classes C56F..CA6F for the methods listed.
 
-use crate::runtime::nv::arch::{copy_class, NV_ARCHS};
+use crate::hw::nv::arch::{copy_class, NV_ARCHS};
 
 // ---- host (channel) class, any subchannel, methods below 0x100 ----
+// open-gpu-kernel-modules `src/common/sdk/nvidia/inc/class/clc56f.h`: NVC56F_SET_OBJECT,
+// NVC56F_NOP, NVC56F_NON_STALL_INTERRUPT, NVC56F_MEM_OP_A..D, NVC56F_SET_REFERENCE,
+// NVC56F_SEM_ADDR_LO/HI, NVC56F_SEM_PAYLOAD_LO/HI, NVC56F_SEM_EXECUTE (fields OPERATION 2:0,
+// ACQUIRE_SWITCH_TSG 12, RELEASE_WFI 20, PAYLOAD_SIZE 24, RELEASE_TIMESTAMP 25, REDUCTION 30:27,
+// REDUCTION_FORMAT 31), NVC56F_WFI.
 pub const SET_OBJECT: u32 = 0x000;
 pub const NOP: u32 = 0x008;
 pub const NON_STALL_INTERRUPT: u32 = 0x020;
@@ -59,6 +64,12 @@ pub const MEM_OP_D_OPERATION_L2_SYSMEM_INVALIDATE: u32 = 0xE;
 pub const MEM_OP_D_OPERATION_L2_FLUSH_DIRTY: u32 = 0x10;
 
 // ---- compute class ----
+// open-gpu-doc `classes/compute/clc6c0.h` (NVC6C0_*; the same offsets in clc7c0.h, clc9c0.h,
+// clcbc0.h, clcdc0.h, clcec0.h): NVC6C0_SET_QMD_VERSION, NVC6C0_SEND_PCAS_A,
+// NVC6C0_SEND_SIGNALING_PCAS2_B (PCAS_ACTION 3:0), NVC6C0_SET_SHADER_LOCAL_MEMORY_*,
+// NVC6C0_SET_SHADER_SHARED_MEMORY_WINDOW_A/B, NVC6C0_INVALIDATE_SHADER_CACHES_NO_WFI
+// (INSTRUCTION 0, GLOBAL_DATA 4, CONSTANT 12); the inline-QMD methods of `clcdc0.h`
+// (NVCDC0_SET_INLINE_QMD_ADDRESS_A/B 0x318/0x31C, NVCDC0_LOAD_INLINE_QMD_DATA(i) 0x320 + 4i).
 pub const NO_OPERATION: u32 = 0x100;
 pub const WAIT_FOR_IDLE: u32 = 0x110;
 pub const SET_QMD_VERSION: u32 = 0x288;
@@ -80,7 +91,8 @@ pub const SET_SHADER_LOCAL_MEMORY_WINDOW_A: u32 = 0x7B0;
 pub const SET_SHADER_LOCAL_MEMORY_WINDOW_B: u32 = 0x7B4;
 pub const INVALIDATE_SHADER_CACHES_NO_WFI: u32 = 0x1698;
 
-/// SET_INLINE_QMD_ADDRESS_A INLINE_SIZE (bit 30, C8C0+): 1 = 384-byte QMD.
+/// SET_INLINE_QMD_ADDRESS_A INLINE_SIZE (30:30; `clcdc0.h` INLINE_SIZE_INLINE_384 = 1): a 384-byte
+/// QMD.
 pub const INLINE_QMD_SIZE_384: u32 = 1 << 30;
 /// SEND_SIGNALING_PCAS2_B PCAS_ACTION (bits 3:0).
 pub const PCAS_ACTION_MASK: u32 = 0xF;
@@ -98,6 +110,10 @@ bitflags::bitflags! {
 }
 
 // ---- copy class ----
+// open-gpu-doc `classes/dma-copy/clc6b5.h` (NVC6B5_*; the same offsets in clc7b5.h, clc8b5.h,
+// clc9b5.h, clcab5.h): NVC6B5_SET_SEMAPHORE_A/B, NVC6B5_SET_SEMAPHORE_PAYLOAD(_UPPER),
+// NVC6B5_LAUNCH_DMA, NVC6B5_OFFSET_IN/OUT_UPPER/LOWER, NVC6B5_PITCH_IN/OUT,
+// NVC6B5_LINE_LENGTH_IN, NVC6B5_LINE_COUNT.
 pub const COPY_NOP: u32 = 0x100;
 pub const SET_SEMAPHORE_A: u32 = 0x240;
 pub const SET_SEMAPHORE_B: u32 = 0x244;
@@ -113,7 +129,10 @@ pub const PITCH_OUT: u32 = 0x414;
 pub const LINE_LENGTH_IN: u32 = 0x418;
 pub const LINE_COUNT: u32 = 0x41C;
 
-/// LAUNCH_DMA fields (`clc8b5.h`).
+/// LAUNCH_DMA fields (`clc8b5.h` NVC8B5_LAUNCH_DMA_*: DATA_TRANSFER_TYPE 1:0, FLUSH_ENABLE 2,
+/// SEMAPHORE_TYPE 4:3, INTERRUPT_TYPE 6:5, SRC/DST_MEMORY_LAYOUT 7/8, MULTI_LINE_ENABLE 9,
+/// REMAP_ENABLE 10, SRC/DST_TYPE 12/13, SEMAPHORE_REDUCTION 17:14, SIGN 18, ENABLE 19,
+/// FLUSH_TYPE 25, SEMAPHORE_PAYLOAD_SIZE 27).
 pub mod launch_dma {
     /// DATA_TRANSFER_TYPE (1:0): 0 none, 1 pipelined, 2 non-pipelined.
     pub const DATA_TRANSFER_TYPE_MASK: u32 = 0x3;

@@ -8,7 +8,7 @@
 
 use super::field::*;
 use super::Qmd;
-use crate::runtime::nv::arch::QmdVersion;
+use crate::hw::nv::arch::QmdVersion;
 
 const fn cbuf(i: u16) -> CbufFields {
     let b = 1536 + 64 * i;
