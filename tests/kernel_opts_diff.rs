@@ -165,7 +165,7 @@ fn heuristics_on_interp_and_gpu_like() {
 
 #[test]
 fn heuristics_and_opts_on_llvm() {
-    use rawgrad::driver::llvm::{find_libraries, Llvm, MIN_LLVM_MAJOR};
+    use rawgrad::ffi::llvm::{find_libraries, Llvm, MIN_LLVM_MAJOR};
     use rawgrad::runtime::cpu::llvm::LLVMCompiler;
     let mut seen = vec![];
     for l in find_libraries() {

@@ -49,7 +49,7 @@ mod walk;
 mod wmma;
 
 use crate::codegen::uops::UOp;
-use crate::driver::llvm::Llvm;
+use crate::ffi::llvm::Llvm;
 use crate::helpers::to_function_name;
 use crate::renderer::cstyle::split_range;
 use crate::renderer::{Renderer, RendererOpts};

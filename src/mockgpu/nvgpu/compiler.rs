@@ -22,7 +22,7 @@ use crate::codegen::uop_serial::{deserialize, serialize};
 use crate::codegen::uopgraph::{globals, vars};
 use crate::codegen::uops::{UArg, UOp, UOps};
 use crate::device::Compiler;
-use crate::driver::llvm::{CompileOptions, Emit, Llvm};
+use crate::ffi::llvm::{CompileOptions, Emit, Llvm};
 use crate::helpers::getenv_str;
 use crate::mockgpu::nvgpu::ptx::parse_kernel;
 use crate::renderer::llvmir::LLVMRenderer;

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use crate::device::allocator::{HostAllocator, LruAllocator};
 use crate::device::registry::Compiled;
 use crate::device::{Compiler, Program, Runtime};
-use crate::driver::llvm::{CompileOptions, Emit, Llvm};
+use crate::ffi::llvm::{CompileOptions, Emit, Llvm};
 use crate::helpers::{getenv, to_function_name};
 use crate::renderer::llvmir::LLVMRenderer;
 use crate::runtime::cpu::clang::ClangProgram;

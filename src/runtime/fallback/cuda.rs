@@ -1,4 +1,4 @@
-//! The `CUDA` device family: the CUDA driver API (libcuda through dlopen, [`crate::driver::cuda`])
+//! The `CUDA` device family: the CUDA driver API (libcuda through dlopen, [`crate::ffi::cuda`])
 //! as a [`VendorDevice`], with the NV compiler ([`NVCompiler`]) for the device's `sm_XX` and its
 //! renderer (CUDA C for NVRTC, NVPTX LLVM IR for the PTX paths). `CUDA=1` (or `DEVICE=CUDA:1`)
 //! selects it.
@@ -15,7 +15,7 @@ use std::sync::Arc;
 use super::{pack_params, DevPtr, VendorAllocator, VendorDevice, VendorRuntime};
 use crate::device::registry::register_family;
 use crate::device::{Compiled, LruAllocator};
-use crate::driver::cuda::{CudaContext, CudaLib};
+use crate::ffi::cuda::{CudaContext, CudaLib};
 use crate::runtime::nv::compiler::NVCompiler;
 use crate::{Error, Result};
 
