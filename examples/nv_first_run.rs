@@ -11,13 +11,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rawgrad::helpers::{getenv, Context};
+use rawgrad::helpers::Context;
+use rawgrad::runtime::builtin::{nv_driver, nv_first_run_kernels};
 use rawgrad::runtime::nv::first_run::first_run;
-use rawgrad::runtime::nv::nv_driver;
 
 fn main() -> ExitCode {
     let _log = Context::new(&[("NV_BRINGUP_LOG", 1)]);
-    let mock = getenv("MOCKGPU", 0) != 0;
     let dir = std::env::args()
         .nth(1)
         .map(PathBuf::from)
@@ -29,8 +28,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let fixtures = (!mock).then_some(dir.as_path());
-    match first_run(drv, fixtures) {
+    match first_run(drv, nv_first_run_kernels(&dir)) {
         Ok(r) => {
             let failed: Vec<String> = r
                 .failed_actions

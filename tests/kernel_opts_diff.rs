@@ -23,12 +23,13 @@ use linearizer_support::*;
 use rawgrad::codegen::kernel::opts::actions;
 use rawgrad::codegen::kernel::{Kernel, Opt, OptOps};
 use rawgrad::codegen::program::ProgramSpec;
-use rawgrad::device::registry::{open_device, Compiled};
+use rawgrad::device::registry::Compiled;
 use rawgrad::device::{Compiler, Runtime};
 use rawgrad::dtype::dtypes;
 use rawgrad::helpers::getenv;
 use rawgrad::renderer::cstyle::ClangRenderer;
 use rawgrad::renderer::{tensor_cores, Renderer, RendererOpts};
+use rawgrad::runtime::builtin::open_device;
 use rawgrad::runtime::cpu::clang::{ClangCompiler, ClangRuntime};
 use rawgrad::Error;
 

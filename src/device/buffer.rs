@@ -19,7 +19,7 @@ use std::ops::Deref;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::device::registry::{canonicalize, open_device};
+use crate::device::registry::{canonicalize, open_registered};
 use crate::device::{Allocator, BufferOptions, RawBuf};
 use crate::dtype::DType;
 use crate::helpers::{debug, GlobalCounters};
@@ -165,7 +165,7 @@ impl Buffer {
                 (allocator, raw)
             }
             None => {
-                let allocator = Arc::clone(&open_device(&self.device)?.allocator);
+                let allocator = Arc::clone(&open_registered(&self.device)?.allocator);
                 let raw = allocator
                     .alloc(self.nbytes(), &self.options)
                     .map_err(|e| Error::Device(format!("allocating {self:?}: {}", e.message())))?;

@@ -42,7 +42,7 @@ pub use debug::{capture_debug_output, debug_print};
 pub use method_cache::{
     compiles_on_this_thread, get_kernel, get_runner, programs_built_on_this_thread,
 };
-pub use runners::{BufferCopy, CompiledRunner, CustomOp, EmptyOp, ViewOp, MIN_WORK_PER_CORE};
+pub use runners::{BufferCopy, CompiledRunner, CustomOp, EmptyOp, ViewOp};
 
 /// What every runner has (tinygrad's `Runner.__init__` fields).
 #[derive(Debug)]

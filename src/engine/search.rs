@@ -53,12 +53,13 @@ use std::time::Instant;
 
 use crate::codegen::kernel::opts::actions;
 use crate::codegen::kernel::{Kernel, KernelBuf, Opt, OptOps};
-use crate::device::registry::{open_device, Compiled};
+use crate::device::registry::Compiled;
 use crate::device::{Buffer, BufferOptions, BufferRef};
 use crate::engine::realize::debug_print;
 use crate::helpers::{debug, getenv, getenv_str};
 use crate::ops::LazyOp;
 use crate::renderer::Renderer;
+use crate::runtime::builtin::open_device;
 use crate::shape::symbolic::py_gt;
 use crate::shape::{Node, VarVals};
 use crate::{Error, Result};

@@ -26,7 +26,7 @@ pub const DEVICES: [&str; 2] = ["CLANG", "INTERP"];
 /// tests on the emulated GPU too).
 pub fn devices() -> Vec<String> {
     let mut out: Vec<String> = DEVICES.iter().map(|d| d.to_string()).collect();
-    let d = rawgrad::device::registry::default_device().unwrap();
+    let d = rawgrad::runtime::builtin::default_device().unwrap();
     if !out.contains(&d) {
         out.push(d);
     }

@@ -12,7 +12,8 @@ use std::sync::Arc;
 use rawgrad::driver::kfd::topology::{queue_buffer_sizes, KfdNode};
 use rawgrad::hcq::{HcqBackend, HwQueue};
 use rawgrad::helpers::getenv;
-use rawgrad::runtime::amd::{amd_driver, open_amd_device, targets, AmdProcess};
+use rawgrad::runtime::amd::{open_amd_device, targets, AmdProcess};
+use rawgrad::runtime::builtin::amd_driver;
 
 fn summary(n: &KfdNode) -> String {
     let p = &n.props;

@@ -13,7 +13,6 @@
 use std::sync::Arc;
 
 use super::{pack_params, DevPtr, VendorAllocator, VendorDevice, VendorRuntime};
-use crate::device::registry::register_family;
 use crate::device::{Compiled, LruAllocator};
 use crate::ffi::cuda::{CudaContext, CudaLib};
 use crate::runtime::nv::compiler::NVCompiler;
@@ -126,15 +125,10 @@ pub fn open_cuda(name: &str) -> Result<Compiled> {
     })
 }
 
-/// Make `CUDA` a device family of the registry.
-pub fn register() {
-    register_family("CUDA", open_cuda);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::open_device;
+    use crate::runtime::builtin::open_device;
 
     /// data0[gidx0] = data1[gidx0] + n on 4 blocks, read back.
     fn run_a_kernel(dev: &Compiled, src: &crate::device::RawBuf) {

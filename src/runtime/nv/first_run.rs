@@ -20,7 +20,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use super::arch::PcasAction;
+use super::arch::{NvArch, PcasAction};
 use super::bringup::GrInfo;
 use super::{open_nv_device, NvDevice, NvProcess, NvRuntime};
 use crate::codegen::uop_serial::serialize;
@@ -31,7 +31,6 @@ use crate::driver::Driver;
 use crate::dtype::dtypes;
 use crate::hcq::{HcqAllocator, HcqBackend, HwQueue};
 use crate::helpers::getenv;
-use crate::mockgpu::nvgpu::compiler::mock_cubin;
 use crate::{bail, ensure, Result};
 
 /// The constant the fill kernel writes.
@@ -75,21 +74,32 @@ fn add_n_uops(groups: i64, local: i64) -> Result<Vec<UOp>> {
     linearize(&[UOp::store(&d0, &i, &v)], None, true)
 }
 
-/// Kernel `name`: the fixture cubin for the device's SM, or (emulator) a mock cubin of `uops`.
+/// Where the first run's kernels come from.
+#[derive(Clone, Copy)]
+pub enum Kernels<'a> {
+    /// The precompiled cubins `fill_sm<NN>.cubin` and `add_n_sm<NN>.cubin` in this folder
+    /// (hardware).
+    Fixtures(&'a Path),
+    /// Built from the kernels' UOps by this function of (name, serialized UOps, arch, SM) (the
+    /// emulator's mock cubins, handed in by `runtime/builtin.rs`).
+    Built(fn(&str, &str, &NvArch, u32) -> Result<Vec<u8>>),
+}
+
+/// Kernel `name`: the fixture cubin for the device's SM, or a cubin built from `uops`.
 fn kernel(
     dev: &Arc<NvDevice>,
-    fixtures: Option<&Path>,
+    kernels: Kernels<'_>,
     name: &str,
     uops: Result<Vec<UOp>>,
 ) -> Result<Box<dyn Program>> {
     let b = dev.backend();
-    let lib = match fixtures {
-        Some(dir) => {
+    let lib = match kernels {
+        Kernels::Fixtures(dir) => {
             let path = dir.join(format!("{name}_sm{}.cubin", b.sm()));
             std::fs::read(&path)
                 .map_err(|e| crate::Error::Io(format!("reading {}: {e}", path.display())))?
         }
-        None => mock_cubin(name, &serialize(&uops?)?, b.classes().arch, b.sm())?,
+        Kernels::Built(build) => build(name, &serialize(&uops?)?, b.classes().arch, b.sm())?,
     };
     NvRuntime::new(dev.clone()).load(name, &lib)
 }
@@ -203,7 +213,7 @@ fn copy_step(a: &HcqAllocator<super::NvBackend>) -> Result<String> {
 fn fill_step(
     dev: &Arc<NvDevice>,
     a: &HcqAllocator<super::NvBackend>,
-    fx: Option<&Path>,
+    fx: Kernels<'_>,
 ) -> Result<String> {
     let prg = kernel(dev, fx, "fill", fill_uops(4, 64))?;
     let out = a.alloc(4 * 256, &BufferOptions::default())?;
@@ -229,7 +239,7 @@ fn fill_step(
 fn add_n_step(
     dev: &Arc<NvDevice>,
     a: &HcqAllocator<super::NvBackend>,
-    fx: Option<&Path>,
+    fx: Kernels<'_>,
 ) -> Result<String> {
     let prg = kernel(dev, fx, "add_n", add_n_uops(2, 128))?;
     let (out, inp) = (
@@ -257,7 +267,7 @@ fn add_n_step(
 fn launch_action_steps(
     dev: &Arc<NvDevice>,
     a: &HcqAllocator<super::NvBackend>,
-    fx: Option<&Path>,
+    fx: Kernels<'_>,
 ) -> Result<(PcasAction, Vec<(PcasAction, String)>)> {
     let b = dev.backend();
     let pinned = getenv("NV_PCAS_ACTION", -1) >= 0;
@@ -325,15 +335,15 @@ fn reset_step(dev: &Arc<NvDevice>) -> Result<((u64, u64), (u64, u64))> {
     Ok((before, after))
 }
 
-/// Every first-run step on `drv`; kernels from `fixtures` (real cubins) or mock cubins (`None`).
-pub fn first_run(drv: Arc<dyn Driver>, fixtures: Option<&Path>) -> Result<FirstRunReport> {
+/// Every first-run step on `drv`, with the kernels `kernels` gives.
+pub fn first_run(drv: Arc<dyn Driver>, kernels: Kernels<'_>) -> Result<FirstRunReport> {
     let dev = open_steps(drv)?;
     run_step("host semaphore release", || semaphore_step(&dev))?;
     let a = HcqAllocator::new(dev.clone());
     run_step("copy engine copy (4 KiB)", || copy_step(&a))?;
     let mut launch = None;
     run_step("launch action", || {
-        let (action, failed) = launch_action_steps(&dev, &a, fixtures)?;
+        let (action, failed) = launch_action_steps(&dev, &a, kernels)?;
         let s = format!(
             "{:#x} {} runs kernels ({} tried before it)",
             action as u32,
@@ -347,7 +357,7 @@ pub fn first_run(drv: Arc<dyn Driver>, fixtures: Option<&Path>) -> Result<FirstR
         bail!(Internal, "first run: no launch action")
     };
     run_step("kernel with arguments (cbuf0)", || {
-        add_n_step(&dev, &a, fixtures)
+        add_n_step(&dev, &a, kernels)
     })?;
     let mut va = None;
     run_step("queue reset (VA balance)", || {
@@ -381,6 +391,9 @@ pub fn first_run(drv: Arc<dyn Driver>, fixtures: Option<&Path>) -> Result<FirstR
 mod tests {
     use super::*;
     use crate::mockgpu::nvgpu::attach::mock_driver;
+    use crate::mockgpu::nvgpu::compiler::mock_cubin;
+
+    const MOCK: Kernels<'static> = Kernels::Built(mock_cubin);
     use crate::mockgpu::nvgpu::executor::NvUopExecutor;
     use crate::mockgpu::nvgpu::RmNvGpu;
     use crate::mockgpu::{EmuConfig, EmuDriver, EmuNvDevice, EmuNvGpu, NvGpuFactory};
@@ -393,7 +406,7 @@ mod tests {
                 ..Default::default()
             })
             .unwrap();
-            let r = first_run(Arc::new(emu), None).unwrap();
+            let r = first_run(Arc::new(emu), MOCK).unwrap();
             assert!(r.failed_actions.is_empty());
             assert_eq!(r.first_userd, [(0, 0), (0, 0)]);
             assert_eq!(r.va_before_reset, r.va_after_reset);
@@ -423,7 +436,7 @@ mod tests {
         let _t = crate::helpers::Context::new(&[("HCQDEV_WAIT_TIMEOUT_MS", 2000)]);
         // A GPU that takes neither 3 nor 9: the fill kernel faults twice (each wait resets the
         // queues), then 0xA runs it; the rest of the run uses 0xA.
-        let r = first_run(Arc::new(refusing_gpu(&[3, 9])), None).unwrap();
+        let r = first_run(Arc::new(refusing_gpu(&[3, 9])), MOCK).unwrap();
         assert_eq!(
             r.launch_action,
             PcasAction::INVALIDATE_PREFETCH_COPY_SCHEDULE
@@ -444,7 +457,7 @@ mod tests {
             r.failed_actions[0].1
         );
         // A GPU that takes none of them: the run stops at the launch step, naming each try.
-        let e = first_run(Arc::new(refusing_gpu(&[3, 9, 10])), None).unwrap_err();
+        let e = first_run(Arc::new(refusing_gpu(&[3, 9, 10])), MOCK).unwrap_err();
         assert!(
             e.message().contains("first run step launch action")
                 && e.message().contains("no launch action ran the fill kernel")
