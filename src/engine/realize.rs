@@ -29,6 +29,7 @@ use crate::device::BufferRef;
 use crate::engine::schedule::ScheduleItem;
 use crate::helpers::{debug, getenv, GlobalCounters};
 use crate::ops::{BufferOps, LazyOpArg, LoadOps, Op};
+use crate::runtime::builtin::register_builtin_families;
 use crate::shape::{sym_infer, Sint, VarVals};
 use crate::{bail, ensure, Error, Result};
 
@@ -158,6 +159,8 @@ impl ExecItem {
 
     /// [`ExecItem::run`] with every option (tinygrad's `run(var_vals, wait, jit, do_update_stats)`).
     pub fn run_with(&self, var_vals: &VarVals, opts: RunOptions) -> Result<Option<f64>> {
+        // the buffers allocate through the registry's table: make sure it knows the built-ins
+        register_builtin_families();
         let mut bufs = Vec::with_capacity(self.bufs.len());
         for (i, b) in self.bufs.iter().enumerate() {
             let Some(b) = b else {
