@@ -11,14 +11,12 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use rawgrad::helpers::{getenv, Context};
-use rawgrad::mockgpu::nvgpu::compiler::mock_cubin;
-use rawgrad::runtime::nv::first_run::{first_run, FirstRunKernels};
-use rawgrad::runtime::nv::nv_driver;
+use rawgrad::helpers::Context;
+use rawgrad::runtime::builtin::{nv_driver, nv_first_run_kernels};
+use rawgrad::runtime::nv::first_run::first_run;
 
 fn main() -> ExitCode {
     let _log = Context::new(&[("NV_BRINGUP_LOG", 1)]);
-    let mock = getenv("MOCKGPU", 0) != 0;
     let dir = std::env::args()
         .nth(1)
         .map(PathBuf::from)
@@ -30,12 +28,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let kernels = if mock {
-        FirstRunKernels::FromUops(&mock_cubin)
-    } else {
-        FirstRunKernels::Fixtures(&dir)
-    };
-    match first_run(drv, kernels) {
+    match first_run(drv, nv_first_run_kernels(&dir)) {
         Ok(r) => {
             let failed: Vec<String> = r
                 .failed_actions

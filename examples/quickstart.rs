@@ -116,7 +116,7 @@ fn accuracy(logits: &Tensor, y: &[i32]) -> Result<f64> {
 }
 
 fn main() -> Result<()> {
-    let device = rawgrad::device::registry::default_device()?;
+    let device = rawgrad::runtime::builtin::default_device()?;
     println!("rawgrad quickstart on {device}");
     Tensor::manual_seed(42)?;
     let x = Tensor::randn(&[BATCH, N_IN])?.realize()?;

@@ -36,6 +36,7 @@ use crate::device::{Buffer, BufferOptions, BufferRef};
 use crate::dtype::{ConstValue, DType};
 use crate::helpers::{fx_hash, FxHashMap};
 use crate::ops::{ConstArg, CustomOp, LazyOpArg, LoadOps, Op};
+use crate::runtime::builtin::register_builtin_families;
 use crate::shape::symbolic::render_shape;
 use crate::shape::{ShapeTracker, Sint};
 use crate::{ensure, Error, Result};
@@ -438,7 +439,11 @@ fn base_buffer(
                 })?;
             src.base().buffer().view(size, dtype, byte_offset)
         }
-        _ => Ok(Buffer::new(device, size, dtype, BufferOptions::default())),
+        _ => {
+            // the buffer allocates through the registry's table: make sure it knows the built-ins
+            register_builtin_families();
+            Ok(Buffer::new(device, size, dtype, BufferOptions::default()))
+        }
     }
 }
 

@@ -15,6 +15,7 @@ pub mod driver;
 pub mod dtype;
 pub mod engine;
 mod error;
+pub mod ffi;
 pub mod hcq;
 pub mod helpers;
 pub mod hw;

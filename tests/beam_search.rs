@@ -11,9 +11,10 @@ mod linearizer_support;
 use linearizer_support::catalogue;
 use linearizer_support::*;
 use rawgrad::codegen::kernel::{Kernel, OptOps};
-use rawgrad::device::registry::{open_device, Compiled};
+use rawgrad::device::registry::Compiled;
 use rawgrad::engine::search::{beam_search_stats, bufs_from_lin};
 use rawgrad::helpers::{getenv, Context};
+use rawgrad::runtime::builtin::open_device;
 use rawgrad::Tensor;
 
 /// The kernels searched: a few of each kind that BEAM's actions change (small, so a search takes

@@ -7,11 +7,12 @@ mod realize_common;
 
 use std::collections::HashSet;
 
-use rawgrad::device::{open_device, BufferRef};
+use rawgrad::device::BufferRef;
 use rawgrad::dtype::dtypes;
 use rawgrad::engine::jit::{graph_items, JitArg, JitArgs, TinyJit};
 use rawgrad::engine::realize::ExecItem;
 use rawgrad::helpers::Context;
+use rawgrad::runtime::builtin::open_device;
 use rawgrad::shape::Node;
 use rawgrad::{Result, Tensor};
 use realize_common::{devices, values};

@@ -23,12 +23,13 @@ use linearizer_support::*;
 use rawgrad::codegen::kernel::opts::actions;
 use rawgrad::codegen::kernel::{Kernel, Opt, OptOps};
 use rawgrad::codegen::program::ProgramSpec;
-use rawgrad::device::registry::{open_device, Compiled};
+use rawgrad::device::registry::Compiled;
 use rawgrad::device::{Compiler, Runtime};
 use rawgrad::dtype::dtypes;
 use rawgrad::helpers::getenv;
 use rawgrad::renderer::cstyle::ClangRenderer;
 use rawgrad::renderer::{tensor_cores, Renderer, RendererOpts};
+use rawgrad::runtime::builtin::open_device;
 use rawgrad::runtime::cpu::clang::{ClangCompiler, ClangRuntime};
 use rawgrad::Error;
 
@@ -165,7 +166,7 @@ fn heuristics_on_interp_and_gpu_like() {
 
 #[test]
 fn heuristics_and_opts_on_llvm() {
-    use rawgrad::driver::llvm::{find_libraries, Llvm, MIN_LLVM_MAJOR};
+    use rawgrad::ffi::llvm::{find_libraries, Llvm, MIN_LLVM_MAJOR};
     use rawgrad::runtime::cpu::llvm::LLVMCompiler;
     let mut seen = vec![];
     for l in find_libraries() {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use llvm_common::elf::*;
 use llvm_common::{amd_kernels, Kernel};
 use rawgrad::device::Compiler;
-use rawgrad::driver::llvm::{find_libraries, Llvm, MIN_LLVM_MAJOR};
+use rawgrad::ffi::llvm::{find_libraries, Llvm, MIN_LLVM_MAJOR};
 use rawgrad::hw::amd::elf::load_code_object;
 use rawgrad::hw::amd::kd::KernelCodeProperties as Kcp;
 use rawgrad::hw::amd::kd::KernelDescriptor;

@@ -8,8 +8,8 @@ mod common;
 use common::{elementwise_add, reduce_sum};
 use rawgrad::codegen::uopgraph::linearize;
 use rawgrad::codegen::uops::UOp;
-use rawgrad::driver::llvm::{find_libraries, Llvm};
 use rawgrad::dtype::dtypes;
+use rawgrad::ffi::llvm::{find_libraries, Llvm};
 use rawgrad::renderer::llvmir::LLVMRenderer;
 use rawgrad::renderer::Renderer;
 

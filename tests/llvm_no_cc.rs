@@ -3,8 +3,8 @@
 //! compiles (the disk cache bypassed), loads and runs kernels that call libm, giving INTERP's
 //! bits. Skipped, and said so, without libLLVM.
 
-use rawgrad::device::open_device;
 use rawgrad::helpers::Context;
+use rawgrad::runtime::builtin::open_device;
 use rawgrad::Tensor;
 
 fn compute(dev: &str) -> Vec<u32> {

@@ -8,7 +8,7 @@
 
 mod tensor_common;
 
-use rawgrad::device::open_device;
+use rawgrad::runtime::builtin::open_device;
 use rawgrad::Tensor;
 use tensor_common::on;
 

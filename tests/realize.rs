@@ -5,7 +5,6 @@ mod realize_common;
 
 use std::sync::Arc;
 
-use rawgrad::device::registry::{default_device, registered_families, DEVICE_ORDER};
 use rawgrad::device::{Buffer, BufferOptions};
 use rawgrad::dtype::{dtypes, ConstValue};
 use rawgrad::engine::realize::{
@@ -16,6 +15,7 @@ use rawgrad::engine::schedule::ScheduleItem;
 use rawgrad::helpers::GlobalCounters;
 use rawgrad::lazy::{LazyBuffer, LbArg};
 use rawgrad::ops::{BinaryOps, ConstArg, CustomOp, LazyOp, LazyOpArg, LoadOps};
+use rawgrad::runtime::builtin::{default_device, registered_families, DEVICE_ORDER};
 use rawgrad::shape::{Node, ShapeTracker, VarVals};
 use rawgrad::Tensor;
 use realize_common::*;

@@ -11,9 +11,9 @@ use linearizer_support::catalogue;
 use linearizer_support::*;
 use rawgrad::codegen::kernel::Kernel;
 use rawgrad::device::Compiler;
-use rawgrad::driver::llvm::{find_libraries, Emit, Llvm, MIN_LLVM_MAJOR};
 use rawgrad::dtype::{dtypes, DType};
 use rawgrad::hw::amd::targets::GFX1100;
+use rawgrad::ffi::llvm::{find_libraries, Emit, Llvm, MIN_LLVM_MAJOR};
 use rawgrad::renderer::cuda::CUDARenderer;
 use rawgrad::renderer::llvmir::LLVMRenderer;
 use rawgrad::renderer::Renderer;
@@ -86,7 +86,7 @@ fn llvm_nvptx_writes_mma_sync() {
             println!("skipped LLVM {}: no NVPTX sm_86", llvm.version());
             continue;
         };
-        let opts = rawgrad::driver::llvm::CompileOptions::new(
+        let opts = rawgrad::ffi::llvm::CompileOptions::new(
             "nvptx64-nvidia-cuda",
             &t.cpu,
             &t.features,

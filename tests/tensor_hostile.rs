@@ -15,7 +15,7 @@ mod tensor_common;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::Mutex;
 
-use rawgrad::device::registry::open_device;
+use rawgrad::runtime::builtin::open_device;
 use rawgrad::tensor::{Index, PoolArgs};
 use rawgrad::{Result, Tensor};
 use tensor_common::clang;

@@ -16,11 +16,11 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, OnceLock};
 
+use crate::codegen::renderer::{RendererOpts, TensorCore};
 use crate::codegen::uops::UOp;
 use crate::dtype::DType;
 use crate::helpers::to_function_name;
 use crate::ops::{verify_lazyop, BufferOps, ConstBuffer, LazyOp, MemBuffer, Op};
-use crate::renderer::{RendererOpts, TensorCore};
 use crate::shape::symbolic::py_gt;
 use crate::shape::{strides_for_shape, Node, ShapeTracker, Sint};
 use crate::{bail, ensure, Error, Result};

@@ -12,11 +12,11 @@
 use std::collections::{HashMap, HashSet};
 
 use crate::codegen::kernel::{Kernel, Opt};
+use crate::codegen::renderer::Renderer;
 use crate::codegen::uopgraph::{flops_mem, globals};
 use crate::codegen::uops::{UArg, UOp, UOps};
 use crate::helpers::to_function_name;
 use crate::ops::{BufferOps, LazyOp, LazyOpArg, Op, UnaryOps};
-use crate::renderer::Renderer;
 use crate::shape::symbolic::py_lt;
 use crate::shape::{sint_prod, sym_infer, Node, Sint, VarVals};
 use crate::{bail, ensure, Error, Result};

@@ -3,7 +3,9 @@
 //!
 //! A [`Buffer`] is always handled through a [`BufferRef`] (an `Arc`), which compares and hashes by
 //! identity, as Python objects do. A base buffer allocates through its device's allocator (found in
-//! the registry) on [`Buffer::ensure_allocated`] and returns the memory to that allocator when
+//! the registry's table, which holds the built-in families once `runtime::builtin` registered
+//! them: any tensor, engine run or `runtime::builtin::open_device` does) on
+//! [`Buffer::ensure_allocated`] and returns the memory to that allocator when
 //! the last handle drops; a view allocates through the allocator's `offset` over its base's memory
 //! (allocating the base first), keeps the base alive, and frees nothing. `lb_refcount` counts the
 //! lazy-graph references and lives on the base (a view reads and bumps its base's count).
@@ -19,7 +21,7 @@ use std::ops::Deref;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::device::registry::{canonicalize, open_device};
+use crate::device::registry::{canonicalize, open_registered};
 use crate::device::{Allocator, BufferOptions, RawBuf};
 use crate::dtype::DType;
 use crate::helpers::{debug, GlobalCounters};
@@ -165,7 +167,7 @@ impl Buffer {
                 (allocator, raw)
             }
             None => {
-                let allocator = Arc::clone(&open_device(&self.device)?.allocator);
+                let allocator = Arc::clone(&open_registered(&self.device)?.allocator);
                 let raw = allocator
                     .alloc(self.nbytes(), &self.options)
                     .map_err(|e| Error::Device(format!("allocating {self:?}: {}", e.message())))?;

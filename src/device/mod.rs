@@ -11,16 +11,15 @@
 //! memory alive and lets the allocator find its own bookkeeping again.
 //!
 //! Built on these: [`allocator`] (host memory, the LRU cache), [`buffer`] (tinygrad's `Buffer`),
-//! [`registry`] (device names, families, `DEFAULT`, the [`Compiled`] record, the built-in families
-//! of `builtin.rs`), [`compiler`] (the on-disk compile cache) and [`diskcache`] (tinygrad's
-//! `diskcache_get`/`diskcache_put`).
+//! [`registry`] (device names, the family table, `DEFAULT`'s rules, the [`Compiled`] record; the
+//! built-in families are registered from `runtime/builtin.rs`), [`compiler`] (the on-disk compile
+//! cache) and [`diskcache`] (tinygrad's `diskcache_get`/`diskcache_put`).
 //!
 //! Not guaranteed: a `RawBuf` does not free its memory when dropped; the owning `Buffer` returns it
 //! to its allocator.
 
 pub mod allocator;
 pub mod buffer;
-mod builtin;
 pub mod compiler;
 pub mod diskcache;
 pub mod graph;
@@ -32,14 +31,13 @@ pub use allocator::{HostAllocator, LruAllocator};
 pub use buffer::{Buffer, BufferRef};
 pub use compiler::compile_cached;
 pub use graph::{CallGraph, DeviceGraph, Launch};
-pub use registry::{
-    canonicalize, default_device, open_device, register_family, Compiled, DeviceOpener,
-};
+pub use registry::{canonicalize, register_family, Compiled, DeviceOpener};
 
 use std::any::Any;
 use std::fmt;
 use std::sync::Arc;
 
+use crate::codegen::program::ProgramSpec;
 use crate::Result;
 
 /// Allocation options (tinygrad's `BufferOptions`).
@@ -140,27 +138,24 @@ pub trait Program: Send + Sync {
         wait: bool,
     ) -> Result<Option<f64>>;
 
-    /// A test-size run for BEAM on devices without launch dims: the kernel's split outer loop is
-    /// cut into `fraction` times as many shares as [`Program::call`] with `global` would use, and
-    /// only the first shares (one per thread `call` would use) run. Blocks until they finished;
-    /// returns (seconds, shares run, shares in all). Devices that cannot run part of a kernel say so.
-    fn call_part(
-        &self,
-        bufs: &[RawBuf],
-        vals: &[i64],
-        global: LaunchDims,
-        fraction: usize,
-    ) -> Result<(f64, usize, usize)> {
-        let _ = (bufs, vals, global, fraction);
-        Err(crate::Error::Device(
-            "this device cannot run part of a kernel".into(),
-        ))
+    /// A BEAM test-size run of about `max_work` units of work (flops + bytes): a device that
+    /// can run part of a kernel (the CPU devices split the outer loop: `runtime/cpu/launch.rs`)
+    /// runs that part, blocks until it finished, and returns the time scaled to the whole
+    /// kernel. `None`: the device times kernels whole (the caller runs it whole).
+    fn time_part(&self, bufs: &[RawBuf], vals: &[i64], max_work: i64) -> Result<Option<f64>> {
+        let _ = (bufs, vals, max_work);
+        Ok(None)
     }
 }
 
 /// Loads binaries of one device as programs (tinygrad's runtime class, `ClangProgram(name, lib)`).
 pub trait Runtime: Send + Sync {
     fn load(&self, name: &str, lib: &[u8]) -> Result<Box<dyn Program>>;
+    /// Load the binary of program `p`, which the runtime may read its launch facts from (the CPU
+    /// runtimes: how to split it over cores); by default [`Runtime::load`] by function name.
+    fn load_program(&self, p: &ProgramSpec, lib: &[u8]) -> Result<Box<dyn Program>> {
+        self.load(&p.function_name, lib)
+    }
     /// Whether the JIT may batch this device's kernels into a graph (tinygrad's
     /// `Compiled.graph`), built by [`Runtime::graph`].
     fn has_graph(&self) -> bool {

@@ -1,35 +1,34 @@
-//! The device registry (tinygrad's `Device` singleton): device-name canonicalisation, the table of
-//! device families and their openers, the cache of opened devices, and `Device.DEFAULT`.
+//! The device registry (the table behind tinygrad's `Device` singleton): device-name
+//! canonicalisation, the table of device families and their openers, the cache of opened devices,
+//! and the rules of `Device.DEFAULT` over a given family order.
 //!
-//! The built-in families (`CLANG`, `INTERP`, `AMD`; see `device/builtin.rs`) are registered once,
-//! thread-safely, the first time anything uses the registry, so users call no init function.
-//! Any family (built-in or a test's) is made known with [`register_family`], which
-//! takes an opener: a function from a canonical device name (`AMD:1`) to the device's parts, a
-//! [`Compiled`]. [`open_device`] opens each device once and caches it; the cache is thread-safe and
-//! an opener may itself open other devices. A failed open is not cached (the next call retries).
+//! This layer names no backend: the table knows the families registered so far. The built-in
+//! families and their order are `crate::runtime::builtin`'s, which registers them (once,
+//! thread-safely) before every device lookup the upper layers make through
+//! `crate::runtime::builtin::{open_device, default_device}`, so users call no init function.
+//! Any family (built-in or a test's) is made known with [`register_family`], which takes an
+//! opener: a function from a canonical device name (`AMD:1`) to the device's parts, a
+//! [`Compiled`]. [`open_registered`] opens each device once and caches it; the cache is
+//! thread-safe and an opener may itself open other devices. A failed open is not cached (the next
+//! call retries). A [`Buffer`](crate::device::Buffer) allocates through [`open_registered`].
 //!
-//! `DEFAULT` ([`default_device`]): the `DEVICE=NAME` knob, else the first family (in
-//! [`DEVICE_ORDER`], then the other registered families by name) whose knob is 1 (`CLANG=1`), else
-//! the first family of [`DEVICE_ORDER`] that is registered and opens. Knobs are read on every call,
-//! so a `Context` override applies; the availability probe is cached until the next
-//! `register_family`.
+//! `DEFAULT` ([`default_device_in`]): the `DEVICE=NAME` knob, else the first family (in the given
+//! order, then the other registered families by name) whose knob is 1 (`CLANG=1`), else the first
+//! family of the order that is registered and opens. Knobs are read on every call, so a `Context`
+//! override applies; the availability probe is cached until the next registration.
 //!
 //! Not guaranteed: opened devices live until the process ends (there is no close); an opener that
-//! opens its own device recursively deadlocks.
+//! opens its own device recursively deadlocks; a lookup of a built-in family made before anything
+//! registered the built-ins finds no such family (an error that says so).
 
-use std::cell::Cell;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock, RwLock};
 
 use crate::device::{Allocator, Compiler, Runtime};
 use crate::helpers::{debug, getenv, getenv_str, FxHashMap};
 use crate::renderer::Renderer;
 use crate::{bail, Error, Result};
-
-/// Families tried, in order, when nothing selects a device (families not registered are skipped).
-pub const DEVICE_ORDER: [&str; 6] = ["AMD", "NV", "CUDA", "CLANG", "LLVM", "INTERP"];
 
 /// An opened device as the engine uses it (tinygrad's `Compiled`).
 #[derive(Clone)]
@@ -106,14 +105,6 @@ pub fn device_index(name: &str) -> Result<usize> {
     }
 }
 
-/// `canonicalize`, with `None` meaning [`default_device`].
-pub fn canonicalize_opt(device: Option<&str>) -> Result<String> {
-    match device {
-        Some(d) => Ok(canonicalize(d)),
-        None => default_device(),
-    }
-}
-
 /// The family of a device name, upper-cased (`AMD` for `amd:1`).
 pub fn device_family(device: &str) -> String {
     device.split(':').next().unwrap_or(device).to_uppercase()
@@ -124,50 +115,17 @@ type Slot = Arc<Mutex<Option<Arc<Compiled>>>>;
 struct Registry {
     families: RwLock<HashMap<String, DeviceOpener>>,
     opened: Mutex<HashMap<String, Slot>>,
-    /// The availability probe's answer, cleared by `register_family`.
-    probed_default: Mutex<Option<String>>,
+    /// The availability probe's answer (for the order it probed), cleared by a registration.
+    probed_default: Mutex<Option<(Vec<String>, String)>>,
 }
 
 fn registry() -> &'static Registry {
     static REG: OnceLock<Registry> = OnceLock::new();
-    let reg = REG.get_or_init(|| Registry {
+    REG.get_or_init(|| Registry {
         families: RwLock::new(HashMap::new()),
         opened: Mutex::new(HashMap::new()),
         probed_default: Mutex::new(None),
-    });
-    ensure_builtin_families();
-    reg
-}
-
-static BUILTINS_DONE: AtomicBool = AtomicBool::new(false);
-static BUILTINS_LOCK: Mutex<()> = Mutex::new(());
-thread_local! {
-    /// Set while this thread registers the built-in families (their `register_family` calls
-    /// come back through `registry()`).
-    static REGISTERING_BUILTINS: Cell<bool> = const { Cell::new(false) };
-}
-
-/// Register the built-in families once per process, before any other registry operation (so a
-/// family registered by a user always replaces the built-in one, never the reverse).
-fn ensure_builtin_families() {
-    if BUILTINS_DONE.load(Ordering::Acquire) || REGISTERING_BUILTINS.with(Cell::get) {
-        return;
-    }
-    let _g = lock(&BUILTINS_LOCK);
-    if BUILTINS_DONE.load(Ordering::Acquire) {
-        return;
-    }
-    struct Flag;
-    impl Drop for Flag {
-        fn drop(&mut self) {
-            REGISTERING_BUILTINS.with(|f| f.set(false));
-        }
-    }
-    REGISTERING_BUILTINS.with(|f| f.set(true));
-    let flag = Flag;
-    super::builtin::register_builtin_families();
-    drop(flag);
-    BUILTINS_DONE.store(true, Ordering::Release);
+    })
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -180,21 +138,44 @@ pub fn register_family(
     family: &str,
     opener: impl Fn(&str) -> Result<Compiled> + Send + Sync + 'static,
 ) {
-    let family = family.to_uppercase();
-    registry()
-        .families
-        .write()
-        .unwrap_or_else(|e| e.into_inner())
-        .insert(family, Arc::new(opener));
-    *lock(&registry().probed_default) = None;
+    insert_family(family, Arc::new(opener), true);
 }
 
-/// Whether `family` (any case) has an opener.
+/// Make a device family known unless it already is (the built-ins register this way, so a family
+/// a user registered first keeps its opener). Returns whether it was added.
+pub fn register_family_if_absent(
+    family: &str,
+    opener: impl Fn(&str) -> Result<Compiled> + Send + Sync + 'static,
+) -> bool {
+    insert_family(family, Arc::new(opener), false)
+}
+
+fn insert_family(family: &str, opener: DeviceOpener, replace: bool) -> bool {
+    let family = family.to_uppercase();
+    let added = {
+        let mut fams = registry()
+            .families
+            .write()
+            .unwrap_or_else(|e| e.into_inner());
+        if !replace && fams.contains_key(&family) {
+            false
+        } else {
+            fams.insert(family, opener);
+            true
+        }
+    };
+    if added {
+        *lock(&registry().probed_default) = None;
+    }
+    added
+}
+
+/// Whether `family` (any case) has an opener (among the families registered so far).
 pub fn is_registered(family: &str) -> bool {
     opener_of(&family.to_uppercase()).is_some()
 }
 
-/// The registered family names, sorted.
+/// The family names registered so far, sorted.
 pub fn registered_families() -> Vec<String> {
     let fams = registry()
         .families
@@ -214,8 +195,10 @@ fn opener_of(family: &str) -> Option<DeviceOpener> {
         .cloned()
 }
 
-/// tinygrad's `Device[name]`: the opened device, opening it on first use.
-pub fn open_device(device: &str) -> Result<Arc<Compiled>> {
+/// tinygrad's `Device[name]` over the families registered so far: the opened device, opening it
+/// on first use (the upper layers call `crate::runtime::builtin::open_device`, which registers the
+/// built-in families first).
+pub fn open_registered(device: &str) -> Result<Arc<Compiled>> {
     let name = canonicalize(device);
     let slot = Arc::clone(lock(&registry().opened).entry(name.clone()).or_default());
     let mut slot = lock(&slot);
@@ -226,7 +209,9 @@ pub fn open_device(device: &str) -> Result<Arc<Compiled>> {
     let Some(opener) = opener_of(&family) else {
         bail!(
             Device,
-            "unknown device {name}: no device family {family} is registered (registered: {:?})",
+            "unknown device {name}: no device family {family} is registered (registered: {:?}; \
+             the built-in families are registered by rawgrad::runtime::open_device and \
+             default_device)",
             registered_families()
         );
     };
@@ -259,8 +244,9 @@ pub fn opened_devices() -> Vec<String> {
     names
 }
 
-/// tinygrad's `Device.DEFAULT` (see the module doc for the order of the rules).
-pub fn default_device() -> Result<String> {
+/// tinygrad's `Device.DEFAULT` with `order` as the preferred families (see the module doc for
+/// the rules; `crate::runtime::builtin::default_device` passes the built-in order).
+pub fn default_device_in(order: &[&str]) -> Result<String> {
     if let Some(d) = getenv_str("DEVICE").filter(|d| !d.trim().is_empty()) {
         let d = canonicalize(d.trim());
         if !is_registered(&device_family(&d)) {
@@ -274,10 +260,10 @@ pub fn default_device() -> Result<String> {
         return Ok(d);
     }
     let registered = registered_families();
-    let knob_order = DEVICE_ORDER.iter().map(|s| s.to_string()).chain(
+    let knob_order = order.iter().map(|s| s.to_string()).chain(
         registered
             .iter()
-            .filter(|f| !DEVICE_ORDER.contains(&f.as_str()))
+            .filter(|f| !order.contains(&f.as_str()))
             .cloned(),
     );
     for family in knob_order {
@@ -291,12 +277,15 @@ pub fn default_device() -> Result<String> {
             return Ok(family);
         }
     }
-    if let Some(d) = lock(&registry().probed_default).as_ref() {
-        return Ok(d.clone());
+    let order_key: Vec<String> = order.iter().map(|s| s.to_string()).collect();
+    if let Some((o, d)) = lock(&registry().probed_default).as_ref() {
+        if *o == order_key {
+            return Ok(d.clone());
+        }
     }
     // Probe without holding the lock: an opener may ask for the default itself.
-    let d = select_available(&DEVICE_ORDER)?;
-    *lock(&registry().probed_default) = Some(d.clone());
+    let d = select_available(order)?;
+    *lock(&registry().probed_default) = Some((order_key, d.clone()));
     Ok(d)
 }
 
@@ -307,7 +296,7 @@ pub fn select_available(order: &[&str]) -> Result<String> {
         if !is_registered(family) {
             continue;
         }
-        match open_device(family) {
+        match open_registered(family) {
             Ok(dev) => return Ok(dev.name.clone()),
             Err(e) => why.push(e.message().to_string()),
         }

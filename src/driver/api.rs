@@ -1,7 +1,7 @@
 //! The [`Driver`] trait: the one door to the kernel. Every open, close, ioctl, mmap, munmap,
 //! doorbell write and sysfs read of a GPU backend goes through it, so the same runtime code runs on
 //! the real kernel driver ([`super::real::RealDriver`]) and on the in-process emulator
-//! ([`crate::mockgpu::EmuDriver`]).
+//! (`EmuDriver` in `mockgpu/`, a layer above that implements this trait).
 //!
 //! Also here: the Linux `_IOC` request encoding ([`ioc`], [`ioc_size`], ...), typed requests
 //! ([`Ioctl`]), the [`IoctlArg`] marker for argument structs and [`ioctl_struct`], which passes
@@ -60,7 +60,7 @@ bitflags! {
 }
 
 /// The kernel as a GPU runtime sees it. Implementations: [`super::real::RealDriver`] (syscalls)
-/// and [`crate::mockgpu::EmuDriver`] (an emulated KFD with virtual sysfs and software GPUs).
+/// and the emulator's `EmuDriver` (`mockgpu/`: an emulated KFD with virtual sysfs and software GPUs).
 ///
 /// Both hand out real host addresses from [`Driver::mmap`], so memory is read and written through
 /// [`super::mapped::Mapping`] the same way on both.

@@ -11,8 +11,14 @@
 
 use std::time::{Duration, Instant};
 
-pub use crate::hcq::signal::wait_timeout;
+use crate::helpers::getenv;
 use crate::{Error, Result};
+
+/// The CPU wait timeout of every device wait (HCQ signals, vendor runtimes, ioctl retries):
+/// `HCQDEV_WAIT_TIMEOUT_MS` (default 10 000).
+pub fn wait_timeout() -> Duration {
+    Duration::from_millis(getenv("HCQDEV_WAIT_TIMEOUT_MS", 10_000).max(1) as u64)
+}
 
 /// Tries made without sleeping before the pauses start.
 const SPIN_TRIES: u64 = 64;

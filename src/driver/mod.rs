@@ -1,38 +1,33 @@
-//! The only place with syscalls and foreign calls: every open, ioctl, mmap, dlopen and doorbell write
-//! goes through here.
+//! The kernel ABI and the syscall seam: every open, ioctl, mmap and doorbell write goes through
+//! here, and so does the CPU kernel entry ABI (libraries loaded with `dlopen` for their C APIs,
+//! libLLVM and NVIDIA's and Apple's runtimes, are [`crate::ffi`]'s).
 //!
 //! - [`hostmem`]: owned, aligned host allocations that CPU kernels address directly.
-//! - [`dl`]: `dlopen`ed shared objects and the CPU kernel entry ABI.
+//! - [`dl`]: `dlopen`ed kernel objects and the CPU kernel entry ABI.
 //! - [`codemem`]: executable memory for code rawgrad links itself, and host symbol lookup.
 //! - [`process`]: child processes (external compilers) and temporary paths.
-//! - [`llvm`]: libLLVM loaded at run time and its C API (IR to object code).
 //! - [`api`]: the [`Driver`] trait (open, close, ioctl, mmap, munmap, doorbell, sysfs reads), the
-//!   `_IOC` encoding and [`ioctl_struct`]; [`open_driver`] picks the implementation.
-//! - [`real`]: [`RealDriver`], the syscalls; [`emu`]: [`EmuDriver`], an emulated KFD with virtual
-//!   sysfs and an emulated NVIDIA RM/UVM, each with a hook for software GPUs (`MOCKGPU=1`).
+//!   `_IOC` encoding and [`ioctl_struct`].
+//! - [`real`]: [`RealDriver`], the syscalls (the emulated drivers of `MOCKGPU=1` implement the
+//!   same trait in `mockgpu/`).
 //! - [`kfd`]: the KFD ABI (ioctl table, mmap offsets, typed wrappers, topology, queue sizes).
 //! - [`nv`]: the NVIDIA RM/UVM ABI (escape and UVM tables, driver families, typed wrappers for the
 //!   control fd, GPU nodes and UVM).
 //! - [`mapped`]: [`Mapping`], bounds-checked access to memory shared with a device.
+//! - [`filemap`]: read-only file mappings.
 //! - [`vma`]: address-range bookkeeping shared by both drivers.
-//! - [`deadline`]: bounded polling (ioctl retries, vendor runtime waits).
+//! - [`deadline`]: bounded polling (ioctl retries, vendor runtime waits) and the wait timeout
+//!   every device wait uses.
 
 pub mod api;
 pub mod codemem;
-pub mod cuda;
 pub mod deadline;
 pub mod dl;
 pub mod filemap;
 pub mod hostmem;
 pub mod kfd;
-pub mod llvm;
 pub mod mapped;
-#[cfg(target_os = "macos")]
-pub mod metal;
 pub mod nv;
-pub mod nvjitlink;
-pub mod nvlib;
-pub mod nvrtc;
 pub mod process;
 pub mod real;
 pub mod vma;

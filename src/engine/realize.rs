@@ -29,6 +29,7 @@ use crate::device::BufferRef;
 use crate::engine::schedule::ScheduleItem;
 use crate::helpers::{debug, getenv, GlobalCounters};
 use crate::ops::{BufferOps, LazyOpArg, LoadOps, Op};
+use crate::runtime::builtin::register_builtin_families;
 use crate::shape::{sym_infer, Sint, VarVals};
 use crate::{bail, ensure, Error, Result};
 
@@ -42,7 +43,7 @@ pub use debug::{capture_debug_output, debug_print};
 pub use method_cache::{
     compiles_on_this_thread, get_kernel, get_runner, programs_built_on_this_thread,
 };
-pub use runners::{BufferCopy, CompiledRunner, CustomOp, EmptyOp, ViewOp, MIN_WORK_PER_CORE};
+pub use runners::{BufferCopy, CompiledRunner, CustomOp, EmptyOp, ViewOp};
 
 /// What every runner has (tinygrad's `Runner.__init__` fields).
 #[derive(Debug)]
@@ -158,6 +159,8 @@ impl ExecItem {
 
     /// [`ExecItem::run`] with every option (tinygrad's `run(var_vals, wait, jit, do_update_stats)`).
     pub fn run_with(&self, var_vals: &VarVals, opts: RunOptions) -> Result<Option<f64>> {
+        // the buffers allocate through the registry's table: make sure it knows the built-ins
+        register_builtin_families();
         let mut bufs = Vec::with_capacity(self.bufs.len());
         for (i, b) in self.bufs.iter().enumerate() {
             let Some(b) = b else {

@@ -53,12 +53,13 @@ use std::time::Instant;
 
 use crate::codegen::kernel::opts::actions;
 use crate::codegen::kernel::{Kernel, KernelBuf, Opt, OptOps};
-use crate::device::registry::{open_device, Compiled};
+use crate::device::registry::Compiled;
 use crate::device::{Buffer, BufferOptions, BufferRef};
 use crate::engine::realize::debug_print;
 use crate::helpers::{debug, getenv, getenv_str};
 use crate::ops::LazyOp;
 use crate::renderer::Renderer;
+use crate::runtime::builtin::{open_device, register_builtin_families};
 use crate::shape::symbolic::py_gt;
 use crate::shape::{Node, VarVals};
 use crate::{Error, Result};
@@ -148,6 +149,8 @@ pub fn bufs_from_lin(k: &Kernel, device: &str, allocate: bool) -> Result<Vec<Buf
         let cur = sizes[m.idx].map_or(0, |s| s.0);
         sizes[m.idx] = Some((cur.max(n), m.dtype));
     }
+    // the buffers allocate through the registry's table: make sure it knows the built-ins
+    register_builtin_families();
     let mut out = vec![];
     for (i, s) in sizes.into_iter().enumerate() {
         let Some((n, dt)) = s else {

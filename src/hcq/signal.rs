@@ -18,6 +18,7 @@
 use std::time::{Duration, Instant};
 
 use super::KeepAlive;
+pub use crate::driver::deadline::wait_timeout;
 use crate::helpers::getenv;
 use crate::{Error, Result};
 
@@ -38,11 +39,6 @@ pub trait HcqSignal: Clone + Send + Sync + 'static {
     fn same(&self, other: &Self) -> bool;
     /// Keeps the signal's memory alive (for queues referencing it).
     fn keep(&self) -> KeepAlive;
-}
-
-/// The CPU wait timeout: `HCQDEV_WAIT_TIMEOUT_MS` (default 10 000).
-pub fn wait_timeout() -> Duration {
-    Duration::from_millis(getenv("HCQDEV_WAIT_TIMEOUT_MS", 10_000).max(1) as u64)
 }
 
 fn spin_time() -> Duration {

@@ -50,7 +50,7 @@ mod walk;
 mod wmma;
 
 use crate::codegen::uops::UOp;
-use crate::driver::llvm::Llvm;
+use crate::ffi::llvm::Llvm;
 use crate::helpers::to_function_name;
 use crate::hw::amd::targets::GfxTarget;
 use crate::renderer::cstyle::split_range;

@@ -1,6 +1,24 @@
-//! Backends, one folder each, with the same file set.
+//! Backends, one folder each, with the same file set, and [`builtin`]: the list of built-in device
+//! families, the one place that picks the emulator under `MOCKGPU=1`, and the device entry points
+//! the upper layers call ([`builtin::open_device`], [`builtin::default_device`]).
+//!
+//! The backends never name the emulator: a GPU backend is handed its driver and its
+//! [`Toolchain`] by [`builtin`].
 
 pub mod amd;
+pub mod builtin;
 pub mod cpu;
 pub mod fallback;
 pub mod nv;
+
+use std::sync::Arc;
+
+use crate::device::Compiler;
+use crate::renderer::Renderer;
+
+/// The compiler and the renderer one device's kernels go through.
+#[derive(Clone)]
+pub struct Toolchain {
+    pub compiler: Arc<dyn Compiler>,
+    pub renderer: Arc<dyn Renderer>,
+}

@@ -10,10 +10,11 @@
 
 use super::{fmt_shape, function as F, prod, to_sints, Element, Tensor};
 use crate::device::registry::canonicalize;
-use crate::device::{default_device, Buffer, BufferOptions};
+use crate::device::{Buffer, BufferOptions};
 use crate::dtype::{dtypes, ConstValue, DType};
 use crate::lazy::{LazyBuffer, LbArg};
 use crate::ops::{ConstArg, LoadOps};
+use crate::runtime::builtin::{default_device, register_builtin_families};
 use crate::{bail, ensure, Result};
 
 /// The bounds of [`Tensor::arange`]: `start`, `stop` and `step` (tinygrad's
@@ -124,6 +125,8 @@ impl Tensor {
                 LazyBuffer::loadop(LoadOps::EMPTY, &sh, dtype, &device, LbArg::None, &[], false)?;
             return Ok(Tensor::from_lazybuffer(lb, None));
         }
+        // the buffer allocates through the registry's table: make sure it knows the built-ins
+        register_builtin_families();
         let buf = Buffer::new(&device, n, dtype, BufferOptions::default());
         buf.copyin(bytes)?;
         let lb = LazyBuffer::from_buffer(buf, &sh)?;

@@ -14,8 +14,8 @@ use std::f64::consts::PI;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
 use super::{prod, Tensor};
-use crate::device::default_device;
 use crate::dtype::{dtypes, ConstValue, DType};
+use crate::runtime::builtin::default_device;
 use crate::{ensure, Result};
 
 struct RngState {

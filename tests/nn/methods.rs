@@ -2,7 +2,7 @@
 //! conv/pool windows larger than the input, one NaN and signed-zero semantics on every device,
 //! setitem, in-place operators, multinomial, numpy(), `to`, and tinygrad's defaults.
 
-use rawgrad::device::registry::default_device;
+use rawgrad::runtime::builtin::default_device;
 use rawgrad::{dtypes, Axis, ConvArgs, Index as I, PoolArgs, Tensor, TensorData};
 
 use super::values::*;

@@ -26,7 +26,7 @@ pub const DEVICES: [&str; 2] = ["CLANG", "INTERP"];
 /// tests on the emulated GPU too).
 pub fn devices() -> Vec<String> {
     let mut out: Vec<String> = DEVICES.iter().map(|d| d.to_string()).collect();
-    let d = rawgrad::device::registry::default_device().unwrap();
+    let d = rawgrad::runtime::builtin::default_device().unwrap();
     if !out.contains(&d) {
         out.push(d);
     }
@@ -38,6 +38,8 @@ pub fn input(device: &str, shape: &[i64], data: &[f32]) -> T {
     let n = shape.iter().product::<i64>() as usize;
     assert_eq!(n, data.len(), "input data for shape {shape:?}");
     let bytes: Vec<u8> = data.iter().flat_map(|v| v.to_ne_bytes()).collect();
+    // a bare buffer allocates through the registry's table: the built-ins first
+    rawgrad::runtime::builtin::register_builtin_families();
     let buf =
         Buffer::with_initial(device, n, dtypes::float32, BufferOptions::default(), &bytes).unwrap();
     let shape: Vec<Node> = shape.iter().map(|&s| Node::Num(s)).collect();

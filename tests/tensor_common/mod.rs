@@ -7,24 +7,16 @@
 pub mod reference;
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
-use rawgrad::device::register_family;
-use rawgrad::device::registry::is_registered;
 use rawgrad::dtype::{dtypes, DType};
 use rawgrad::engine::schedule::{create_schedule_with_vars, ScheduleItem};
 use rawgrad::helpers::Context;
 use rawgrad::lazy::LazyBuffer;
 use rawgrad::ops::verify_lazyop;
-use rawgrad::renderer::cstyle::ClangRenderer;
-use rawgrad::runtime::cpu::clang::open_clang;
 use rawgrad::Tensor;
 
-/// Make `CLANG` the default device of this thread (registering the family if nobody has).
+/// Make `CLANG` (a built-in family) the default device of this thread.
 pub fn clang() -> Context {
-    if !is_registered("CLANG") {
-        register_family("CLANG", |n| open_clang(n, Arc::new(ClangRenderer::new())));
-    }
     Context::with_str(&[("DEVICE", "CLANG")])
 }
 

@@ -10,10 +10,10 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use rawgrad::codegen::kernel::Kernel;
-use rawgrad::device::open_device;
 use rawgrad::engine::search::{beam_search_stats, bufs_from_lin, time_linearizer};
 use rawgrad::helpers::Context;
 use rawgrad::ops::LazyOp;
+use rawgrad::runtime::builtin::open_device;
 use rawgrad::{Error, Result, Tensor};
 
 /// Settings of one run.

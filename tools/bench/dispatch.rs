@@ -10,8 +10,9 @@ use std::fmt::Write as _;
 use std::time::Instant;
 
 use rawgrad::codegen::uops::UOp;
-use rawgrad::device::{open_device, BufferOptions, Compiled, Program, RawBuf};
+use rawgrad::device::{BufferOptions, Compiled, Program, RawBuf};
 use rawgrad::dtype::dtypes;
+use rawgrad::runtime::builtin::open_device;
 use rawgrad::{Error, Result};
 
 /// The devices tried when none are named (AMD only when `MOCKGPU=1` or `AMD=1` asks for it).

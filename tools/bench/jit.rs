@@ -11,9 +11,9 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use rawgrad::device::open_device;
 use rawgrad::engine::jit::{JitArgs, TinyJit};
 use rawgrad::helpers::Context;
+use rawgrad::runtime::builtin::open_device;
 use rawgrad::{Error, Result, Tensor};
 
 use crate::dispatch::{fmt_num, Stats};

@@ -18,9 +18,9 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use rawgrad::device::open_device;
 use rawgrad::engine::realize::{get_kernel, lower_schedule_item, ExecItem, RunOptions};
 use rawgrad::helpers::Context;
+use rawgrad::runtime::builtin::open_device;
 use rawgrad::shape::{sym_infer, VarVals};
 use rawgrad::{Error, Result, Tensor};
 

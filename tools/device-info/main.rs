@@ -13,7 +13,8 @@ use rawgrad::driver::kfd::topology::{queue_buffer_sizes, KfdNode};
 use rawgrad::hcq::{HcqBackend, HwQueue};
 use rawgrad::helpers::getenv;
 use rawgrad::hw::amd::targets;
-use rawgrad::runtime::amd::{amd_driver, open_amd_device, AmdProcess};
+use rawgrad::runtime::amd::{open_amd_device, AmdProcess};
+use rawgrad::runtime::builtin::amd_driver;
 
 fn summary(n: &KfdNode) -> String {
     let p = &n.props;

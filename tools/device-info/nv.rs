@@ -6,7 +6,8 @@
 use std::path::Path;
 
 use rawgrad::helpers::getenv;
-use rawgrad::runtime::nv::{nv_driver, open_nv_device, NvProcess};
+use rawgrad::runtime::builtin::nv_driver;
+use rawgrad::runtime::nv::{open_nv_device, NvProcess};
 
 /// Print the NV block (or why there is none).
 pub fn report() {

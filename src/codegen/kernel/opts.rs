@@ -139,7 +139,7 @@ struct Snapshot {
     upcasted: usize,
     local_dims: usize,
     dont_use_locals: bool,
-    tensor_core: Option<crate::renderer::TensorCore>,
+    tensor_core: Option<crate::codegen::renderer::TensorCore>,
     tensor_core_opts: Option<super::TensorCoreOptions>,
     bufs_for_tensor_core: Vec<(crate::ops::LazyOp, (usize, usize))>,
 }

@@ -17,9 +17,9 @@
 
 use super::opts::{Opt, OptOps};
 use super::{Kernel, KernelBuf};
+use crate::codegen::renderer::TensorCore;
 use crate::helpers::getenv;
 use crate::ops::{BinaryOps, BufferOps, LazyOp, Op, ReduceOps, UnaryOps};
-use crate::renderer::TensorCore;
 use crate::{Error, Result};
 
 /// Where the tensor core's N, M and K axes are (tinygrad's `TensorCoreOptions`).

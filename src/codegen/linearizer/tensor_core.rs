@@ -15,9 +15,9 @@
 //! inputs loaded in another dtype (`tc_opt >= 1` casts) are cast to the tensor core's input dtype.
 
 use super::Lin;
+use crate::codegen::renderer::TensorCore;
 use crate::codegen::uops::{UOp, WmmaArg};
 use crate::ops::LazyOp;
-use crate::renderer::TensorCore;
 use crate::shape::Node;
 use crate::{bail, Error, Result};
 

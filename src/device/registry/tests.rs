@@ -22,7 +22,10 @@ fn canonicalize_like_tinygrad() {
         assert_eq!(canonicalize(inp), want, "canonicalize({inp:?})");
     }
     assert_eq!(device_family("amd:1"), "AMD");
-    assert_eq!(canonicalize_opt(Some("nv:0")).unwrap(), "NV");
+    assert_eq!(
+        crate::runtime::builtin::canonicalize_opt(Some("nv:0")).unwrap(),
+        "NV"
+    );
 }
 
 #[test]
@@ -32,11 +35,11 @@ fn opens_once_and_caches() {
         OPENS.fetch_add(1, Ordering::SeqCst);
         crate::device::testing::host_compiled(name)
     });
-    let a = open_device("rgtest_once").unwrap();
-    let b = open_device("RGTEST_ONCE:0").unwrap();
+    let a = open_registered("rgtest_once").unwrap();
+    let b = open_registered("RGTEST_ONCE:0").unwrap();
     assert!(Arc::ptr_eq(&a, &b));
     assert_eq!(a.name, "RGTEST_ONCE");
-    let c = open_device("rgtest_once:1").unwrap();
+    let c = open_registered("rgtest_once:1").unwrap();
     assert_eq!(c.name, "RGTEST_ONCE:1");
     assert_eq!(c.family(), "RGTEST_ONCE");
     assert!(!Arc::ptr_eq(&a, &c));
@@ -46,7 +49,7 @@ fn opens_once_and_caches() {
     // Opening from many threads at once still opens once.
     std::thread::scope(|s| {
         for _ in 0..4 {
-            s.spawn(|| open_device("RGTEST_ONCE:2").unwrap());
+            s.spawn(|| open_registered("RGTEST_ONCE:2").unwrap());
         }
     });
     assert_eq!(OPENS.load(Ordering::SeqCst), 3);
@@ -54,7 +57,7 @@ fn opens_once_and_caches() {
 
 #[test]
 fn unknown_and_failing_devices_are_errors() {
-    let e = open_device("rgtest_nosuch:3").unwrap_err();
+    let e = open_registered("rgtest_nosuch:3").unwrap_err();
     assert!(matches!(e, Error::Device(_)));
     assert!(
         e.message().contains("unknown device RGTEST_NOSUCH:3"),
@@ -65,52 +68,76 @@ fn unknown_and_failing_devices_are_errors() {
         TRIES.fetch_add(1, Ordering::SeqCst);
         Err(Error::Driver("no /dev/rgtest".into()))
     });
-    let e = open_device("RGTEST_FAIL").unwrap_err();
+    let e = open_registered("RGTEST_FAIL").unwrap_err();
     assert!(
         e.message()
             .contains("opening device RGTEST_FAIL: no /dev/rgtest"),
         "{e}"
     );
     // Failures are not cached.
-    assert!(open_device("RGTEST_FAIL").is_err());
+    assert!(open_registered("RGTEST_FAIL").is_err());
     assert_eq!(TRIES.load(Ordering::SeqCst), 2);
     assert!(!opened_devices().contains(&"RGTEST_FAIL".to_string()));
 }
 
 #[test]
 fn default_from_knobs() {
+    // The built-ins first, so the families seen below do not change while the test runs.
+    crate::runtime::builtin::register_builtin_families();
     register_host_family("RGTEST_DEFA");
     register_host_family("RGTEST_DEFB");
+    let order = ["RGTEST_DEFB"];
     {
         let _g = Context::with_str(&[("DEVICE", "rgtest_defb:1")]);
-        assert_eq!(default_device().unwrap(), "RGTEST_DEFB:1");
-        assert_eq!(canonicalize_opt(None).unwrap(), "RGTEST_DEFB:1");
+        assert_eq!(default_device_in(&order).unwrap(), "RGTEST_DEFB:1");
+        assert_eq!(
+            crate::runtime::builtin::canonicalize_opt(None).unwrap(),
+            "RGTEST_DEFB:1"
+        );
     }
     {
-        // Knobs of the built-in families from the environment (`AMD=1` in CI) come first.
-        let off: Vec<(&str, i64)> = DEVICE_ORDER.iter().map(|f| (*f, 0)).collect();
+        // Knobs of the other registered families from the environment (`AMD=1` in CI) are off.
+        let others: Vec<String> = registered_families()
+            .into_iter()
+            .filter(|f| !f.starts_with("RGTEST_DEF"))
+            .collect();
+        let off: Vec<(&str, i64)> = others.iter().map(|f| (f.as_str(), 0)).collect();
         let _off = Context::new(&off);
         let _g = Context::new(&[("RGTEST_DEFA", 1)]);
-        assert_eq!(default_device().unwrap(), "RGTEST_DEFA");
+        assert_eq!(default_device_in(&order).unwrap(), "RGTEST_DEFA");
+        // The order's knobs come before the other families' (by name).
+        let _b = Context::new(&[("RGTEST_DEFB", 1)]);
+        assert_eq!(default_device_in(&order).unwrap(), "RGTEST_DEFB");
+        drop(_b);
         // DEVICE wins over family knobs.
         let _h = Context::with_str(&[("DEVICE", "RGTEST_DEFB")]);
-        assert_eq!(default_device().unwrap(), "RGTEST_DEFB");
+        assert_eq!(default_device_in(&order).unwrap(), "RGTEST_DEFB");
     }
     {
         let _g = Context::with_str(&[("DEVICE", "RGTEST_UNREGISTERED")]);
-        let e = default_device().unwrap_err();
+        let e = default_device_in(&order).unwrap_err();
         assert!(e.message().contains("DEVICE=RGTEST_UNREGISTERED"), "{e}");
     }
     {
-        // A family knob naming a family of the order list that is not registered is an error.
-        if !is_registered("CUDA") {
-            let off: Vec<(&str, i64)> = DEVICE_ORDER.iter().map(|f| (*f, 0)).collect();
-            let _off = Context::new(&off);
-            let _g = Context::new(&[("CUDA", 1)]);
-            let e = default_device().unwrap_err();
-            assert!(e.message().contains("CUDA=1"), "{e}");
-        }
+        // A family knob naming a family of the order that is not registered is an error.
+        let _g = Context::new(&[("RGTEST_DEF_UNREG", 1)]);
+        let e = default_device_in(&["RGTEST_DEF_UNREG"]).unwrap_err();
+        assert!(e.message().contains("RGTEST_DEF_UNREG=1"), "{e}");
     }
+}
+
+#[test]
+fn registering_if_absent_keeps_the_first_opener() {
+    register_family("RGTEST_ABSENT", |_| Err(Error::Driver("the first".into())));
+    let added =
+        register_family_if_absent("rgtest_absent", |_| Err(Error::Driver("the second".into())));
+    assert!(!added);
+    let e = open_registered("RGTEST_ABSENT").unwrap_err();
+    assert!(e.message().contains("the first"), "{e}");
+    assert!(register_family_if_absent("RGTEST_ABSENT_NEW", |_| {
+        Err(Error::Driver("new".into()))
+    }));
+    assert!(is_registered("rgtest_absent_new"));
 }
 
 #[test]

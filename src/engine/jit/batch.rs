@@ -19,10 +19,10 @@
 use std::any::Any;
 use std::sync::{Arc, Mutex};
 
-use crate::device::registry::open_device;
 use crate::device::{BufferRef, DeviceGraph, Launch};
 use crate::engine::realize::{CompiledRunner, EmptyOp, ExecItem, Runner, RunnerBase, ViewOp};
 use crate::helpers::{colored, debug, getenv};
+use crate::runtime::builtin::open_device;
 use crate::shape::{sint_sum, Sint, VarVals};
 use crate::{Error, Result};
 

@@ -24,10 +24,11 @@ use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::codegen::kernel::Kernel;
-use crate::device::registry::{device_family, open_device};
+use crate::device::registry::device_family;
 use crate::helpers::{ansistrip, debug, getenv, FxHashMap, FxHasher};
 use crate::ops::LazyOp;
 use crate::renderer::Renderer;
+use crate::runtime::builtin::open_device;
 use crate::Result;
 
 use super::debug::{colored_kernel_name, debug_print};

@@ -6,10 +6,10 @@
 //! `[si.bufs[i] for i, _ in p.globals]`), and passes them on in that order, except to a device
 //! without launch dims: those (CLANG, LLVM) load kernels through the fixed `NAME_rg` entry, which
 //! indexes its buffer array by DEFINE_GLOBAL index, so a load folded away (a gap in the indices)
-//! must leave a gap in the array too. To such a device it also passes `global = [n, 1, 1]`, where
-//! `n` is how many cores are worth using for the kernel's outer loop: the extent of the loop the C
-//! renderer splits, capped so that each core gets at least [`MIN_WORK_PER_CORE`] units of work
-//! (flops plus bytes), and 1 when the kernel has no splittable loop.
+//! must leave a gap in the array too. Such a device gets no launch dims from the engine: how a
+//! kernel is split over cores is the CPU runtime's policy (`runtime/cpu/launch.rs`), read from the
+//! program when it is loaded ([`crate::device::Runtime::load_program`]) and applied per call from
+//! the variable values the engine passes.
 //!
 //! Not guaranteed: `BufferCopy` goes through host memory (a `copyout` then a `copyin`); the
 //! time a runner reports with `wait` is host wall time around the call.
@@ -19,62 +19,17 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crate::codegen::program::ProgramSpec;
-use crate::codegen::uops::{UArg, UOp, UOps};
-use crate::device::registry::{device_family, open_device, Compiled};
+use crate::device::registry::device_family;
 use crate::device::{compile_cached, Buffer, BufferRef, Launch, LaunchDims, Program, RawBuf};
-use crate::dtype::ConstValue;
 use crate::helpers::colored;
 use crate::ops::CustomOp as CustomFnOp;
-use crate::renderer::cstyle::split_range;
-use crate::shape::{all_int, sym_infer, Node, VarVals};
+use crate::runtime::builtin::open_device;
+use crate::shape::{all_int, Node, VarVals};
 use crate::{ensure, Error, Result};
 
 use super::debug::debug_print;
 use super::method_cache::note_compile;
 use super::{Runner, RunnerBase};
-
-/// The least work (flops + bytes) worth handing one more CPU core.
-pub const MIN_WORK_PER_CORE: i64 = 1 << 16;
-
-/// How the outer loop of a kernel without launch dims can be split across cores.
-#[derive(Clone, Debug)]
-enum CpuSplit {
-    /// The device has launch dims; nothing to decide.
-    NotCpu,
-    /// No loop can be split: run on the calling thread alone.
-    Single,
-    /// The split loop runs `end - start` times, with these bounds.
-    Loop(Bound, Bound),
-}
-
-#[derive(Clone, Debug)]
-enum Bound {
-    Const(i64),
-    /// A kernel variable, by name.
-    Var(String),
-    Unknown,
-}
-
-fn bound_of(u: Option<&UOp>) -> Bound {
-    let Some(u) = u else { return Bound::Unknown };
-    match (u.op(), u.arg()) {
-        (UOps::CONST, UArg::Const(ConstValue::Int(v))) => {
-            i64::try_from(*v).map_or(Bound::Unknown, Bound::Const)
-        }
-        (UOps::DEFINE_VAR, UArg::Var { name, .. }) => Bound::Var(name.clone()),
-        _ => Bound::Unknown,
-    }
-}
-
-fn cpu_split(p: &ProgramSpec, dev: &Compiled) -> CpuSplit {
-    if dev.renderer.opts().has_local || p.global_size.is_some() {
-        return CpuSplit::NotCpu;
-    }
-    match split_range(&p.uops).and_then(|i| p.uops.get(i)) {
-        Some(r) => CpuSplit::Loop(bound_of(r.src().first()), bound_of(r.src().get(1))),
-        None => CpuSplit::Single,
-    }
-}
 
 /// A compiled kernel (tinygrad's `CompiledRunner`).
 pub struct CompiledRunner {
@@ -88,7 +43,6 @@ pub struct CompiledRunner {
     /// order: the position in the buffer list of the buffer for each index (`None` for an index
     /// the kernel does not use).
     slots: Option<Vec<Option<usize>>>,
-    split: CpuSplit,
     /// (global, local) chosen by `optimize_local_size` for a program with a global size and no
     /// local size (tinygrad rewrites its Program the same way on the first run).
     tuned: OnceLock<(LaunchDims, LaunchDims)>,
@@ -117,7 +71,7 @@ impl CompiledRunner {
         };
         let prg = dev
             .runtime
-            .load(&p.function_name, &lib)
+            .load_program(&p, &lib)
             .map_err(|e| with_kernel(e, &p.name, "loading"))?;
         let globals: Vec<usize> = p.globals().into_iter().map(|g| g.0).collect();
         let by_index = !dev.renderer.opts().has_local;
@@ -130,7 +84,6 @@ impl CompiledRunner {
             }
             slots
         });
-        let split = cpu_split(&p, &dev);
         let base = RunnerBase::new(
             display_name,
             p.device.clone(),
@@ -143,7 +96,6 @@ impl CompiledRunner {
             lib,
             prg,
             slots,
-            split,
             tuned: OnceLock::new(),
         })
     }
@@ -199,82 +151,30 @@ impl CompiledRunner {
         Ok(*self.tuned.get_or_init(|| t))
     }
 
-    /// The extent of the split outer loop for these variable values (`None` when the kernel has
-    /// no split loop or a bound is unknown).
-    fn split_extent(&self, var_vals: &VarVals) -> Option<i64> {
-        let CpuSplit::Loop(start, end) = &self.split else {
-            return None;
-        };
-        let value = |b: &Bound| -> Option<i64> {
-            match b {
-                Bound::Const(v) => Some(*v),
-                Bound::Var(name) => var_vals
-                    .iter()
-                    .find(|(k, _)| k.expr() == Some(name.as_str()))
-                    .map(|(_, v)| *v),
-                Bound::Unknown => None,
-            }
-        };
-        Some(value(end)? - value(start)?)
-    }
-
-    /// The estimated work (flops + bytes) of one run.
-    fn work(&self, var_vals: &VarVals) -> Result<i64> {
-        Ok(sym_infer(&self.base.op_estimate, var_vals)?
-            .saturating_add(sym_infer(&self.base.mem_estimate, var_vals)?))
-    }
-
-    /// `[n, 1, 1]` for a CPU kernel: the cores worth using (see the module doc).
-    fn cpu_dims(&self, var_vals: &VarVals) -> Result<Option<LaunchDims>> {
-        match &self.split {
-            CpuSplit::NotCpu => return Ok(None),
-            CpuSplit::Single => return Ok(Some([1, 1, 1])),
-            CpuSplit::Loop(..) => {}
-        }
-        let Some(extent) = self.split_extent(var_vals) else {
-            return Ok(None);
-        };
-        let cap = (self.work(var_vals)? / MIN_WORK_PER_CORE).max(1);
-        let n = extent.clamp(1, cap);
-        Ok(Some([usize::try_from(n).unwrap_or(1), 1, 1]))
-    }
-
-    /// Run once and time it; on a device without launch dims whose outer loop is split across
-    /// cores, only about `1/f` of that loop runs, `f` chosen so the timed work is near
-    /// `max_work` (BEAM's test size on CPU devices; beyond tinygrad 0.9.1, which times CPU
-    /// kernels whole), and the time is scaled to the whole loop.
+    /// Run once and time it; a device that can time part of a kernel (the CPU devices: part of
+    /// the split outer loop, near `max_work` units of work) times that part and scales the time to
+    /// the whole kernel ([`Program::time_part`]).
     pub fn time_test_size(
         &self,
         bufs: &[BufferRef],
         var_vals: &VarVals,
         max_work: i64,
     ) -> Result<f64> {
-        let whole = |r: &Self| -> Result<f64> {
-            r.exec(bufs, var_vals, true)?.ok_or_else(|| {
-                Error::Runtime(format!("kernel {}: the device did not time it", r.p.name))
-            })
-        };
-        let (Some(extent), Some(global)) = (self.split_extent(var_vals), self.cpu_dims(var_vals)?)
-        else {
-            return whole(self);
-        };
-        let threads = global[0].max(1) as i64;
-        let f = (self.work(var_vals)? / max_work.max(1)).clamp(1, (extent / threads).max(1));
-        if f <= 1 {
-            return whole(self);
-        }
         let raws = self.raw_args(bufs)?;
         let vals = self.p.var_values(var_vals)?;
-        let (t, ran, of) = self
+        let part = self
             .prg
-            .call_part(&raws, &vals, global, f as usize)
+            .time_part(&raws, &vals, max_work)
             .map_err(|e| with_kernel(e, &self.p.name, "running part of"))?;
-        // shares 0..ran of `of` cover iterations [0, extent*ran/of) of the loop
-        let iters = extent.saturating_mul(ran as i64) / (of as i64).max(1);
-        if iters <= 0 {
-            return whole(self);
+        if let Some(t) = part {
+            return Ok(t);
         }
-        Ok(t * extent as f64 / iters as f64)
+        self.exec(bufs, var_vals, true)?.ok_or_else(|| {
+            Error::Runtime(format!(
+                "kernel {}: the device did not time it",
+                self.p.name
+            ))
+        })
     }
 }
 
@@ -327,9 +227,6 @@ impl CompiledRunner {
             ))
         };
         let (mut global, mut local) = self.p.launch_dims(var_vals).map_err(dims)?;
-        if global.is_none() {
-            global = self.cpu_dims(var_vals).map_err(dims)?;
-        }
         if let (Some(_), None, Some(t)) = (global, local, self.tuned.get()) {
             (global, local) = (Some(t.0), Some(t.1));
         }

@@ -15,6 +15,8 @@ fn item(ast: Vec<LazyOp>, bufs: Vec<BufferRef>) -> ScheduleItem {
 }
 
 fn host(device: &str, vals: &[f32]) -> BufferRef {
+    // a bare buffer allocates through the registry's table: the built-ins first
+    crate::runtime::builtin::register_builtin_families();
     let bytes: Vec<u8> = vals.iter().flat_map(|v| v.to_ne_bytes()).collect();
     Buffer::with_initial(
         device,

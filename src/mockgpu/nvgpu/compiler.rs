@@ -20,7 +20,7 @@ use crate::codegen::uop_serial::{deserialize, serialize};
 use crate::codegen::uopgraph::{globals, vars};
 use crate::codegen::uops::{UArg, UOp, UOps};
 use crate::device::Compiler;
-use crate::driver::llvm::Llvm;
+use crate::ffi::llvm::Llvm;
 use crate::helpers::getenv_str;
 use crate::hw::nv::arch::NvArch;
 use crate::hw::nv::cubin::KParam;

@@ -10,7 +10,7 @@
 //! Not guaranteed: an LLVM newer than the table writes PTX for newer SMs only as the table's
 //! newest entry not above the device's SM.
 
-use crate::driver::llvm::{CompileOptions, Emit, Llvm};
+use crate::ffi::llvm::{CompileOptions, Emit, Llvm};
 use crate::{bail, Result};
 
 /// The triple of LLVM's 64-bit NVPTX target.

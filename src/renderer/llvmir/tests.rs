@@ -185,7 +185,7 @@ fn the_split_loop_is_the_clang_one() {
 
 #[test]
 fn renders_ir_that_libllvm_compiles() {
-    use crate::driver::llvm::{find_libraries, Llvm, AMDGPU_TRIPLE};
+    use crate::ffi::llvm::{find_libraries, Llvm, AMDGPU_TRIPLE};
     let mut any = false;
     for lib in find_libraries() {
         let Ok(llvm) = Llvm::open(&lib.path) else {

@@ -16,7 +16,7 @@
 use std::sync::Arc;
 
 use crate::device::Compiler;
-use crate::driver::llvm::{elf_e_flags, CompileOptions, Emit, Llvm, AMDGPU_TRIPLE};
+use crate::ffi::llvm::{elf_e_flags, CompileOptions, Emit, Llvm, AMDGPU_TRIPLE};
 use crate::hw::amd::targets::GfxTarget;
 use crate::renderer::llvmir::LLVMRenderer;
 use crate::{bail, Result};

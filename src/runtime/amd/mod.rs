@@ -8,15 +8,15 @@
 //!   USERPTR at GPU VA == CPU VA), [`queue`] (hardware rings and the PM4 compute queue),
 //!   [`copy`] (the SDMA copy queue), [`signal`] (16-byte signal slots, KFD events),
 //!   [`program`] (code-object loader over [`crate::hw::amd::elf`]).
-//! - [`mockgpu`]: under `MOCKGPU=1`, the emulated KFD with a software GPU that runs mock code
-//!   objects (serialized UOps) on the UOp interpreter.
-//! - Registration: [`register`] makes `AMD` a device family of the registry; [`open_amd`] opens
-//!   `AMD:n` as a [`Compiled`] (HCQ allocator behind the LRU cache, the program loader, and the
-//!   mock renderer/compiler under `MOCKGPU`; on a real device the LLVM IR renderer and the
-//!   libLLVM amdgcn compiler of [`compiler`], or a compiler slot that reports why it is missing).
+//! - Opening: [`open_amd`] opens `AMD:n` as a [`Compiled`] (HCQ allocator behind the LRU cache,
+//!   the program loader) with the driver and the [`Toolchain`] it is handed: `runtime/builtin.rs`
+//!   registers the `AMD` family and picks both (the emulated KFD and the mock compiler under
+//!   `MOCKGPU=1`; on a real device the libLLVM amdgcn compiler of [`compiler`]). This backend
+//!   never names the emulator.
 //!
 //! Not guaranteed: one process-wide KFD process serves the registry's devices (opened on first
-//! use, never closed); tests open their own through [`AmdProcess::new`].
+//! use, with the first caller's driver, never closed); tests open their own through
+//! [`AmdProcess::new`].
 
 pub mod compiler;
 pub mod copy;
@@ -41,16 +41,12 @@ pub use process::AmdProcess;
 pub use program::AmdProgram;
 pub use signal::AmdSignal;
 
-use crate::device::registry::{device_index, register_family, Compiled};
-use crate::device::{Compiler, DeviceGraph, Launch, LruAllocator, Program, Runtime};
-use crate::driver::{Driver, RealDriver};
+use crate::device::registry::{device_index, Compiled};
+use crate::device::{DeviceGraph, Launch, LruAllocator, Program, Runtime};
+use crate::driver::Driver;
 use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
-use crate::helpers::getenv;
-use crate::mockgpu::amdgpu::compiler::{MockAmdCompiler, MockAmdRenderer, UnavailableAmdCompiler};
-use crate::mockgpu::EmuConfig;
-use crate::renderer::Renderer;
+use crate::runtime::Toolchain;
 use crate::Result;
-use compiler::AMDCompiler;
 
 /// An opened AMD device.
 pub type AmdDevice = HcqDevice<AmdBackend>;
@@ -86,66 +82,37 @@ impl Runtime for AmdRuntime {
     }
 }
 
-/// The driver for a new KFD process: the emulator with software GPUs under `MOCKGPU=1`
-/// (`MOCKGPU_COUNT`, `MOCKGPU_ARCH`), else the kernel.
-pub fn amd_driver() -> Result<Arc<dyn Driver>> {
-    if getenv("MOCKGPU", 0) != 0 {
-        Ok(Arc::new(crate::mockgpu::amdgpu::attach::mock_driver(
-            EmuConfig::from_env(),
-        )?))
-    } else {
-        Ok(Arc::new(RealDriver::new()))
-    }
-}
-
-fn process() -> Result<Arc<AmdProcess>> {
+/// The process-wide KFD process, opened on first use on the driver `driver` makes.
+fn process(driver: fn() -> Result<Arc<dyn Driver>>) -> Result<Arc<AmdProcess>> {
     static PROC: Mutex<Option<Arc<AmdProcess>>> = Mutex::new(None);
     let mut p = PROC.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(p) = p.as_ref() {
         return Ok(p.clone());
     }
-    let proc = AmdProcess::new(amd_driver()?)?;
+    let proc = AmdProcess::new(driver()?)?;
     *p = Some(proc.clone());
     Ok(proc)
 }
 
-/// The parts of an opened device for the registry.
-pub fn compiled(dev: Arc<AmdDevice>, name: &str) -> Compiled {
-    let target = dev.backend().target();
-    let emulated = dev.backend().process().core().drv.name() == "emu";
-    let (compiler, renderer): (Arc<dyn Compiler>, Arc<dyn Renderer>) = if emulated {
-        (
-            Arc::new(MockAmdCompiler::new(target)),
-            Arc::new(MockAmdRenderer::for_target(target)),
-        )
-    } else {
-        match AMDCompiler::new(target) {
-            Ok(c) => {
-                let r = c.renderer();
-                (Arc::new(c), Arc::new(r))
-            }
-            Err(e) => (
-                Arc::new(UnavailableAmdCompiler::new(target, e.message().to_string())),
-                Arc::new(MockAmdRenderer::new()),
-            ),
-        }
-    };
+/// The parts of an opened device for the registry, with `toolchain` compiling its kernels.
+pub fn compiled(dev: Arc<AmdDevice>, name: &str, toolchain: Toolchain) -> Compiled {
     Compiled {
         name: name.to_string(),
         allocator: Arc::new(LruAllocator::new(HcqAllocator::new(dev.clone()))),
-        compiler,
+        compiler: toolchain.compiler,
         runtime: Arc::new(AmdRuntime::new(dev)),
-        renderer,
+        renderer: toolchain.renderer,
     }
 }
 
-/// Open `AMD` / `AMD:n` on the process-wide KFD process.
-pub fn open_amd(name: &str) -> Result<Compiled> {
-    let dev = open_amd_device(&process()?, device_index(name)?, name)?;
-    Ok(compiled(dev, name))
-}
-
-/// Make `AMD` a device family of the registry.
-pub fn register() {
-    register_family("AMD", open_amd);
+/// Open `AMD` / `AMD:n` on the process-wide KFD process (opened on first use on the driver
+/// `driver` makes), with the compiler and renderer `toolchain` picks for the device.
+pub fn open_amd(
+    name: &str,
+    driver: fn() -> Result<Arc<dyn Driver>>,
+    toolchain: fn(&AmdDevice) -> Toolchain,
+) -> Result<Compiled> {
+    let dev = open_amd_device(&process(driver)?, device_index(name)?, name)?;
+    let tc = toolchain(&dev);
+    Ok(compiled(dev, name, tc))
 }

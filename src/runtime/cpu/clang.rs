@@ -8,9 +8,11 @@
 //! - [`ClangRuntime`] / [`ClangProgram`]: load the object and look up the kernel entry
 //!   `NAME_rg` (the ABI in `driver::dl`). A call splits the kernel's outermost loop across
 //!   `ncores` threads of a process-wide pool (the calling thread runs share 0):
-//!   `ncores = min(CLANG_THREADS (default: available cores), global[0])`, where `global`, when the caller
-//!   passes it, carries the outer loop's extent (`Some([n, 1, 1])`; `n = 1` runs on the calling
-//!   thread alone). A call returns only after every share finished, with or without `wait`.
+//!   `ncores = min(CLANG_THREADS (default: available cores), global[0])`, where `global` carries
+//!   the outer loop's extent (`Some([n, 1, 1])`; `n = 1` runs on the calling thread alone): as the
+//!   caller passes it, else as the program's launch policy ([`CpuLaunch`], kept when the runtime
+//!   loads a program through [`Runtime::load_program`]) picks it from the variable values. A call
+//!   returns only after every share finished, with or without `wait`.
 //! - [`open_clang`]: the device record for the registry, given the C renderer.
 //!
 //! Not guaranteed: the kernel's indexing is trusted (buffers are checked to be live host memory,
@@ -21,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::codegen::program::ProgramSpec;
 use crate::device::allocator::{host_memory, HostAllocator, LruAllocator};
 use crate::device::registry::Compiled;
 use crate::device::{
@@ -30,6 +33,7 @@ use crate::driver::dl::{KernelFn, Library};
 use crate::driver::process::{run_with_stdin, which, TempPath};
 use crate::helpers::{debug, getenv, getenv_str, to_function_name};
 use crate::renderer::Renderer;
+use crate::runtime::cpu::launch::CpuLaunch;
 use crate::{bail, Error, Result};
 
 mod pool;
@@ -153,6 +157,11 @@ impl Runtime for ClangRuntime {
     fn load(&self, name: &str, lib: &[u8]) -> Result<Box<dyn Program>> {
         Ok(Box::new(ClangProgram::new(name, lib)?))
     }
+    fn load_program(&self, p: &ProgramSpec, lib: &[u8]) -> Result<Box<dyn Program>> {
+        Ok(Box::new(
+            ClangProgram::new(&p.function_name, lib)?.with_launch(p),
+        ))
+    }
     fn has_graph(&self) -> bool {
         true
     }
@@ -166,6 +175,8 @@ impl Runtime for ClangRuntime {
 pub struct ClangProgram {
     name: String,
     kernel: Arc<KernelFn>,
+    /// How to split a call that passes no launch dims over cores.
+    launch: Option<CpuLaunch>,
 }
 
 impl ClangProgram {
@@ -190,7 +201,14 @@ impl ClangProgram {
         ClangProgram {
             name: name.to_string(),
             kernel: Arc::new(kernel),
+            launch: None,
         }
+    }
+
+    /// Keep the launch policy of `p` (a program without launch dims; one with them keeps none).
+    pub fn with_launch(mut self, p: &ProgramSpec) -> ClangProgram {
+        self.launch = p.global_size.is_none().then(|| CpuLaunch::of(p));
+        self
     }
 
     /// The kernel name.
@@ -253,6 +271,10 @@ impl Program for ClangProgram {
         // `bufs` (and so every block's owner) stays borrowed until all shares finished.
         let addrs = self.addresses(bufs)?;
         let ivals = self.int_vals(vals)?;
+        let global = match (global, &self.launch) {
+            (None, Some(launch)) => launch.dims(vals)?,
+            (global, _) => global,
+        };
         let ncores = clang_threads(global);
         let start = Instant::now();
         if ncores <= 1 {
@@ -263,6 +285,27 @@ impl Program for ClangProgram {
         Ok(wait.then(|| start.elapsed().as_secs_f64()))
     }
 
+    fn time_part(&self, bufs: &[RawBuf], vals: &[i64], max_work: i64) -> Result<Option<f64>> {
+        let Some(launch) = &self.launch else {
+            return Ok(None);
+        };
+        let Some(part) = launch.test_part(vals, max_work)? else {
+            return Ok(None);
+        };
+        let (t, ran, of) = self.call_part(bufs, vals, part.global, part.fraction)?;
+        // shares 0..ran of `of` cover iterations [0, extent*ran/of) of the loop
+        let iters = part.extent.saturating_mul(ran as i64) / (of as i64).max(1);
+        if iters <= 0 {
+            return Ok(None);
+        }
+        Ok(Some(t * part.extent as f64 / iters as f64))
+    }
+}
+
+impl ClangProgram {
+    /// The kernel's split outer loop cut into `fraction` times as many shares as [`Program::call`]
+    /// with `global` would use, and only the first shares (one per thread `call` would use) run.
+    /// Blocks until they finished; returns (seconds, shares run, shares in all).
     fn call_part(
         &self,
         bufs: &[RawBuf],

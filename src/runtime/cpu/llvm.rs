@@ -22,10 +22,11 @@ pub mod libcalls;
 
 use std::sync::Arc;
 
+use crate::codegen::program::ProgramSpec;
 use crate::device::allocator::{HostAllocator, LruAllocator};
 use crate::device::registry::Compiled;
 use crate::device::{Compiler, Program, Runtime};
-use crate::driver::llvm::{CompileOptions, Emit, Llvm};
+use crate::ffi::llvm::{CompileOptions, Emit, Llvm};
 use crate::helpers::{getenv, to_function_name};
 use crate::renderer::llvmir::LLVMRenderer;
 use crate::runtime::cpu::clang::ClangProgram;
@@ -163,12 +164,23 @@ pub struct LLVMRuntime {
     pub major: u32,
 }
 
-impl Runtime for LLVMRuntime {
-    fn load(&self, name: &str, lib: &[u8]) -> Result<Box<dyn Program>> {
+impl LLVMRuntime {
+    fn load_kernel(&self, name: &str, lib: &[u8]) -> Result<ClangProgram> {
         let entry = format!("{}_rg", to_function_name(name));
         let major = self.major;
         let kernel = objload::load(lib, &entry, &|sym| libcalls::resolve(major, sym))?;
-        Ok(Box::new(ClangProgram::from_kernel(name, kernel)))
+        Ok(ClangProgram::from_kernel(name, kernel))
+    }
+}
+
+impl Runtime for LLVMRuntime {
+    fn load(&self, name: &str, lib: &[u8]) -> Result<Box<dyn Program>> {
+        Ok(Box::new(self.load_kernel(name, lib)?))
+    }
+    fn load_program(&self, p: &ProgramSpec, lib: &[u8]) -> Result<Box<dyn Program>> {
+        Ok(Box::new(
+            self.load_kernel(&p.function_name, lib)?.with_launch(p),
+        ))
     }
 }
 

@@ -1,9 +1,11 @@
 //! The CPU devices: `CLANG` (C through clang or cc, dlopen), `LLVM` (LLVM IR through libLLVM in
 //! process, loaded by rawgrad's ELF loader `objload`, run by the CLANG program) and `INTERP` (the
-//! UOp interpreter [`crate::interp`], the reference every other device is checked against;
-//! `interp_device` is its device glue).
+//! UOp interpreter [`crate::interp`], the reference every other device is checked against; `interp_device` is its
+//! registry glue). [`launch`]: the launch policy of the CLANG and LLVM programs (the split of a
+//! kernel over cores, BEAM's test size), applied behind the program seam.
 
 pub mod clang;
 pub mod interp_device;
+pub mod launch;
 pub mod llvm;
 pub mod objload;

@@ -1,4 +1,4 @@
-//! The `CUDA` device family: the CUDA driver API (libcuda through dlopen, [`crate::driver::cuda`])
+//! The `CUDA` device family: the CUDA driver API (libcuda through dlopen, [`crate::ffi::cuda`])
 //! as a [`VendorDevice`], with the NV compiler ([`NVCompiler`]) for the device's `sm_XX` and its
 //! renderer (CUDA C for NVRTC, NVPTX LLVM IR for the PTX paths). `CUDA=1` (or `DEVICE=CUDA:1`)
 //! selects it.
@@ -13,9 +13,8 @@
 use std::sync::Arc;
 
 use super::{pack_params, DevPtr, VendorAllocator, VendorDevice, VendorRuntime};
-use crate::device::registry::register_family;
 use crate::device::{Compiled, LruAllocator};
-use crate::driver::cuda::{CudaContext, CudaLib};
+use crate::ffi::cuda::{CudaContext, CudaLib};
 use crate::runtime::nv::compiler::NVCompiler;
 use crate::{Error, Result};
 
@@ -126,15 +125,10 @@ pub fn open_cuda(name: &str) -> Result<Compiled> {
     })
 }
 
-/// Make `CUDA` a device family of the registry.
-pub fn register() {
-    register_family("CUDA", open_cuda);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::device::open_device;
+    use crate::runtime::builtin::open_device;
 
     /// data0[gidx0] = data1[gidx0] + n on 4 blocks, read back.
     fn run_a_kernel(dev: &Compiled, src: &crate::device::RawBuf) {

@@ -1,4 +1,4 @@
-//! Metal (macOS only) as a [`VendorDevice`]: [`crate::driver::metal::MetalContext`] behind the
+//! Metal (macOS only) as a [`VendorDevice`]: [`crate::ffi::metal::MetalContext`] behind the
 //! fallback trait. Modules are `.metallib` images or Metal source; a "function" is its compute
 //! pipeline. Buffers bind at indices 0.. and each int at the following indices.
 //!
@@ -11,7 +11,7 @@
 use std::sync::Arc;
 
 use super::{DevPtr, VendorDevice};
-use crate::driver::metal::MetalContext;
+use crate::ffi::metal::MetalContext;
 use crate::Result;
 
 /// The system's default Metal device.

@@ -29,10 +29,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::device::Compiler;
-use crate::driver::llvm::Llvm;
-use crate::driver::nvjitlink::NvJitLink;
-use crate::driver::nvrtc::{Nvrtc, NvrtcOutput};
 use crate::driver::process::{run_with_stdin, TempPath};
+use crate::ffi::llvm::{CompileOptions, Emit, Llvm};
+use crate::ffi::nvjitlink::NvJitLink;
+use crate::ffi::nvrtc::{Nvrtc, NvrtcOutput};
 use crate::helpers::{getenv, getenv_str};
 use crate::renderer::cuda::CUDARenderer;
 use crate::renderer::llvmir::nvptx::ir_to_ptx;

@@ -21,6 +21,7 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use crate::hw::nv::arch::{NvArch, PcasAction};
 use super::bringup::GrInfo;
 use super::{open_nv_device, NvDevice, NvProcess, NvRuntime};
 use crate::codegen::uop_serial::serialize;
@@ -31,7 +32,6 @@ use crate::driver::Driver;
 use crate::dtype::dtypes;
 use crate::hcq::{HcqAllocator, HcqBackend, HwQueue};
 use crate::helpers::getenv;
-use crate::hw::nv::arch::{NvArch, PcasAction};
 use crate::{bail, ensure, Result};
 
 /// Builds a kernel's library from its name and serialized UOps for an arch and SM.
@@ -88,23 +88,32 @@ fn add_n_uops(groups: i64, local: i64) -> Result<Vec<UOp>> {
     linearize(&[UOp::store(&d0, &i, &v)], None, true)
 }
 
-/// Kernel `name`: the fixture cubin for the device's SM, or the library built from `uops`.
+/// Where the first run's kernels come from.
+#[derive(Clone, Copy)]
+pub enum Kernels<'a> {
+    /// The precompiled cubins `fill_sm<NN>.cubin` and `add_n_sm<NN>.cubin` in this folder
+    /// (hardware).
+    Fixtures(&'a Path),
+    /// Built from the kernels' UOps by this function of (name, serialized UOps, arch, SM) (the
+    /// emulator's mock cubins, handed in by `runtime/builtin.rs`).
+    Built(fn(&str, &str, &NvArch, u32) -> Result<Vec<u8>>),
+}
+
+/// Kernel `name`: the fixture cubin for the device's SM, or a cubin built from `uops`.
 fn kernel(
     dev: &Arc<NvDevice>,
-    kernels: FirstRunKernels<'_>,
+    kernels: Kernels<'_>,
     name: &str,
     uops: Result<Vec<UOp>>,
 ) -> Result<Box<dyn Program>> {
     let b = dev.backend();
     let lib = match kernels {
-        FirstRunKernels::Fixtures(dir) => {
+        Kernels::Fixtures(dir) => {
             let path = dir.join(format!("{name}_sm{}.cubin", b.sm()));
             std::fs::read(&path)
                 .map_err(|e| crate::Error::Io(format!("reading {}: {e}", path.display())))?
         }
-        FirstRunKernels::FromUops(build) => {
-            build(name, &serialize(&uops?)?, b.classes().arch, b.sm())?
-        }
+        Kernels::Built(build) => build(name, &serialize(&uops?)?, b.classes().arch, b.sm())?,
     };
     NvRuntime::new(dev.clone()).load(name, &lib)
 }
@@ -218,7 +227,7 @@ fn copy_step(a: &HcqAllocator<super::NvBackend>) -> Result<String> {
 fn fill_step(
     dev: &Arc<NvDevice>,
     a: &HcqAllocator<super::NvBackend>,
-    fx: FirstRunKernels<'_>,
+    fx: Kernels<'_>,
 ) -> Result<String> {
     let prg = kernel(dev, fx, "fill", fill_uops(4, 64))?;
     let out = a.alloc(4 * 256, &BufferOptions::default())?;
@@ -244,7 +253,7 @@ fn fill_step(
 fn add_n_step(
     dev: &Arc<NvDevice>,
     a: &HcqAllocator<super::NvBackend>,
-    fx: FirstRunKernels<'_>,
+    fx: Kernels<'_>,
 ) -> Result<String> {
     let prg = kernel(dev, fx, "add_n", add_n_uops(2, 128))?;
     let (out, inp) = (
@@ -272,7 +281,7 @@ fn add_n_step(
 fn launch_action_steps(
     dev: &Arc<NvDevice>,
     a: &HcqAllocator<super::NvBackend>,
-    fx: FirstRunKernels<'_>,
+    fx: Kernels<'_>,
 ) -> Result<(PcasAction, Vec<(PcasAction, String)>)> {
     let b = dev.backend();
     let pinned = getenv("NV_PCAS_ACTION", -1) >= 0;
@@ -340,8 +349,8 @@ fn reset_step(dev: &Arc<NvDevice>) -> Result<((u64, u64), (u64, u64))> {
     Ok((before, after))
 }
 
-/// Every first-run step on `drv`, with the kernels of `kernels`.
-pub fn first_run(drv: Arc<dyn Driver>, kernels: FirstRunKernels<'_>) -> Result<FirstRunReport> {
+/// Every first-run step on `drv`, with the kernels `kernels` gives.
+pub fn first_run(drv: Arc<dyn Driver>, kernels: Kernels<'_>) -> Result<FirstRunReport> {
     let dev = open_steps(drv)?;
     run_step("host semaphore release", || semaphore_step(&dev))?;
     let a = HcqAllocator::new(dev.clone());
@@ -397,6 +406,8 @@ mod tests {
     use super::*;
     use crate::mockgpu::nvgpu::attach::mock_driver;
     use crate::mockgpu::nvgpu::compiler::mock_cubin;
+
+    const MOCK: Kernels<'static> = Kernels::Built(mock_cubin);
     use crate::mockgpu::nvgpu::executor::NvUopExecutor;
     use crate::mockgpu::nvgpu::RmNvGpu;
     use crate::mockgpu::{EmuConfig, EmuDriver, EmuNvDevice, EmuNvGpu, NvGpuFactory};

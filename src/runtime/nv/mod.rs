@@ -12,15 +12,14 @@
 //!   (the first-run checklist of memo 9).
 //! - The compiler: [`compiler`] (NVRTC, or PTX through ptxas / nvJitLink) with the finding of
 //!   NVIDIA's tools ([`toolchain`]).
-//! - [`mockgpu`]: under `MOCKGPU=1`, the emulated RM/UVM with a software NV GPU running mock cubins
-//!   (serialized UOps) on the UOp interpreter.
-//! - Registration: [`register`] makes `NV` a device family; [`open_nv`] opens `NV:n` as a
-//!   [`Compiled`] (HCQ allocator behind the LRU cache, the cubin loader, and the mock
-//!   renderer/compiler under `MOCKGPU`; on a real device the CUDA renderer and [`NVCompiler`], or
-//!   a compiler slot that says why no NVIDIA compiler is available).
+//! - Opening: [`open_nv`] opens `NV:n` as a [`Compiled`] (HCQ allocator behind the LRU cache, the
+//!   cubin loader) with the driver and the [`Toolchain`] it is handed: `runtime/builtin.rs`
+//!   registers the `NV` family and picks both (the emulated RM/UVM and the mock or PTX compiler
+//!   under `MOCKGPU=1`; on a real device the CUDA renderer and [`compiler::NVCompiler`]). This
+//!   backend never names the emulator.
 //!
 //! Not guaranteed: one process-wide [`NvProcess`] serves the registry's devices (opened on first
-//! use, never closed); tests open their own.
+//! use, with the first caller's driver, never closed); tests open their own.
 
 pub mod bringup;
 pub mod channel;
@@ -52,17 +51,12 @@ pub use process::NvProcess;
 pub use program::NvProgram;
 pub use signal::NvSignal;
 
-use crate::device::registry::{device_index, register_family, Compiled};
-use crate::device::{Compiler, DeviceGraph, Launch, LruAllocator, Program, Runtime};
-use crate::driver::{Driver, RealDriver};
+use crate::device::registry::{device_index, Compiled};
+use crate::device::{DeviceGraph, Launch, LruAllocator, Program, Runtime};
+use crate::driver::Driver;
 use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
-use crate::helpers::getenv;
-use crate::mockgpu::nvgpu::compiler::{mock_code, MockNvCompiler, MockNvRenderer, MockPtxCompiler};
-use crate::mockgpu::nvgpu::cubin::MockCode;
-use crate::mockgpu::EmuConfig;
-use crate::renderer::Renderer;
+use crate::runtime::Toolchain;
 use crate::Result;
-use compiler::{NVCompiler, UnavailableNvCompiler};
 
 /// An opened NV device.
 pub type NvDevice = HcqDevice<NvBackend>;
@@ -98,80 +92,37 @@ impl Runtime for NvRuntime {
     }
 }
 
-/// The driver for a new NV process: the emulator with software NV GPUs under `MOCKGPU=1`
-/// (`MOCKGPU_NV_COUNT`, `MOCKGPU_NV_ARCH`, `MOCKGPU_NV_DRIVER`), else the kernel.
-pub fn nv_driver() -> Result<Arc<dyn Driver>> {
-    if getenv("MOCKGPU", 0) != 0 {
-        Ok(Arc::new(crate::mockgpu::nvgpu::attach::mock_driver(
-            EmuConfig::from_env(),
-        )?))
-    } else {
-        Ok(Arc::new(RealDriver::new()))
-    }
-}
-
-fn process() -> Result<Arc<NvProcess>> {
+/// The process-wide NV process, opened on first use on the driver `driver` makes.
+fn process(driver: fn() -> Result<Arc<dyn Driver>>) -> Result<Arc<NvProcess>> {
     static PROC: Mutex<Option<Arc<NvProcess>>> = Mutex::new(None);
     let mut p = PROC.lock().unwrap_or_else(|e| e.into_inner());
     if let Some(p) = p.as_ref() {
         return Ok(p.clone());
     }
-    let proc = NvProcess::new(nv_driver()?)?;
+    let proc = NvProcess::new(driver()?)?;
     *p = Some(proc.clone());
     Ok(proc)
 }
 
-/// The parts of an opened device for the registry.
-pub fn compiled(dev: Arc<NvDevice>, name: &str) -> Compiled {
-    let b = dev.backend();
-    let emulated = b.process().driver().name() == "emu";
-    let (arch, sm) = (b.classes().arch, b.sm());
-    let (compiler, renderer): (Arc<dyn Compiler>, Arc<dyn Renderer>) = if emulated {
-        match mock_code().and_then(|c| match c {
-            MockCode::Uops => Ok(None),
-            MockCode::Ptx => MockPtxCompiler::new(arch, sm).map(Some),
-        }) {
-            Ok(None) => (
-                Arc::new(MockNvCompiler::new(arch, sm)),
-                Arc::new(MockNvRenderer::for_sm(sm)),
-            ),
-            Ok(Some(c)) => {
-                let r = Arc::new(c.renderer());
-                (Arc::new(c), r)
-            }
-            Err(e) => (
-                Arc::new(UnavailableNvCompiler::new(sm, e.message().to_string())),
-                Arc::new(MockNvRenderer::for_sm(sm)),
-            ),
-        }
-    } else {
-        match NVCompiler::new("NV", sm) {
-            Ok(c) => {
-                let r = c.renderer();
-                (Arc::new(c), r)
-            }
-            Err(e) => (
-                Arc::new(UnavailableNvCompiler::new(sm, e.message().to_string())),
-                Arc::new(crate::renderer::cuda::CUDARenderer::nv(sm)),
-            ),
-        }
-    };
+/// The parts of an opened device for the registry, with `toolchain` compiling its kernels.
+pub fn compiled(dev: Arc<NvDevice>, name: &str, toolchain: Toolchain) -> Compiled {
     Compiled {
         name: name.to_string(),
         allocator: Arc::new(LruAllocator::new(HcqAllocator::new(dev.clone()))),
-        compiler,
+        compiler: toolchain.compiler,
         runtime: Arc::new(NvRuntime::new(dev)),
-        renderer,
+        renderer: toolchain.renderer,
     }
 }
 
-/// Open `NV` / `NV:n` on the process-wide NV process.
-pub fn open_nv(name: &str) -> Result<Compiled> {
-    let dev = open_nv_device(&process()?, device_index(name)?, name)?;
-    Ok(compiled(dev, name))
-}
-
-/// Make `NV` a device family of the registry.
-pub fn register() {
-    register_family("NV", open_nv);
+/// Open `NV` / `NV:n` on the process-wide NV process (opened on first use on the driver `driver`
+/// makes), with the compiler and renderer `toolchain` picks for the device.
+pub fn open_nv(
+    name: &str,
+    driver: fn() -> Result<Arc<dyn Driver>>,
+    toolchain: fn(&NvDevice) -> Toolchain,
+) -> Result<Compiled> {
+    let dev = open_nv_device(&process(driver)?, device_index(name)?, name)?;
+    let tc = toolchain(&dev);
+    Ok(compiled(dev, name, tc))
 }

@@ -20,8 +20,8 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::driver::nvlib::so_version;
 use crate::driver::process::which;
+use crate::ffi::nvlib::so_version;
 use crate::helpers::getenv_str;
 use crate::{Error, Result};
 
@@ -257,7 +257,7 @@ pub fn find_tool(tool: NvTool) -> Result<PathBuf> {
         tool.name(),
         tool.install_hint(),
         dirs.len(),
-        crate::driver::nvlib::shown(&dirs)
+        crate::ffi::nvlib::shown(&dirs)
     )))
 }
 

@@ -18,9 +18,9 @@ use indexmap::IndexMap;
 
 use super::safetensors::{parse_header, safe_name, write_header};
 use super::Module;
-use crate::device::default_device;
 use crate::driver::filemap::MappedFile;
 use crate::dtype::dtypes;
+use crate::runtime::builtin::default_device;
 use crate::tensor::{fmt_shape, Tensor};
 use crate::{bail, ensure, Error, Result};
 

@@ -1,5 +1,5 @@
 use super::*;
-use crate::driver::llvm::find_libraries;
+use crate::ffi::llvm::find_libraries;
 use crate::hw::amd::targets::{GFX1030, GFX1100, GFX90A};
 
 /// Every installed libLLVM (newest first).

@@ -3,16 +3,16 @@
 //! not wired in yet.
 
 use super::*;
-use crate::device::registry::open_device;
 use crate::helpers::Context;
 use crate::hw::amd::targets::GFX1100;
 use crate::mockgpu::amdgpu::compiler::UnavailableAmdCompiler;
+
+use crate::runtime::builtin::open_device;
 use crate::Error;
 
 #[test]
 fn registry_opens_amd_under_mockgpu_and_runs_a_kernel() {
     let _g = Context::new(&[("MOCKGPU", 1), ("MOCKGPU_COUNT", 2)]);
-    crate::runtime::amd::register();
     let dev = open_device("amd:1").unwrap();
     assert_eq!(dev.name, "AMD:1");
     assert_eq!(dev.renderer.opts().local_max, Some([1024, 1024, 1024]));

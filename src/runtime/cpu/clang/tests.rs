@@ -1,6 +1,6 @@
 use super::*;
 use crate::device::allocator::HostAllocator;
-use crate::device::registry::{open_device, register_family};
+use crate::device::registry::{open_registered, register_family};
 use crate::device::testing::TestRenderer;
 use crate::device::{compile_cached, Allocator, Buffer, BufferOptions};
 use crate::dtypes;
@@ -243,7 +243,7 @@ fn clang_device_through_registry_and_buffers() {
         let _g = Context::with_str(&[("CLANG_CC", "cc")]);
         open_clang(name, Arc::new(TestRenderer::new("CLANG")))
     });
-    let dev = open_device("rgtest_clang").unwrap();
+    let dev = open_registered("rgtest_clang").unwrap();
     assert_eq!(dev.renderer.opts().device, "CLANG");
     let n = 37;
     let mk = |xs: &[f32]| {

@@ -1,6 +1,6 @@
 use super::*;
 use crate::device::{Allocator, BufferOptions, HostAllocator};
-use crate::driver::llvm::find_libraries;
+use crate::ffi::llvm::find_libraries;
 use crate::helpers::Context;
 
 /// `out[0] = in[0] + exp2(vals[0])` with the `_rg` entry ABI, opaque pointers (LLVM >= 15).

@@ -1,5 +1,5 @@
 use super::*;
-use crate::driver::llvm::{find_libraries, CompileOptions, Emit, Llvm};
+use crate::ffi::llvm::{find_libraries, CompileOptions, Emit, Llvm};
 use crate::runtime::cpu::llvm::libcalls;
 
 /// Every installed libLLVM, one per major version.

@@ -3,17 +3,16 @@
 //! NVIDIA compiler is available.
 
 use super::*;
-use crate::device::registry::open_device;
 use crate::dtype::dtypes;
 use crate::helpers::Context;
 use crate::mockgpu::nvgpu::cubin::MockCode;
+use crate::runtime::builtin::open_device;
 use crate::runtime::nv::compiler::UnavailableNvCompiler;
 use crate::Error;
 
 #[test]
 fn registry_opens_nv_under_mockgpu_and_runs_a_kernel() {
     let _g = Context::new(&[("MOCKGPU", 1), ("MOCKGPU_NV_COUNT", 2)]);
-    crate::runtime::nv::register();
     let dev = open_device("nv:1").unwrap();
     assert_eq!(dev.name, "NV:1");
     assert_eq!(dev.renderer.opts().local_max, Some([1024, 1024, 64]));

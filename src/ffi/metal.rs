@@ -473,8 +473,8 @@ impl MetalContext {
     fn wait_completed(&self, cb: Id) -> Result<()> {
         let o = self.objc;
         let what = || format!("METAL: command buffer {cb:?} status");
-        let timeout = super::deadline::wait_timeout();
-        super::deadline::poll_bounded(what, timeout, u64::MAX, || {
+        let timeout = crate::driver::deadline::wait_timeout();
+        crate::driver::deadline::poll_bounded(what, timeout, u64::MAX, || {
             // SAFETY: `status -> MTLCommandBufferStatus` (an NSUInteger) on a live buffer.
             let st =
                 unsafe { o.msg::<unsafe extern "C" fn(Id, Sel) -> u64>()(cb, o.sel("status")) };

@@ -12,10 +12,10 @@
 //!
 //! Waits poll `cuStreamQuery`/`cuEventQuery` (never the blocking `cu*Synchronize`) and give up
 //! with `Error::Timeout` after the HCQ wait timeout (`HCQDEV_WAIT_TIMEOUT_MS`, see
-//! [`super::deadline`]).
+//! [`crate::driver::deadline`]).
 //!
 //! Handles (device pointers, modules, functions, events) are plain `u64`s/pointers owned by the
-//! caller ([`crate::runtime::fallback`]): freeing one twice is the caller's bug, reported by the
+//! caller (the CUDA fallback backend): freeing one twice is the caller's bug, reported by the
 //! driver as an error, not undefined behaviour in Rust.
 //!
 //! Not guaranteed: the pinned staging buffers of [`CudaContext::copy_in_async`] are freed only at
@@ -587,14 +587,14 @@ impl CudaContext {
 const CUDA_ERROR_NOT_READY: CuResult = 600;
 
 /// Poll a `cu*Query` until it succeeds (other results through `check`), for at most the HCQ
-/// wait timeout: then the `Error::Timeout` of [`super::deadline::poll_bounded`].
+/// wait timeout: then the `Error::Timeout` of [`crate::driver::deadline::poll_bounded`].
 fn wait_ready(
     what: &str,
     check: impl Fn(CuResult) -> Result<()>,
     mut query: impl FnMut() -> CuResult,
 ) -> Result<()> {
-    let timeout = super::deadline::wait_timeout();
-    super::deadline::poll_bounded(
+    let timeout = crate::driver::deadline::wait_timeout();
+    crate::driver::deadline::poll_bounded(
         || format!("CUDA: {what}"),
         timeout,
         u64::MAX,
