@@ -187,7 +187,7 @@ fn log_unrealized(lg: &mut LazyGraph, lb: &LazyBuffer, scheduled: bool) -> Resul
         (Op::Unary(UnaryOps::CAST), LbArg::DType(d)) => label.push_str(&format!("\n{d}")),
         _ => {}
     }
-    if crate::device::default_device().ok().as_deref() != Some(lb.device()) {
+    if crate::runtime::builtin::default_device().ok().as_deref() != Some(lb.device()) {
         label.push_str(&format!("\n{}", lb.device()));
     }
     label.push_str(&label_append);

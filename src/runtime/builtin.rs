@@ -34,7 +34,6 @@ use crate::helpers::getenv;
 use crate::mockgpu::amdgpu::attach::mock_driver as amd_mock_driver;
 use crate::mockgpu::amdgpu::compiler::{MockAmdCompiler, MockAmdRenderer, UnavailableAmdCompiler};
 use crate::mockgpu::nvgpu::attach::mock_driver as nv_mock_driver;
-use crate::runtime::nv::compiler::UnavailableNvCompiler;
 use crate::mockgpu::nvgpu::compiler::{
     mock_code, mock_cubin, MockNvCompiler, MockNvRenderer, MockPtxCompiler,
 };
@@ -48,6 +47,7 @@ use crate::runtime::cpu::clang::open_clang;
 use crate::runtime::cpu::interp_device::open_interp;
 use crate::runtime::cpu::llvm::open_llvm;
 use crate::runtime::fallback::cuda::open_cuda;
+use crate::runtime::nv::compiler::UnavailableNvCompiler;
 use crate::runtime::nv::first_run::Kernels;
 use crate::runtime::nv::{self, compiler::NVCompiler, NvDevice};
 use crate::runtime::Toolchain;

@@ -24,9 +24,9 @@ use std::sync::Arc;
 
 use crate::mockgpu::exec::{ArgNames, ProgramCache, UopKernel};
 use crate::mockgpu::gpu_memory::GpuMemory;
+use crate::mockgpu::nvgpu::cubin::MockCode;
 use crate::mockgpu::nvgpu::ptx;
 use crate::mockgpu::nvgpu::{read_mock_kernel, NvDispatch, NvDispatchExecutor};
-use crate::mockgpu::nvgpu::cubin::MockCode;
 use crate::{ensure, Error, Result};
 
 /// A cached program.

@@ -44,8 +44,8 @@ pub use rm::{nv_gpu_factory, RmNvGpu};
 
 use crate::hw::nv::arch::{host_class, HostClass, NvArch};
 use crate::hw::nv::methods::ClassKind;
-use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::mockgpu::engine_loop;
+use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::{bail, ensure, Error, Result};
 use crossbeam::channel::{unbounded, Sender};
 use std::collections::HashMap;

@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use crate::device::Compiler;
 use crate::driver::process::{run_with_stdin, TempPath};
-use crate::ffi::llvm::{CompileOptions, Emit, Llvm};
+use crate::ffi::llvm::Llvm;
 use crate::ffi::nvjitlink::NvJitLink;
 use crate::ffi::nvrtc::{Nvrtc, NvrtcOutput};
 use crate::helpers::{getenv, getenv_str};

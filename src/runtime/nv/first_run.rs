@@ -21,7 +21,6 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use crate::hw::nv::arch::{NvArch, PcasAction};
 use super::bringup::GrInfo;
 use super::{open_nv_device, NvDevice, NvProcess, NvRuntime};
 use crate::codegen::uop_serial::serialize;
@@ -32,6 +31,7 @@ use crate::driver::Driver;
 use crate::dtype::dtypes;
 use crate::hcq::{HcqAllocator, HcqBackend, HwQueue};
 use crate::helpers::getenv;
+use crate::hw::nv::arch::{NvArch, PcasAction};
 use crate::{bail, ensure, Result};
 
 /// Builds a kernel's library from its name and serialized UOps for an arch and SM.
@@ -407,13 +407,12 @@ mod tests {
     use crate::mockgpu::nvgpu::attach::mock_driver;
     use crate::mockgpu::nvgpu::compiler::mock_cubin;
 
-    const MOCK: Kernels<'static> = Kernels::Built(mock_cubin);
     use crate::mockgpu::nvgpu::executor::NvUopExecutor;
     use crate::mockgpu::nvgpu::RmNvGpu;
     use crate::mockgpu::{EmuConfig, EmuDriver, EmuNvDevice, EmuNvGpu, NvGpuFactory};
 
     /// The emulator's kernels: mock cubins of the UOps.
-    const MOCK: FirstRunKernels<'static> = FirstRunKernels::FromUops(&mock_cubin);
+    const MOCK: Kernels<'static> = Kernels::Built(mock_cubin);
 
     #[test]
     fn first_run_steps_pass_on_the_emulator() {
