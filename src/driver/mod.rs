@@ -16,6 +16,9 @@
 //! - [`mapped`]: [`Mapping`], bounds-checked access to memory shared with a device.
 //! - [`vma`]: address-range bookkeeping shared by both drivers.
 //! - [`deadline`]: bounded polling (ioctl retries, vendor runtime waits).
+//! - [`os`]: the OS services the emulator (`mockgpu`) needs behind safe functions: memfd-backed
+//!   shared memory, user-memory copies that fail with EFAULT, anonymous maps and unmaps of ranges
+//!   the caller's record covers, clocks.
 
 pub mod api;
 pub mod codemem;
@@ -33,6 +36,7 @@ pub mod nv;
 pub mod nvjitlink;
 pub mod nvlib;
 pub mod nvrtc;
+pub mod os;
 pub mod process;
 pub mod real;
 pub mod vma;
