@@ -4,6 +4,8 @@
 //! graph_rewrite), `constant_folder.rs` (the rewrite rules), `uopgraph.rs` (toposort, verification,
 //! flop counting) and `uop_serial.rs` (the text dump and the exact serialization).
 
+#![forbid(unsafe_code)]
+
 pub mod ast_eval;
 pub mod constant_folder;
 pub mod kernel;
