@@ -297,7 +297,7 @@ pub fn find_word(b: &[u8], word: &[u8], mut from: usize) -> Option<usize> {
     while from + word.len() <= b.len() {
         let p = from + b[from..].windows(word.len()).position(|w| w == word)?;
         let before = p == 0 || !is_ident(b[p - 1]);
-        let after = b.get(p + word.len()).is_none_or(|c| !is_ident(*c));
+        let after = !b.get(p + word.len()).is_some_and(|c| is_ident(*c));
         if before && after {
             return Some(p);
         }

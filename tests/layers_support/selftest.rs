@@ -87,14 +87,20 @@ fn test_code_edges_need_an_exception_and_do_not_make_cycles() {
         "pub fn f() {}\n#[cfg(test)]\nmod tests;\n#[cfg(test)]\nfn t() { crate::emu::x(); }\n",
     );
     files.push(("low/tests.rs", "use crate::emu::y;\n"));
+    files[0] = (
+        "base.rs",
+        "#![forbid(unsafe_code)]\npub struct Thing;\n#[cfg(test)]\n#[path = \"base/t.rs\"]\nmod tests;\n",
+    );
+    files.push(("base/t.rs", "fn f() { crate::emu::z(); }\n"));
     let root = tree("testcode", &files);
     let f = findings(&root, &[], &[]);
     let got: Vec<String> = f.violations.iter().map(|e| e.to_string()).collect();
     assert_eq!(
         got,
         [
+            "src/base/t.rs:1: base -> emu (test code)",
             "src/low/mod.rs:5: low -> emu (test code)",
-            "src/low/tests.rs:1: low -> emu (test code)"
+            "src/low/tests.rs:1: low -> emu (test code)",
         ]
     );
     assert!(
