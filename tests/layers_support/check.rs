@@ -457,7 +457,7 @@ pub fn missing_forbid(layers: &[Layer], files: &[SourceFile], units: &Units) -> 
         let present = files
             .iter()
             .any(|f| units.unit(&f.module).as_ref() == Some(unit));
-        let covered = (1..=path.len()).any(|k| forbids.contains(&path[..k].to_vec()));
+        let covered = (1..=path.len()).any(|k| forbids.contains(&path[..k]));
         if present && !covered {
             out.push(format!(
                 "{unit}: no #![forbid(unsafe_code)] in its root module (src/{}.rs or mod.rs)",
@@ -496,13 +496,11 @@ pub fn findings(root: &Path, exceptions: &[Exception], forbidden: &[Forbidden]) 
     let mut unknown = BTreeSet::new();
     for f in &files {
         match units.unit(&f.module) {
-            Some(u) if !layer.contains_key(&u) => {
-                if unknown.insert(u.clone()) {
-                    problems.push(format!(
-                        "unit `{u}` ({}) is in no layer of lib.rs's list",
-                        f.rel
-                    ));
-                }
+            Some(u) if !layer.contains_key(&u) && unknown.insert(u.clone()) => {
+                problems.push(format!(
+                    "unit `{u}` ({}) is in no layer of lib.rs's list",
+                    f.rel
+                ));
             }
             _ => {}
         }

@@ -324,9 +324,12 @@ pub fn matching_close(b: &[u8], open: usize) -> usize {
     b.len()
 }
 
-/// Byte ranges of items under `#[cfg(test)]` (or `#[cfg(all(test, ...))]`), and the names of
-/// out-of-line modules declared under it with their `#[path]`, if any.
-pub fn test_items(code: &str, src: &str) -> (Vec<(usize, usize)>, Vec<(String, Option<String>)>) {
+/// An out-of-line module's name and its `#[path]`, if any.
+pub type ModDecl = (String, Option<String>);
+
+/// Byte ranges of items under `#[cfg(test)]` (or `#[cfg(all(test, ...))]`), and the out-of-line
+/// modules declared under it.
+pub fn test_items(code: &str, src: &str) -> (Vec<(usize, usize)>, Vec<ModDecl>) {
     let b = code.as_bytes();
     let (mut ranges, mut mods) = (Vec::new(), Vec::new());
     let mut i = 0;
