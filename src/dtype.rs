@@ -8,6 +8,8 @@
 //!
 //! Not guaranteed: bfloat16 constants are not rounded (tinygrad does not truncate them either).
 
+#![forbid(unsafe_code)]
+
 use std::fmt;
 use std::hash::{Hash, Hasher};
 

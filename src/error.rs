@@ -7,6 +7,8 @@
 //!
 //! Not guaranteed: message texts are for people and may change; match on the variant.
 
+#![forbid(unsafe_code)]
+
 use std::fmt;
 
 /// What went wrong, by layer.

@@ -10,6 +10,8 @@
 //! Not guaranteed: environment variables are read once per process (the first time a knob is
 //! asked for); changing the environment afterwards has no effect. Use [`Context`] instead.
 
+#![forbid(unsafe_code)]
+
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::path::PathBuf;

@@ -14,6 +14,8 @@
 //! Not guaranteed: speed (it is the reference); loops whose bounds differ between the threads of a
 //! workgroup are refused rather than run divergently.
 
+#![forbid(unsafe_code)]
+
 mod inst;
 mod value;
 mod wmma;

@@ -4,6 +4,8 @@
 //!
 //! Not guaranteed: only what a header needs is offered (no float conversion of numbers).
 
+#![forbid(unsafe_code)]
+
 use crate::{bail, Error, Result};
 
 /// Deeper nesting than this is refused (a safetensors header needs 3 levels).

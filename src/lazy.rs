@@ -27,6 +27,8 @@
 //! sees whatever state the graph has while it runs). Dropping a very deep graph is iterative, so it
 //! cannot overflow the stack.
 
+#![forbid(unsafe_code)]
+
 use std::fmt;
 use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, Ordering};

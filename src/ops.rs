@@ -8,6 +8,8 @@
 //! Not guaranteed: integer division or modulo by zero, which C leaves undefined, evaluates to 0
 //! here (tinygrad's Python evaluator raises).
 
+#![forbid(unsafe_code)]
+
 use crate::dtype::{ConstValue, DType, Scalar};
 use crate::{bail, Result};
 

@@ -7,6 +7,8 @@
 //! (the text dump and the exact serialization) and `graph.rs` (`print_tree`, the UOp graph of
 //! `GRAPHUOPS=1`, the DOT writer).
 
+#![forbid(unsafe_code)]
+
 pub mod ast_eval;
 pub mod constant_folder;
 pub mod graph;

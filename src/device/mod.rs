@@ -18,6 +18,8 @@
 //! Not guaranteed: a `RawBuf` does not free its memory when dropped; the owning `Buffer` returns it
 //! to its allocator.
 
+#![forbid(unsafe_code)]
+
 pub mod allocator;
 pub mod buffer;
 pub mod compiler;

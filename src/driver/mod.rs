@@ -18,6 +18,9 @@
 //! - [`vma`]: address-range bookkeeping shared by both drivers.
 //! - [`deadline`]: bounded polling (ioctl retries, vendor runtime waits) and the wait timeout
 //!   every device wait uses.
+//! - [`os`]: the OS services the emulator (`mockgpu`) needs behind safe functions: memfd-backed
+//!   shared memory, user-memory copies that fail with EFAULT, anonymous maps and unmaps of ranges
+//!   the caller's record covers, clocks.
 
 pub mod api;
 pub mod codemem;
@@ -28,6 +31,7 @@ pub mod hostmem;
 pub mod kfd;
 pub mod mapped;
 pub mod nv;
+pub mod os;
 pub mod process;
 pub mod real;
 pub mod vma;

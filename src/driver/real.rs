@@ -166,7 +166,7 @@ fn map_flags(flags: MapFlags) -> i32 {
     f
 }
 
-fn prot_flags(prot: Prot) -> i32 {
+pub(crate) fn prot_flags(prot: Prot) -> i32 {
     let mut p = libc::PROT_NONE;
     if prot.contains(Prot::READ) {
         p |= libc::PROT_READ;

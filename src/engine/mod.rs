@@ -2,6 +2,8 @@
 //! (`realize.rs`), BEAM search (`search.rs`), the JIT (`jit.rs`) and the lazy-graph view of
 //! `GRAPH=1` (`graph.rs`).
 
+#![forbid(unsafe_code)]
+
 pub mod graph;
 pub mod jit;
 pub mod memory;

@@ -25,6 +25,8 @@
 //! Not guaranteed: raw queue submissions ([`HwQueue::submit`]) carry no keep-alive (only what goes
 //! through [`HcqDevice`] does); a backend's packets are only as right as its own tests show.
 
+#![forbid(unsafe_code)]
+
 pub mod allocator;
 pub mod device;
 pub mod graph;

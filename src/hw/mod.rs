@@ -15,5 +15,7 @@
 //! Not guaranteed: only the facts rawgrad uses are here; a fact marked NOT CONFIRMED was not
 //! checked against a source for that chip.
 
+#![forbid(unsafe_code)]
+
 pub mod amd;
 pub mod nv;

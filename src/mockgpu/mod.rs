@@ -30,6 +30,8 @@
 //! Not guaranteed: SVM, CRIU, dmabuf, debugger and GWS ioctls are not emulated (ENOTTY);
 //! process-wide state is per `EmuDriver` (one emulated process each).
 
+#![forbid(unsafe_code)]
+
 /// Return `KErr(libc::$errno, message)` from an emulated-KFD handler.
 macro_rules! kbail {
     ($errno:ident, $($arg:tt)*) => {

@@ -10,6 +10,8 @@
 //! Not guaranteed: a renderer accepts only UOp lists that passed `type_verify`; anything else is an
 //! `Error::Codegen`, never undefined output.
 
+#![forbid(unsafe_code)]
+
 pub mod cstyle;
 pub mod cuda;
 pub mod llvmir;

@@ -5,6 +5,8 @@
 //! The backends never name the emulator: a GPU backend is handed its driver and its
 //! [`Toolchain`] by [`builtin`].
 
+#![forbid(unsafe_code)]
+
 pub mod amd;
 pub mod builtin;
 pub mod cpu;

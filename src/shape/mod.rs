@@ -9,6 +9,8 @@
 //! Not guaranteed: these types describe index arithmetic only; nothing here knows about dtypes,
 //! devices or buffers.
 
+#![forbid(unsafe_code)]
+
 pub mod shapetracker;
 pub mod symbolic;
 pub mod view;

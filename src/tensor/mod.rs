@@ -23,6 +23,8 @@
 //! over a symbolic LazyBuffer reports each symbolic dimension by its upper bound); multi-device
 //! (sharded) tensors are not supported.
 
+#![forbid(unsafe_code)]
+
 mod activation;
 mod autograd;
 mod conv;

@@ -128,17 +128,9 @@ fn clock_counters(kfd: &EmuKfd, a: &mut kfd_ioctl_get_clock_counters_args) -> KR
     if kfd.node_by_gpu_id(a.gpu_id).is_none() {
         kbail!(EINVAL, "no device with gpu_id {:#x}", a.gpu_id);
     }
-    let now = |clock| {
-        let mut ts = libc::timespec {
-            tv_sec: 0,
-            tv_nsec: 0,
-        };
-        // SAFETY: `ts` is a valid out-parameter for clock_gettime.
-        unsafe { libc::clock_gettime(clock, &mut ts) };
-        ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-    };
-    a.cpu_clock_counter = now(libc::CLOCK_MONOTONIC_RAW);
-    a.system_clock_counter = now(libc::CLOCK_BOOTTIME);
+    let now = |clock| crate::driver::os::clock_ns(clock).map_err(super::memory::to_kerr);
+    a.cpu_clock_counter = now(libc::CLOCK_MONOTONIC_RAW)?;
+    a.system_clock_counter = now(libc::CLOCK_BOOTTIME)?;
     a.gpu_clock_counter = a.cpu_clock_counter / 10;
     a.system_clock_freq = 1_000_000_000;
     Ok(())

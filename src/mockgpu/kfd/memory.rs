@@ -17,6 +17,7 @@ use super::{lock, EmuFd, EmuKfd, KErr, KResult, KfdState};
 use crate::driver::api::{errno_error, Fd, MapFlags, Prot};
 use crate::driver::kfd::*;
 use crate::driver::mapped::Mapping;
+use crate::driver::os::{self, FixedTarget};
 use crate::driver::real::page_size;
 use crate::mockgpu::backing::Backing;
 use crate::sys::kfd::*;
@@ -141,7 +142,7 @@ impl EmuKfd {
 
     fn mmap_kfd(
         &self,
-        target: Option<u64>,
+        target: Option<FixedTarget>,
         span: u64,
         prot: Prot,
         offset: u64,
@@ -192,7 +193,7 @@ impl EmuKfd {
         st: &KfdState,
         node: usize,
         fd: i32,
-        target: Option<u64>,
+        target: Option<FixedTarget>,
         span: u64,
         prot: Prot,
         flags: MapFlags,
@@ -241,21 +242,17 @@ impl EmuKfd {
         let end = page_up(len)
             .and_then(|s| addr.checked_add(s))
             .unwrap_or(u64::MAX);
-        if len == 0 || addr % page_size() != 0 || !st.cpu.covers(addr, end) {
+        let target = FixedTarget::within(&st.cpu, addr, end.saturating_sub(addr));
+        let Some(target) = target.filter(|_| len != 0) else {
             return Err(errno_error(
                 libc::EINVAL,
                 format!("emu: munmap({addr:#x}, {len:#x}): not memory mapped through this driver"),
             ));
-        }
-        // SAFETY: the whole range was mapped by the emulator on the process's behalf (checked
-        // above); the process reaches it only through Mappings, and the GPU views are separate
-        // mappings of the same memfds, so nothing of ours dangles.
-        if unsafe { libc::munmap(addr as *mut libc::c_void, (end - addr) as usize) } != 0 {
-            let e = std::io::Error::last_os_error()
-                .raw_os_error()
-                .unwrap_or(libc::EIO);
-            return Err(errno_error(e, format!("emu: munmap({addr:#x}, {len:#x})")));
-        }
+        };
+        os::unmap(target).map_err(|e| {
+            let errno = e.errno().unwrap_or(libc::EIO);
+            errno_error(errno, format!("emu: munmap({addr:#x}, {len:#x})"))
+        })?;
         st.cpu.remove(addr, end);
         self.doorbells
             .write()
@@ -312,7 +309,7 @@ pub(crate) fn mmap_checks(
     len: u64,
     flags: MapFlags,
     offset: u64,
-) -> KResult<(u64, Option<u64>)> {
+) -> KResult<(u64, Option<FixedTarget>)> {
     let Some(span) = page_up(len).filter(|&s| s > 0) else {
         kbail!(EINVAL, "bad length");
     };
@@ -328,13 +325,13 @@ pub(crate) fn mmap_checks(
     let Some(a) = addr.filter(|a| a % page_size() == 0) else {
         kbail!(EINVAL, "MAP_FIXED needs a page-aligned address");
     };
-    if !st.cpu.covers(a, a.saturating_add(span)) {
+    let Some(target) = FixedTarget::within(&st.cpu, a, span) else {
         kbail!(
             EINVAL,
             "MAP_FIXED target is not inside memory mapped through this driver"
         );
-    }
-    Ok((span, Some(a)))
+    };
+    Ok((span, Some(target)))
 }
 
 pub(crate) fn to_kerr(e: Error) -> KErr {
@@ -342,7 +339,7 @@ pub(crate) fn to_kerr(e: Error) -> KErr {
 }
 
 fn mmap_anon(
-    target: Option<u64>,
+    target: Option<FixedTarget>,
     hint: Option<u64>,
     span: u64,
     prot: Prot,
@@ -353,37 +350,24 @@ fn mmap_anon(
         let at = b.map_cpu(target, span, 0, prot).map_err(to_kerr)?;
         return Ok((at, CpuVmaKind::Shared(b, 0)));
     }
-    let mut p = libc::PROT_NONE;
-    if prot.contains(Prot::READ) {
-        p |= libc::PROT_READ;
-    }
-    if prot.contains(Prot::WRITE) {
-        p |= libc::PROT_WRITE;
-    }
-    let mut f = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
-    if flags.contains(MapFlags::NORESERVE) {
-        f |= libc::MAP_NORESERVE;
-    }
-    if target.is_some() {
-        f |= libc::MAP_FIXED;
-    }
     // Without MAP_FIXED an address is a hint, as for the kernel (the NV runtime asks for a low
     // VA window this way).
-    let at = target
-        .or(hint.filter(|h| h % page_size() == 0))
-        .unwrap_or(0);
-    // SAFETY: a fresh anonymous mapping; with MAP_FIXED the caller checked that the target range
-    // is memory the emulator mapped for the process, so no Rust object lives there; a hint
-    // without MAP_FIXED never replaces an existing mapping.
-    let r = unsafe { libc::mmap(at as *mut libc::c_void, span as usize, p, f, -1, 0) };
-    if r == libc::MAP_FAILED {
-        let e = std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::ENOMEM);
-        kbail!(
-            ENOMEM,
-            "anonymous mmap of {span:#x} bytes failed (errno {e})"
-        );
-    }
-    Ok((r as u64, CpuVmaKind::Anon))
+    let hint = hint.filter(|h| h % page_size() == 0);
+    let r = os::map_anonymous(
+        target,
+        hint,
+        span,
+        prot,
+        flags.contains(MapFlags::NORESERVE),
+    )
+    .map_err(|e| {
+        KErr(
+            libc::ENOMEM,
+            format!(
+                "anonymous mmap of {span:#x} bytes failed (errno {})",
+                e.errno().unwrap_or(0)
+            ),
+        )
+    })?;
+    Ok((r, CpuVmaKind::Anon))
 }

@@ -251,8 +251,7 @@ fn vm_fault_reaches_memory_events_with_its_address() {
         ops::wait_events(drv.as_ref(), dev.kfd, &mut data, false, 0).unwrap(),
         KFD_IOC_WAIT_RESULT_COMPLETE
     );
-    // SAFETY: reading the union variant KFD wrote for a MEMORY event (plain integers).
-    let m = unsafe { data[0].__bindgen_anon_1.memory_exception_data };
+    let m = ops::memory_exception(&data[0]);
     assert_eq!(
         (m.va, m.gpu_id, m.failure.NotPresent, m.failure.ReadOnly),
         (0x7000_1000, dev.gpu_id, 1, 1)
