@@ -31,6 +31,7 @@
 //! 7. `runtime`, `runtime::builtin`: the list of built-in device families, the one place that
 //!    picks the emulator under `MOCKGPU=1`.
 //! 8. `lazy`, `engine`, `tensor`: the lazy graph, the scheduler and realize engine, the Tensor API.
+//! 9. `engine::jit`: `TinyJit`, which captures and replays functions over tensors.
 //!
 //! Nothing below `device` knows about tensors; nothing outside `driver`, `ffi` and `sys` has
 //! `unsafe` (every other module carries `#![forbid(unsafe_code)]`).

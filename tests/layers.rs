@@ -1,12 +1,12 @@
 //! The dependency order of `src/`, as a test. The order is written once: the numbered list in
 //! `src/lib.rs`'s module doc, which this test parses. Every `.rs` file under `src/` belongs to a
-//! unit (its top-level module, or `runtime::<child>`: the folders the list splits); every
+//! unit (its top-level module, or `runtime::<child>` / `engine::jit`: the folders the list splits); every
 //! `crate::...` and `super::...` path in its code (use trees and inline paths; comments and strings
 //! do not count) is an edge to the unit it names. The test fails on:
 //! - an edge pointing UP the list (an edge may point down or stay within its layer), unless an
-//!   entry of [`EXCEPTIONS`] names it (with its reason) or it is in [`KNOWN_TODAY`]; and an edge a
-//!   [`FORBIDDEN`] rule names (down the list, but against the design);
-//! - an import cycle between units (over the non-test edges), unless in [`KNOWN_CYCLES_TODAY`];
+//!   entry of [`EXCEPTIONS`] names it (with its reason); and an edge a [`FORBIDDEN`] rule names
+//!   (down the list, but against the design);
+//! - an import cycle between units (over the non-test edges);
 //! - a unit in a layer whose entry does not allow `unsafe` without `#![forbid(unsafe_code)]` in its
 //!   root module (or an enclosing one);
 //! - a `crate::` path that names nothing, or a unit the list does not name;
@@ -57,43 +57,6 @@ const FORBIDDEN: &[Forbidden] = &[
     },
 ];
 
-/// TEMPORARY (issue 9): edges against the order that exist today, as (from unit, to unit), while
-/// the moves of issue 9 land (hw/, interp/, ffi/, runtime/builtin.rs, codegen without renderer).
-/// An entry covers every file on that edge. The lead empties this list after merging them. An
-/// entry that no longer occurs fails the test, so the list cannot rot; an edge not listed fails it.
-const KNOWN_TODAY: &[(&str, &str)] = &[
-    ("codegen", "renderer"),
-    ("device", "runtime::amd"),
-    ("device", "runtime::cpu"),
-    ("device", "runtime::fallback"),
-    ("device", "runtime::nv"),
-    ("driver", "hcq"),
-    ("mockgpu", "runtime::amd"),
-    ("mockgpu", "runtime::cpu"),
-    ("mockgpu", "runtime::nv"),
-    ("renderer", "runtime::amd"),
-    ("runtime::amd", "mockgpu"),
-    ("runtime::nv", "mockgpu"),
-];
-
-/// TEMPORARY (issue 9), like [`KNOWN_TODAY`]: import cycles between units that exist today (the
-/// units of each, sorted).
-const KNOWN_CYCLES_TODAY: &[&[&str]] = &[
-    &[
-        "codegen",
-        "device",
-        "driver",
-        "hcq",
-        "mockgpu",
-        "renderer",
-        "runtime::amd",
-        "runtime::cpu",
-        "runtime::fallback",
-        "runtime::nv",
-    ],
-    &["engine", "tensor"],
-];
-
 fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
@@ -106,25 +69,13 @@ fn imports_follow_the_layer_order() {
         "unreadable paths or units:\n{}",
         f.problems.join("\n")
     );
-    let known = |e: &Edge| KNOWN_TODAY.iter().any(|k| k.0 == e.from && k.1 == e.to);
-    let new: Vec<Edge> = f.violations.iter().filter(|e| !known(e)).cloned().collect();
-    let stale: Vec<String> = KNOWN_TODAY
-        .iter()
-        .filter(|k| !f.violations.iter().any(|e| k.0 == e.from && k.1 == e.to))
-        .map(|k| format!("  {} -> {}", k.0, k.1))
-        .collect();
+    let new: &[Edge] = &f.violations;
     let mut msg = String::new();
     if !new.is_empty() {
         msg += &format!(
             "{} import(s) against the layer order of src/lib.rs (file:line: unit -> unit):\n{}",
             new.len(),
             new.iter().map(|e| format!("  {e}\n")).collect::<String>()
-        );
-    }
-    if !stale.is_empty() {
-        msg += &format!(
-            "KNOWN_TODAY entries that no longer occur (remove them):\n{}\n",
-            stale.join("\n")
         );
     }
     if !msg.is_empty() {
@@ -148,19 +99,13 @@ fn imports_follow_the_layer_order() {
 #[test]
 fn no_import_cycle_between_folders() {
     let f = findings(&root(), EXCEPTIONS, FORBIDDEN);
-    let known = |units: &[String]| KNOWN_CYCLES_TODAY.iter().any(|k| *k == units);
     let mut msg = String::new();
-    for (units, inner) in f.cycles.iter().filter(|c| !known(&c.0)) {
+    for (units, inner) in &f.cycles {
         msg += &format!(
             "import cycle between {}:\n{}",
             units.join(", "),
             grouped(inner)
         );
-    }
-    for k in KNOWN_CYCLES_TODAY {
-        if !f.cycles.iter().any(|c| c.0 == *k) {
-            msg += &format!("KNOWN_CYCLES_TODAY entry {k:?} no longer occurs (remove it)\n");
-        }
     }
     assert!(msg.is_empty(), "{msg}");
 }

@@ -40,7 +40,16 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::codegen::program::ProgramSpec;
+use crate::codegen::renderer::Renderer;
 use crate::Result;
+
+/// The compiler and the renderer one device's kernels go through (what `runtime::builtin` hands a
+/// GPU backend: the real ones, or the emulator's under `MOCKGPU=1`).
+#[derive(Clone)]
+pub struct Toolchain {
+    pub compiler: Arc<dyn Compiler>,
+    pub renderer: Arc<dyn Renderer>,
+}
 
 /// Allocation options (tinygrad's `BufferOptions`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -29,6 +29,7 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use crate::device::registry::{self, device_index, register_family_if_absent, Compiled};
+use crate::device::Toolchain;
 use crate::driver::{Driver, RealDriver};
 use crate::helpers::getenv;
 use crate::mockgpu::amdgpu::attach::mock_driver as amd_mock_driver;
@@ -50,7 +51,6 @@ use crate::runtime::fallback::cuda::open_cuda;
 use crate::runtime::nv::compiler::UnavailableNvCompiler;
 use crate::runtime::nv::first_run::Kernels;
 use crate::runtime::nv::{self, compiler::NVCompiler, NvDevice};
-use crate::runtime::Toolchain;
 use crate::Result;
 
 /// Families tried, in order, when nothing selects a device (families not registered are skipped).

@@ -13,14 +13,4 @@ pub mod cpu;
 pub mod fallback;
 pub mod nv;
 
-use std::sync::Arc;
-
-use crate::device::Compiler;
-use crate::renderer::Renderer;
-
-/// The compiler and the renderer one device's kernels go through.
-#[derive(Clone)]
-pub struct Toolchain {
-    pub compiler: Arc<dyn Compiler>,
-    pub renderer: Arc<dyn Renderer>,
-}
+pub use crate::device::Toolchain;

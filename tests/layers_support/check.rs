@@ -1,5 +1,5 @@
 //! The layer check over a source tree: the layer table parsed from `src/lib.rs`'s module doc,
-//! every file's unit (its top-level folder, or `folder::child` for the folders the table splits),
+//! every file's unit (its top-level folder, or `folder::child` for the children the table names),
 //! every import edge between units with its file and line, the edges against the order, import
 //! cycles between units, and units above the `unsafe` layer without `#![forbid(unsafe_code)]`.
 //!
@@ -196,7 +196,8 @@ impl std::fmt::Display for Edge {
 
 /// How paths map to units.
 pub struct Units {
-    /// Folders the table splits into `folder::child` units.
+    /// The `folder::child` units the table names: each is a unit of its own; the rest of the
+    /// folder stays the unit `folder`.
     split: BTreeSet<String>,
     modules: BTreeMap<String, BTreeSet<String>>,
     /// Root-level names (`crate::Result`, `crate::bail!`) and the module they come from.
@@ -208,7 +209,8 @@ impl Units {
         let split = layers
             .iter()
             .flat_map(|l| &l.units)
-            .filter_map(|u| u.split_once("::").map(|s| s.0.to_string()))
+            .filter(|u| u.contains("::"))
+            .cloned()
             .collect();
         let mut modules: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
         let mut root_names = HashMap::new();
@@ -232,7 +234,7 @@ impl Units {
     pub fn unit(&self, module: &[String]) -> Option<String> {
         let first = module.first()?;
         match module.get(1) {
-            Some(second) if self.split.contains(first) => {
+            Some(second) if self.split.contains(&format!("{first}::{second}")) => {
                 if self.modules.get(first).is_some_and(|m| m.contains(second)) {
                     Some(format!("{first}::{second}"))
                 } else {

@@ -42,10 +42,10 @@ pub use program::AmdProgram;
 pub use signal::AmdSignal;
 
 use crate::device::registry::{device_index, Compiled};
+use crate::device::Toolchain;
 use crate::device::{DeviceGraph, Launch, LruAllocator, Program, Runtime};
 use crate::driver::Driver;
 use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
-use crate::runtime::Toolchain;
 use crate::Result;
 
 /// An opened AMD device.

@@ -52,10 +52,10 @@ pub use program::NvProgram;
 pub use signal::NvSignal;
 
 use crate::device::registry::{device_index, Compiled};
+use crate::device::Toolchain;
 use crate::device::{DeviceGraph, Launch, LruAllocator, Program, Runtime};
 use crate::driver::Driver;
 use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
-use crate::runtime::Toolchain;
 use crate::Result;
 
 /// An opened NV device.
