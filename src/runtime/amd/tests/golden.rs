@@ -3,7 +3,7 @@
 //! (tests/golden/amd/hcq_*.txt; `RAWGRAD_BLESS=1` rewrites them).
 
 use crate::hcq::device::{encode_copy, encode_program_call};
-use crate::hcq::{HwComputeQueue, HwQueue};
+use crate::hcq::{HcqLaunch, HwComputeQueue, HwQueue};
 use crate::mockgpu::amdgpu::object::mock_descriptor;
 use crate::runtime::amd::copy::AmdCopyQueue;
 use crate::runtime::amd::decode::{check_golden, decode_pm4_text, decode_sdma_text};
@@ -61,9 +61,7 @@ fn program_call_stream() {
             &timeline(),
             42,
             &prg,
-            KERNARGS,
-            [4, 2, 1],
-            [32, 1, 1],
+            &HcqLaunch::at_address(KERNARGS, [4, 2, 1], [32, 1, 1]),
             None,
         )
         .unwrap();

@@ -4,7 +4,7 @@
 //! DMA channel, and a cross-queue wait (tests/golden/nv/hcq_*.txt; `RAWGRAD_BLESS=1` rewrites).
 
 use crate::hcq::device::{encode_copy, encode_program_call};
-use crate::hcq::{HwCopyQueue, HwQueue};
+use crate::hcq::{HcqLaunch, HwCopyQueue, HwQueue};
 use crate::runtime::nv::arch::{NvClasses, ADA_COMPUTE_A, HOPPER_COMPUTE_A};
 use crate::runtime::nv::copy::NvCopyQueue;
 use crate::runtime::nv::decode::{check_golden, decode_push_listing};
@@ -33,9 +33,7 @@ fn program_call_stream() {
             &tl,
             7,
             &prg,
-            KERNARGS,
-            [4, 1, 1],
-            [32, 1, 1],
+            &HcqLaunch::at_address(KERNARGS, [4, 1, 1], [32, 1, 1]),
             None,
         )
         .unwrap();
