@@ -26,7 +26,7 @@ use super::signal::NvSignal;
 use crate::hcq::{ComputeEncoder, HcqEncoder, HcqLaunch, HcqQueue};
 use crate::helpers::getenv;
 use crate::runtime::nv::arch::{NvClasses, PcasAction};
-use crate::runtime::nv::push::{PushBuf, QmdAddrPatch, SignalCmd, WaitCmd};
+use crate::runtime::nv::push::{PatchPoint, PushBuf, QmdAddrPatch, SignalCmd, WaitCmd};
 use crate::{bail, Result};
 
 /// The `NV_PCAS_ACTION` override, checked.
@@ -122,14 +122,7 @@ impl<S: NvStream> HcqEncoder<NvBackend> for S {
     }
 
     fn update_wait(&mut self, p: &WaitCmd, sig: Option<&NvSignal>, v: Option<u64>) -> Result<()> {
-        let buf = self.push_buf_mut();
-        if let Some(s) = sig {
-            buf.patch(&p.addr, s.va())?;
-        }
-        if let Some(v) = v {
-            buf.patch(&p.value, v)?;
-        }
-        Ok(())
+        patch_sem(self.push_buf_mut(), (&p.addr, &p.value), sig, v)
     }
 
     fn update_signal(
@@ -138,14 +131,7 @@ impl<S: NvStream> HcqEncoder<NvBackend> for S {
         sig: Option<&NvSignal>,
         v: Option<u64>,
     ) -> Result<()> {
-        let buf = self.push_buf_mut();
-        if let Some(s) = sig {
-            buf.patch(&p.addr, s.va())?;
-        }
-        if let Some(v) = v {
-            buf.patch(&p.value, v)?;
-        }
-        Ok(())
+        patch_sem(self.push_buf_mut(), (&p.addr, &p.value), sig, v)
     }
 
     fn submit(&self, dev: &NvBackend) -> Result<()> {
@@ -155,6 +141,26 @@ impl<S: NvStream> HcqEncoder<NvBackend> for S {
     fn dwords(&self) -> &[u32] {
         self.push_buf().dwords()
     }
+}
+
+/// Point a semaphore command (address and payload fields) at `sig` and/or payload `v`.
+fn patch_sem<A, V>(
+    buf: &mut PushBuf,
+    (addr, value): (&A, &V),
+    sig: Option<&NvSignal>,
+    v: Option<u64>,
+) -> Result<()>
+where
+    A: PatchPoint<Value = u64>,
+    V: PatchPoint<Value = u64>,
+{
+    if let Some(s) = sig {
+        buf.patch(addr, s.va())?;
+    }
+    if let Some(v) = v {
+        buf.patch(value, v)?;
+    }
+    Ok(())
 }
 
 impl ComputeEncoder<NvBackend> for NvComputeEncoder {
