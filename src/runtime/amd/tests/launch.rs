@@ -134,3 +134,57 @@ fn update_exec_patches_the_pm4_dims_and_kernarg_pointer_where_the_layout_says() 
     assert!(q.update_exec(&ex, &big).is_err());
     assert_eq!(q.dwords(), &before[..]);
 }
+
+/// A kernel that reads the dispatch packet keeps its dims in memory too: `update_exec` rewrites
+/// the packet after the kernargs (hsa.h `hsa_kernel_dispatch_packet_t`: setup u16 at 2,
+/// workgroup_size_x/y/z u16 at 4/6/8, grid_size_x/y/z u32 at 12/16/20 in work-items,
+/// kernarg_address u64 at 40) and the dispatch pointer SGPRs, which come before the kernarg
+/// pointer (AMDGPUUsage "SGPR Register Set Up Order").
+#[test]
+fn update_exec_rewrites_the_dispatch_packet_of_a_kernel_that_reads_it() {
+    let (dev, _emu) = one_gpu();
+    let mut kd = mock_descriptor(&GFX1100, 24, 0);
+    kd.kernel_code_properties |= 0x2; // ENABLE_SGPR_DISPATCH_PTR
+    kd.compute_pgm_rsrc2 = (kd.compute_pgm_rsrc2 & !(0x1F << 1)) | 4 << 1; // USER_SGPR 4
+    let prg = Arc::new(AmdProgram::encode_only("E", kd, 0x7F00_0000_0100, None));
+    assert_eq!(
+        prg.kernargs_alloc_size(),
+        128,
+        "64-byte aligned kernargs, then the packet"
+    );
+    let mem: Arc<dyn HcqBuffer> = Arc::new(dev.backend().alloc_kernarg_memory(256).unwrap());
+    let launch = prg
+        .launch(
+            mem.clone(),
+            0,
+            &[0x1000, 0x2000],
+            &[5, 6],
+            ([4, 2, 1], [32, 1, 1]),
+        )
+        .unwrap();
+    let mut q = AmdComputeQueue::new(&GFX1100);
+    let ex = q.exec(&prg, &launch).unwrap().into_patch();
+    let (view, off) = launch.view().unwrap();
+    let moved = HcqLaunch::in_memory(mem, off + 128, [7, 5, 3], [8, 4, 2]).unwrap();
+    q.update_exec(&ex, &moved).unwrap();
+    let pkt = |at: usize| {
+        let mut b = [0u8; 64];
+        view.read_bytes(at, &mut b).unwrap();
+        b
+    };
+    let p = pkt(off + 128 + 64);
+    let u16_at = |o: usize| u16::from_le_bytes([p[o], p[o + 1]]);
+    let u32_at = |o: usize| u32::from_le_bytes([p[o], p[o + 1], p[o + 2], p[o + 3]]);
+    assert_eq!(u16_at(2), 3, "setup: three dimensions");
+    assert_eq!([u16_at(4), u16_at(6), u16_at(8)], [8, 4, 2]);
+    assert_eq!([u32_at(12), u32_at(16), u32_at(20)], [56, 20, 6]);
+    assert_eq!(
+        u64::from_le_bytes(p[40..48].try_into().unwrap()),
+        moved.kernargs()
+    );
+    let dp = moved.kernargs() + 64;
+    let ka = moved.kernargs();
+    let want = [0xC004_7600, 0x240, dp as u32, (dp >> 32) as u32];
+    let at = find(q.dwords(), &want);
+    assert_eq!(q.dwords()[at + 4..at + 6], [ka as u32, (ka >> 32) as u32]);
+}
