@@ -28,7 +28,9 @@ use super::profile::{median, ProfQueue, Profiler, CALIBRATION_SAMPLES};
 use super::signal::{wait_timeout, wait_value, WaitFailure};
 use super::timeline::{Timeline, TimelinePoint, FORCE_WRAP_AT, WRAP_AT};
 use super::trace::{now_us, TraceEvent};
-use super::{HcqBackend, HcqBuffer, HcqSignal, HwComputeQueue, HwCopyQueue, HwQueue, KeepAlive};
+use super::{
+    HcqBackend, HcqBuffer, HcqLaunch, HcqSignal, HwComputeQueue, HwCopyQueue, HwQueue, KeepAlive,
+};
 use crate::device::BufferOptions;
 use crate::helpers::getenv;
 use crate::{Error, Result};
@@ -58,7 +60,7 @@ pub struct HcqDevice<B: HcqBackend> {
     st: Mutex<DevState<B>>,
     pub(crate) staging: Mutex<Staging<B>>,
     profiler: Option<Mutex<Profiler<B::Signal>>>,
-    kernarg_mem: B::Buffer,
+    kernarg_mem: Arc<B::Buffer>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -71,7 +73,7 @@ impl<B: HcqBackend> HcqDevice<B> {
     pub fn new(backend: B) -> Result<Arc<HcqDevice<B>>> {
         static SERIAL: AtomicU64 = AtomicU64::new(0);
         let tl = Timeline::new(backend.new_signal(0, true)?, backend.new_signal(0, true)?)?;
-        let kernarg_mem = backend.alloc_kernarg_memory(KERNARG_RING)?;
+        let kernarg_mem = Arc::new(backend.alloc_kernarg_memory(KERNARG_RING)?);
         if kernarg_mem.cpu().is_none() {
             return Err(Error::Internal(format!(
                 "{}: kernarg memory is not CPU-mapped",
@@ -171,7 +173,7 @@ impl<B: HcqBackend> HcqDevice<B> {
     }
 
     /// The kernarg memory (its CPU view is checked at creation).
-    pub(crate) fn kernarg_mem(&self) -> &B::Buffer {
+    pub(crate) fn kernarg_mem(&self) -> &Arc<B::Buffer> {
         &self.kernarg_mem
     }
 
@@ -439,22 +441,19 @@ impl<B: HcqBackend> Drop for HcqDevice<B> {
 
 /// The command sequence of one program call (tinygrad's `HCQProgram.__call__`):
 /// `wait(timeline, v - 1) . memory_barrier . [timestamp] . exec . [timestamp] . signal(timeline, v)`.
-#[allow(clippy::too_many_arguments)]
 pub fn encode_program_call<B: HcqBackend>(
     q: &mut B::ComputeQueue,
     timeline: &B::Signal,
     value: u64,
     prg: &Arc<B::Program>,
-    kernargs: u64,
-    global: [u32; 3],
-    local: [u32; 3],
+    launch: &HcqLaunch,
     timing: Option<&(B::Signal, B::Signal)>,
 ) -> Result<()> {
     q.wait(timeline, value - 1)?.memory_barrier()?;
     if let Some((s, _)) = timing {
         q.timestamp(s)?;
     }
-    q.exec(prg, kernargs, global, local)?;
+    q.exec(prg, launch)?;
     if let Some((_, e)) = timing {
         q.timestamp(e)?;
     }

@@ -5,11 +5,12 @@
 //! the first launches' addresses and values, and one compute queue holding, per kernel,
 //! `wait(timeline, v+k-1) . memory_barrier . exec . signal(timeline, v+k)` (the order the eager
 //! path gives each launch, so kernel k+1 starts after kernel k finished). A run patches only what
-//! changed through the typed patch points: the kernargs of launches whose addresses or values
-//! differ from the previous run, the dims of launches whose dims differ (`update_exec`, or the
-//! refilled kernargs where the dims live there: NV's QMD), and every
-//! wait and signal value (and the timeline signal, which may have been swapped); then the queue is
-//! submitted once and the timeline advances by the number of kernels.
+//! changed through the typed patch points: the kernargs of launches whose addresses, values or
+//! dims differ from the previous run (the program refills its block: a new launch value), the
+//! dims of launches whose dims differ (`update_exec` with that launch value: the backend rewrites
+//! the dims wherever it keeps them, AMD's PM4 stream or NV's QMD), and every wait and signal
+//! value (and the timeline signal, which may have been swapped); then the queue is submitted once
+//! and the timeline advances by the number of kernels.
 //!
 //! Not guaranteed: a run waits for the previous run of the same graph before rewriting its
 //! kernargs (tinygrad does too); one compute queue, no copy queue and no multi-device
@@ -22,8 +23,7 @@ use super::kernargs::KERNARG_ALIGN;
 use super::program::dims;
 use super::queue::{HwComputeQueue, HwQueue};
 use super::timeline::TimelinePoint;
-use super::KernargInput;
-use super::{HcqBackend, HcqBuffer, HcqDevice, HcqProgram, HcqProgramHandle, KeepAlive};
+use super::{HcqBackend, HcqBuffer, HcqDevice, HcqLaunch, HcqProgram, HcqProgramHandle, KeepAlive};
 use crate::device::{DeviceGraph, Launch, Program};
 use crate::{ensure, Error, Result};
 
@@ -40,7 +40,8 @@ struct GraphState<B: HcqBackend> {
     waits: Vec<WaitP<B>>,
     signals: Vec<SignalP<B>>,
     execs: Vec<ExecP<B>>,
-    written: Vec<Launch>,
+    /// What each kernel's block holds now: the engine's launch and the prepared launch value.
+    written: Vec<(Launch, HcqLaunch)>,
     last: Option<TimelinePoint>,
 }
 
@@ -106,18 +107,20 @@ impl<B: HcqBackend> HcqGraph<B> {
                 .ok_or_else(|| Error::InvalidArgument("HcqGraph: kernargs overflow".into()))?;
         }
         let kernargs = Arc::new(dev.backend().alloc_kernarg_memory(total)?);
+        let mut written = Vec::with_capacity(prgs.len());
+        for (k, (p, l)) in prgs.iter().zip(launches).enumerate() {
+            written.push((l.clone(), prepare(p, &kernargs, offsets[k], l)?));
+        }
         let tl = dev.timeline_signal();
         let mut q = dev.backend().compute_queue();
         let (mut waits, mut signals, mut execs) = (vec![], vec![], vec![]);
-        for (k, (p, l)) in prgs.iter().zip(launches).enumerate() {
-            let (g, lo) = (dims("global", l.global)?, dims("local", l.local)?);
-            let va = kernargs.va() + offsets[k] as u64;
+        for (p, (_, hl)) in prgs.iter().zip(&written) {
             waits.push(q.wait(&tl, 0)?.into_patch());
             q.memory_barrier()?;
-            execs.push(q.exec(p, va, g, lo)?.into_patch());
+            execs.push(q.exec(p, hl)?.into_patch());
             signals.push(q.signal(&tl, 0)?.into_patch());
         }
-        let g = HcqGraph {
+        Ok(HcqGraph {
             dev,
             prgs,
             kernargs,
@@ -127,64 +130,50 @@ impl<B: HcqBackend> HcqGraph<B> {
                 waits,
                 signals,
                 execs,
-                written: Vec::new(),
+                written,
                 last: None,
             }),
-        };
-        for (k, l) in launches.iter().enumerate() {
-            g.fill(k, l)?;
-        }
-        g.lock().written = launches.to_vec();
-        Ok(g)
+        })
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, GraphState<B>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Write launch `k`'s kernargs.
-    fn fill(&self, k: usize, l: &Launch) -> Result<()> {
-        let Some(view) = self.kernargs.cpu() else {
-            return Err(Error::Internal(
-                "graph kernarg memory has no CPU view".into(),
-            ));
-        };
-        let off = self.offsets[k];
-        let input = KernargInput {
-            bufs: &addrs(l),
-            vals: &l.vals,
-            global: dims("global", l.global)?,
-            local: dims("local", l.local)?,
-        };
-        let va = self.kernargs.va() + off as u64;
-        self.prgs[k].fill_kernargs(view, off, va, &input)
-    }
-
     /// Patch what changed since the last run (kernargs, dims).
     fn patch_launches(&self, st: &mut GraphState<B>, launches: &[Launch]) -> Result<()> {
         for (k, l) in launches.iter().enumerate() {
-            let old = &st.written[k];
-            if addrs(old) != addrs(l)
-                || old.vals != l.vals
-                || old.global != l.global
-                || old.local != l.local
-            {
-                self.fill(k, l)?;
+            let old = &st.written[k].0;
+            if !changed(old, l) {
+                continue;
             }
-            if old.global != l.global || old.local != l.local {
-                let (g, lo) = (dims("global", l.global)?, dims("local", l.local)?);
+            let dims_changed = old.global != l.global || old.local != l.local;
+            let hl = prepare(&self.prgs[k], &self.kernargs, self.offsets[k], l)?;
+            if dims_changed {
                 let e = st.execs[k].clone();
-                if st.q.dims_in_kernargs() {
-                    let va = self.kernargs.va() + self.offsets[k] as u64;
-                    st.q.update_exec(&e, Some(va), None, None)?;
-                } else {
-                    st.q.update_exec(&e, None, Some(g), Some(lo))?;
-                }
+                st.q.update_exec(&e, &hl)?;
             }
-            st.written[k] = l.clone();
+            st.written[k] = (l.clone(), hl);
         }
         Ok(())
     }
+}
+
+/// Whether `b` differs from `a` in what the kernarg block or the dims hold.
+fn changed(a: &Launch, b: &Launch) -> bool {
+    addrs(a) != addrs(b) || a.vals != b.vals || a.global != b.global || a.local != b.local
+}
+
+/// Fill kernel `prg`'s block at byte `off` of `mem` for `l`: its launch value.
+fn prepare<P: HcqProgram, M: HcqBuffer>(
+    prg: &Arc<P>,
+    mem: &Arc<M>,
+    off: usize,
+    l: &Launch,
+) -> Result<HcqLaunch> {
+    let dims = (dims("global", l.global)?, dims("local", l.local)?);
+    let mem: Arc<dyn HcqBuffer> = mem.clone();
+    prg.launch(mem, off, &addrs(l), &l.vals, dims)
 }
 
 impl<B: HcqBackend> DeviceGraph for HcqGraph<B> {
@@ -198,10 +187,12 @@ impl<B: HcqBackend> DeviceGraph for HcqGraph<B> {
         );
         let start = Instant::now();
         let mut st = self.lock();
-        let changed = st.written.iter().zip(launches).any(|(a, b)| {
-            addrs(a) != addrs(b) || a.vals != b.vals || a.global != b.global || a.local != b.local
-        });
-        if let (true, Some(p)) = (changed, st.last) {
+        let any_changed = st
+            .written
+            .iter()
+            .zip(launches)
+            .any(|(a, b)| changed(&a.0, b));
+        if let (true, Some(p)) = (any_changed, st.last) {
             self.dev.wait_point(p, "the previous run of a graph")?;
         }
         self.patch_launches(&mut st, launches)?;

@@ -7,7 +7,11 @@
 //! - [`queue`]: [`HwQueue`] with the chainable verbs `wait`, `signal`, `timestamp`, `submit`,
 //!   [`HwComputeQueue`] (`memory_barrier`, `exec`) and [`HwCopyQueue`] (`copy`). A verb returns a
 //!   [`Cmd`] that derefs to the queue (so verbs chain) and carries the command's typed patch point
-//!   (for graph replays), never a numeric offset.
+//!   (for graph replays), never a numeric offset. The verbs are written once ([`HcqQueue`]) over
+//!   a backend's encoder ([`HcqEncoder`], [`ComputeEncoder`], [`CopyEncoder`]: the packet
+//!   encodings and patch points of one engine).
+//! - [`launch`]: [`HcqLaunch`], one launch (kernarg block and dims) as its program prepared it;
+//!   `exec` consumes it, `update_exec` takes a new one.
 //! - [`signal`]: [`HcqSignal`] (value, timestamp, sleep on the driver's event) and the CPU wait
 //!   (bounded spin, then sleep, always with a timeout: `HCQDEV_WAIT_TIMEOUT_MS`, default 10 s).
 //! - [`device`]: [`HcqDevice`], written once: the per-device timeline with its shadow swap before
@@ -32,6 +36,7 @@ pub mod device;
 pub mod graph;
 mod inflight;
 mod kernargs;
+pub mod launch;
 pub mod profile;
 pub mod program;
 pub mod queue;
@@ -47,13 +52,15 @@ use std::sync::Arc;
 
 pub use allocator::{HcqAllocator, HcqMem};
 pub use device::HcqDevice;
+pub use launch::HcqLaunch;
 pub use program::HcqProgramHandle;
-pub use queue::{Cmd, HwComputeQueue, HwCopyQueue, HwQueue};
+pub use queue::{
+    Cmd, ComputeEncoder, CopyEncoder, HcqEncoder, HcqQueue, HwComputeQueue, HwCopyQueue, HwQueue,
+};
 pub use signal::{wait_timeout, HcqSignal};
 pub use timeline::TimelinePoint;
 
 use crate::device::BufferOptions;
-use crate::driver::Mapping;
 use crate::Result;
 
 /// Something a submission must keep alive until the GPU is done with it (a buffer, a program,
@@ -67,20 +74,7 @@ pub trait HcqBuffer: Send + Sync + 'static {
     /// Size in bytes (as allocated, possibly rounded up).
     fn size(&self) -> usize;
     /// The CPU view, when the buffer is CPU-mapped (host, staging, kernarg memory).
-    fn cpu(&self) -> Option<&Mapping>;
-}
-
-/// What one kernel launch writes into its kernarg space.
-#[derive(Clone, Copy, Debug)]
-pub struct KernargInput<'a> {
-    /// Buffer addresses, in the kernel's parameter order.
-    pub bufs: &'a [u64],
-    /// Integer variable values, in the kernel's variable order.
-    pub vals: &'a [i64],
-    /// Workgroup counts.
-    pub global: [u32; 3],
-    /// Workgroup size.
-    pub local: [u32; 3],
+    fn cpu(&self) -> Option<&crate::driver::Mapping>;
 }
 
 /// A loaded kernel as the core sees it.
@@ -89,9 +83,24 @@ pub trait HcqProgram: Send + Sync + 'static {
     fn name(&self) -> &str;
     /// Bytes of kernarg space one launch needs (arguments and any backend extras).
     fn kernargs_alloc_size(&self) -> usize;
-    /// Write one launch's kernargs at byte `off` of `dst`, whose GPU address there is `va`.
-    /// Checks that the arguments match what the kernel declares.
-    fn fill_kernargs(&self, dst: &Mapping, off: usize, va: u64, args: &KernargInput) -> Result<()>;
+    /// Write `launch`'s kernarg block: the buffer addresses `bufs` and integer variables `vals`
+    /// (in the kernel's order), and whatever the backend derives from the launch's dims there
+    /// (NV: constant buffer 0's %ntid/%nctaid and the QMD; AMD: the dispatch packet). Checks
+    /// that the arguments and dims match what the kernel declares.
+    fn fill_kernargs(&self, launch: &HcqLaunch, bufs: &[u64], vals: &[i64]) -> Result<()>;
+    /// Prepare one launch: its kernarg block at byte `off` of `mem`, filled, with its dims.
+    fn launch(
+        &self,
+        mem: Arc<dyn HcqBuffer>,
+        off: usize,
+        bufs: &[u64],
+        vals: &[i64],
+        dims: ([u32; 3], [u32; 3]),
+    ) -> Result<HcqLaunch> {
+        let l = HcqLaunch::in_memory(mem, off, dims.0, dims.1)?;
+        self.fill_kernargs(&l, bufs, vals)?;
+        Ok(l)
+    }
 }
 
 /// One opened GPU of a vendor: the parts the generic core drives.

@@ -1,5 +1,6 @@
-//! The program call, written once (tinygrad's `HCQProgram.__call__`): kernargs from the device's
-//! ring (buffer addresses, then integer variables, as the backend's program lays them out), then
+//! The program call, written once (tinygrad's `HCQProgram.__call__`): the launch value
+//! ([`super::HcqLaunch`]) prepared by the program in a block of the device's kernarg ring (buffer
+//! addresses, then integer variables, as the backend's program lays them out), then
 //! `wait(timeline, v - 1) . memory_barrier . [timestamp] . exec . [timestamp] .
 //! signal(timeline, v)` on the compute queue, one doorbell. The submission keeps the buffers and
 //! the program alive until the timeline passes `v`.
@@ -12,7 +13,7 @@ use std::sync::Arc;
 
 use super::device::encode_program_call;
 use super::profile::ProfQueue;
-use super::{HcqBackend, HcqBuffer, HcqDevice, HcqProgram, KeepAlive, KernargInput};
+use super::{HcqBackend, HcqBuffer, HcqDevice, HcqProgram, KeepAlive};
 use crate::device::{LaunchDims, Program, RawBuf};
 use crate::{Error, Result};
 
@@ -87,22 +88,21 @@ impl<B: HcqBackend> HcqDevice<B> {
             let st = &mut *guard;
             let v = self.begin(st)?;
             let size = prg.kernargs_alloc_size();
-            let (off, ka) = self.alloc_kernargs(st, size, st.tl.point(v))?;
-            let Some(view) = self.kernarg_mem().cpu() else {
-                return Err(Error::Internal("kernarg memory lost its CPU view".into()));
-            };
-            let input = KernargInput {
-                bufs: &addrs,
-                vals,
-                global,
-                local,
-            };
-            prg.fill_kernargs(view, off, ka, &input).map_err(|e| {
-                Error::InvalidArgument(format!("{}: {}: {}", self.name(), prg.name(), e.message()))
-            })?;
+            let (off, _) = self.alloc_kernargs(st, size, st.tl.point(v))?;
+            let mem: Arc<dyn HcqBuffer> = self.kernarg_mem().clone();
+            let launch = prg
+                .launch(mem, off, &addrs, vals, (global, local))
+                .map_err(|e| {
+                    Error::InvalidArgument(format!(
+                        "{}: {}: {}",
+                        self.name(),
+                        prg.name(),
+                        e.message()
+                    ))
+                })?;
             let mut q = self.backend().compute_queue();
             let tl = st.tl.signal.clone();
-            encode_program_call::<B>(&mut q, &tl, v, prg, ka, global, local, timing.as_ref())?;
+            encode_program_call::<B>(&mut q, &tl, v, prg, &launch, timing.as_ref())?;
             let what = format!("exec {} global {global:?} local {local:?}", prg.name());
             self.commit(st, &mut q, what, keep)?
         };

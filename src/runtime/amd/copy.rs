@@ -1,129 +1,68 @@
-//! The SDMA copy queue: [`AmdCopyQueue`], the HCQ copy command list built with `sdma.rs`
-//! (COPY_LINEAR split into the engine's largest piece, FENCE (+ mailbox FENCE + TRAP for
-//! signals with an event), POLL_REGMEM waits, GET_GLOBAL timestamps). It runs on the device's
+//! The SDMA copy queue: [`AmdCopyQueue`], `hcq`'s shared queue verbs over the SDMA encoder
+//! ([`SdmaBuf`]: COPY_LINEAR split into the engine's largest piece, FENCE (+ mailbox FENCE + TRAP
+//! for signals with an event), POLL_REGMEM waits, GET_GLOBAL timestamps; the signal, wait and
+//! timestamp verbs through [`AmdStream`], shared with the PM4 encoder). It runs on the device's
 //! SDMA [`super::queue::HwRing`], whose submission pads the ring tail so no packet straddles it.
 //!
 //! Not guaranteed: no memory barrier verb (SDMA reads memory directly; tinygrad's copy queue has
 //! none either).
 
-use super::queue::signal_event_update;
-use super::signal::AmdSignal;
+use super::queue::AmdStream;
 use super::AmdBackend;
 use crate::hcq::{Cmd, HcqSignal, HwCopyQueue, HwQueue, KeepAlive};
 use crate::hw::amd::targets::GfxTarget;
 use crate::runtime::amd::pm4::{CopyPatch, SignalPatch, TimestampAddrPatch, WaitPatch};
+use crate::hcq::{CopyEncoder, HcqQueue};
+use crate::runtime::amd::pm4::{
+    CopyPatch, PatchPoint, SignalEvent, SignalPatch, TimestampAddrPatch, WaitPatch,
+};
 use crate::runtime::amd::sdma::SdmaBuf;
 use crate::Result;
 
-/// The HCQ copy command list (SDMA).
-pub struct AmdCopyQueue {
-    pub(crate) buf: SdmaBuf,
-    keep: Vec<KeepAlive>,
-}
+/// The HCQ copy command list: the shared queue verbs over the SDMA encoder.
+pub type AmdCopyQueue = HcqQueue<AmdBackend, SdmaBuf>;
 
 impl AmdCopyQueue {
     /// An empty list for `target`.
     pub fn new(target: &'static GfxTarget) -> AmdCopyQueue {
-        AmdCopyQueue {
-            buf: SdmaBuf::new(target),
-            keep: Vec::new(),
-        }
-    }
-    /// The SDMA dwords built so far.
-    pub fn dwords(&self) -> &[u32] {
-        self.buf.dwords()
+        HcqQueue::from_encoder(SdmaBuf::new(target))
     }
 }
 
-impl HwQueue<AmdBackend> for AmdCopyQueue {
-    type WaitPatch = WaitPatch;
-    type SignalPatch = SignalPatch;
-    type TimestampPatch = TimestampAddrPatch;
-
-    fn wait(&mut self, sig: &AmdSignal, value: u64) -> Result<Cmd<'_, Self, WaitPatch>> {
-        let p = self.buf.wait(sig.va(), value)?;
-        self.keep.push(sig.keep());
-        Ok(Cmd::new(self, p))
+impl AmdStream for SdmaBuf {
+    fn wait_cmd(&mut self, addr: u64, value: u64) -> Result<WaitPatch> {
+        self.wait(addr, value)
     }
-
-    fn signal(&mut self, sig: &AmdSignal, value: u64) -> Result<Cmd<'_, Self, SignalPatch>> {
-        let p = self.buf.signal(sig.va(), value, sig.event())?;
-        self.keep.push(sig.keep());
-        Ok(Cmd::new(self, p))
+    fn signal_cmd(&mut self, addr: u64, v: u64, ev: Option<SignalEvent>) -> Result<SignalPatch> {
+        self.signal(addr, v, ev)
     }
-
-    fn timestamp(&mut self, sig: &AmdSignal) -> Result<Cmd<'_, Self, TimestampAddrPatch>> {
-        let p = self.buf.timestamp(sig.va() + 8)?;
-        self.keep.push(sig.keep());
-        Ok(Cmd::new(self, p))
+    fn timestamp_cmd(&mut self, addr: u64) -> Result<TimestampAddrPatch> {
+        SdmaBuf::timestamp(self, addr)
     }
-
-    fn update_wait(
-        &mut self,
-        p: &WaitPatch,
-        sig: Option<&AmdSignal>,
-        v: Option<u64>,
-    ) -> Result<()> {
-        if let Some(s) = sig {
-            self.buf.patch(&p.addr, s.va())?;
-            self.keep.push(s.keep());
-        }
-        if let Some(v) = v {
-            self.buf.patch(&p.value, v)?;
-        }
-        Ok(())
+    fn patch_at<P: PatchPoint>(&mut self, p: &P, v: P::Value) -> Result<()> {
+        self.patch(p, v)
     }
-
-    fn update_signal(
-        &mut self,
-        p: &SignalPatch,
-        sig: Option<&AmdSignal>,
-        v: Option<u64>,
-    ) -> Result<()> {
-        if let Some(s) = sig {
-            if let Some((mp, ev)) = signal_event_update(p, s)? {
-                self.buf.patch(&mp, ev)?;
-            }
-            self.buf.patch(&p.addr, s.va())?;
-            self.keep.push(s.keep());
-        }
-        if let Some(v) = v {
-            self.buf.patch(&p.value, v)?;
-        }
-        Ok(())
+    fn stream(&self) -> &[u32] {
+        SdmaBuf::dwords(self)
     }
-
-    fn submit(&self, dev: &AmdBackend) -> Result<()> {
-        dev.submit_copy(&self.buf)
-    }
-
-    fn keep_alive(&mut self, obj: KeepAlive) {
-        self.keep.push(obj);
-    }
-
-    fn take_keep_alive(&mut self) -> Vec<KeepAlive> {
-        std::mem::take(&mut self.keep)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+    fn submit_to(&self, dev: &AmdBackend) -> Result<()> {
+        dev.submit_copy(self)
     }
 }
 
-impl HwCopyQueue<AmdBackend> for AmdCopyQueue {
+impl CopyEncoder<AmdBackend> for SdmaBuf {
     type CopyPatch = CopyPatch;
 
-    fn copy(&mut self, dst: u64, src: u64, size: u64) -> Result<Cmd<'_, Self, CopyPatch>> {
-        let p = self.buf.copy_linear(dst, src, size)?;
-        Ok(Cmd::new(self, p))
+    fn copy(&mut self, dst: u64, src: u64, size: u64) -> Result<CopyPatch> {
+        self.copy_linear(dst, src, size)
     }
 
     fn update_copy(&mut self, p: &CopyPatch, dst: Option<u64>, src: Option<u64>) -> Result<()> {
         if let Some(d) = dst {
-            self.buf.patch(&p.dst, d)?;
+            self.patch(&p.dst, d)?;
         }
         if let Some(s) = src {
-            self.buf.patch(&p.src, s)?;
+            self.patch(&p.src, s)?;
         }
         Ok(())
     }

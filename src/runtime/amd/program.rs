@@ -37,6 +37,8 @@ use crate::hw::amd::elf::load_code_object;
 use crate::hw::amd::kd::{KernelCodeProperties, KernelDescriptor};
 use crate::hw::amd::targets::{GfxTarget, ScratchModel};
 use crate::runtime::amd::pm4::{ExecArgs, ExecProgram, ScratchSetup};
+use crate::hcq::{HcqBuffer, HcqLaunch, HcqProgram};
+use crate::runtime::amd::pm4::{ExecArgs, ExecProgram, KernelCodeProperties, ScratchSetup};
 use crate::{bail, ensure, Result};
 
 /// Inputs rawgrad never fills.
@@ -214,12 +216,14 @@ impl AmdProgram {
         &self.kd
     }
 
-    /// The launch arguments for kernargs at `kernargs`.
-    pub fn exec_args(&self, kernargs: u64, global: [u32; 3], local: [u32; 3]) -> ExecArgs {
+    /// The PM4 launch arguments of `launch` (its kernarg pointer and dims, the dispatch packet
+    /// after the kernargs when the kernel reads one, the device's scratch).
+    pub fn exec_args(&self, launch: &HcqLaunch) -> ExecArgs {
+        let kernargs = launch.kernargs();
         ExecArgs {
             kernargs,
-            global,
-            local,
+            global: launch.global,
+            local: launch.local,
             scratch: self.scratch,
             dispatch_ptr: self
                 .dispatch_ptr
@@ -227,25 +231,22 @@ impl AmdProgram {
         }
     }
 
-    fn write_dispatch_packet(
-        &self,
-        dst: &Mapping,
-        off: usize,
-        ka: u64,
-        a: &KernargInput,
-    ) -> Result<()> {
+    /// Write the `hsa_kernel_dispatch_packet_t` of `launch` (its dims among its fields) after
+    /// its kernargs.
+    pub(crate) fn write_dispatch_packet(&self, launch: &HcqLaunch) -> Result<()> {
+        let (dst, off) = launch.view()?;
         let mut p = [0u8; 64];
         p[2..4].copy_from_slice(&3u16.to_le_bytes()); // setup: 3 dimensions
         for i in 0..3 {
-            let l = u16::try_from(a.local[i]).unwrap_or(u16::MAX);
+            let l = u16::try_from(launch.local[i]).unwrap_or(u16::MAX);
             p[4 + 2 * i..6 + 2 * i].copy_from_slice(&l.to_le_bytes());
-            let g = a.global[i].saturating_mul(a.local[i]);
+            let g = launch.global[i].saturating_mul(launch.local[i]);
             p[12 + 4 * i..16 + 4 * i].copy_from_slice(&g.to_le_bytes());
         }
         p[24..28].copy_from_slice(&self.kd.private_segment_fixed_size.to_le_bytes());
         p[28..32].copy_from_slice(&self.kd.group_segment_fixed_size.to_le_bytes());
         p[32..40].copy_from_slice(&self.exec.code_addr.to_le_bytes());
-        p[40..48].copy_from_slice(&ka.to_le_bytes());
+        p[40..48].copy_from_slice(&launch.kernargs().to_le_bytes());
         dst.write_bytes(off + align64(self.kd.kernarg_size as usize), &p)
     }
 }
@@ -303,11 +304,12 @@ impl HcqProgram for AmdProgram {
         }
     }
 
-    fn fill_kernargs(&self, dst: &Mapping, off: usize, va: u64, a: &KernargInput) -> Result<()> {
-        let bytes = pack_kernargs(&self.name, self.kd.kernarg_size, a.bufs, a.vals)?;
+    fn fill_kernargs(&self, launch: &HcqLaunch, bufs: &[u64], vals: &[i64]) -> Result<()> {
+        let bytes = pack_kernargs(&self.name, self.kd.kernarg_size, bufs, vals)?;
+        let (dst, off) = launch.view()?;
         dst.write_bytes(off, &bytes)?;
         if self.dispatch_ptr {
-            self.write_dispatch_packet(dst, off, va, a)?;
+            self.write_dispatch_packet(launch)?;
         }
         Ok(())
     }

@@ -1,6 +1,8 @@
 //! The PM4 compute queue: [`HwRing`] (one KFD hardware queue: ring, rptr/wptr page, EOP and CWSR
 //! buffers sized exactly as Linux >= 6.12 demands, the doorbell) and [`AmdComputeQueue`] (the
-//! HCQ compute command list, built with `pm4.rs`).
+//! HCQ compute command list: `hcq`'s shared verbs over the PM4 encoder, [`Pm4Buf`]). The
+//! encoders of both AMD engines share [`AmdStream`] (signal, wait, timestamp and their patches;
+//! `copy.rs` adds SDMA's).
 //!
 //! Submission: wait until the ring has room (`wptr + n - rptr <= ring`, polling the rptr the CP
 //! publishes, bounded by the wait timeout), write the packets (compute rings wrap dword by dword;
@@ -25,8 +27,12 @@ use crate::driver::kfd::KFD_DOORBELL_PROCESS_SLICE;
 use crate::hcq::{device::device_wait_timeout, Cmd, HcqBuffer, HcqSignal, HwComputeQueue};
 use crate::hcq::{HwQueue, KeepAlive};
 use crate::hw::amd::targets::GfxTarget;
+use crate::hcq::device::device_wait_timeout;
+use crate::hcq::{ComputeEncoder, HcqBuffer, HcqEncoder, HcqLaunch, HcqQueue, HcqSignal};
+use crate::runtime::amd::pm4::patch::{check_global, check_local};
 use crate::runtime::amd::pm4::{
-    ExecPatch, MailboxPatch, Pm4Buf, SignalEvent, SignalPatch, TimestampAddrPatch, WaitPatch,
+    ExecPatch, MailboxPatch, PatchPoint, Pm4Buf, SignalEvent, SignalPatch, TimestampAddrPatch,
+    WaitPatch,
 };
 use crate::runtime::amd::sdma::SdmaBuf;
 use crate::sys::kfd::*;
@@ -305,47 +311,70 @@ impl Drop for HwRing {
     }
 }
 
-/// The HCQ compute command list (PM4).
-pub struct AmdComputeQueue {
-    pub(crate) buf: Pm4Buf,
-    keep: Vec<KeepAlive>,
-}
+/// The HCQ compute command list: the shared queue verbs over the PM4 encoder.
+pub type AmdComputeQueue = HcqQueue<AmdBackend, Pm4Buf>;
 
 impl AmdComputeQueue {
     /// An empty list for `target`.
     pub fn new(target: &'static GfxTarget) -> AmdComputeQueue {
-        AmdComputeQueue {
-            buf: Pm4Buf::new(target),
-            keep: Vec::new(),
-        }
-    }
-    /// The PM4 dwords built so far.
-    pub fn dwords(&self) -> &[u32] {
-        self.buf.dwords()
+        HcqQueue::from_encoder(Pm4Buf::new(target))
     }
 }
 
-impl HwQueue<AmdBackend> for AmdComputeQueue {
+/// What AMD's two command streams (PM4 on the compute ring, SDMA on the copy ring) encode alike:
+/// the signal/wait/timestamp commands with the same patch-point types, and their submission.
+pub trait AmdStream: Send + 'static {
+    /// Wait until the dword at `addr` is `>= value`.
+    fn wait_cmd(&mut self, addr: u64, value: u64) -> Result<WaitPatch>;
+    /// Write `value` to `addr` (and raise `event`).
+    fn signal_cmd(&mut self, addr: u64, value: u64, ev: Option<SignalEvent>)
+        -> Result<SignalPatch>;
+    /// Write the GPU clock to `addr`.
+    fn timestamp_cmd(&mut self, addr: u64) -> Result<TimestampAddrPatch>;
+    /// Rewrite a field.
+    fn patch_at<P: PatchPoint>(&mut self, p: &P, v: P::Value) -> Result<()>;
+    /// The dwords so far.
+    fn stream(&self) -> &[u32];
+    /// Hand the dwords to `dev`'s ring of this engine.
+    fn submit_to(&self, dev: &AmdBackend) -> Result<()>;
+}
+
+impl AmdStream for Pm4Buf {
+    fn wait_cmd(&mut self, addr: u64, value: u64) -> Result<WaitPatch> {
+        self.wait(addr, value)
+    }
+    fn signal_cmd(&mut self, addr: u64, v: u64, ev: Option<SignalEvent>) -> Result<SignalPatch> {
+        self.signal(addr, v, ev)
+    }
+    fn timestamp_cmd(&mut self, addr: u64) -> Result<TimestampAddrPatch> {
+        Pm4Buf::timestamp(self, addr)
+    }
+    fn patch_at<P: PatchPoint>(&mut self, p: &P, v: P::Value) -> Result<()> {
+        self.patch(p, v)
+    }
+    fn stream(&self) -> &[u32] {
+        Pm4Buf::dwords(self)
+    }
+    fn submit_to(&self, dev: &AmdBackend) -> Result<()> {
+        dev.submit_compute(self)
+    }
+}
+
+impl<S: AmdStream> HcqEncoder<AmdBackend> for S {
     type WaitPatch = WaitPatch;
     type SignalPatch = SignalPatch;
     type TimestampPatch = TimestampAddrPatch;
 
-    fn wait(&mut self, sig: &AmdSignal, value: u64) -> Result<Cmd<'_, Self, WaitPatch>> {
-        let p = self.buf.wait(sig.va(), value)?;
-        self.keep.push(sig.keep());
-        Ok(Cmd::new(self, p))
+    fn wait(&mut self, sig: &AmdSignal, value: u64) -> Result<WaitPatch> {
+        self.wait_cmd(sig.va(), value)
     }
 
-    fn signal(&mut self, sig: &AmdSignal, value: u64) -> Result<Cmd<'_, Self, SignalPatch>> {
-        let p = self.buf.signal(sig.va(), value, sig.event())?;
-        self.keep.push(sig.keep());
-        Ok(Cmd::new(self, p))
+    fn signal(&mut self, sig: &AmdSignal, value: u64) -> Result<SignalPatch> {
+        self.signal_cmd(sig.va(), value, sig.event())
     }
 
-    fn timestamp(&mut self, sig: &AmdSignal) -> Result<Cmd<'_, Self, TimestampAddrPatch>> {
-        let p = self.buf.timestamp(sig.va() + 8)?;
-        self.keep.push(sig.keep());
-        Ok(Cmd::new(self, p))
+    fn timestamp(&mut self, sig: &AmdSignal) -> Result<TimestampAddrPatch> {
+        self.timestamp_cmd(sig.va() + 8)
     }
 
     fn update_wait(
@@ -355,11 +384,10 @@ impl HwQueue<AmdBackend> for AmdComputeQueue {
         v: Option<u64>,
     ) -> Result<()> {
         if let Some(s) = sig {
-            self.buf.patch(&p.addr, s.va())?;
-            self.keep.push(s.keep());
+            self.patch_at(&p.addr, s.va())?;
         }
         if let Some(v) = v {
-            self.buf.patch(&p.value, v)?;
+            self.patch_at(&p.value, v)?;
         }
         Ok(())
     }
@@ -372,37 +400,28 @@ impl HwQueue<AmdBackend> for AmdComputeQueue {
     ) -> Result<()> {
         if let Some(s) = sig {
             if let Some((mp, ev)) = signal_event_update(p, s)? {
-                self.buf.patch(&mp, ev)?;
+                self.patch_at(&mp, ev)?;
             }
-            self.buf.patch(&p.addr, s.va())?;
-            self.keep.push(s.keep());
+            self.patch_at(&p.addr, s.va())?;
         }
         if let Some(v) = v {
-            self.buf.patch(&p.value, v)?;
+            self.patch_at(&p.value, v)?;
         }
         Ok(())
     }
 
     fn submit(&self, dev: &AmdBackend) -> Result<()> {
-        dev.submit_compute(&self.buf)
+        self.submit_to(dev)
     }
 
-    fn keep_alive(&mut self, obj: KeepAlive) {
-        self.keep.push(obj);
-    }
-
-    fn take_keep_alive(&mut self) -> Vec<KeepAlive> {
-        std::mem::take(&mut self.keep)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+    fn dwords(&self) -> &[u32] {
+        self.stream()
     }
 }
 
 /// The event part of pointing a signal command at `s`: both must have an event or neither (the
 /// packet count differs otherwise).
-pub(crate) fn signal_event_update(
+fn signal_event_update(
     p: &SignalPatch,
     s: &AmdSignal,
 ) -> Result<Option<(MailboxPatch, SignalEvent)>> {
@@ -417,49 +436,42 @@ pub(crate) fn signal_event_update(
     }
 }
 
-impl HwComputeQueue<AmdBackend> for AmdComputeQueue {
-    type ExecPatch = ExecPatch;
+/// A launch's patch points: the PM4 fields (kernarg and dispatch pointers in the user SGPRs,
+/// DISPATCH_DIRECT's workgroup counts, COMPUTE_NUM_THREAD_X/Y/Z) and the program, which keeps
+/// the dispatch packet (dims too) in the kernarg block when the kernel reads one.
+#[derive(Clone, Debug)]
+pub struct AmdExecPatch {
+    pub pm4: ExecPatch,
+    pub prg: Arc<AmdProgram>,
+}
 
-    fn memory_barrier(&mut self) -> Result<Cmd<'_, Self, ()>> {
-        self.buf.memory_barrier()?;
-        Ok(Cmd::new(self, ()))
+impl ComputeEncoder<AmdBackend> for Pm4Buf {
+    type ExecPatch = AmdExecPatch;
+
+    fn memory_barrier(&mut self) -> Result<()> {
+        Pm4Buf::memory_barrier(self)
     }
 
-    fn exec(
-        &mut self,
-        prg: &Arc<AmdProgram>,
-        kernargs: u64,
-        global: [u32; 3],
-        local: [u32; 3],
-    ) -> Result<Cmd<'_, Self, ExecPatch>> {
-        let args = prg.exec_args(kernargs, global, local);
-        let p = self.buf.exec(prg.exec_program(), &args)?;
-        self.keep.push(prg.clone());
-        Ok(Cmd::new(self, p))
+    fn exec(&mut self, prg: &Arc<AmdProgram>, launch: &HcqLaunch) -> Result<AmdExecPatch> {
+        let pm4 = Pm4Buf::exec(self, prg.exec_program(), &prg.exec_args(launch))?;
+        Ok(AmdExecPatch {
+            pm4,
+            prg: prg.clone(),
+        })
     }
 
-    fn update_exec(
-        &mut self,
-        p: &ExecPatch,
-        kernargs: Option<u64>,
-        global: Option<[u32; 3]>,
-        local: Option<[u32; 3]>,
-    ) -> Result<()> {
-        if let Some(k) = kernargs {
-            let Some(kp) = &p.kernarg else {
-                bail!(
-                    InvalidArgument,
-                    "update_exec: the kernel takes no kernarg pointer"
-                );
-            };
-            self.buf.patch(kp, k)?;
+    fn update_exec(&mut self, p: &AmdExecPatch, launch: &HcqLaunch) -> Result<()> {
+        check_global(launch.global)?;
+        check_local(launch.local)?;
+        let a = p.prg.exec_args(launch);
+        if let Some(kp) = &p.pm4.kernarg {
+            self.patch(kp, a.kernargs)?;
         }
-        if let Some(g) = global {
-            self.buf.patch(&p.dims.global, g)?;
+        if let (Some(dp), Some(va)) = (&p.pm4.dispatch_ptr, a.dispatch_ptr) {
+            p.prg.write_dispatch_packet(launch)?;
+            self.patch(dp, va)?;
         }
-        if let Some(l) = local {
-            self.buf.patch(&p.dims.local, l)?;
-        }
-        Ok(())
+        self.patch(&p.pm4.dims.global, launch.global)?;
+        self.patch(&p.pm4.dims.local, launch.local)
     }
 }

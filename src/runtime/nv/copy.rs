@@ -1,8 +1,9 @@
-//! The NV copy queue (tinygrad's NVCopyQueue, memo 2.7): a [`PushBuf`] for the DMA channel, whose
-//! copy class sits on subchannel 4. `copy` = OFFSET_IN/OUT + LINE_LENGTH_IN + LAUNCH_DMA
-//! (split at 2^31 bytes), `signal` = the copy engine's four-word semaphore release (32-bit payload
-//! at +0, timestamp at +8, FLUSH_ENABLE), `timestamp` = that release with payload 0, `wait` = a
-//! host SEM acquire (the copy engine has no acquire).
+//! The NV copy queue (tinygrad's NVCopyQueue, memo 2.7): `hcq`'s shared queue verbs over
+//! [`NvCopyEncoder`], a [`PushBuf`] for the DMA channel, whose copy class sits on subchannel 4.
+//! `copy` = OFFSET_IN/OUT + LINE_LENGTH_IN + LAUNCH_DMA (split at 2^31 bytes), `signal` = the copy
+//! engine's four-word semaphore release (32-bit payload at +0, timestamp at +8, FLUSH_ENABLE),
+//! `timestamp` = that release with payload 0, `wait` = a host SEM acquire (the copy engine has no
+//! acquire; shared with the compute channel through [`NvStream`]).
 //!
 //! Not guaranteed: copy-queue signal values must fit 32 bits (the HCQ timeline swaps at 2^31).
 
@@ -12,86 +13,45 @@ use super::signal::NvSignal;
 use crate::hcq::{Cmd, HcqSignal, HwCopyQueue, HwQueue, KeepAlive};
 use crate::hw::nv::arch::NvClasses;
 use crate::runtime::nv::push::{CopyCmd, PushBuf, SignalCmd, WaitCmd};
+use super::queue::NvStream;
+use crate::hcq::{CopyEncoder, HcqQueue};
+use crate::runtime::nv::push::{CopyCmd, PushBuf, SignalCmd};
 use crate::Result;
 
-/// Commands for the DMA channel.
-pub struct NvCopyQueue {
-    pub(crate) buf: PushBuf,
-    keep: Vec<KeepAlive>,
+/// The DMA channel's encoder.
+pub struct NvCopyEncoder {
+    buf: PushBuf,
 }
+
+/// Commands for the DMA channel: the shared queue verbs over [`NvCopyEncoder`].
+pub type NvCopyQueue = HcqQueue<NvBackend, NvCopyEncoder>;
 
 impl NvCopyQueue {
     pub fn new(classes: NvClasses) -> NvCopyQueue {
-        NvCopyQueue {
+        HcqQueue::from_encoder(NvCopyEncoder {
             buf: PushBuf::new(classes),
-            keep: Vec::new(),
-        }
-    }
-    /// The pushbuffer built so far.
-    pub fn dwords(&self) -> &[u32] {
-        self.buf.dwords()
+        })
     }
 }
 
-impl HwQueue<NvBackend> for NvCopyQueue {
-    type WaitPatch = WaitCmd;
-    type SignalPatch = SignalCmd;
-    type TimestampPatch = SignalCmd;
-
-    fn wait(&mut self, sig: &NvSignal, value: u64) -> Result<Cmd<'_, Self, WaitCmd>> {
-        let p = self.buf.wait(sig.va(), value, false)?;
-        self.keep.push(sig.keep());
-        Ok(Cmd::new(self, p))
+impl NvStream for NvCopyEncoder {
+    const ENGINE: NvEngine = NvEngine::Copy;
+    fn push_buf(&self) -> &PushBuf {
+        &self.buf
     }
-
-    fn signal(&mut self, sig: &NvSignal, value: u64) -> Result<Cmd<'_, Self, SignalCmd>> {
-        let p = self.buf.copy_signal(sig.va(), value, false)?;
-        self.keep.push(sig.keep());
-        Ok(Cmd::new(self, p))
+    fn push_buf_mut(&mut self) -> &mut PushBuf {
+        &mut self.buf
     }
-
-    fn timestamp(&mut self, sig: &NvSignal) -> Result<Cmd<'_, Self, SignalCmd>> {
-        let p = self.buf.copy_signal(sig.va(), 0, false)?;
-        self.keep.push(sig.keep());
-        Ok(Cmd::new(self, p))
-    }
-
-    fn update_wait(&mut self, p: &WaitCmd, sig: Option<&NvSignal>, v: Option<u64>) -> Result<()> {
-        patch_wait(&mut self.buf, &mut self.keep, p, sig, v)
-    }
-
-    fn update_signal(
-        &mut self,
-        p: &SignalCmd,
-        sig: Option<&NvSignal>,
-        v: Option<u64>,
-    ) -> Result<()> {
-        patch_signal(&mut self.buf, &mut self.keep, p, sig, v)
-    }
-
-    fn submit(&self, dev: &NvBackend) -> Result<()> {
-        dev.submit(NvEngine::Copy, self.buf.dwords())
-    }
-
-    fn keep_alive(&mut self, obj: KeepAlive) {
-        self.keep.push(obj);
-    }
-
-    fn take_keep_alive(&mut self) -> Vec<KeepAlive> {
-        std::mem::take(&mut self.keep)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+    fn release(&mut self, addr: u64, value: u64) -> Result<SignalCmd> {
+        self.buf.copy_signal(addr, value, false)
     }
 }
 
-impl HwCopyQueue<NvBackend> for NvCopyQueue {
+impl CopyEncoder<NvBackend> for NvCopyEncoder {
     type CopyPatch = CopyCmd;
 
-    fn copy(&mut self, dst: u64, src: u64, size: u64) -> Result<Cmd<'_, Self, CopyCmd>> {
-        let p = self.buf.copy(dst, src, size)?;
-        Ok(Cmd::new(self, p))
+    fn copy(&mut self, dst: u64, src: u64, size: u64) -> Result<CopyCmd> {
+        self.buf.copy(dst, src, size)
     }
 
     fn update_copy(&mut self, p: &CopyCmd, dst: Option<u64>, src: Option<u64>) -> Result<()> {

@@ -9,7 +9,8 @@
 //! arch), the parameters at the cubin's parameter base (buffer addresses as u64, then variables
 //! as u32, at the EIATTR_KPARAM_INFO offsets when the cubin has them), and at
 //! `round_up(block + cbuf0 size, 256)` the QMD with grid, block and cbuf0 filled
-//! ([`NvProgram::qmd_addr`]); the compute queue's exec only sends that address (SEND_PCAS).
+//! ([`NvProgram::qmd_addr`]); the compute queue's exec only sends that address (SEND_PCAS), and
+//! its `update_exec` rewrites the dims there ([`NvProgram::write_dims`]).
 //!
 //! Shared memory: the QMD's MAX_SM_CONFIG_SHARED_MEM_SIZE is the largest carve-out up to
 //! `NV_MAX_SHARED_KIB` (default 100 KiB = 0x1A, the proven value; [`max_shared_kib`]).
@@ -21,12 +22,12 @@ use std::sync::Arc;
 
 use super::device::NvBackend;
 use super::memory::NvBuffer;
-use crate::driver::Mapping;
-use crate::hcq::{HcqBuffer, HcqProgram, KernargInput};
+use crate::hcq::{HcqBuffer, HcqLaunch, HcqProgram};
 use crate::helpers::getenv;
 use crate::hw::nv::arch::{NvArch, PROVEN_MAX_SHARED_KIB};
 use crate::runtime::nv::cubin::{cubin_kernels, Cubin, KParam};
-use crate::runtime::nv::qmd::{program_qmd, AnyQmd, ConstantBuffer, Qmd, QmdProgram};
+use crate::runtime::nv::push::PatchPoint;
+use crate::runtime::nv::qmd::{program_qmd, AnyQmd, ConstantBuffer, Qmd, QmdPatches, QmdProgram};
 use crate::{bail, ensure, Result};
 
 /// SLM bytes per thread beyond the kernel's stack (memo 3.7).
@@ -163,6 +164,42 @@ impl NvProgram {
         &self.qmd
     }
 
+    /// Bytes from the start of a kernargs block at GPU address `kernargs` to its QMD.
+    fn qmd_offset_at(&self, kernargs: u64) -> usize {
+        (self.qmd_addr(kernargs) - kernargs) as usize
+    }
+
+    /// Refuses a block the kernel's registers cannot run.
+    fn check_block(&self, local: [u32; 3]) -> Result<()> {
+        let threads: u64 = local.iter().map(|&x| u64::from(x)).product();
+        let max = NvArch::max_block_threads(self.regcount);
+        ensure!(
+            threads <= u64::from(max),
+            InvalidArgument,
+            "kernel {}: a block of {local:?} = {threads} threads exceeds the {max} threads {} registers allow",
+            self.name,
+            self.regcount
+        );
+        Ok(())
+    }
+
+    /// Rewrite `launch`'s dims where its kernargs block keeps them: cbuf0's %ntid/%nctaid and
+    /// the QMD's grid and block fields (through the QMD patch points, read-modify-write). Every
+    /// value is checked before anything is written.
+    pub fn write_dims(&self, launch: &HcqLaunch) -> Result<()> {
+        self.check_block(launch.local)?;
+        let (view, off) = launch.view()?;
+        let qoff = off + self.qmd_offset_at(launch.kernargs());
+        let mut words = vec![0u32; self.arch.qmd_size / 4];
+        view.read_u32s(qoff, &mut words)?;
+        self.qmd.grid_patch().apply(&mut words, launch.global)?;
+        self.qmd.block_patch().apply(&mut words, launch.local)?;
+        let l = &self.arch.cbuf0;
+        view.write_u32s(off + l.ntid as usize, &launch.local)?;
+        view.write_u32s(off + l.nctaid as usize, &launch.global)?;
+        view.write_u32s(qoff, &words)
+    }
+
     /// Bytes of constant buffer 0.
     pub fn cbuf0_size(&self) -> u32 {
         self.cbuf0_size
@@ -212,25 +249,15 @@ impl HcqProgram for NvProgram {
         self.cbuf0_size as usize + 256 + self.arch.qmd_size
     }
 
-    fn fill_kernargs(&self, dst: &Mapping, off: usize, va: u64, a: &KernargInput) -> Result<()> {
-        let threads: u64 = a.local.iter().map(|&x| u64::from(x)).product();
-        let max = NvArch::max_block_threads(self.regcount);
-        ensure!(
-            threads <= u64::from(max),
-            InvalidArgument,
-            "kernel {}: a block of {:?} = {threads} threads exceeds the {max} threads {} registers allow",
-            self.name,
-            a.local,
-            self.regcount
-        );
-        let slots = self.param_slots(a.bufs.len(), a.vals.len())?;
+    fn fill_kernargs(&self, launch: &HcqLaunch, bufs: &[u64], vals: &[i64]) -> Result<()> {
+        self.check_block(launch.local)?;
+        let slots = self.param_slots(bufs.len(), vals.len())?;
         let mut cb = vec![0u8; self.cbuf0_size as usize];
-        self.arch.fill_cbuf0(&mut cb, a.local, a.global)?;
-        let vals = a
-            .bufs
+        self.arch.fill_cbuf0(&mut cb, launch.local, launch.global)?;
+        let vals = bufs
             .iter()
             .copied()
-            .chain(a.vals.iter().map(|&v| v as i32 as u32 as u64));
+            .chain(vals.iter().map(|&v| v as i32 as u32 as u64));
         for (&(o, size), v) in slots.iter().zip(vals) {
             let at = (self.param_base + o) as usize;
             let bytes = v.to_le_bytes();
@@ -244,15 +271,15 @@ impl HcqProgram for NvProgram {
             };
             d.copy_from_slice(&bytes[..size as usize]);
         }
+        let (dst, off) = launch.view()?;
         dst.write_bytes(off, &cb)?;
         let mut q = self.qmd.clone();
         let cbuf0 = ConstantBuffer {
-            addr: va,
+            addr: launch.kernargs(),
             size: self.cbuf0_size,
             invalidate: true,
         };
-        q.set_launch(a.global, a.local, cbuf0)?;
-        let qoff = off + (self.qmd_addr(va) - va) as usize;
-        dst.write_bytes(qoff, &q.to_bytes())
+        q.set_launch(launch.global, launch.local, cbuf0)?;
+        dst.write_bytes(off + self.qmd_offset_at(launch.kernargs()), &q.to_bytes())
     }
 }

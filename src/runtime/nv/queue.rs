@@ -3,28 +3,31 @@
 //! with RELEASE_WFI and a nanosecond timestamp, `timestamp` = the same release with payload 0
 //! (the timestamp lands at +8 of the signal), `memory_barrier` = INVALIDATE_SHADER_CACHES_NO_WFI
 //! (instruction, global data, constant), `exec` = SEND_PCAS_A with the launch's QMD (written by
-//! [`super::program::NvProgram`] into the kernargs block) + SEND_SIGNALING_PCAS2_B.
+//! [`super::program::NvProgram`] into the kernargs block) + SEND_SIGNALING_PCAS2_B. The verbs are
+//! `hcq`'s [`HcqQueue`] over [`NvComputeEncoder`]; both channels' encoders share [`NvStream`].
 //!
-//! Patch points: waits and signals rewrite the SEM group in place; `update_exec` moves the launch
-//! to another kernargs block (whose QMD the program's fill wrote), which carries its dims.
+//! Patch points: waits and signals rewrite the SEM group in place; `update_exec` points
+//! SEND_PCAS_A at the new launch's QMD and writes the launch's dims where the block keeps them
+//! (the QMD's grid and block fields, cbuf0's %ntid/%nctaid: [`NvProgram::write_dims`]).
 //!
 //! The PCAS action: the device's ([`NvBackend::pcas_action`], the arch's default until the first
 //! run or a caller picks a fallback), given to the queue when it is made; `NV_PCAS_ACTION=<n>`
 //! replaces it per launch (Hopper's is unconfirmed, memo 2.6: NVK 3, tinygrad 9, a libcuda trace
 //! 0xA); it must name an action that schedules the grid.
 //!
-//! Not guaranteed: `update_exec` with new dims alone is refused (the dims live in the QMD in the
-//! kernargs block, which the queue does not own: refill the block and patch its address).
+//! Not guaranteed: `update_exec` writes the kernargs block at once (the dims live in memory, not
+//! in the pushbuffer): the GPU must be done with an earlier submission of the launch.
 
 use std::sync::Arc;
 
 use super::device::{NvBackend, NvEngine};
 use super::program::NvProgram;
 use super::signal::NvSignal;
-use crate::hcq::{Cmd, HcqSignal, HwComputeQueue, HwQueue, KeepAlive};
+use crate::hcq::{ComputeEncoder, HcqEncoder, HcqLaunch, HcqQueue};
 use crate::helpers::getenv;
 use crate::hw::nv::arch::{NvClasses, PcasAction};
 use crate::runtime::nv::push::{PushBuf, QmdAddrPatch, SignalCmd, WaitCmd};
+use crate::runtime::nv::push::{PatchPoint, PushBuf, QmdAddrPatch, SignalCmd, WaitCmd};
 use crate::{bail, Result};
 
 /// The `NV_PCAS_ACTION` override, checked.
@@ -42,21 +45,24 @@ fn pcas_override() -> Result<Option<PcasAction>> {
     }
 }
 
-/// A launch's patch point: the SEND_PCAS_A address and the program's QMD placement.
-#[derive(Clone, Copy, Debug)]
+/// A launch's patch points: the SEND_PCAS_A address in the pushbuffer, and the program, which
+/// knows where the kernarg block keeps the dims (the QMD's grid and block fields, cbuf0's
+/// %ntid/%nctaid).
+#[derive(Clone, Debug)]
 pub struct ExecPatch {
     pub qmd: QmdAddrPatch,
-    /// Bytes of constant buffer 0 (the QMD follows at the next 256-byte boundary).
-    pub cbuf0_size: u32,
+    pub prg: Arc<NvProgram>,
 }
 
-/// Commands for the compute channel.
-pub struct NvComputeQueue {
-    pub(crate) buf: PushBuf,
-    keep: Vec<KeepAlive>,
+/// The compute channel's encoder: a [`PushBuf`] and the PCAS action of its launches.
+pub struct NvComputeEncoder {
+    buf: PushBuf,
     /// SEND_SIGNALING_PCAS2_B action of its launches.
     action: PcasAction,
 }
+
+/// Commands for the compute channel: the shared queue verbs over [`NvComputeEncoder`].
+pub type NvComputeQueue = HcqQueue<NvBackend, NvComputeEncoder>;
 
 impl NvComputeQueue {
     /// A queue launching with the arch's default PCAS action.
@@ -66,78 +72,58 @@ impl NvComputeQueue {
 
     /// A queue launching with PCAS action `action`.
     pub fn with_action(classes: NvClasses, action: PcasAction) -> NvComputeQueue {
-        NvComputeQueue {
+        HcqQueue::from_encoder(NvComputeEncoder {
             buf: PushBuf::new(classes),
-            keep: Vec::new(),
             action,
-        }
-    }
-    /// The pushbuffer built so far.
-    pub fn dwords(&self) -> &[u32] {
-        self.buf.dwords()
+        })
     }
 }
 
-/// The shared wait/signal patching of both queues.
-pub(crate) fn patch_wait(
-    buf: &mut PushBuf,
-    keep: &mut Vec<KeepAlive>,
-    p: &WaitCmd,
-    sig: Option<&NvSignal>,
-    v: Option<u64>,
-) -> Result<()> {
-    if let Some(s) = sig {
-        buf.patch(&p.addr, s.va())?;
-        keep.push(s.keep());
-    }
-    if let Some(v) = v {
-        buf.patch(&p.value, v)?;
-    }
-    Ok(())
+/// What NV's two channels encode alike (both are pushbuffers): waits (host SEM acquire), the
+/// patches of waits and signals, submission; each provides its engine and its release.
+pub trait NvStream: Send + 'static {
+    /// The channel the pushbuffer goes to.
+    const ENGINE: NvEngine;
+    /// The pushbuffer.
+    fn push_buf(&self) -> &PushBuf;
+    /// The pushbuffer, to append to.
+    fn push_buf_mut(&mut self) -> &mut PushBuf;
+    /// The engine's semaphore release of `value` (0 for a timestamp) at `addr`.
+    fn release(&mut self, addr: u64, value: u64) -> Result<SignalCmd>;
 }
 
-pub(crate) fn patch_signal(
-    buf: &mut PushBuf,
-    keep: &mut Vec<KeepAlive>,
-    p: &SignalCmd,
-    sig: Option<&NvSignal>,
-    v: Option<u64>,
-) -> Result<()> {
-    if let Some(s) = sig {
-        buf.patch(&p.addr, s.va())?;
-        keep.push(s.keep());
+impl NvStream for NvComputeEncoder {
+    const ENGINE: NvEngine = NvEngine::Compute;
+    fn push_buf(&self) -> &PushBuf {
+        &self.buf
     }
-    if let Some(v) = v {
-        buf.patch(&p.value, v)?;
+    fn push_buf_mut(&mut self) -> &mut PushBuf {
+        &mut self.buf
     }
-    Ok(())
+    fn release(&mut self, addr: u64, value: u64) -> Result<SignalCmd> {
+        self.buf.signal(addr, value)
+    }
 }
 
-impl HwQueue<NvBackend> for NvComputeQueue {
+impl<S: NvStream> HcqEncoder<NvBackend> for S {
     type WaitPatch = WaitCmd;
     type SignalPatch = SignalCmd;
     type TimestampPatch = SignalCmd;
 
-    fn wait(&mut self, sig: &NvSignal, value: u64) -> Result<Cmd<'_, Self, WaitCmd>> {
-        let p = self.buf.wait(sig.va(), value, false)?;
-        self.keep.push(sig.keep());
-        Ok(Cmd::new(self, p))
+    fn wait(&mut self, sig: &NvSignal, value: u64) -> Result<WaitCmd> {
+        self.push_buf_mut().wait(sig.va(), value, false)
     }
 
-    fn signal(&mut self, sig: &NvSignal, value: u64) -> Result<Cmd<'_, Self, SignalCmd>> {
-        let p = self.buf.signal(sig.va(), value)?;
-        self.keep.push(sig.keep());
-        Ok(Cmd::new(self, p))
+    fn signal(&mut self, sig: &NvSignal, value: u64) -> Result<SignalCmd> {
+        self.release(sig.va(), value)
     }
 
-    fn timestamp(&mut self, sig: &NvSignal) -> Result<Cmd<'_, Self, SignalCmd>> {
-        let p = self.buf.signal(sig.va(), 0)?;
-        self.keep.push(sig.keep());
-        Ok(Cmd::new(self, p))
+    fn timestamp(&mut self, sig: &NvSignal) -> Result<SignalCmd> {
+        self.release(sig.va(), 0)
     }
 
     fn update_wait(&mut self, p: &WaitCmd, sig: Option<&NvSignal>, v: Option<u64>) -> Result<()> {
-        patch_wait(&mut self.buf, &mut self.keep, p, sig, v)
+        patch_sem(self.push_buf_mut(), (&p.addr, &p.value), sig, v)
     }
 
     fn update_signal(
@@ -146,73 +132,57 @@ impl HwQueue<NvBackend> for NvComputeQueue {
         sig: Option<&NvSignal>,
         v: Option<u64>,
     ) -> Result<()> {
-        patch_signal(&mut self.buf, &mut self.keep, p, sig, v)
+        patch_sem(self.push_buf_mut(), (&p.addr, &p.value), sig, v)
     }
 
     fn submit(&self, dev: &NvBackend) -> Result<()> {
-        dev.submit(NvEngine::Compute, self.buf.dwords())
+        dev.submit(S::ENGINE, self.push_buf().dwords())
     }
 
-    fn keep_alive(&mut self, obj: KeepAlive) {
-        self.keep.push(obj);
-    }
-
-    fn take_keep_alive(&mut self) -> Vec<KeepAlive> {
-        std::mem::take(&mut self.keep)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+    fn dwords(&self) -> &[u32] {
+        self.push_buf().dwords()
     }
 }
 
-impl HwComputeQueue<NvBackend> for NvComputeQueue {
+/// Point a semaphore command (address and payload fields) at `sig` and/or payload `v`.
+fn patch_sem<A, V>(
+    buf: &mut PushBuf,
+    (addr, value): (&A, &V),
+    sig: Option<&NvSignal>,
+    v: Option<u64>,
+) -> Result<()>
+where
+    A: PatchPoint<Value = u64>,
+    V: PatchPoint<Value = u64>,
+{
+    if let Some(s) = sig {
+        buf.patch(addr, s.va())?;
+    }
+    if let Some(v) = v {
+        buf.patch(value, v)?;
+    }
+    Ok(())
+}
+
+impl ComputeEncoder<NvBackend> for NvComputeEncoder {
     type ExecPatch = ExecPatch;
 
-    fn memory_barrier(&mut self) -> Result<Cmd<'_, Self, ()>> {
-        self.buf.memory_barrier()?;
-        Ok(Cmd::new(self, ()))
+    fn memory_barrier(&mut self) -> Result<()> {
+        self.buf.memory_barrier()
     }
 
-    fn exec(
-        &mut self,
-        prg: &Arc<NvProgram>,
-        kernargs: u64,
-        _global: [u32; 3],
-        _local: [u32; 3],
-    ) -> Result<Cmd<'_, Self, ExecPatch>> {
-        let addr = prg.qmd_addr(kernargs);
+    fn exec(&mut self, prg: &Arc<NvProgram>, launch: &HcqLaunch) -> Result<ExecPatch> {
+        let addr = prg.qmd_addr(launch.kernargs());
         let action = pcas_override()?.unwrap_or(self.action);
         let qmd = self.buf.send_pcas_with(addr, action)?;
-        self.keep.push(prg.clone());
-        let p = ExecPatch {
+        Ok(ExecPatch {
             qmd,
-            cbuf0_size: prg.cbuf0_size(),
-        };
-        Ok(Cmd::new(self, p))
+            prg: prg.clone(),
+        })
     }
 
-    fn dims_in_kernargs(&self) -> bool {
-        true
-    }
-
-    fn update_exec(
-        &mut self,
-        p: &ExecPatch,
-        kernargs: Option<u64>,
-        global: Option<[u32; 3]>,
-        local: Option<[u32; 3]>,
-    ) -> Result<()> {
-        if global.is_some() || local.is_some() {
-            bail!(
-                InvalidArgument,
-                "NV update_exec: launch dims live in the QMD of the kernargs block; fill a new block and patch its address"
-            );
-        }
-        if let Some(k) = kernargs {
-            let qmd = (k + u64::from(p.cbuf0_size)).next_multiple_of(256);
-            self.buf.patch(&p.qmd, qmd)?;
-        }
-        Ok(())
+    fn update_exec(&mut self, p: &ExecPatch, launch: &HcqLaunch) -> Result<()> {
+        p.prg.write_dims(launch)?;
+        self.buf.patch(&p.qmd, p.prg.qmd_addr(launch.kernargs()))
     }
 }

@@ -6,6 +6,7 @@ use crate::hcq::device::{encode_copy, encode_program_call};
 use crate::hcq::{HwComputeQueue, HwQueue};
 use crate::hw::amd::decode::{check_golden, decode_pm4_text, decode_sdma_text};
 use crate::hw::amd::targets::{GFX1030, GFX1100};
+use crate::hcq::{HcqLaunch, HwComputeQueue, HwQueue};
 use crate::mockgpu::amdgpu::object::mock_descriptor;
 use crate::runtime::amd::copy::AmdCopyQueue;
 use crate::runtime::amd::pm4::{ScratchSetup, SignalEvent};
@@ -61,9 +62,7 @@ fn program_call_stream() {
             &timeline(),
             42,
             &prg,
-            KERNARGS,
-            [4, 2, 1],
-            [32, 1, 1],
+            &HcqLaunch::at_address(KERNARGS, [4, 2, 1], [32, 1, 1]),
             None,
         )
         .unwrap();

@@ -8,11 +8,11 @@ use super::*;
 use crate::device::{Launch, RawBuf};
 use crate::hcq::{HcqBackend, HcqDevice};
 
-fn i32_bytes(v: &[i32]) -> Vec<u8> {
+pub(super) fn i32_bytes(v: &[i32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
-fn i32s(b: &[u8]) -> Vec<i32> {
+pub(super) fn i32s(b: &[u8]) -> Vec<i32> {
     b.chunks_exact(4)
         .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()

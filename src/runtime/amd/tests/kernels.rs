@@ -4,6 +4,7 @@
 use super::*;
 use crate::hcq::{HcqBackend, HwComputeQueue, HwQueue};
 use crate::hw::amd::elf::{load_code_object, write_amdgpu_elf, AmdgpuElf};
+use crate::hcq::{HcqBackend, HcqLaunch, HwComputeQueue, HwQueue};
 use crate::mockgpu::amdgpu::object::{mock_code_object, mock_descriptor, MockBlob};
 use crate::runtime::amd::program::AmdProgram;
 
@@ -129,17 +130,18 @@ fn raw_compute_queue_chains_verbs_and_patches() {
     a.copyin(&bufs[2], &f32_bytes(&[2.0; 16])).unwrap();
     a.synchronize().unwrap();
     // Kernargs in a host-visible buffer of our own.
-    let ka = dev
-        .backend()
-        .alloc(
-            256,
-            &BufferOptions {
-                cpu_access: true,
-                ..Default::default()
-            },
-        )
-        .unwrap();
-    let view = crate::hcq::HcqBuffer::cpu(&ka).unwrap();
+    let ka = Arc::new(
+        dev.backend()
+            .alloc(
+                256,
+                &BufferOptions {
+                    cpu_access: true,
+                    ..Default::default()
+                },
+            )
+            .unwrap(),
+    );
+    let view = crate::hcq::HcqBuffer::cpu(&*ka).unwrap();
     for (i, b) in bufs.iter().enumerate() {
         view.write_u64(8 * i, b.addr).unwrap();
     }
@@ -149,18 +151,18 @@ fn raw_compute_queue_chains_verbs_and_patches() {
     }
     let done = dev.new_signal(0).unwrap();
     let mut q = dev.backend().compute_queue();
-    let ka_va = crate::hcq::HcqBuffer::va(&ka);
+    let first = HcqLaunch::in_memory(ka.clone(), 0, [1, 1, 1], [8, 1, 1]).unwrap();
     let ex = q
         .memory_barrier()
         .unwrap()
-        .exec(&prg, ka_va, [1, 1, 1], [8, 1, 1])
+        .exec(&prg, &first)
         .unwrap()
         .into_patch();
     let sp = q.signal(&done, 1).unwrap().into_patch();
     q.submit(dev.backend()).unwrap();
     dev.wait_signal(&done, 1, "raw exec").unwrap();
-    q.update_exec(&ex, Some(ka_va + 64), None, Some([4, 1, 1]))
-        .unwrap();
+    let second = HcqLaunch::in_memory(ka, 64, [1, 1, 1], [4, 1, 1]).unwrap();
+    q.update_exec(&ex, &second).unwrap();
     q.update_signal(&sp, None, Some(2)).unwrap();
     q.submit(dev.backend()).unwrap();
     dev.wait_signal(&done, 2, "patched exec").unwrap();

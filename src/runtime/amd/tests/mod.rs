@@ -9,6 +9,7 @@ mod golden;
 pub(crate) mod graph;
 mod injected;
 mod kernels;
+pub(crate) mod launch;
 mod profile;
 mod registry;
 mod rings;

@@ -7,6 +7,7 @@ use crate::hcq::device::{encode_copy, encode_program_call};
 use crate::hcq::{HwCopyQueue, HwQueue};
 use crate::hw::nv::arch::{NvClasses, ADA_COMPUTE_A, HOPPER_COMPUTE_A};
 use crate::hw::nv::decode::{check_golden, decode_push_listing};
+use crate::hcq::{HcqLaunch, HwCopyQueue, HwQueue};
 use crate::runtime::nv::copy::NvCopyQueue;
 use crate::runtime::nv::program::NvProgram;
 use crate::runtime::nv::queue::NvComputeQueue;
@@ -33,9 +34,7 @@ fn program_call_stream() {
             &tl,
             7,
             &prg,
-            KERNARGS,
-            [4, 1, 1],
-            [32, 1, 1],
+            &HcqLaunch::at_address(KERNARGS, [4, 1, 1], [32, 1, 1]),
             None,
         )
         .unwrap();

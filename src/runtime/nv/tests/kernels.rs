@@ -165,3 +165,60 @@ fn i32s_of(a: &HcqAllocator<super::super::NvBackend>, b: &RawBuf) -> Vec<i32> {
         .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect()
 }
+
+/// The launch value on NV: `update_exec` with new dims alone reruns a recorded launch over them
+/// (the shared AMD/NV check), and writes them where the kernargs block keeps them, at the vendor
+/// field positions written here by hand (`MW(hi:lo)` bit ranges of the QMD as one little-endian
+/// bit array; /work/shared/reference/nv-rm-uvm.md 3.2 from clcbc0qmd.h and clc6c0qmd.h):
+/// Hopper's QMD V04 GRID_WIDTH 1055:1024 (dword 32), GRID_HEIGHT 1071:1056 (dword 33, bits
+/// 15:0), GRID_DEPTH 1103:1088 (dword 34, 15:0), CTA_THREAD_DIMENSION0..2 1167:1152, 1183:1168,
+/// 1199:1184 (dword 36 bits 15:0 and 31:16, dword 37 bits 15:0); Ada's QMD V03
+/// CTA_RASTER_WIDTH 415:384 (dword 12), HEIGHT 431:416 (dword 13, 15:0), DEPTH 463:448 (dword 14,
+/// 15:0), CTA_THREAD_DIMENSION0..2 607:592, 623:608, 639:624 (dword 18 bits 31:16, dword 19 bits
+/// 15:0 and 31:16); cbuf0's %ntid at byte 0 and %nctaid at byte 0xC (tinygrad 0.10 `NVComputeQueue
+/// ._exec` binds `local_size + global_size` at the block's start).
+#[test]
+fn update_exec_with_new_dims_reruns_the_launch_and_rewrites_the_qmd_and_cbuf0() {
+    use crate::hcq::{HcqBackend, HcqLaunch, HwComputeQueue};
+    use crate::runtime::amd::tests::launch::check_update_exec_dims;
+    // (arch, [(dword, shift)] of grid x/y/z, of block x/y/z)
+    let cases = [
+        (
+            "hopper",
+            [(32, 0), (33, 0), (34, 0)],
+            [(36, 0), (36, 16), (37, 0)],
+        ),
+        (
+            "ada",
+            [(12, 0), (13, 0), (14, 0)],
+            [(18, 16), (19, 0), (19, 16)],
+        ),
+    ];
+    for (arch, grid, block) in cases {
+        let (p, _emu) = mock_nv(1, arch, "");
+        let dev = open(&p, 0);
+        let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
+        let (prg, last) = check_update_exec_dims(&dev, &*prg);
+        let mut q = dev.backend().compute_queue();
+        let ex = q.exec(&prg, &last).unwrap().into_patch();
+        q.update_exec(&ex, &last.with_dims([7, 5, 3], [8, 4, 2]))
+            .unwrap();
+        let (view, off) = last.view().unwrap();
+        let qoff = off + (prg.qmd_addr(last.kernargs()) - last.kernargs()) as usize;
+        let mut w = [0u32; 64];
+        view.read_u32s(qoff, &mut w).unwrap();
+        let width = |(dw, shift): (usize, u32), mask: u32| (w[dw] >> shift) & mask;
+        assert_eq!(width(grid[0], u32::MAX), 7, "{arch}: grid width");
+        assert_eq!(width(grid[1], 0xFFFF), 5, "{arch}: grid height");
+        assert_eq!(width(grid[2], 0xFFFF), 3, "{arch}: grid depth");
+        let b: Vec<u32> = block.iter().map(|&f| width(f, 0xFFFF)).collect();
+        assert_eq!(b, [8, 4, 2], "{arch}: block");
+        let mut cb = [0u32; 6];
+        view.read_u32s(off, &mut cb).unwrap();
+        assert_eq!(cb, [8, 4, 2, 7, 5, 3], "{arch}: cbuf0 %ntid, %nctaid");
+        let e = q
+            .update_exec(&ex, &HcqLaunch::at_address(0x10_0000_0000, [1; 3], [1; 3]))
+            .unwrap_err();
+        assert!(e.message().contains("address only"), "{e}");
+    }
+}
