@@ -9,10 +9,8 @@
 
 use super::queue::AmdStream;
 use super::AmdBackend;
-use crate::hcq::{Cmd, HcqSignal, HwCopyQueue, HwQueue, KeepAlive};
-use crate::hw::amd::targets::GfxTarget;
-use crate::runtime::amd::pm4::{CopyPatch, SignalPatch, TimestampAddrPatch, WaitPatch};
 use crate::hcq::{CopyEncoder, HcqQueue};
+use crate::hw::amd::targets::GfxTarget;
 use crate::runtime::amd::pm4::{
     CopyPatch, PatchPoint, SignalEvent, SignalPatch, TimestampAddrPatch, WaitPatch,
 };

@@ -31,11 +31,10 @@ use std::sync::Arc;
 
 use super::memory::AmdBuffer;
 use super::AmdBackend;
-use crate::driver::Mapping;
+use crate::hcq::{HcqBuffer, HcqLaunch, HcqProgram};
 use crate::hw::amd::elf::load_code_object;
 use crate::hw::amd::kd::{KernelCodeProperties, KernelDescriptor};
 use crate::hw::amd::targets::{GfxTarget, ScratchModel};
-use crate::hcq::{HcqBuffer, HcqLaunch, HcqProgram};
 use crate::runtime::amd::pm4::{ExecArgs, ExecProgram, ScratchSetup};
 use crate::{bail, ensure, Result};
 

@@ -24,11 +24,9 @@ use super::AmdBackend;
 use crate::driver::kfd::ops;
 use crate::driver::kfd::topology::QueueBufferSizes;
 use crate::driver::kfd::KFD_DOORBELL_PROCESS_SLICE;
-use crate::hcq::{device::device_wait_timeout, Cmd, HcqBuffer, HcqSignal, HwComputeQueue};
-use crate::hcq::{HwQueue, KeepAlive};
-use crate::hw::amd::targets::GfxTarget;
 use crate::hcq::device::device_wait_timeout;
 use crate::hcq::{ComputeEncoder, HcqBuffer, HcqEncoder, HcqLaunch, HcqQueue, HcqSignal};
+use crate::hw::amd::targets::GfxTarget;
 use crate::runtime::amd::pm4::patch::{check_global, check_local};
 use crate::runtime::amd::pm4::{
     ExecPatch, MailboxPatch, PatchPoint, Pm4Buf, SignalEvent, SignalPatch, TimestampAddrPatch,

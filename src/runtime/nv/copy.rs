@@ -8,13 +8,9 @@
 //! Not guaranteed: copy-queue signal values must fit 32 bits (the HCQ timeline swaps at 2^31).
 
 use super::device::{NvBackend, NvEngine};
-use super::queue::{patch_signal, patch_wait};
-use super::signal::NvSignal;
-use crate::hcq::{Cmd, HcqSignal, HwCopyQueue, HwQueue, KeepAlive};
-use crate::hw::nv::arch::NvClasses;
-use crate::runtime::nv::push::{CopyCmd, PushBuf, SignalCmd, WaitCmd};
 use super::queue::NvStream;
 use crate::hcq::{CopyEncoder, HcqQueue};
+use crate::hw::nv::arch::NvClasses;
 use crate::runtime::nv::push::{CopyCmd, PushBuf, SignalCmd};
 use crate::Result;
 

@@ -26,7 +26,6 @@ use super::signal::NvSignal;
 use crate::hcq::{ComputeEncoder, HcqEncoder, HcqLaunch, HcqQueue};
 use crate::helpers::getenv;
 use crate::hw::nv::arch::{NvClasses, PcasAction};
-use crate::runtime::nv::push::{PushBuf, QmdAddrPatch, SignalCmd, WaitCmd};
 use crate::runtime::nv::push::{PatchPoint, PushBuf, QmdAddrPatch, SignalCmd, WaitCmd};
 use crate::{bail, Result};
 

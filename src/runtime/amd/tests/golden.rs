@@ -3,10 +3,9 @@
 //! (tests/golden/amd/hcq_*.txt; `RAWGRAD_BLESS=1` rewrites them).
 
 use crate::hcq::device::{encode_copy, encode_program_call};
-use crate::hcq::{HwComputeQueue, HwQueue};
+use crate::hcq::{HcqLaunch, HwComputeQueue, HwQueue};
 use crate::hw::amd::decode::{check_golden, decode_pm4_text, decode_sdma_text};
 use crate::hw::amd::targets::{GFX1030, GFX1100};
-use crate::hcq::{HcqLaunch, HwComputeQueue, HwQueue};
 use crate::mockgpu::amdgpu::object::mock_descriptor;
 use crate::runtime::amd::copy::AmdCopyQueue;
 use crate::runtime::amd::pm4::{ScratchSetup, SignalEvent};

@@ -2,9 +2,8 @@
 //! interpreter through the emulated KFD, results checked on the host.
 
 use super::*;
-use crate::hcq::{HcqBackend, HwComputeQueue, HwQueue};
-use crate::hw::amd::elf::{load_code_object, write_amdgpu_elf, AmdgpuElf};
 use crate::hcq::{HcqBackend, HcqLaunch, HwComputeQueue, HwQueue};
+use crate::hw::amd::elf::{load_code_object, write_amdgpu_elf, AmdgpuElf};
 use crate::mockgpu::amdgpu::object::{mock_code_object, mock_descriptor, MockBlob};
 use crate::runtime::amd::program::AmdProgram;
 

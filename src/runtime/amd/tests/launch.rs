@@ -14,10 +14,10 @@ use crate::hcq::{
     HcqBackend, HcqBuffer, HcqDevice, HcqLaunch, HcqProgram, HcqProgramHandle, HwComputeQueue,
     HwQueue,
 };
+use crate::hw::amd::targets::GFX1100;
 use crate::mockgpu::amdgpu::object::mock_descriptor;
 use crate::runtime::amd::program::AmdProgram;
 use crate::runtime::amd::queue::AmdComputeQueue;
-use crate::hw::amd::targets::GFX1100;
 
 /// One run: global, local, and which of the 32 outputs it covers.
 type Run = ([u32; 3], [u32; 3], fn(usize) -> bool);

@@ -4,10 +4,9 @@
 //! DMA channel, and a cross-queue wait (tests/golden/nv/hcq_*.txt; `RAWGRAD_BLESS=1` rewrites).
 
 use crate::hcq::device::{encode_copy, encode_program_call};
-use crate::hcq::{HwCopyQueue, HwQueue};
+use crate::hcq::{HcqLaunch, HwCopyQueue, HwQueue};
 use crate::hw::nv::arch::{NvClasses, ADA_COMPUTE_A, HOPPER_COMPUTE_A};
 use crate::hw::nv::decode::{check_golden, decode_push_listing};
-use crate::hcq::{HcqLaunch, HwCopyQueue, HwQueue};
 use crate::runtime::nv::copy::NvCopyQueue;
 use crate::runtime::nv::program::NvProgram;
 use crate::runtime::nv::queue::NvComputeQueue;
