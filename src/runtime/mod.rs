@@ -11,14 +11,30 @@ pub mod cpu;
 pub mod fallback;
 pub mod nv;
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use crate::device::Compiler;
 use crate::renderer::Renderer;
+use crate::Result;
 
 /// The compiler and the renderer one device's kernels go through.
 #[derive(Clone)]
 pub struct Toolchain {
     pub compiler: Arc<dyn Compiler>,
     pub renderer: Arc<dyn Renderer>,
+}
+
+/// The process-wide value held in `slot`, made by `make` on first use (a failure is not kept:
+/// the next call tries again). The GPU backends keep their one driver process this way.
+pub(crate) fn process_wide<T>(
+    slot: &Mutex<Option<Arc<T>>>,
+    make: impl FnOnce() -> Result<Arc<T>>,
+) -> Result<Arc<T>> {
+    let mut held = slot.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(v) = held.as_ref() {
+        return Ok(Arc::clone(v));
+    }
+    let v = make()?;
+    *held = Some(Arc::clone(&v));
+    Ok(v)
 }
