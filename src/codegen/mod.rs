@@ -1,6 +1,6 @@
 //! Kernel construction and lowering: `kernel.rs` (the Kernel and its opts), `linearizer.rs` (AST
 //! to UOps), `program.rs` (the rendered ProgramSpec and cost estimates), `renderer.rs` (the
-//! Renderer trait, RendererOpts and TensorCore: the seam the renderers of `crate::renderer` fill
+//! Renderer trait, RendererOpts and TensorCore: the seam the renderers of `renderer/` fill
 //! in), `ast_eval.rs` (the reference AST evaluator tests compare against), `uops.rs` (the UOp node
 //! and its constructors), `pattern.rs` (UPat, PatternMatcher, graph_rewrite), `constant_folder.rs`
 //! (the rewrite rules), `uopgraph.rs` (toposort, verification, flop counting), `uop_serial.rs`

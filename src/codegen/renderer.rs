@@ -1,7 +1,7 @@
 //! The renderer seam as codegen sees it (tinygrad 0.9.1 `renderer/__init__.py`): the
 //! [`Renderer`] trait (a linear UOp list to source text for one device family), the capability
 //! record the optimizer reads ([`RendererOpts`]: locals, shared memory, vector widths, launch
-//! limits) and the [`TensorCore`] description. The renderers themselves are `crate::renderer`'s
+//! limits) and the [`TensorCore`] description. The renderers themselves are `renderer/`'s
 //! (which re-exports these); codegen needs only the seam.
 //!
 //! Not guaranteed: a renderer accepts only UOp lists that passed `type_verify`; anything else is an

@@ -3,9 +3,9 @@
 //! and the rules of `Device.DEFAULT` over a given family order.
 //!
 //! This layer names no backend: the table knows the families registered so far. The built-in
-//! families and their order are `crate::runtime::builtin`'s, which registers them (once,
+//! families and their order are `runtime/builtin.rs`'s, which registers them (once,
 //! thread-safely) before every device lookup the upper layers make through
-//! `crate::runtime::builtin::{open_device, default_device}`, so users call no init function.
+//! its `open_device` and `default_device`, so users call no init function.
 //! Any family (built-in or a test's) is made known with [`register_family`], which takes an
 //! opener: a function from a canonical device name (`AMD:1`) to the device's parts, a
 //! [`Compiled`]. [`open_registered`] opens each device once and caches it; the cache is
@@ -196,7 +196,7 @@ fn opener_of(family: &str) -> Option<DeviceOpener> {
 }
 
 /// tinygrad's `Device[name]` over the families registered so far: the opened device, opening it
-/// on first use (the upper layers call `crate::runtime::builtin::open_device`, which registers the
+/// on first use (the upper layers call `open_device` of `runtime/builtin.rs`, which registers the
 /// built-in families first).
 pub fn open_registered(device: &str) -> Result<Arc<Compiled>> {
     let name = canonicalize(device);
@@ -210,7 +210,7 @@ pub fn open_registered(device: &str) -> Result<Arc<Compiled>> {
         bail!(
             Device,
             "unknown device {name}: no device family {family} is registered (registered: {:?}; \
-             the built-in families are registered by rawgrad::runtime::open_device and \
+             the built-in families are registered by rawgrad::runtime::builtin::open_device and \
              default_device)",
             registered_families()
         );
@@ -245,7 +245,7 @@ pub fn opened_devices() -> Vec<String> {
 }
 
 /// tinygrad's `Device.DEFAULT` with `order` as the preferred families (see the module doc for
-/// the rules; `crate::runtime::builtin::default_device` passes the built-in order).
+/// the rules; `default_device` of `runtime/builtin.rs` passes the built-in order).
 pub fn default_device_in(order: &[&str]) -> Result<String> {
     if let Some(d) = getenv_str("DEVICE").filter(|d| !d.trim().is_empty()) {
         let d = canonicalize(d.trim());

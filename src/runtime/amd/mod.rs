@@ -46,6 +46,7 @@ use crate::device::Toolchain;
 use crate::device::{DeviceGraph, Launch, LruAllocator, Program, Runtime};
 use crate::driver::Driver;
 use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
+use crate::helpers::process_wide;
 use crate::Result;
 
 /// An opened AMD device.
@@ -85,13 +86,7 @@ impl Runtime for AmdRuntime {
 /// The process-wide KFD process, opened on first use on the driver `driver` makes.
 fn process(driver: fn() -> Result<Arc<dyn Driver>>) -> Result<Arc<AmdProcess>> {
     static PROC: Mutex<Option<Arc<AmdProcess>>> = Mutex::new(None);
-    let mut p = PROC.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = p.as_ref() {
-        return Ok(p.clone());
-    }
-    let proc = AmdProcess::new(driver()?)?;
-    *p = Some(proc.clone());
-    Ok(proc)
+    process_wide(&PROC, || AmdProcess::new(driver()?))
 }
 
 /// The parts of an opened device for the registry, with `toolchain` compiling its kernels.

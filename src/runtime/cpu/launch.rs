@@ -146,3 +146,85 @@ impl CpuLaunch {
         }))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codegen::uopgraph::linearize;
+    use crate::dtype::dtypes;
+
+    /// `out[i*3 + j] = j` over i in [0, end), j in [0, 3): the i loop is the split one.
+    fn spec(end: UOp, vars: Vec<Node>, work: i64) -> ProgramSpec {
+        let d0 = UOp::define_global(dtypes::int32, 0, true);
+        let r0 = UOp::range(UOp::cnst(dtypes::int32, 0), end, 0, 0, false);
+        let r1 = UOp::range_const(0, 3, 1, 1, false);
+        let st = UOp::store(&d0, &r0.mul(3).add(&r1), &r1);
+        ProgramSpec {
+            name: "k".into(),
+            function_name: "k".into(),
+            device: "CLANG".into(),
+            src: String::new(),
+            uops: linearize(&[st], None, true).unwrap(),
+            global_size: None,
+            local_size: None,
+            vars,
+            outs: vec![0],
+            op_estimate: Node::Num(work),
+            mem_estimate: Node::Num(0),
+            applied_opts: vec![],
+        }
+    }
+
+    #[test]
+    fn cores_follow_the_loop_extent_and_the_work() {
+        let n = |end: i64, work: i64| {
+            CpuLaunch::of(&spec(UOp::cnst(dtypes::int32, end), vec![], work))
+                .dims(&[])
+                .unwrap()
+        };
+        // work for 3 cores, a loop of 10: 3 cores; plenty of work: the loop's extent bounds it
+        assert_eq!(n(10, 3 * MIN_WORK_PER_CORE), Some([3, 1, 1]));
+        assert_eq!(n(10, 1000 * MIN_WORK_PER_CORE), Some([10, 1, 1]));
+        assert_eq!(n(10, 1), Some([1, 1, 1]));
+    }
+
+    #[test]
+    fn a_variable_bound_is_read_from_the_values() {
+        let v = Node::var("n", 1, 100).unwrap();
+        let p = spec(UOp::define_var("n", 1, 100), vec![v], 1 << 40);
+        let l = CpuLaunch::of(&p);
+        assert_eq!(l.dims(&[40]).unwrap(), Some([40, 1, 1]));
+        // no value for the bound: unknown, the program's knob decides
+        assert_eq!(l.dims(&[]).unwrap(), None);
+        // one share per core already: nothing smaller to time
+        assert_eq!(l.test_part(&[40], 1).unwrap(), None);
+        // work for 4 cores: BEAM times about 1/5 of the loop (the work over the test size)
+        let w = 4 * MIN_WORK_PER_CORE;
+        let v = Node::var("n", 1, 100).unwrap();
+        let l = CpuLaunch::of(&spec(UOp::define_var("n", 1, 100), vec![v], w));
+        let part = l.test_part(&[40], w / 5).unwrap().unwrap();
+        assert_eq!(
+            (part.global, part.fraction, part.extent),
+            ([4, 1, 1], 5, 40)
+        );
+        // a test size above the work: timed whole
+        assert_eq!(l.test_part(&[40], 2 * w).unwrap(), None);
+    }
+
+    #[test]
+    fn a_kernel_without_a_split_loop_runs_on_one_core() {
+        let d0 = UOp::define_global(dtypes::int32, 0, true);
+        let rr = UOp::range_const(0, 10, 2, 0, true);
+        let acc = UOp::define_acc(dtypes::int32, 0, std::slice::from_ref(&rr), 0, 0);
+        let st = UOp::store(
+            &d0,
+            &UOp::cnst(dtypes::int32, 0),
+            &UOp::phi(&acc, &rr.add(&acc)),
+        );
+        let mut p = spec(UOp::cnst(dtypes::int32, 1), vec![], 1 << 40);
+        p.uops = linearize(&[st], None, true).unwrap();
+        let l = CpuLaunch::of(&p);
+        assert_eq!(l.dims(&[]).unwrap(), Some([1, 1, 1]));
+        assert_eq!(l.test_part(&[], 1).unwrap(), None);
+    }
+}

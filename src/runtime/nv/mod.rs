@@ -56,6 +56,7 @@ use crate::device::Toolchain;
 use crate::device::{DeviceGraph, Launch, LruAllocator, Program, Runtime};
 use crate::driver::Driver;
 use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
+use crate::helpers::process_wide;
 use crate::Result;
 
 /// An opened NV device.
@@ -95,13 +96,7 @@ impl Runtime for NvRuntime {
 /// The process-wide NV process, opened on first use on the driver `driver` makes.
 fn process(driver: fn() -> Result<Arc<dyn Driver>>) -> Result<Arc<NvProcess>> {
     static PROC: Mutex<Option<Arc<NvProcess>>> = Mutex::new(None);
-    let mut p = PROC.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(p) = p.as_ref() {
-        return Ok(p.clone());
-    }
-    let proc = NvProcess::new(driver()?)?;
-    *p = Some(proc.clone());
-    Ok(proc)
+    process_wide(&PROC, || NvProcess::new(driver()?))
 }
 
 /// The parts of an opened device for the registry, with `toolchain` compiling its kernels.
