@@ -1,5 +1,5 @@
-//! The first run of the NV backend on an NVIDIA host (memo section 9), step by step with a status
-//! line each: the bring-up of `NV:0` (each memo 1.10 step logs itself), GR info, local memory,
+//! The first run of the NV backend on an NVIDIA host, step by step with a status
+//! line each: the bring-up of `NV:0` (each bring-up step logs itself), GR info, local memory,
 //! USERD before the first submit, a host semaphore release, a copy-engine copy, a kernel writing a
 //! constant (the launch actions tried in turn), a kernel with arguments at cbuf0, one queue reset
 //! with the VA balance checked; then a summary.

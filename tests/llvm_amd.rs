@@ -84,7 +84,7 @@ fn check_object(t: &GfxTarget, k: &Kernel, obj: &[u8]) -> KernelDescriptor {
             "{what}: {props:?}"
         );
     }
-    // ET_REL: the code offset is the one relocation, to the kernel + 16 (memo 5.2)
+    // ET_REL: the code offset is the one relocation, to the kernel + 16 (LLVM `AMDGPUUsage.rst`)
     assert_eq!(kd.kernel_code_entry_byte_offset, 0);
     let relas = elf.relocations();
     assert_eq!(relas.len(), 1, "{what}: {relas:?}");

@@ -2,7 +2,7 @@
  * rawgrad: declarations of the NVIDIA RM escape and UVM ioctl interface that the NV backend uses,
  * the parts that are the same in every supported driver family (570, 575, 580, 590, 595).
  *
- * Written by rawgrad from the facts collected in reference/nv-rm-uvm.md (field names, order,
+ * Written by rawgrad from NVIDIA/open-gpu-kernel-modules (field names, order,
  * sizes and offsets as measured on the 550/570/580 driver sources); not copied from NVIDIA's
  * headers. Field and macro names follow NVIDIA's spelling so a reader can grep from one to the
  * other. x86-64 Linux only. User pointers inside structs are carried as 64-bit integers (NvP64).
@@ -28,7 +28,7 @@ typedef NvU64 NvLength;
 typedef NvU32 NV_STATUS;
 
 /* ------------------------------------------------------------------------------------------ */
-/* Escapes: _IOWR(NV_IOCTL_MAGIC, nr, size) on /dev/nvidiactl and /dev/nvidiaN (memo 1.2).    */
+/* Escapes: _IOWR(NV_IOCTL_MAGIC, nr, size) on /dev/nvidiactl and /dev/nvidiaN (nv_escape.h). */
 /* ------------------------------------------------------------------------------------------ */
 
 #define NV_IOCTL_MAGIC 0x46
@@ -252,7 +252,7 @@ typedef struct {
 } nv_ioctl_wait_open_complete_t;
 
 /* ------------------------------------------------------------------------------------------ */
-/* Classes (memo 1.5, 1.9)                                                                    */
+/* Classes (g_allclasses.h)                                                                   */
 /* ------------------------------------------------------------------------------------------ */
 
 #define NV01_NULL_OBJECT 0x0
@@ -432,7 +432,7 @@ typedef struct {
 #define CC_CHAN_ALLOC_NONCE_SIZE_DWORD 8
 
 /* ------------------------------------------------------------------------------------------ */
-/* RM controls that are the same in every supported family (memo 1.6)                        */
+/* RM controls that are the same in every supported family (src/common/sdk/nvidia/inc/ctrl/) */
 /* ------------------------------------------------------------------------------------------ */
 
 #define NV0000_CTRL_CMD_SYSTEM_GET_BUILD_VERSION_V2 0x13E
@@ -595,7 +595,7 @@ typedef struct {
 #define ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT 31
 
 /* ------------------------------------------------------------------------------------------ */
-/* UVM (/dev/nvidia-uvm): plain request numbers, no _IOC encoding (memo 1.7)                  */
+/* UVM (/dev/nvidia-uvm): plain request numbers, no _IOC encoding (uvm_ioctl.h)               */
 /* ------------------------------------------------------------------------------------------ */
 
 #define UVM_INITIALIZE 0x30000001

@@ -1,7 +1,7 @@
 /*
  * rawgrad: the NVIDIA RM structs whose layout depends on the driver family, as in the 580.142
  * driver (family 580.x). See common.h for what these files are and where the facts come from
- * (reference/nv-rm-uvm.md section 1.4: the sizes that changed between 550, 570 and 580).
+ * (the sizes that changed between the tags 550.54.15, 570.86.16 and 580.142).
  *
  * tools/gen-bindings turns this file into src/sys/nv/v580.rs, which uses the common types.
  */

@@ -5,11 +5,11 @@
 //!   device); `offset` views share that owner; `free` drops the allocator's reference only, so
 //!   memory a pending submission still holds (in-flight keep-alive) is released when the
 //!   timeline passes that submission, never earlier.
-//! - `copyin`: host bytes go through a ring of staging buffers in host memory (memo 6.4: chunks
-//!   of the backend's staging size, default 4 MiB, up to 16 buffers, each with the timeline point
-//!   of its last copy): wait until the buffer's last copy finished, memcpy the chunk in, then
-//!   `wait(timeline, v - 1) . copy . signal(timeline, v)` on the copy queue. It returns without
-//!   waiting for the GPU.
+//! - `copyin`: host bytes go through a ring of staging buffers in host memory (tinygrad `device.py`
+//!   `HCQCompatAllocator`: chunks of the backend's staging size, default 4 MiB, up to 16 buffers,
+//!   each with the timeline point of its last copy): wait until the buffer's last copy finished,
+//!   memcpy the chunk in, then `wait(timeline, v - 1) . copy . signal(timeline, v)` on the copy
+//!   queue. It returns without waiting for the GPU.
 //! - `copyout`: per chunk, a copy into a staging buffer on the timeline, a CPU wait, a memcpy out.
 //! - `transfer`: on one device, a copy on the timeline; across devices (same driver process),
 //!   the destination is mapped into the source GPU, the source copy queue waits for both

@@ -1,6 +1,6 @@
-//! The per-device timeline (memo 4.4-4.5): one signal every submission waits on (`>= v - 1`)
-//! and raises (`v`), so all work of a device is totally ordered, plus the shadow signal it swaps
-//! with before GPU-side 32-bit compares would wrap.
+//! The per-device timeline (tinygrad `HCQCompatCompiled`): one signal every submission waits on
+//! (`>= v - 1`) and raises (`v`), so all work of a device is totally ordered, plus the shadow
+//! signal it swaps with before GPU-side 32-bit compares would wrap.
 //!
 //! `value` is the *next* value to signal (it starts at 1). When a synchronize finds the device
 //! idle with `value > 2^31`, the signals swap, the new timeline is reset to 0 and `value` to 1;
@@ -14,7 +14,8 @@
 use super::HcqSignal;
 use crate::Result;
 
-/// Swap the timeline at a synchronize once the next value exceeds this (memo 4.5).
+/// Swap the timeline at a synchronize once the next value exceeds this (tinygrad
+/// `_wrap_timeline_signal`).
 pub const WRAP_AT: u64 = 1 << 31;
 /// Force a swap before submitting when the next value reaches this, even without a
 /// synchronize (stays clear of 2^32, where GPU compares would fail).

@@ -11,8 +11,8 @@
 //! - [`v590`]: the two UVM structs family 590 shrank (UVM_FREE, UVM_UNREGISTER_CHANNEL); 590 and
 //!   595 take [`v580`]'s layouts for everything else.
 //!
-//! Not guaranteed: x86-64 Linux layouts only; `driver::nv` pins every size to the measured values
-//! of the reference memo and picks the family at run time (`driver::nv::DriverFamily`).
+//! Not guaranteed: x86-64 Linux layouts only; `driver::nv` pins every size to the values measured
+//! against each tag's headers and picks the family at run time (`driver::nv::DriverFamily`).
 
 #[allow(
     non_camel_case_types,

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The first run on an NVIDIA host (memo section 9), from the folder prepare.sh filled (.nvrun/):
+# The first run on an NVIDIA host, from the folder prepare.sh filled (.nvrun/):
 # environment facts, then nv_first_run (bring-up step by step, GR info, USERD, host semaphore,
 # copy engine, two kernels with the launch-action fallbacks, a queue reset), then the NV test
 # subset and the dispatch benchmark, each under a timeout; on a failure or hang it dumps the

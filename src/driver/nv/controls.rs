@@ -1,7 +1,7 @@
-//! Typed RM controls on [`NvCtl`] (memo 1.6), one method per control, named after it. Each builds
-//! the parameter struct (in the family's layout where it differs), issues
-//! [`NvCtl::rm_control`] and returns the outputs. Embedded pointers (class list, GR info list)
-//! are built from vectors here, so callers never hand RM a raw address.
+//! Typed RM controls on [`NvCtl`] (open-gpu-kernel-modules `src/common/sdk/nvidia/inc/ctrl/`), one
+//! method per control, named after it. Each builds the parameter struct (in the family's layout
+//! where it differs), issues [`NvCtl::rm_control`] and returns the outputs. Embedded pointers
+//! (class list, GR info list) are built from vectors here, so callers never hand RM a raw address.
 //!
 //! Not guaranteed: no policy (PERF_BOOST failing in a VM is the caller's to tolerate).
 

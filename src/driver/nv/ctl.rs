@@ -8,8 +8,9 @@
 //! succeeds with a non-zero RM `status` is an [`Error::NvStatus`](crate::Error::NvStatus) naming
 //! the escape, the class or control by name and the status by name (plus the emulator's
 //! explanation when it gave one). RM_ALLOC parameters are passed zero-padded to [`RM_ALLOC_PAD`]
-//! bytes, because RM reads as many bytes as *its* struct has (memo 1.4): a newer driver reading
-//! fields appended after ours then reads zeros, not heap garbage.
+//! bytes, because RM reads as many bytes as *its* struct has (RM `rmapiParamsCopyInit`,
+//! `param_copy.c`): a newer driver reading fields appended after ours then reads zeros, not heap
+//! garbage.
 //!
 //! Not guaranteed: the handle returned by [`NvCtl::rm_alloc`] is RM's; the wrappers keep no
 //! bookkeeping of which handles exist (the runtime does).

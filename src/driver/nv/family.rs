@@ -1,8 +1,8 @@
 //! [`DriverFamily`]: which struct layouts the running NVIDIA driver takes, chosen at run time
 //! from its version string, and family-neutral builders for the structs whose layout differs
-//! between families (memo 1.4): NVOS46, the FERMI_VASPACE_A and channel allocation parameters,
-//! GPFIFO_SCHEDULE, GET_CLASSLIST_V2, the root-client parameters, GET_BUILD_VERSION_V2, and the
-//! UVM_FREE / UVM_UNREGISTER_CHANNEL parameters.
+//! between families (open-gpu-kernel-modules headers per tag): NVOS46, the FERMI_VASPACE_A and
+//! channel allocation parameters, GPFIFO_SCHEDULE, GET_CLASSLIST_V2, the root-client parameters,
+//! GET_BUILD_VERSION_V2, and the UVM_FREE / UVM_UNREGISTER_CHANNEL parameters.
 //!
 //! Families (sizes checked with a C probe against the headers of NVIDIA/open-gpu-kernel-modules
 //! at tags 570.86.16, 575.64.05, 580.142, 590.48.01 and 595.45.04; every escape number, control

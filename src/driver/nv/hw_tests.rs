@@ -1,6 +1,7 @@
-//! Real-hardware tests: the emulator's bring-up sequence (memo 1.10 steps 1-19, through the same
-//! `driver::nv` wrappers) run against the kernel's `/dev/nvidiactl`. They run only where the
-//! NVIDIA driver's nodes exist and otherwise skip, printing why (CI and most dev boxes).
+//! Real-hardware tests: the emulator's bring-up sequence (steps 1-19; the order of tinygrad's
+//! `NVDevice.__init__`, through the same `driver::nv` wrappers) run against the kernel's
+//! `/dev/nvidiactl`. They run only where the NVIDIA driver's nodes exist and otherwise skip,
+//! printing why (CI and most dev boxes).
 //!
 //! What they do on a GPU: allocate a client, device, usermode page, vaspace, TSG with two channels
 //! and their engine objects, register everything with UVM, schedule the TSG, read GR info, map

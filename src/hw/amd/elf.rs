@@ -1,6 +1,6 @@
 //! ELF64 for AMD code objects: a bounds-checked reader, the loader that turns a code object into
-//! the image rawgrad uploads (memo 5.2), and a small writer for amdhsa-shaped objects (used for
-//! the MOCKGPU code objects and for tests of the loader).
+//! the image rawgrad uploads (tinygrad `AMDProgram`), and a small writer for amdhsa-shaped objects
+//! (used for the MOCKGPU code objects and for tests of the loader).
 //!
 //! Loader (tinygrad's way, extended as 0.10 does for ET_REL): every SHF_ALLOC PROGBITS section is
 //! copied into a page-rounded image at its address (ET_DYN: `sh_addr`; ET_REL: packed in section

@@ -320,8 +320,9 @@ enum Presence {
 
 macro_rules! sh_regs {
     ($($name:ident = $presence:expr),+ $(,)?) => {
-        /// Compute SH registers rawgrad writes with SET_SH_REG (memo 3.2). Offsets are relative to
-        /// [`SET_SH_REG_START`]; those that differ per chip come from the target table.
+        /// Compute SH registers rawgrad writes with SET_SH_REG (`nvd.h` SET_SH_REG_START,
+        /// `gc_11_0_0_offset.h`). Offsets are relative to [`SET_SH_REG_START`]; those that differ
+        /// per chip come from the target table.
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
         pub enum ShReg { $($name),+ }
         impl ShReg {

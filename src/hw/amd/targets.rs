@@ -3,8 +3,8 @@
 //! chip (in the style of Asahi's `hw/t8103.rs`). Code elsewhere reads fields of the table; it
 //! never branches on a gfx number.
 //!
-//! Sources: the AMD memo (`reference/amd-kfd.md` sections 2.4, 2.7, 3, 5), tinygrad's `ops_amd.py`
-//! (0.9.x and later), Linux `amdkfd/kfd_queue.c` and the amdgpu register headers. Facts marked
+//! Sources: tinygrad's `ops_amd.py` (0.9.x and later), Linux `amdkfd/kfd_queue.c`, `amdgpu/nvd.h`,
+//! `sdma_v6_0_0_pkt_open.h`, the amdgpu register headers and LLVM's `AMDGPUUsage.rst`. Facts marked
 //! NOT CONFIRMED were not checked against a source for that chip (usually: carried over from a
 //! neighbouring generation) and must be re-verified on hardware.
 //!
@@ -14,7 +14,7 @@
 
 use crate::{bail, ensure, Result};
 
-/// ACQUIRE_MEM layout of a generation (memo 3.4).
+/// ACQUIRE_MEM layout of a generation (`nvd.h` PACKET3_ACQUIRE_MEM).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AcquireMemLayout {
     /// gfx9: 7 dwords, cache actions in CP_COHER_CNTL (DW1), poll interval 0x0A.
@@ -23,7 +23,7 @@ pub enum AcquireMemLayout {
     Gfx10GcrCntl,
 }
 
-/// How RELEASE_MEM encodes its cache actions in DW1 (memo 3.5).
+/// How RELEASE_MEM encodes its cache actions in DW1 (`nvd.h` PACKET3_RELEASE_MEM).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReleaseMemCache {
     /// gfx9: EOP_TC_*_ACTION_EN bits (Linux amdgpu soc15d.h, PACKET3_RELEASE_MEM).
@@ -32,7 +32,7 @@ pub enum ReleaseMemCache {
     Gfx10Gcr,
 }
 
-/// How a kernel finds its scratch (private segment) memory (memo 2.7, 5.6). Which chip has which
+/// How a kernel finds its scratch (private segment) memory (tinygrad 0.10.3). Which chip has which
 /// is the "Absolute flat scratch" / "Architected flat scratch" column of LLVM's AMDGPUUsage.rst
 /// processor table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,9 +71,9 @@ pub struct ShRegLayout {
     pub dispatch_scratch_base: bool,
 }
 
-/// COMPUTE_TMPRING_SIZE field units (memo 5.6). The fields are WAVES 11:0 and WAVESIZE 24:12
-/// (gc_9_4_3_sh_mask.h, Mesa gfx10.json); the units are tinygrad's, NOT CONFIRMED against AMD
-/// documentation.
+/// COMPUTE_TMPRING_SIZE field units (tinygrad `AMDDevice.__init__` scratch). The fields are WAVES
+/// 11:0 and WAVESIZE 24:12 (gc_9_4_3_sh_mask.h, Mesa gfx10.json); the units are tinygrad's, NOT
+/// CONFIRMED against AMD documentation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TmpringLayout {
     /// Unit of WAVESIZE (bits 24:12): 256 bytes on gfx11+, 1024 bytes before.
@@ -82,7 +82,7 @@ pub struct TmpringLayout {
     pub waves_per_se: bool,
 }
 
-/// The SDMA engine of a chip (memo 2.7, 3.8).
+/// The SDMA engine of a chip (`sdma_v6_0_0_pkt_open.h`, tinygrad 0.10.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SdmaInfo {
     /// SDMA IP version (major, minor, revision).
@@ -113,7 +113,7 @@ pub enum CwsrWaves {
     PerCu(u32),
 }
 
-/// Facts for the compute-queue context save/restore area (memo 2.4).
+/// Facts for the compute-queue context save/restore area (Linux `amdkfd/kfd_queue.c`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CwsrInfo {
     /// Control-stack bytes per wave: 8 before gfx10.1, 12 after.
@@ -281,7 +281,7 @@ pub static GFX942: GfxTarget = GfxTarget {
     release_mem_cache: ReleaseMemCache::Gfx9EopActions,
     gcr_glm: true,
     // gfx9.4.3 register header: same SH offsets as gfx11 except RSRC3, no SE4..7, and it has the
-    // dispatch packet/scratch base registers (memo 3.2).
+    // dispatch packet/scratch base registers (`gc_9_4_3_offset.h`).
     sh: ShRegLayout {
         compute_pgm_rsrc3: 0x22D,
         static_thread_mgmt_se4_7: false,
@@ -315,7 +315,7 @@ pub static GFX942: GfxTarget = GfxTarget {
     eop_size: 4096,
     // NBIO 7.9's segment base comes from ip_discovery; not in this table.
     hdp_flush: None,
-    min_llvm: 17, // memo 8.3: 17+ per upstream (NOT CONFIRMED), 19 observed
+    min_llvm: 17, // LLVM `GCNProcessors.td`: 17+ (NOT CONFIRMED), 19 observed
 };
 
 /// RDNA2 (Navi 21).
@@ -323,7 +323,7 @@ pub static GFX1030: GfxTarget = GfxTarget {
     gfx_target_version: 100300,
     name: "gfx1030",
     generation: 10,
-    elf_mach: 0x36, // observed (memo 5.1)
+    elf_mach: 0x36, // EF_AMDGPU_MACH, LLVM `ELF.h`
     wave_size: 32,
     wave32: true,
     acquire_mem: AcquireMemLayout::Gfx10GcrCntl,
@@ -420,7 +420,7 @@ pub static GFX1201: GfxTarget = GfxTarget {
     sdma: sdma5plus((7, 0, 1)),
     // NBIF 6.3.1 BIF_BX_PF0_GPU_HDP_FLUSH_REQ/DONE = 0x106/0x107; segment base NOT CONFIRMED.
     hdp_flush: Some(HDP_SEG2_D20),
-    min_llvm: 18, // memo 8.3: 18 per upstream (NOT CONFIRMED), 19 observed
+    min_llvm: 18, // LLVM `GCNProcessors.td`: 18 (NOT CONFIRMED), 19 observed
     ..gfx11(120001, "gfx1201", 0x4E, 0x60000, 0)
 };
 
@@ -485,7 +485,7 @@ pub struct CwsrTopology {
     pub simd_arrays_per_engine: u32,
 }
 
-/// Queue-buffer sizes KFD >= 6.12 checks exactly (memo 2.4).
+/// Queue-buffer sizes KFD >= 6.12 checks exactly (`kfd_queue.c` `kfd_queue_acquire_buffers`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CwsrSizes {
     /// `ctl_stack_size` for CREATE_QUEUE.
@@ -630,8 +630,8 @@ mod tests {
 
     #[test]
     fn cwsr_sizes_96cu_gfx1100_match_tinygrad() {
-        // kfd_queue.c: ctl_stack = align(40 + 3072 * 12 + 8, 4096) = 0xA000 (the memo's worked example
-        // omits the 48 header bytes and gets 0x9000); the BO size then equals the 0x2C02000 that
+        // kfd_queue.c: ctl_stack = align(40 + 3072 * 12 + 8, 4096) = 0xA000 (with the 48 header
+        // bytes; a count without them gets 0x9000); the BO size then equals the 0x2C02000 that
         // tinygrad 0.9.x hard-coded for this card.
         let topo = CwsrTopology {
             simd_count: 192,
@@ -675,7 +675,7 @@ mod tests {
 
     #[test]
     fn tmpring_encoding() {
-        // memo 5.6: 7900XTX 0x200200 = WAVESIZE 512 (128 KiB / 256) | WAVES 0x200.
+        // tinygrad 0.9.0's 7900XTX 0x200200 = WAVESIZE 512 (128 KiB / 256) | WAVES 0x200.
         assert_eq!(
             GFX1100.tmpring_size(0x200, 128 * 1024).unwrap(),
             0x0020_0200

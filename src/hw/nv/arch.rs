@@ -4,19 +4,19 @@
 //! copy and usermode classes a chip may offer. Code elsewhere reads fields of these tables; it
 //! never branches on a class id.
 //!
-//! Sources (see `reference/nv-rm-uvm.md`): NVIDIA open-gpu-doc class headers (`clc6c0.h`..
+//! Sources: NVIDIA open-gpu-doc class headers (`clc6c0.h`..
 //! `clcec0.h`, `clc6c0qmd.h`, `clcbc0qmd.h`, `clcdc0qmd.h`, `clc56f.h`, `clc6b5.h`..`clcab5.h`),
-//! the memo's sections 1.9, 2.3, 2.6, 3.4 and 5.2 (cbuf0 slots checked with ptxas 13), Mesa NVK for
-//! the Hopper shared window. Facts marked UNCONFIRMED were not verified on the hardware in
-//! question (usually carried over from a neighbouring generation or taken from tinygrad master)
-//! and must be re-checked on a GPU.
+//! open-gpu-kernel-modules `g_gpu_class_list.c`, tinygrad's `ops_nv.py`, ptxas 13 SASS (cbuf0
+//! slots, cubin attributes), Mesa NVK for the Hopper shared window. Facts marked UNCONFIRMED were
+//! not verified on the hardware in question (usually carried over from a neighbouring generation or
+//! taken from tinygrad master) and must be re-checked on a GPU.
 //!
 //! Not guaranteed: chips outside the table (lookups fail with the list of known classes); that a
 //! chip offering a class behaves like the table says where marked UNCONFIRMED.
 
 use crate::{bail, ensure, Result};
 
-/// QMD (queue meta data) layout versions (memo 3.1).
+/// QMD (queue meta data) layout versions (open-gpu-doc `cl*qmd.h`, Mesa NVK).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum QmdVersion {
     /// Ampere/Ada: 256 bytes (`clc6c0qmd.h`).
@@ -55,7 +55,7 @@ impl QmdVersion {
     }
 }
 
-/// Where the driver-reserved values sit in constant buffer 0 (memo 3.4, checked by assembling PTX
+/// Where the driver-reserved values sit in constant buffer 0 (checked by assembling PTX
 /// with ptxas 13 and reading the SASS).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cbuf0Layout {
@@ -146,8 +146,8 @@ impl PcasAction {
     }
 }
 
-/// The compute-class methods that launch a QMD from memory (memo 2.6; same offsets on
-/// C6C0..CEC0).
+/// The compute-class methods that launch a QMD from memory (`clcbc0.h` SEND_PCAS_A,
+/// SEND_SIGNALING_PCAS2_B; same offsets on C6C0..CEC0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SendPcasMethods {
     /// SEND_PCAS_A: QMD address >> 8.
@@ -178,7 +178,7 @@ pub static AMPERE_CHANNEL_GPFIFO_A: HostClass = HostClass {
 pub static HOPPER_CHANNEL_GPFIFO_A: HostClass = HostClass {
     class: 0xC86F,
     name: "HOPPER_CHANNEL_GPFIFO_A",
-    sem_addr_bits: 57, // clc86f.h SEM_ADDR_HI 24:0 (memo 2.4, src580)
+    sem_addr_bits: 57, // clc86f.h SEM_ADDR_HI 24:0 (open-gpu-kernel-modules 580)
 };
 pub static BLACKWELL_CHANNEL_GPFIFO_A: HostClass = HostClass {
     class: 0xC96F,
@@ -264,7 +264,7 @@ pub struct NvArch {
     pub cbuf0: Cbuf0Layout,
     /// SET_SHADER_SHARED_MEMORY_WINDOW address.
     pub shared_window: u64,
-    /// Alignment the shared window must have (4 GiB on Hopper+: NVK, memo 2.3).
+    /// Alignment the shared window must have (4 GiB on Hopper+: NVK `nvk_cmd_dispatch.c`).
     pub shared_window_align: u64,
     /// SET_SHADER_LOCAL_MEMORY_WINDOW address (a 16 MiB window).
     pub local_window: u64,
@@ -274,7 +274,7 @@ pub struct NvArch {
     pub local_memory_addr_bits: u32,
     /// SM shared-memory carveouts, KiB, ascending; the last is MAX_SM_CONFIG_SHARED_MEM_SIZE.
     pub shared_mem_configs_kib: &'static [u32],
-    /// Shared memory the system reserves in front of the kernel's (memo 3.3: 1 KiB).
+    /// Shared memory the system reserves in front of the kernel's (tinygrad PR #7239: 1 KiB).
     pub shared_reserved: u32,
     /// PCAS action rawgrad sends with SEND_SIGNALING_PCAS2_B by default.
     pub pcas_action: PcasAction,
@@ -422,7 +422,7 @@ pub static HOPPER_COMPUTE_A: NvArch = NvArch {
     sm_versions: &[90],
     copy_classes: &[&HOPPER_DMA_COPY_A],
     // GH100 also offers AMPERE_CHANNEL_GPFIFO_A (40-bit semaphores); whether both behave the
-    // same here is UNCONFIRMED (memo 10).
+    // same here is UNCONFIRMED.
     channel_classes: &[&HOPPER_CHANNEL_GPFIFO_A, &AMPERE_CHANNEL_GPFIFO_A],
     usermode_classes: HOPPER_USERMODE,
     // The class header also documents V03_00; whether GH100 runs one is UNCONFIRMED.
@@ -754,9 +754,10 @@ impl NvArch {
         })
     }
 
-    /// Fills the driver-reserved prefix of a launch's constant buffer 0 (memo 3.4): blockDim
-    /// (%ntid) and gridDim (%nctaid), the shared and local windows, the initial stack pointer.
-    /// `cbuf0` must reach the parameter base; the parameters themselves are the caller's.
+    /// Fills the driver-reserved prefix of a launch's constant buffer 0 (slots read from ptxas 13
+    /// SASS): blockDim (%ntid) and gridDim (%nctaid), the shared and local windows, the initial
+    /// stack pointer. `cbuf0` must reach the parameter base; the parameters themselves are the
+    /// caller's.
     pub fn fill_cbuf0(&self, cbuf0: &mut [u8], block: [u32; 3], grid: [u32; 3]) -> Result<()> {
         let l = &self.cbuf0;
         ensure!(
@@ -787,7 +788,7 @@ impl NvArch {
     }
 
     /// Largest threads per block a kernel with `regs` registers can run (the 64 Ki-register file
-    /// allocated per warp in 256-register units; memo 5.2).
+    /// allocated per warp in 256-register units; tinygrad `NVProgram.__init__`).
     pub fn max_block_threads(regs: u32) -> u32 {
         let per_warp = (regs.max(1) * 32).div_ceil(256) * 256;
         ((65536 / per_warp / 4) * 4 * 32).min(1024)

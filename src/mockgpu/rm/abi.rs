@@ -1,5 +1,5 @@
-//! The emulated RM's own size tables, written as literal numbers from the memo's measurements
-//! (section 1.4 and the [sizes] tables) and a C probe against the headers of
+//! The emulated RM's own size tables, written as literal numbers from a C probe
+//! (`sizeof`/`offsetof`) against the headers of
 //! NVIDIA/open-gpu-kernel-modules at each family's tag, independent of the generated structs the
 //! client side uses: if a header in `headers/nv/` were wrong, client and emulator would disagree
 //! and the bring-up tests would fail instead of agreeing on the mistake.

@@ -1,11 +1,11 @@
-//! Emulated NV_ESC_RM_CONTROL: the controls of memo 1.6, with RM's rules: the client
+//! Emulated NV_ESC_RM_CONTROL: the controls rawgrad issues, with RM's rules: the client
 //! (NV_ERR_INVALID_CLIENT) and the object (NV_ERR_INVALID_OBJECT_HANDLE) must exist; a command the
 //! object's class does not export is NV_ERR_NOT_SUPPORTED (0x56); `paramsSize` must equal the
 //! family's struct exactly, else NV_ERR_INVALID_PARAM_STRUCT (0x3A) (the 570-layout 2-byte
 //! GPFIFO_SCHEDULE against a 580 driver); a NULL `params` is NV_ERR_INVALID_ARGUMENT.
 //!
-//! Not guaranteed: GR info answers only the indices of memo 1.6 (others NV_ERR_INVALID_ARGUMENT);
-//! PERF_BOOST and FB_FLUSH_GPU_CACHE are counted, not modelled.
+//! Not guaranteed: GR info answers only the indices rawgrad asks for (others
+//! NV_ERR_INVALID_ARGUMENT); PERF_BOOST and FB_FLUSH_GPU_CACHE are counted, not modelled.
 
 use std::sync::Arc;
 

@@ -25,8 +25,8 @@
 //! Lock order: the KFD process state, then the RM state, then a device's page table or the
 //! usermode map. Software-GPU callbacks run with no lock held.
 //!
-//! Not guaranteed: only the escapes, classes and controls a compute runtime uses (memo 1.5, 1.6);
-//! others are ENOTTY / NV_ERR_INVALID_CLASS / NV_ERR_NOT_SUPPORTED.
+//! Not guaranteed: only the escapes, classes and controls a compute runtime uses (as tinygrad's
+//! `ops_nv.py`); others are ENOTTY / NV_ERR_INVALID_CLASS / NV_ERR_NOT_SUPPORTED.
 
 mod abi;
 mod alloc;

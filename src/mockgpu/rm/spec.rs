@@ -2,7 +2,7 @@
 //!
 //! - `hopper` (GH100, H200 SXM): device id 0x2335, sm_90, 66 TPCs x 2 SMs = 132 SMs, 64 warps per
 //!   SM, litter 8 GPCs x 9 TPCs x 2 SMs; class list with HOPPER_COMPUTE_A/DMA_COPY_A/CHANNEL/
-//!   USERMODE plus the Ampere/Turing/Volta channel and usermode classes (memo 1.9).
+//!   USERMODE plus the Ampere/Turing/Volta channel and usermode classes (`g_gpu_class_list.c`).
 //!
 //! GR info: SHADER_PIPE_SUB_COUNT (0x09) answers the enabled TPC count, because that is how
 //! NVIDIA's src/nvidia/src/kernel/rmapi/nv_gpu_ops.c reads it (`tpcCount`); SHADER_PIPE_COUNT
@@ -13,7 +13,8 @@
 //! - `ampere` (GA102, RTX 3090): 0x2204, sm_86, 41 TPCs x 2 = 82 SMs, 48 warps, litter 7 x 6 x 2.
 //!
 //! Not guaranteed: the class lists hold the classes a compute runtime meets (no display, video or
-//! security engines beyond what the memo names); VRAM sizes are the boards' nominal ones.
+//! security engines beyond what tinygrad's `ops_nv.py` allocates); VRAM sizes are the boards'
+//! nominal ones.
 
 use crate::sys::nv::common::*;
 use crate::{bail, Result};

@@ -1,10 +1,10 @@
-//! The AMD compiler without comgr (memo 8.2): LLVM IR from the AMDGPU flavour of the LLVM IR
-//! renderer -> libLLVM in process (parse, verify, `default<O3>`, codegen for
+//! The AMD compiler without comgr (as tinygrad's later `AMDLLVMCompiler`): LLVM IR from the AMDGPU
+//! flavour of the LLVM IR renderer -> libLLVM in process (parse, verify, `default<O3>`, codegen for
 //! `amdgcn-amd-amdhsa` and the target's processor) -> the relocatable (ET_REL) code object.
 //!
 //! The IR optimizer is not optional: it runs the AMDGPU attributor, without which newer LLVMs
-//! enable dispatch pointers and hidden kernel arguments (memo 5.3). No linker runs: the loader
-//! applies the one `R_AMDGPU_REL64` relocation of the kernel descriptor's code offset.
+//! enable dispatch pointers and hidden kernel arguments (observed, LLVM 19). No linker runs: the
+//! loader applies the one `R_AMDGPU_REL64` relocation of the kernel descriptor's code offset.
 //!
 //! Features: `+cumode,+wavefrontsize32` on gfx10+ (tinygrad compiles with `-mcumode`, and its
 //! launcher requires wave32 there); gfx9 keeps its only wave size, 64.

@@ -1,9 +1,9 @@
-//! Opening an AMD device (memo 1): the node from the topology (`AMD:n` = n-th visible GPU node),
-//! its target-table entry, the render node and ACQUIRE_VM, the process's shared signal and event
-//! pages mapped into its VM, the PM4 compute ring and the SDMA ring (buffers sized by
-//! `driver::kfd::topology::queue_buffer_sizes`), the doorbell page, and the MEMORY and
-//! HW_EXCEPTION events fault reports read. [`AmdBackend`] is the [`HcqBackend`] over all that;
-//! [`open_amd_device`] wraps it in an [`HcqDevice`].
+//! Opening an AMD device (tinygrad `AMDDevice.__init__`): the node from the topology (`AMD:n` =
+//! n-th visible GPU node), its target-table entry, the render node and ACQUIRE_VM, the process's
+//! shared signal and event pages mapped into its VM, the PM4 compute ring and the SDMA ring
+//! (buffers sized by `driver::kfd::topology::queue_buffer_sizes`), the doorbell page, and the
+//! MEMORY and HW_EXCEPTION events fault reports read. [`AmdBackend`] is the [`HcqBackend`] over all
+//! that; [`open_amd_device`] wraps it in an [`HcqDevice`].
 //!
 //! Fault reports: [`HcqBackend::poll_fault`] checks the HW_EXCEPTION event (a reset of this GPU:
 //! type, cause, whether memory was lost), the MEMORY event (a GPU page fault on this GPU, with its
@@ -87,8 +87,8 @@ pub fn open_amd_device(
 }
 
 impl AmdBackend {
-    /// The named steps of memo 1.1 for GPU `index` of `proc`, with hardware rings of
-    /// `ring_size` bytes (a power of two >= 1024; [`RING_SIZE`] normally).
+    /// The named steps of tinygrad's `AMDDevice.__init__` for GPU `index` of `proc`, with hardware
+    /// rings of `ring_size` bytes (a power of two >= 1024; [`RING_SIZE`] normally).
     pub fn open(
         proc: &Arc<AmdProcess>,
         index: usize,
@@ -183,8 +183,9 @@ impl AmdBackend {
         }
     }
 
-    /// Scratch for kernels using `lane_bytes` of private memory per lane (memo 5.6), grown on
-    /// demand; old areas stay alive while programs reference them.
+    /// Scratch for kernels using `lane_bytes` of private memory per lane (tinygrad
+    /// `AMDDevice.__init__` scratch), grown on demand; old areas stay alive while programs
+    /// reference them.
     pub fn ensure_scratch(&self, lane_bytes: u32) -> Result<(ScratchSetup, Arc<AmdBuffer>)> {
         let mut s = lock(&self.scratch);
         if let Some(sc) = s.as_ref().filter(|sc| sc.lane_bytes >= lane_bytes) {

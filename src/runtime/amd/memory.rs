@@ -1,4 +1,4 @@
-//! AMD device memory through KFD (memo 1.5), GPU VA == CPU VA:
+//! AMD device memory through KFD (ALLOC_MEMORY_OF_GPU, tinygrad `_gpu_alloc`), GPU VA == CPU VA:
 //!
 //! - VRAM and GTT: reserve an address range with an anonymous PROT_NONE mmap, ALLOC_MEMORY_OF_GPU
 //!   at that VA, and (for CPU access) map the render node's `mmap_offset` over the reservation

@@ -1,7 +1,8 @@
 //! PM4 compute-queue packets: a `Vec<u32>`-backed command buffer ([`Pm4Buf`]) with one builder
 //! per PACKET3 mnemonic rawgrad emits, parameterised by the target table where layouts differ
 //! (ACQUIRE_MEM, RELEASE_MEM cache bits, SH register offsets), and the composite commands of
-//! memo 3.3-3.6 in [`exec`] (kernel launch, signal, wait, timestamp, memory barrier).
+//! tinygrad's `AMDComputeQueue` in [`exec`] (kernel launch, signal, wait, timestamp, memory
+//! barrier).
 //!
 //! Every builder validates what the hardware would silently misread (register offsets, address
 //! alignment and width, 32-bit values, field widths) and returns an error naming the packet and
@@ -24,8 +25,9 @@ use crate::hw::amd::pm4::*;
 use crate::hw::amd::targets::{AcquireMemLayout, GfxTarget, ReleaseMemCache};
 use crate::{bail, ensure, Result};
 
-/// The fields of a RELEASE_MEM (memo 3.5). `cache` uses the gfx10+ names; gfx9 targets encode
-/// it through [`EopActions::from_gcr`], and targets without GLM (gfx12) drop GLM_WB/GLM_INV.
+/// The fields of a RELEASE_MEM (`nvd.h` PACKET3_RELEASE_MEM). `cache` uses the gfx10+ names; gfx9
+/// targets encode it through [`EopActions::from_gcr`], and targets without GLM (gfx12) drop
+/// GLM_WB/GLM_INV.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReleaseMem {
     pub event: EventType,
@@ -253,7 +255,7 @@ impl Pm4Buf {
         })
     }
 
-    /// WAIT_REG_MEM (memo 3.6).
+    /// WAIT_REG_MEM (`nvd.h` PACKET3_WAIT_REG_MEM).
     pub fn wait_reg_mem(&mut self, w: &WaitRegMem) -> Result<()> {
         self.wait_reg_mem_at(w).map(|_| ())
     }

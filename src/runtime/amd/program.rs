@@ -1,7 +1,7 @@
-//! AMD programs: the code-object loader (memo 5): parse the ELF (`hw::amd::elf`), read the 64-byte
-//! kernel descriptor, check it against what rawgrad's launcher provides, upload the image to
-//! host-visible VRAM, and keep what a launch needs ([`ExecProgram`]: code address, RSRC1-3,
-//! properties, LDS and scratch sizes).
+//! AMD programs: the code-object loader (LLVM `AMDGPUUsage.rst`): parse the ELF (`hw::amd::elf`),
+//! read the 64-byte kernel descriptor, check it against what rawgrad's launcher provides, upload
+//! the image to host-visible VRAM, and keep what a launch needs ([`ExecProgram`]: code address,
+//! RSRC1-3, properties, LDS and scratch sizes).
 //!
 //! The descriptor layout is LLVM's AMDGPUUsage.rst "Kernel Descriptor" table (code object v3+):
 //! GROUP_SEGMENT_FIXED_SIZE @0, PRIVATE_SEGMENT_FIXED_SIZE @4, KERNARG_SIZE @8,
@@ -20,9 +20,9 @@
 //! loads fit RSRC2.USER_SGPR; LDS within the node's `lds_size_in_kb`; 256-byte aligned code.
 //! Scratch is set up when the kernel uses it or reads a private-segment descriptor.
 //!
-//! Kernargs (memo 5.5): buffer addresses (u64) then variables (u32), packed; the descriptor's
-//! `kernarg_size` must equal `8 * bufs + 4 * vars`. A kernel enabling the dispatch pointer gets
-//! an `hsa_kernel_dispatch_packet_t` after its kernargs (64-byte aligned).
+//! Kernargs (tinygrad `ops_amd.py` `AMDProgram`): buffer addresses (u64) then variables (u32),
+//! packed; the descriptor's `kernarg_size` must equal `8 * bufs + 4 * vars`. A kernel enabling the
+//! dispatch pointer gets an `hsa_kernel_dispatch_packet_t` after its kernargs (64-byte aligned).
 //!
 //! Not guaranteed: the descriptor layout is that of code objects v3-v5; v2 (`amd_kernel_code_t`)
 //! objects are not recognised.

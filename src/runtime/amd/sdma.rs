@@ -1,8 +1,9 @@
-//! SDMA copy-queue packets (memo 3.8): a `Vec<u32>`-backed command buffer ([`SdmaBuf`]) with
-//! builders for NOP, COPY_LINEAR (split into the target's maximum piece size), FENCE, TRAP,
-//! POLL_REGMEM and TIMESTAMP (GET_GLOBAL), the HCQ composites `signal`/`wait`/`copy`, and the
-//! ring-placement rule the submitter must follow: a packet never straddles the ring end; the
-//! tail is zero-filled (zero dwords are NOPs) and the packet starts again at offset 0.
+//! SDMA copy-queue packets (Linux `amdgpu/sdma_v6_0_0_pkt_open.h`): a `Vec<u32>`-backed command
+//! buffer ([`SdmaBuf`]) with builders for NOP, COPY_LINEAR (split into the target's maximum piece
+//! size), FENCE, TRAP, POLL_REGMEM and TIMESTAMP (GET_GLOBAL), the HCQ composites
+//! `signal`/`wait`/`copy`, and the ring-placement rule the submitter must follow: a packet never
+//! straddles the ring end; the tail is zero-filled (zero dwords are NOPs) and the packet starts
+//! again at offset 0.
 //!
 //! Not guaranteed: GCR_REQ, INDIRECT and the tiled/broadcast copies are not built (tinygrad 0.9.2
 //! does not use them); the software GPU and decoder reject them.
@@ -206,7 +207,7 @@ impl SdmaBuf {
     }
 
     /// Signal: FENCE `value` to `addr`; with an `event`, FENCE the event id into its mailbox and
-    /// TRAP with it (memo 4.2).
+    /// TRAP with it (tinygrad `ops_amd.py` `_signal`).
     pub fn signal(
         &mut self,
         addr: u64,

@@ -1,4 +1,4 @@
-//! AMD signals (tinygrad 0.9.2 layout, memo 4.1): 16-byte slots (value u64 at +0, timestamp u64
+//! AMD signals (tinygrad 0.9.2 `AMDSignal`): 16-byte slots (value u64 at +0, timestamp u64
 //! at +8) in one GTT uncached page per process, mapped into every GPU of the process. A signal
 //! that must wake the CPU (the timelines) also owns a KFD signal event: its queues write the
 //! event id into the event's mailbox slot and raise an interrupt (RELEASE_MEM INT_SEL / SDMA

@@ -1,9 +1,10 @@
-//! The per-GPU steps of the NV bring-up (memo 1.10 steps 6-19), one named function each, run
-//! through [`step`] so a failure names its step: the GPU node and REGISTER_FD, GET_ID_INFO_V2,
-//! device + subdevice, the class list and the arch, the usermode page (doorbell), the optional
-//! PERF_BOOST, the externally owned vaspace, the UUID and the UVM registrations, the TSG with its
-//! ctxshare and the compute and DMA channels (error notifiers, engine objects, work submit
-//! tokens, UVM channel registration, command rings), GPFIFO_SCHEDULE, and GR info.
+//! The per-GPU steps of the NV bring-up (steps 6-19; the order of tinygrad's `NVDevice.__init__`),
+//! one named function each, run through [`step`] so a failure names its step: the GPU node and
+//! REGISTER_FD, GET_ID_INFO_V2, device + subdevice, the class list and the arch, the usermode page
+//! (doorbell), the optional PERF_BOOST, the externally owned vaspace, the UUID and the UVM
+//! registrations, the TSG with its ctxshare and the compute and DMA channels (error notifiers,
+//! engine objects, work submit tokens, UVM channel registration, command rings), GPFIFO_SCHEDULE,
+//! and GR info.
 //!
 //! Not guaranteed: nothing here submits work; the channel setup pushbuffers and the first
 //! signal round trip are [`super::device`]'s.
@@ -24,7 +25,7 @@ use std::sync::atomic::Ordering;
 /// UVM channel range per channel (tinygrad reserves 64 MiB of low VA).
 pub const CHANNEL_VA_RANGE: u64 = 64 << 20;
 
-/// GR info the device uses (memo 1.6; indices from ctrl0080gr.h, NV0080_CTRL_GR_INFO_INDEX_*).
+/// GR info the device uses (indices from ctrl0080gr.h, NV0080_CTRL_GR_INFO_INDEX_*).
 ///
 /// The per-TPC SM count is LITTER_NUM_SM_PER_TPC (0x20), as tinygrad master asks. It is not
 /// SHADER_PIPE_SUB_COUNT (0x09): NVIDIA's own src/nvidia/src/kernel/rmapi/nv_gpu_ops.c reads

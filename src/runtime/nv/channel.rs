@@ -1,6 +1,7 @@
-//! One GPFIFO channel as the process drives it (memo 2.1, 2.9, 2.10): its GP entry ring and USERD
-//! in the device's GPFIFO area, its work submit token, its error notifier, and a command ring in
-//! CPU-mapped VRAM the pushbuffers are copied into before a GP entry points at them.
+//! One GPFIFO channel as the process drives it (`clc56f.h`, tinygrad `_new_gpu_fifo`,
+//! `nvgputypes.h`): its GP entry ring and USERD in the device's GPFIFO area, its work submit token,
+//! its error notifier, and a command ring in CPU-mapped VRAM the pushbuffers are copied into before
+//! a GP entry points at them.
 //!
 //! Submission: copy the dwords into the command ring (never over a region a GP entry the GPU has
 //! not consumed yet points at: tracked against USERD GPGet), write the GP entry, publish GPPut,

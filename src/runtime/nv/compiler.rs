@@ -1,5 +1,6 @@
 //! The NV compiler (used by the `NV` device and the `CUDA` fallback): kernel source to a cubin
-//! for one `sm_XX`, through whichever NVIDIA tool this machine has (memo 5). No libcuda.
+//! for one `sm_XX`, through whichever NVIDIA tool this machine has (tinygrad `compiler_cuda.py`).
+//! No libcuda.
 //!
 //! Paths ([`NvCompilerKind`]):
 //! - `nvrtc`: CUDA C from the [`CUDARenderer`] -> NVRTC (`--gpu-architecture=sm_XX`, plus

@@ -1,9 +1,9 @@
-//! The NV copy queue (tinygrad's NVCopyQueue, memo 2.7): `hcq`'s shared queue verbs over
-//! [`NvCopyEncoder`], a [`PushBuf`] for the DMA channel, whose copy class sits on subchannel 4.
-//! `copy` = OFFSET_IN/OUT + LINE_LENGTH_IN + LAUNCH_DMA (split at 2^31 bytes), `signal` = the copy
-//! engine's four-word semaphore release (32-bit payload at +0, timestamp at +8, FLUSH_ENABLE),
-//! `timestamp` = that release with payload 0, `wait` = a host SEM acquire (the copy engine has no
-//! acquire; shared with the compute channel through [`NvStream`]).
+//! The NV copy queue (tinygrad's NVCopyQueue, open-gpu-doc `clc6b5.h`..`clcab5.h`): `hcq`'s shared
+//! queue verbs over [`NvCopyEncoder`], a [`PushBuf`] for the DMA channel, whose copy class sits on
+//! subchannel 4. `copy` = OFFSET_IN/OUT + LINE_LENGTH_IN + LAUNCH_DMA (split at 2^31 bytes),
+//! `signal` = the copy engine's four-word semaphore release (32-bit payload at +0, timestamp at +8,
+//! FLUSH_ENABLE), `timestamp` = that release with payload 0, `wait` = a host SEM acquire (the copy
+//! engine has no acquire; shared with the compute channel through [`NvStream`]).
 //!
 //! Not guaranteed: copy-queue signal values must fit 32 bits (the HCQ timeline swaps at 2^31).
 

@@ -1,10 +1,10 @@
-//! The cubin loader (memo 5.2): an ELF64 EM_CUDA file from ptxas / NVRTC / nvJitLink (or the
-//! emulator's mock cubin, which is shaped the same) becomes a [`Cubin`]: the GPU image (the ALLOC
-//! sections at 128-byte alignment plus a 4 KiB tail for instruction prefetch), the relocations to apply once
-//! the load address is known, and what a launch needs (entry offset, registers, the parameter
-//! window of constant buffer 0, shared memory, stack, the other constant banks). The format
-//! constants (EM_CUDA, EIATTR_*, R_CUDA_*) and the ELF reader are in [`crate::hw::nv::cubin`]
-//! (re-exported here).
+//! The cubin loader (tinygrad `NVProgram.__init__`, ptxas 13 cubins): an ELF64 EM_CUDA file from
+//! ptxas / NVRTC / nvJitLink (or the emulator's mock cubin, which is shaped the same) becomes a
+//! [`Cubin`]: the GPU image (the ALLOC sections at 128-byte alignment plus a 4 KiB tail for
+//! instruction prefetch), the relocations to apply once the load address is known, and what a
+//! launch needs (entry offset, registers, the parameter window of constant buffer 0, shared memory,
+//! stack, the other constant banks). The format constants (EM_CUDA, EIATTR_*, R_CUDA_*) and the ELF
+//! reader are in [`crate::hw::nv::cubin`] (re-exported here).
 //!
 //! Checked: ELF64 little-endian, e_machine EM_CUDA (190), OS/ABI CUDA, e_flags' SM against the
 //! device's (same major, cubin minor <= device minor), the parameter base against the arch table,
@@ -81,7 +81,7 @@ pub struct Cubin {
     pub shared_size: u32,
     /// `.nv.shared.reserved.*` bytes (0x40 on sm_120, 0 on sm_90).
     pub reserved_shared_size: u32,
-    /// EIATTR_MIN_STACK_SIZE (SLM per thread = this + 0x240, memo 3.7).
+    /// EIATTR_MIN_STACK_SIZE (SLM per thread = this + 0x240, tinygrad `_ensure_has_local_memory`).
     pub min_stack: u32,
     pub frame_size: u32,
     pub max_reg_count: Option<u32>,

@@ -1,4 +1,5 @@
-//! Opening an NV device (memo 1.10) and [`NvBackend`], the [`HcqBackend`] over it.
+//! Opening an NV device (after tinygrad's `NVDevice.__init__`) and [`NvBackend`], the
+//! [`HcqBackend`] over it.
 //!
 //! [`NvBackend::open`] runs the per-GPU steps of [`super::bringup`] on a shared
 //! [`NvProcess`] (`NV:n` = the n-th valid CARD_INFO entry), then: the signal page (step 14), the
@@ -81,7 +82,7 @@ pub fn open_nv_device(
     HcqDevice::new(NvBackend::open(proc, index, name)?)
 }
 
-/// Local memory bytes per TPC and in total for `per_thread` bytes of SLM (memo 3.7, tinygrad
+/// Local memory bytes per TPC and in total for `per_thread` bytes of SLM (tinygrad
 /// master's sizing): per TPC = round_up(round_up(per_thread x 32, 0x200) x MAX_WARPS_PER_SM x
 /// LITTER_NUM_SM_PER_TPC, 0x8000); total = round_up(per TPC x the TPC slots, 0x20000). On an
 /// H200 (64 warps, 2 SMs per TPC, 8 x 9 TPC slots) and the 0x240 bytes every thread needs, that
@@ -114,7 +115,8 @@ fn signal_pool(rm: &NvRmDevice) -> Result<Arc<SignalPool>> {
 }
 
 impl NvBackend {
-    /// The bring-up of `NV:index` on `proc` (memo 1.10 steps 6-20).
+    /// The bring-up of `NV:index` on `proc` (steps 6-20; the order of tinygrad's
+    /// `NVDevice.__init__`).
     pub fn open(proc: &Arc<NvProcess>, index: usize, name: &str) -> Result<NvBackend> {
         let mut rm = bringup::open_rm_device(proc, index)?;
         let classes = bringup::classes(&rm)?;

@@ -1,6 +1,6 @@
-//! The first run on an NVIDIA host (memo section 9), step by step with a status line each, as
+//! The first run on an NVIDIA host, step by step with a status line each, as
 //! `examples/nv_first_run.rs` and `tools/nv-first-run/run.sh` drive it (and as a test drives it
-//! on the emulator): the bring-up of `NV:0` (every memo 1.10 step logs itself with
+//! on the emulator): the bring-up of `NV:0` (every bring-up step logs itself with
 //! `NV_BRINGUP_LOG=1`), the GR info indices 0x07/0x09/0x0D/0x14/0x17/0x20 and the local memory
 //! sized from them, both channels' USERD GPGet/GPPut as read before the first submit, a host
 //! semaphore release with no engine work (the CPU sees the value), a copy-engine copy of a small

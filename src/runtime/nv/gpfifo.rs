@@ -1,8 +1,8 @@
-//! GPFIFO submission (memo 2.1): [`GpFifo`], a ring writer with flow control against GPGet. The
-//! GP entry encoding, the USERD layout and the usermode doorbell offsets are hardware facts in
-//! [`crate::hw::nv::gpfifo`] (re-exported here).
+//! GPFIFO submission (open-gpu-doc `clc56f.h` GP entry, USERD): [`GpFifo`], a ring writer with flow
+//! control against GPGet. The GP entry encoding, the USERD layout and the usermode doorbell offsets
+//! are hardware facts in [`crate::hw::nv::gpfifo`] (re-exported here).
 //!
-//! How the runtime submits one pushbuffer (the order matters; memo 2.9):
+//! How the runtime submits one pushbuffer (the order matters; tinygrad `_submit_to_gpfifo`):
 //! 1. write the payload: kernargs/QMD copies and the pushbuffer dwords, into GPU-visible memory;
 //! 2. write the GP entry ([`gp_entry`]) at ring slot `put % entries`;
 //! 3. write GPPut = `(put + 1) % entries` into USERD at [`USERD_GP_PUT`];

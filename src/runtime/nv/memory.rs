@@ -1,5 +1,6 @@
-//! NV memory (memo 1.8): three kinds, each mapped on the GPU through UVM external ranges at
-//! GPU VA = CPU VA (GPU-only VRAM in the high region, everything CPU-mapped in the low window):
+//! NV memory (tinygrad `ops_nv.py` `_gpu_alloc`): three kinds, each mapped on the GPU through UVM
+//! external ranges at GPU VA = CPU VA (GPU-only VRAM in the high region, everything CPU-mapped in
+//! the low window):
 //!
 //! - [`MemKind::Vram`]: NV01_MEMORY_LOCAL_USER (huge 2 MiB pages from 8 MiB up, as tinygrad
 //!   master), optionally CPU-mapped through BAR1 (RM_MAP_MEMORY on a fresh registered
@@ -83,7 +84,7 @@ impl std::fmt::Debug for NvBuffer {
     }
 }
 
-/// NV_MEMORY_ALLOCATION_PARAMS as tinygrad builds them (memo 1.8).
+/// NV_MEMORY_ALLOCATION_PARAMS as tinygrad's `_gpu_alloc` builds them.
 fn mem_params(client: u32, size: u64, vram: bool, huge: bool) -> NV_MEMORY_ALLOCATION_PARAMS {
     let base = NVOS32_ALLOC_FLAGS_IGNORE_BANK_PLACEMENT
         | NVOS32_ALLOC_FLAGS_MEMORY_HANDLE_PROVIDED

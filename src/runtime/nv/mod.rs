@@ -3,13 +3,13 @@
 //! - Command builders over the hardware facts of [`crate::hw::nv`] (chip tables, methods, QMD
 //!   fields, decoders): [`push`] (pushbuffer method builders), [`gpfifo`] (the GPFIFO ring
 //!   writer), [`qmd`] (QMD templates and patch points), [`cubin`] (the cubin loader).
-//! - The device: [`process`] (the RM client, UVM and VA window a process's devices share; memo
-//!   1.10 steps 1-5), [`bringup`] (steps 6-19 per GPU), [`device`] ([`NvBackend`], the
+//! - The device: [`process`] (the RM client, UVM and VA window a process's devices share;
+//!   bring-up steps 1-5), [`bringup`] (steps 6-19 per GPU), [`device`] ([`NvBackend`], the
 //!   [`crate::hcq::HcqBackend`]), [`vaspace`] (the VA plan), [`memory`] (VRAM, RM sysmem, host
 //!   OS-descriptor memory at GPU VA = CPU VA), [`channel`] (GPFIFO channels, command rings, error
 //!   notifiers), [`queue`] (the compute queue), [`copy`] (the DMA copy queue), [`signal`]
 //!   (16-byte signal slots), [`program`] (cubin upload, cbuf0 and QMD per launch), [`first_run`]
-//!   (the first-run checklist of memo 9).
+//!   (the first-run checklist).
 //! - The compiler: [`compiler`] (NVRTC, or PTX through ptxas / nvJitLink) with the finding of
 //!   NVIDIA's tools ([`toolchain`]).
 //! - Opening: [`open_nv`] opens `NV:n` as a [`Compiled`] (HCQ allocator behind the LRU cache, the

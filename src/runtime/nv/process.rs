@@ -1,9 +1,9 @@
-//! The process-wide half of the NV bring-up (memo 1.10 steps 1-5): the control fd and its
-//! [`DriverFamily`], the two `/dev/nvidia-uvm` fds (UVM_INITIALIZE, UVM_MM_INITIALIZE), the root
-//! client, CARD_INFO, and the VA plan ([`super::vaspace`]: the reserved low window and the
-//! GPU-only region). Every device of the process ([`super::device`]) shares one [`NvProcess`]:
-//! one client and one UVM VA space, so a buffer of one GPU can be mapped on another at the same
-//! address.
+//! The process-wide half of the NV bring-up (steps 1-5; the order of tinygrad's
+//! `NVDevice.__init__`): the control fd and its [`DriverFamily`], the two `/dev/nvidia-uvm` fds
+//! (UVM_INITIALIZE, UVM_MM_INITIALIZE), the root client, CARD_INFO, and the VA plan
+//! ([`super::vaspace`]: the reserved low window and the GPU-only region). Every device of the
+//! process ([`super::device`]) shares one [`NvProcess`]: one client and one UVM VA space, so a
+//! buffer of one GPU can be mapped on another at the same address.
 //!
 //! Each step is a named function; its errors say which step failed ([`step`]); with
 //! `NV_BRINGUP_LOG=1` every step prints a status line on stderr (the first-run tool sets it).

@@ -1,4 +1,4 @@
-//! NV programs (memo 3, 5.2): a cubin (real, or the MOCKGPU mock cubin) parsed by
+//! NV programs (tinygrad `NVProgram`): a cubin (real, or the MOCKGPU mock cubin) parsed by
 //! [`crate::runtime::nv::cubin::Cubin::parse`] (arch check from e_flags against the device's SM),
 //! its image relocated and uploaded (with the 4 KiB prefetch tail) into CPU-mapped VRAM, local
 //! memory (SLM) sized from EIATTR_MIN_STACK_SIZE + 0x240, and a QMD template for the arch's QMD
@@ -30,7 +30,7 @@ use crate::runtime::nv::push::PatchPoint;
 use crate::runtime::nv::qmd::{program_qmd, AnyQmd, ConstantBuffer, Qmd, QmdPatches, QmdProgram};
 use crate::{bail, ensure, Result};
 
-/// SLM bytes per thread beyond the kernel's stack (memo 3.7).
+/// SLM bytes per thread beyond the kernel's stack (tinygrad `_ensure_has_local_memory`).
 pub const SLM_EXTRA: u32 = 0x240;
 
 /// `NV_MAX_SHARED_KIB`: the largest shared-memory carveout a launch may ask (written as the QMD's

@@ -1,4 +1,4 @@
-//! The NV compute queue (tinygrad's NVComputeQueue, memo 2.4-2.6): a [`PushBuf`] for the compute
+//! The NV compute queue (tinygrad's NVComputeQueue): a [`PushBuf`] for the compute
 //! channel. Verbs: `wait` = host SEM acquire (ACQ_CIRC_GEQ, 64-bit), `signal` = host SEM release
 //! with RELEASE_WFI and a nanosecond timestamp, `timestamp` = the same release with payload 0
 //! (the timestamp lands at +8 of the signal), `memory_barrier` = INVALIDATE_SHADER_CACHES_NO_WFI
@@ -12,8 +12,8 @@
 //!
 //! The PCAS action: the device's ([`NvBackend::pcas_action`], the arch's default until the first
 //! run or a caller picks a fallback), given to the queue when it is made; `NV_PCAS_ACTION=<n>`
-//! replaces it per launch (Hopper's is unconfirmed, memo 2.6: NVK 3, tinygrad 9, a libcuda trace
-//! 0xA); it must name an action that schedules the grid.
+//! replaces it per launch (Hopper's is unconfirmed, `clcbc0.h` PCAS_ACTION: NVK 3, tinygrad 9, a
+//! libcuda trace 0xA); it must name an action that schedules the grid.
 //!
 //! Not guaranteed: `update_exec` writes the kernargs block at once (the dims live in memory, not
 //! in the pushbuffer): the GPU must be done with an earlier submission of the launch.

@@ -1,7 +1,7 @@
-//! NV signals (memo 4): 16-byte slots (value u64 at +0, GPU timestamp u64 at +8, nanoseconds) in
-//! RM system memory that is GPU-uncached and mapped on the CPU and the GPU at the same address.
-//! Writers: host semaphore releases (64-bit payload + timestamp), copy-engine four-word releases
-//! (32-bit payload + timestamp). Readers: host SEM acquires and the CPU.
+//! NV signals (tinygrad `ops_nv.py` `NVSignal`): 16-byte slots (value u64 at +0, GPU timestamp u64
+//! at +8, nanoseconds) in RM system memory that is GPU-uncached and mapped on the CPU and the GPU
+//! at the same address. Writers: host semaphore releases (64-bit payload + timestamp), copy-engine
+//! four-word releases (32-bit payload + timestamp). Readers: host SEM acquires and the CPU.
 //!
 //! The CPU wait is [`crate::hcq::signal::wait_value`]: a spin, then short sleeps; the device's
 //! fault probe reads the channels' error notifiers between them, so a dead channel ends a wait

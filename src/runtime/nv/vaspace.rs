@@ -1,8 +1,8 @@
-//! The NV backend's GPU virtual address plan (memo 1.8): GPU VA = CPU VA for everything the CPU
-//! maps, carved out of a low reserved window (below 1 TiB, because GP entries, SEND_PCAS and
-//! Ampere semaphores hold 40-bit addresses), and a high region (from 1 TiB) for GPU-only buffers.
-//! Both keep clear of the shader shared/local windows (Hopper: [4 GiB, 8 GiB); Ampere/Ada:
-//! 0xFE000000..0x100000000).
+//! The NV backend's GPU virtual address plan (tinygrad `_alloc_gpu_vaddr`): GPU VA = CPU VA for
+//! everything the CPU maps, carved out of a low reserved window (below 1 TiB, because GP entries,
+//! SEND_PCAS and Ampere semaphores hold 40-bit addresses), and a high region (from 1 TiB) for
+//! GPU-only buffers. Both keep clear of the shader shared/local windows (Hopper: [4 GiB, 8 GiB);
+//! Ampere/Ada: 0xFE000000..0x100000000).
 //!
 //! [`VaAllocator`] is a first-fit free list with merging; [`reserve_low_window`] maps a
 //! `PROT_NONE` reservation at the first free candidate address (a hint, never `MAP_FIXED`, so

@@ -30,7 +30,7 @@ struct Input {
 }
 
 /// Where the NV declarations come from (said in each generated NV file).
-const NV_PROVENANCE: &str = "rawgrad's own declarations, written from reference/nv-rm-uvm.md";
+const NV_PROVENANCE: &str = "rawgrad's own declarations, written from open-gpu-kernel-modules";
 
 const INPUTS: &[Input] = &[
     Input {

@@ -1,6 +1,7 @@
-//! The ABI pinned to literal values: struct sizes and key offsets per family (the memo's [sizes]
-//! tables), escape request numbers (`_IOWR('F', nr, size)` computed by hand), UVM numbers, class
-//! ids, and the emulator's independent size table agreeing with the generated structs.
+//! The ABI pinned to literal values: struct sizes and key offsets per family (a C probe against
+//! each tag's headers), escape request numbers (`_IOWR('F', nr, size)` computed by hand), UVM
+//! numbers, class ids, and the emulator's independent size table agreeing with the generated
+//! structs.
 
 use std::mem::{offset_of, size_of};
 

@@ -1,6 +1,6 @@
-//! The H200 bring-up (memo 1.10 steps 1-19) through the `driver::nv` wrappers against the
-//! emulated RM/UVM, on the 580 and the 570 layouts, plus what a software GPU sees through the
-//! emulator's hooks (channels, doorbells, memory, error notifiers).
+//! The H200 bring-up (steps 1-19; the order of tinygrad's `NVDevice.__init__`) through the
+//! `driver::nv` wrappers against the emulated RM/UVM, on the 580 and the 570 layouts, plus what a
+//! software GPU sees through the emulator's hooks (channels, doorbells, memory, error notifiers).
 
 use std::sync::{Arc, Mutex};
 

@@ -1,6 +1,6 @@
-//! Tests of the NV ABI layer. `mod.rs` holds the bring-up sequence of memo 1.10, written against
-//! `dyn Driver` through the `driver::nv` wrappers only, so the same code runs on the emulated
-//! RM/UVM and (in `driver::nv::hw_tests`) on a real `/dev/nvidiactl`.
+//! Tests of the NV ABI layer. `mod.rs` holds the bring-up sequence (tinygrad's `NVDevice.__init__`
+//! order), written against `dyn Driver` through the `driver::nv` wrappers only, so the same code
+//! runs on the emulated RM/UVM and (in `driver::nv::hw_tests`) on a real `/dev/nvidiactl`.
 
 mod abi;
 mod bringup;
@@ -89,7 +89,7 @@ pub(crate) fn pick(classes: &[u32], want: &[u32]) -> Result<u32> {
         })
 }
 
-/// Steps 1-13 of memo 1.10: control fd and family, UVM fds, client, CARD_INFO, GPU node,
+/// Bring-up steps 1-13: control fd and family, UVM fds, client, CARD_INFO, GPU node,
 /// device/subdevice, class list, usermode page, perf boost, vaspace, UUID and UVM registration.
 pub(crate) fn open_nv(drv: &Arc<dyn Driver>) -> Result<Nv> {
     let ctl = NvCtl::open(drv.clone())?;
@@ -341,7 +341,7 @@ impl Nv {
     }
 }
 
-/// Steps 14-19 of memo 1.10 on top of [`open_nv`].
+/// Bring-up steps 14-19 on top of [`open_nv`].
 pub(crate) struct Queues {
     pub signals: NvBuf,
     pub tsg: u32,

@@ -42,7 +42,8 @@ fn lookups_fail_with_the_known_list() {
 
 #[test]
 fn selection_from_a_class_list() {
-    // GH100's list (memo 1.9): Hopper compute/copy, both channel and usermode generations.
+    // GH100's list (g_gpu_class_list.c): Hopper compute/copy, both channel and usermode
+    // generations.
     let gh100 = [
         0xC361, 0xC461, 0xC561, 0xC661, 0xC36F, 0xC56F, 0xC86F, 0xCBC0, 0xC8B5,
     ];

@@ -1,5 +1,5 @@
 //! QMD V03_00 (Ampere AMPERE_COMPUTE_A/B, Ada ADA_COMPUTE_A; 256 bytes): bit positions from
-//! open-gpu-doc `clc6c0qmd.h` / `clc9c0qmd.h` (identical for the fields used; memo 3.2).
+//! open-gpu-doc `clc6c0qmd.h` / `clc9c0qmd.h` (identical for the fields used).
 //!
 //! Built "from zeros" with tinygrad's per-program constants that were proven on Ampere/Ada:
 //! QMD_GROUP_ID 0x3F, SM_GLOBAL_CACHING_ENABLE, API_VISIBLE_CALL_LIMIT = NO_CHECK,

@@ -1,10 +1,10 @@
 //! QMD V04_00 (Hopper HOPPER_COMPUTE_A; 384 bytes): bit positions from open-gpu-doc
-//! `clcbc0qmd.h` (memo 3.2).
+//! `clcbc0qmd.h`.
 //!
-//! Built "from zeros" the NVK way (memo 3.1: a captured libcuda QMD made the scheduler read VA 0
-//! on H100): QMD_MAJOR_VERSION 4, QMD_MINOR_VERSION 0, API_VISIBLE_CALL_LIMIT = NO_CHECK,
-//! SAMPLER_INDEX = INDEPENDENTLY, QMD_TYPE left 0 (NVK leaves it on V4); everything else is set
-//! by the caller.
+//! Built "from zeros" the NVK way (a third-party H100 report: a captured libcuda QMD made the
+//! scheduler read VA 0 on H100): QMD_MAJOR_VERSION 4, QMD_MINOR_VERSION 0, API_VISIBLE_CALL_LIMIT =
+//! NO_CHECK, SAMPLER_INDEX = INDEPENDENTLY, QMD_TYPE left 0 (NVK leaves it on V4); everything else
+//! is set by the caller.
 
 use super::field::*;
 use super::Qmd;

@@ -1,7 +1,7 @@
 //! QMD V05_00 (Blackwell BLACKWELL_COMPUTE_A/B; 384 bytes): bit positions from open-gpu-doc
-//! `clcdc0qmd.h` (`clcec0qmd.h` is identical for V05_00). The memo only summarises V05 (from
-//! Mesa and tinygrad master); these positions come from NVIDIA's header itself. Note that V05
-//! moves QMD_MAJOR_VERSION to 471:468 (the memo's 583:580 holds for V03/V04 only), shifts the
+//! `clcdc0qmd.h` (`clcec0qmd.h` is identical for V05_00). Mesa NVK and tinygrad master
+//! build V05 QMDs too; these positions come from NVIDIA's header itself. Note that V05
+//! moves QMD_MAJOR_VERSION to 471:468 (583:580 in V03/V04), shifts the
 //! program address by 4, the shared memory size by 7 and the SLM sizes by 4. Whether rawgrad's
 //! V05 QMDs launch is UNCONFIRMED (no Blackwell hardware run yet).
 //!

@@ -1,18 +1,18 @@
-//! The composite PM4 commands the HCQ compute queue is made of (memo 3.3-3.6, 4.2): a kernel
-//! launch (`exec`), `signal`, `wait`, `timestamp` and `memory_barrier`, each a fixed packet
-//! sequence with typed patch points for graph replays.
+//! The composite PM4 commands the HCQ compute queue is made of (tinygrad `AMDComputeQueue`,
+//! `nvd.h`): a kernel launch (`exec`), `signal`, `wait`, `timestamp` and `memory_barrier`, each a
+//! fixed packet sequence with typed patch points for graph replays.
 //!
-//! Departures from tinygrad 0.9.2, on the memo's recommendations: COMPUTE_PGM_RSRC3 is
-//! programmed from the descriptor, only the three RESTART registers are written (not
-//! THREAD_TRACE_ENABLE), user SGPRs are filled strictly from kernel_code_properties (kernels
-//! enabling inputs rawgrad does not provide are refused), and the signal's value write raises no
-//! interrupt (INT_SEL 0, as amdgpu's fences) - only the mailbox write of an event does.
+//! Departures from tinygrad 0.9.2 (the first two as in tinygrad 0.10.3 and PR #9314):
+//! COMPUTE_PGM_RSRC3 is programmed from the descriptor, only the three RESTART registers are
+//! written (not THREAD_TRACE_ENABLE), user SGPRs are filled strictly from kernel_code_properties
+//! (kernels enabling inputs rawgrad does not provide are refused), and the signal's value write
+//! raises no interrupt (INT_SEL 0, as amdgpu's fences) - only the mailbox write of an event does.
 //!
 //! Not guaranteed: the dispatch packet a DISPATCH_PTR kernel reads is the caller's to fill.
 
 use super::*;
 
-/// What a launch needs from the kernel descriptor (memo 5.2) and the loaded code.
+/// What a launch needs from the kernel descriptor (`AMDHSAKernelDescriptor.h`) and the loaded code.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ExecProgram {
     /// Byte address of the machine code (descriptor address + kernel_code_entry_byte_offset);
@@ -223,7 +223,8 @@ const ALL_CUS: u32 = 0xFFFF_FFFF;
 
 impl Pm4Buf {
     /// One kernel launch: ACQUIRE_MEM, the SET_SH_REG block, DISPATCH_DIRECT and
-    /// EVENT_WRITE(CS_PARTIAL_FLUSH) so later packets wait for the dispatch (memo 3.3).
+    /// EVENT_WRITE(CS_PARTIAL_FLUSH) so later packets wait for the dispatch (tinygrad `ops_amd.py`
+    /// `_exec`).
     pub fn exec(&mut self, prg: &ExecProgram, args: &ExecArgs) -> Result<ExecPatch> {
         self.all_or_nothing(|b| b.exec_packets(prg, args))
     }
@@ -290,7 +291,7 @@ impl Pm4Buf {
 
     /// Signal: RELEASE_MEM writing the 32-bit `value` to `addr` at end of pipe after writing back
     /// and invalidating the caches; with an `event`, a second RELEASE_MEM writes the event id to
-    /// its mailbox and interrupts with ctxid = event id (memo 4.2).
+    /// its mailbox and interrupts with ctxid = event id (tinygrad `ops_amd.py` `_signal`).
     pub fn signal(
         &mut self,
         addr: u64,

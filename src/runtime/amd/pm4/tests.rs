@@ -43,7 +43,7 @@ fn args() -> ExecArgs {
 #[test]
 fn exec_gfx1100_golden_and_patch_points() {
     let mut b = Pm4Buf::new(&GFX1100);
-    // LLVM 15+ gfx1100 kernel: kernarg ptr + wave32 (0x408), RSRC2.USER_SGPR 15 (memo 5.3).
+    // LLVM 15+ gfx1100 kernel: kernarg ptr + wave32 (0x408), RSRC2.USER_SGPR 15 (observed).
     let p = b.exec(&program(0x408, 15 << 1 | 1 << 7), &args()).unwrap();
     assert_eq!(
         b.len(),

@@ -26,7 +26,7 @@ fn sdma_sync_and_copy_golden() {
     )
     .unwrap();
     let d = b.dwords();
-    // Raw facts independent of the decoder (memo 3.8).
+    // Raw facts independent of the decoder (Linux `amdgpu/sdma_v6_0_0_pkt_open.h`).
     assert_eq!(d[0], 8 | 5 << 28 | 1 << 31, "POLL_REGMEM GEQ on memory");
     assert_eq!(d[5], 4 | 0xFFF << 16, "interval 4, retry 0xFFF");
     assert_eq!(

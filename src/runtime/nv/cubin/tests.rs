@@ -40,7 +40,7 @@ const ADD_N_PARAMS: [KParam; 3] = [
     },
 ];
 
-/// Checks what memo 5.2 says a loader must find in `add_n` built for `sm`.
+/// Checks what a loader must find in `add_n` as ptxas builds it for `sm`.
 fn check_add_n(bytes: &[u8], sm: u32, param_base: u32, reserved_shared: u32) {
     let c = load(bytes, None, sm).unwrap();
     assert_eq!(c.name, "add_n");

@@ -1,6 +1,6 @@
 //! Compute-class method groups (subchannel [`SUBC_COMPUTE`]): channel setup (shader local memory
-//! and the shared/local windows, memo 2.3), the memory barrier (INVALIDATE_SHADER_CACHES_NO_WFI,
-//! memo 2.5) and the two launch paths of memo 2.6: a QMD in memory started with SEND_PCAS_A +
+//! and the shared/local windows, `clc6c0.h`), the memory barrier (INVALIDATE_SHADER_CACHES_NO_WFI,
+//! `clc6c0.h`) and the two launch paths of `clcbc0.h`: a QMD in memory started with SEND_PCAS_A +
 //! SEND_SIGNALING_PCAS2_B, or the whole QMD inline (SET_INLINE_QMD_ADDRESS_A/B +
 //! LOAD_INLINE_QMD_DATA).
 
@@ -9,7 +9,7 @@ use crate::hw::nv::arch::PcasAction;
 use crate::hw::nv::methods::*;
 use crate::{ensure, Result};
 
-/// The shader local memory (SLM) backing of a channel (memo 3.7).
+/// The shader local memory (SLM) backing of a channel (tinygrad `_ensure_has_local_memory`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LocalMemorySetup {
     /// GPU address of the backing.
@@ -95,8 +95,8 @@ impl PushBuf {
         Ok(())
     }
 
-    /// The compute channel's setup (memo 2.3): SET_OBJECT(compute class) on
-    /// [`SUBC_COMPUTE`], the SLM backing, and the arch's local and shared windows.
+    /// The compute channel's setup (tinygrad `_cmdq_setup_compute_gpfifo`): SET_OBJECT(compute
+    /// class) on [`SUBC_COMPUTE`], the SLM backing, and the arch's local and shared windows.
     pub fn compute_setup(&mut self, local: &LocalMemorySetup) -> Result<()> {
         self.all_or_nothing(|b| {
             let arch = b.classes.arch;

@@ -1,7 +1,8 @@
-//! Copy-engine method groups (subchannel [`SUBC_COPY`], memo 2.7): linear copies split into
-//! pieces of at most [`COPY_PIECE_BYTES`] (LINE_LENGTH_IN is 32 bits; tinygrad#10117/#10118
-//! broke on 4 GiB copies), and the copy-engine semaphore release (SET_SEMAPHORE_A/B/PAYLOAD, then
-//! LAUNCH_DMA with FLUSH_ENABLE and a four-word release: payload at +0, timestamp at +8).
+//! Copy-engine method groups (subchannel [`SUBC_COPY`], open-gpu-doc `clc6b5.h`..`clcab5.h`):
+//! linear copies split into pieces of at most [`COPY_PIECE_BYTES`] (LINE_LENGTH_IN is 32 bits;
+//! tinygrad#10117/#10118 broke on 4 GiB copies), and the copy-engine semaphore release
+//! (SET_SEMAPHORE_A/B/PAYLOAD, then LAUNCH_DMA with FLUSH_ENABLE and a four-word release: payload
+//! at +0, timestamp at +8).
 
 use super::{
     check_addr, CopyAddrSlots, CopyCmd, CopyDstPatch, CopySrcPatch, PushBuf, SignalAddrPatch,

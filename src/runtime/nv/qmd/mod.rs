@@ -1,8 +1,9 @@
-//! The backend's QMD builders (memo section 3): [`program_qmd`] builds a program's template
-//! "from zeros" (memo 3.1, 3.3), [`Qmd::set_launch`] fills the per-launch fields, and [`patch`]
-//! has the patch points graphs use (grid and block dims, cbuf0 address, release address/payload,
-//! dependent pointer). The field tables, the `Qmd` trait and its readers are hardware facts in
-//! [`crate::hw::nv::qmd`] (re-exported here).
+//! The backend's QMD builders (open-gpu-doc `classes/compute/cl*qmd.h`): [`program_qmd`] builds a
+//! program's template "from zeros" (as Mesa NVK, with tinygrad `NVProgram`'s fields),
+//! [`Qmd::set_launch`] fills the per-launch fields, and [`patch`] has the patch points graphs use
+//! (grid and block dims, cbuf0 address, release address/payload, dependent pointer). The field
+//! tables, the `Qmd` trait and its readers are hardware facts in [`crate::hw::nv::qmd`]
+//! (re-exported here).
 //!
 //! Not guaranteed: fields outside the tables are left as built (zero).
 
@@ -36,9 +37,10 @@ pub struct QmdProgram {
 }
 
 /// A program's QMD template for `arch`: built from zeros, then tinygrad's per-program fields
-/// (memo 3.3): the texture and shader-data cache invalidates, CWD_MEMBAR_TYPE = L1_SYSMEMBAR,
-/// BARRIER_COUNT 1, registers, shared memory, SLM, SASS version, program address and prefetch,
-/// the extra constant banks. Copy it per launch and call [`Qmd::set_launch`].
+/// (tinygrad `ops_nv.py` `NVProgram.__init__`): the texture and shader-data cache invalidates,
+/// CWD_MEMBAR_TYPE = L1_SYSMEMBAR, BARRIER_COUNT 1, registers, shared memory, SLM, SASS version,
+/// program address and prefetch, the extra constant banks. Copy it per launch and call
+/// [`Qmd::set_launch`].
 pub fn program_qmd(arch: &NvArch, prg: &QmdProgram) -> Result<AnyQmd> {
     if !arch.has_sm(prg.sm) {
         bail!(

@@ -1,5 +1,5 @@
 //! QMD tests: set -> get round trips of every accessor on every version, bit positions spot-
-//! checked against the class headers (memo 3.2), range errors, patch points, the template.
+//! checked against open-gpu-doc's `cl*qmd.h`, range errors, patch points, the template.
 
 use super::*;
 use crate::hw::nv::arch::{QmdVersion, ADA_COMPUTE_A, BLACKWELL_COMPUTE_B, HOPPER_COMPUTE_A};

@@ -1,4 +1,4 @@
-//! Bring-up on the emulator: every step of memo 1.10 on Hopper (580 and 570 driver families) and
+//! Bring-up on the emulator: every bring-up step on Hopper (580 and 570 driver families) and
 //! Ada, the objects it leaves, and a clean teardown.
 
 use super::*;

@@ -169,7 +169,7 @@ fn i32s_of(a: &HcqAllocator<super::super::NvBackend>, b: &RawBuf) -> Vec<i32> {
 /// The launch value on NV: `update_exec` with new dims alone reruns a recorded launch over them
 /// (the shared AMD/NV check), and writes them where the kernargs block keeps them, at the vendor
 /// field positions written here by hand (`MW(hi:lo)` bit ranges of the QMD as one little-endian
-/// bit array; /work/shared/reference/nv-rm-uvm.md 3.2 from clcbc0qmd.h and clc6c0qmd.h):
+/// bit array; open-gpu-doc clcbc0qmd.h and clc6c0qmd.h):
 /// Hopper's QMD V04 GRID_WIDTH 1055:1024 (dword 32), GRID_HEIGHT 1071:1056 (dword 33, bits
 /// 15:0), GRID_DEPTH 1103:1088 (dword 34, 15:0), CTA_THREAD_DIMENSION0..2 1167:1152, 1183:1168,
 /// 1199:1184 (dword 36 bits 15:0 and 31:16, dword 37 bits 15:0); Ada's QMD V03

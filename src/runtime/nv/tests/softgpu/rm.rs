@@ -1,7 +1,7 @@
-//! The software GPU behind the emulated RM/UVM: the ABI layer's bring-up (memo 1.10, through the
-//! `driver::nv` wrappers), then real submissions on its compute and DMA channels (GP entries in
-//! the RM GPFIFO area, USERD in RM memory, doorbells through the usermode page), and a fault
-//! landing in the channels' error notifiers.
+//! The software GPU behind the emulated RM/UVM: the ABI layer's bring-up (the order of tinygrad's
+//! `NVDevice.__init__`, through the `driver::nv` wrappers), then real submissions on its compute
+//! and DMA channels (GP entries in the RM GPFIFO area, USERD in RM memory, doorbells through the
+//! usermode page), and a fault landing in the channels' error notifiers.
 
 use super::{TestExecutor, TIMEOUT};
 use crate::driver::nv::tests::{open_nv, Chan, Nv, Queues};
@@ -15,9 +15,10 @@ use std::sync::Arc;
 use std::time::Instant;
 
 /// Low GPU VAs for a test: pushbuffers and semaphores must sit below 2^40 (GP entries and
-/// Ampere host semaphores hold 40-bit addresses; memo 1.8), but the emulated driver hands out CPU
-/// addresses wherever the kernel puts them. The buffers below are CPU-mapped in the ABI tests'
-/// window and GPU-mapped (UVM external ranges need no CPU mapping) at a low VA of their own.
+/// Ampere host semaphores hold 40-bit addresses; `clc56f.h` SEM_ADDR_HI), but the emulated driver
+/// hands out CPU addresses wherever the kernel puts them. The buffers below are CPU-mapped in the
+/// ABI tests' window and GPU-mapped (UVM external ranges need no CPU mapping) at a low VA of their
+/// own.
 struct Low {
     next: u64,
 }
