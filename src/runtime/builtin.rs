@@ -1,5 +1,5 @@
 //! The device families rawgrad ships, and the entry points that make sure they are registered
-//! before a device is looked up (so users never call an init function):
+//! before a device is looked up (so users never call an init function). The families:
 //!
 //! - `CLANG`: [`ClangRenderer`], the C compiler (`clang`, else `cc`), dlopen'd shared objects,
 //!   LRU-cached host memory ([`open_clang`]).

@@ -1,4 +1,4 @@
-//! AMD hardware facts (gfx9.0a .. gfx12): the per-gfx chip table ([`targets`]), the PM4 and SDMA
+//! AMD hardware facts, gfx9.0a to gfx12: the per-gfx chip table ([`targets`]), the PM4 and SDMA
 //! vocabularies (opcodes, header layouts, typed bit fields, SH register offsets: [`pm4`],
 //! [`sdma`]), the code-object v3+ kernel descriptor ([`kd`]), the AMD ELF code-object reader,
 //! loader and writer ([`elf`]), and the strict PM4/SDMA decoders ([`decode`]) that the golden
