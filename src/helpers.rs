@@ -373,6 +373,21 @@ pub fn fx_hash<T: std::hash::Hash + ?Sized>(x: &T) -> u64 {
     h.finish()
 }
 
+/// The process-wide value held in `slot`, made by `make` on first use (a failure is not kept:
+/// the next call tries again). The GPU backends keep their one driver process this way.
+pub fn process_wide<T>(
+    slot: &std::sync::Mutex<Option<std::sync::Arc<T>>>,
+    make: impl FnOnce() -> crate::Result<std::sync::Arc<T>>,
+) -> crate::Result<std::sync::Arc<T>> {
+    let mut held = slot.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(v) = held.as_ref() {
+        return Ok(std::sync::Arc::clone(v));
+    }
+    let v = make()?;
+    *held = Some(std::sync::Arc::clone(&v));
+    Ok(v)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -464,19 +479,4 @@ mod tests {
         .unwrap();
         assert_eq!(seen, (7, 3));
     }
-}
-
-/// The process-wide value held in `slot`, made by `make` on first use (a failure is not kept:
-/// the next call tries again). The GPU backends keep their one driver process this way.
-pub fn process_wide<T>(
-    slot: &std::sync::Mutex<Option<std::sync::Arc<T>>>,
-    make: impl FnOnce() -> crate::Result<std::sync::Arc<T>>,
-) -> crate::Result<std::sync::Arc<T>> {
-    let mut held = slot.lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(v) = held.as_ref() {
-        return Ok(std::sync::Arc::clone(v));
-    }
-    let v = make()?;
-    *held = Some(std::sync::Arc::clone(&v));
-    Ok(v)
 }

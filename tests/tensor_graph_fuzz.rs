@@ -215,15 +215,16 @@ fn build(seed: u64, device: &str) -> Result<Built> {
     Ok(Built { out: x, ops, sums })
 }
 
-/// The case's result on `device`: its shape and values, or the error's text.
-fn run(
-    seed: u64,
-    device: &str,
-) -> (
+/// A case's outcome on one device: its shape and values (or the error's text), the ops applied,
+/// and whether the graph sums.
+type Outcome = (
     std::result::Result<(Vec<usize>, Vec<f32>), String>,
     Vec<String>,
     bool,
-) {
+);
+
+/// The case's result on `device`: its shape and values, or the error's text.
+fn run(seed: u64, device: &str) -> Outcome {
     let res = catch_unwind(AssertUnwindSafe(|| {
         let b = match build(seed, device) {
             Ok(b) => b,
