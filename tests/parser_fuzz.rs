@@ -18,21 +18,9 @@ use rawgrad::runtime::cpu::objload;
 use rawgrad::runtime::nv::cubin::{cubin_kernels, parse_info, Cubin};
 use rawgrad::tensor::nn::safe_load_bytes;
 
-/// SplitMix64: a small, well-mixed deterministic generator.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-}
+#[path = "common/rng.rs"]
+mod rng;
+use rng::Rng;
 
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)

@@ -18,23 +18,11 @@ use std::panic::{catch_unwind, AssertUnwindSafe};
 use rawgrad::dtype::dtypes;
 use rawgrad::{Result, Tensor};
 
-/// SplitMix64: a small deterministic generator, so every failure names a reproducible seed.
-struct Rng(u64);
+#[path = "common/rng.rs"]
+mod rng;
+use rng::Rng;
 
 impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-    fn chance(&mut self, percent: usize) -> bool {
-        self.below(100) < percent
-    }
     /// A value: mostly in [-3, 3), sometimes one an op treats specially.
     fn value(&mut self) -> f32 {
         const SPECIAL: [f32; 10] = [
