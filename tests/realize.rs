@@ -9,7 +9,7 @@ use rawgrad::device::{Buffer, BufferOptions};
 use rawgrad::dtype::{dtypes, ConstValue};
 use rawgrad::engine::realize::{
     compiles_on_this_thread, lower_schedule_item, programs_built_on_this_thread, run_schedule,
-    BufferCopy, CompiledRunner, ViewOp,
+    BufferCopy, CompiledRunner, ViewOp, OPT_KNOBS,
 };
 use rawgrad::engine::schedule::ScheduleItem;
 use rawgrad::helpers::GlobalCounters;
@@ -97,6 +97,47 @@ fn the_method_cache_compiles_an_ast_once() {
     realize(&[&out]);
     assert!(programs_built_on_this_thread() > p0);
     assert!(compiles_on_this_thread() > c0);
+}
+
+#[test]
+fn every_optimizer_knob_is_part_of_the_method_cache_key() {
+    // Beyond 0.9.1 (which keys by BEAM only): a scoped override of any knob that changes the
+    // opts (TC, MV, NOLOCALS, ...) gets a kernel built under it, never one cached under others.
+    let run = || {
+        let a = input("CLANG", &[6, 8], &values(48, 11));
+        // An AST no other test builds.
+        let out = mul_c(&a, 0.8125).sum(Some(&[1]), false);
+        realize(&[&out]);
+        read(&out)
+    };
+    let first = run();
+    let p0 = programs_built_on_this_thread();
+    assert_eq!(run(), first);
+    assert_eq!(
+        programs_built_on_this_thread(),
+        p0,
+        "a hit under the same knobs"
+    );
+    let mut built = p0;
+    for knob in OPT_KNOBS {
+        if rawgrad::helpers::getenv(knob, i64::MIN) == 0 {
+            continue; // set to 0 by the environment already: 0 is not another key
+        }
+        let _g = rawgrad::helpers::Context::new(&[(knob, 0)]);
+        assert_eq!(run(), first, "{knob}=0");
+        assert_eq!(
+            programs_built_on_this_thread(),
+            built + 1,
+            "{knob}=0 is a new key"
+        );
+        built += 1;
+        assert_eq!(run(), first);
+        assert_eq!(
+            programs_built_on_this_thread(),
+            built,
+            "{knob}=0 again: a hit"
+        );
+    }
 }
 
 #[test]

@@ -1,12 +1,13 @@
 //! From a kernel AST to a [`CompiledRunner`] (tinygrad 0.9.1 `get_linearizer` and `get_runner`),
 //! through the process-wide method cache.
 //!
-//! The cache is keyed by (device, AST, `BEAM`, `NOOPT`) and, a second time, by (device family,
-//! AST, `BEAM`, `NOOPT`), bucketed by a hash of the roots' structural hashes (computed once per
+//! The cache is keyed by (device, AST, the optimizer's knobs) and, a second time, by (device
+//! family, AST, knobs), bucketed by a hash of the roots' structural hashes (computed once per
 //! node as the AST was built) and compared structurally within a bucket; a hit allocates nothing.
 //! The family level lets a kernel compiled for `AMD:0` load on `AMD:1` from the same binary
-//! without building or compiling it again. (tinygrad 0.9.1 keys by BEAM only; NOOPT is added so a
-//! scoped `NOOPT` override never receives a kernel built with the other setting.)
+//! without building or compiling it again. The knobs ([`OPT_KNOBS`]) are every setting that
+//! changes which opts a kernel gets. (tinygrad 0.9.1 keys by BEAM only; the others are added so
+//! a scoped override, `Context(TC=0)` say, never receives a kernel built under other settings.)
 //!
 //! The optimizer step of `get_kernel` (0.9.1's `get_linearizer`): the renderer's required opts,
 //! then, unless `NOOPT=1`, tensor cores where one matches or else the hand-coded heuristics
@@ -35,12 +36,29 @@ use super::debug::{colored_kernel_name, debug_print};
 use super::runners::CompiledRunner;
 use super::Runner;
 
-/// One cache entry's key: (device or family, AST, `BEAM`, `NOOPT`).
+/// The knobs that change which opts `get_kernel` applies, so each is part of the cache key.
+pub const OPT_KNOBS: [&str; 9] = [
+    "BEAM",
+    "NOOPT",
+    "TC",
+    "TC_OPT",
+    "MV",
+    "MV_BLOCKSIZE",
+    "MV_THREADS_PER_ROW",
+    "MV_ROWS_PER_THREAD",
+    "NOLOCALS",
+];
+
+/// The values of [`OPT_KNOBS`] now (an unset knob reads as `i64::MIN`).
+fn opt_knobs() -> [i64; OPT_KNOBS.len()] {
+    OPT_KNOBS.map(|k| getenv(k, i64::MIN))
+}
+
+/// One cache entry's key: (device or family, AST, the optimizer's knobs).
 struct CacheKey {
     device: String,
     ast: Vec<LazyOp>,
-    beam: i64,
-    noopt: i64,
+    knobs: [i64; OPT_KNOBS.len()],
     by_family: bool,
 }
 
@@ -49,8 +67,7 @@ struct CacheKey {
 struct KeyRef<'a> {
     device: &'a str,
     ast: &'a [LazyOp],
-    beam: i64,
-    noopt: i64,
+    knobs: [i64; OPT_KNOBS.len()],
     by_family: bool,
 }
 
@@ -59,15 +76,14 @@ impl KeyRef<'_> {
     /// built) and the knobs.
     fn bucket(&self) -> u64 {
         let mut h = FxHasher::default();
-        (self.device, self.beam, self.noopt, self.by_family).hash(&mut h);
+        (self.device, self.knobs, self.by_family).hash(&mut h);
         self.ast.hash(&mut h);
         h.finish()
     }
 
     fn matches(&self, k: &CacheKey) -> bool {
         k.by_family == self.by_family
-            && k.beam == self.beam
-            && k.noopt == self.noopt
+            && k.knobs == self.knobs
             && k.device == self.device
             && k.ast.as_slice() == self.ast
     }
@@ -76,8 +92,7 @@ impl KeyRef<'_> {
         CacheKey {
             device: self.device.to_string(),
             ast: self.ast.to_vec(),
-            beam: self.beam,
-            noopt: self.noopt,
+            knobs: self.knobs,
             by_family: self.by_family,
         }
     }
@@ -169,12 +184,10 @@ fn display_name(k: &Kernel, name: &str) -> String {
 /// tinygrad's `get_runner`: the cached runner of `ast` on `device`, built (and compiled) on a
 /// miss.
 pub fn get_runner(device: &str, ast: &[LazyOp]) -> Result<Arc<CompiledRunner>> {
-    let (beam, noopt) = (getenv("BEAM", 0), getenv("NOOPT", 0));
     let ckey = KeyRef {
         device,
         ast,
-        beam,
-        noopt,
+        knobs: opt_knobs(),
         by_family: false,
     };
     if let Some(r) = cache_get(ckey) {
