@@ -19,3 +19,34 @@
 
 pub mod amd;
 pub mod nv;
+
+/// Compares `actual` with `tests/golden/<vendor>/<name>` (the packet goldens the decoders
+/// check); with `RAWGRAD_BLESS=1` rewrites the file.
+#[cfg(test)]
+pub(crate) fn check_golden(vendor: &str, name: &str, actual: &str) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/golden")
+        .join(vendor)
+        .join(name);
+    if std::env::var("RAWGRAD_BLESS").as_deref() == Ok("1") {
+        std::fs::write(&path, actual).expect("write golden file");
+        return;
+    }
+    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "golden {}: {e} (run with RAWGRAD_BLESS=1 to create it)",
+            path.display()
+        )
+    });
+    if expected != actual {
+        let first = expected
+            .lines()
+            .zip(actual.lines())
+            .position(|(a, b)| a != b);
+        panic!(
+            "golden {} differs (first differing line {:?}):\n--- expected\n{expected}\n--- actual\n{actual}",
+            path.display(),
+            first.map(|i| i + 1)
+        );
+    }
+}

@@ -56,28 +56,5 @@ pub fn decode_sdma_listing(target: &GfxTarget, dwords: &[u32]) -> Result<String>
 /// Compares `actual` with `tests/golden/amd/<name>`; with `RAWGRAD_BLESS=1` rewrites the file.
 #[cfg(test)]
 pub(crate) fn check_golden(name: &str, actual: &str) {
-    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/golden/amd")
-        .join(name);
-    if std::env::var("RAWGRAD_BLESS").as_deref() == Ok("1") {
-        std::fs::write(&path, actual).expect("write golden file");
-        return;
-    }
-    let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
-        panic!(
-            "golden {}: {e} (run with RAWGRAD_BLESS=1 to create it)",
-            path.display()
-        )
-    });
-    if expected != actual {
-        let first = expected
-            .lines()
-            .zip(actual.lines())
-            .position(|(a, b)| a != b);
-        panic!(
-            "golden {} differs (first differing line {:?}):\n--- expected\n{expected}\n--- actual\n{actual}",
-            path.display(),
-            first.map(|i| i + 1)
-        );
-    }
+    crate::hw::check_golden("amd", name, actual)
 }
