@@ -1,17 +1,19 @@
 //! Device graphs, the seam under the JIT's graph runners (tinygrad's `Compiled.graph`): a batch of
-//! kernel launches built once ([`crate::device::Runtime::graph`]) and run many times with new
-//! buffer addresses, variable values and launch dims ([`DeviceGraph::run`]).
+//! kernel launches (and, on devices whose graph spans several devices, transfers) built once
+//! ([`crate::device::Runtime::graph`]) and run many times with new buffer addresses, variable
+//! values and launch dims ([`DeviceGraph::run`]).
 //!
 //! [`CallGraph`] is the graph of devices whose launches are synchronous host calls (CLANG, LLVM):
-//! it calls the programs back to back. The HCQ devices build `hcq::graph::HcqGraph`.
+//! it calls the programs back to back and takes kernels only. The HCQ devices build
+//! `hcq::graph::HcqGraph`, which also takes transfers between devices of its family.
 //!
-//! Not guaranteed: a graph checks the number of launches it is run with, not that the programs
-//! are the ones it was built from (its owner keeps them together).
+//! Not guaranteed: a graph checks the number and kinds of the calls it is run with, not that the
+//! programs are the ones it was built from (its owner keeps them together).
 
 use std::time::Instant;
 
 use super::{LaunchDims, Program, RawBuf};
-use crate::{ensure, Result};
+use crate::{ensure, Error, Result};
 
 /// One kernel launch with every argument resolved.
 #[derive(Clone, Debug)]
@@ -24,11 +26,41 @@ pub struct Launch {
     pub local: Option<LaunchDims>,
 }
 
-/// A batch of launches built once and run many times.
+/// A copy of `size` bytes from `src` into `dst` between devices of one family (tinygrad's
+/// `BufferXfer`).
+#[derive(Clone, Debug)]
+pub struct Xfer {
+    pub dst: RawBuf,
+    pub src: RawBuf,
+    pub size: usize,
+}
+
+/// One item of a device graph, resolved.
+#[derive(Clone, Debug)]
+pub enum GraphCall {
+    /// A kernel launch; `writes` are the positions in `launch.raws` the kernel writes (the rest
+    /// it reads), which a multi-device graph orders its queues by.
+    Kernel { launch: Launch, writes: Vec<usize> },
+    /// A transfer.
+    Xfer(Xfer),
+}
+
+impl GraphCall {
+    /// The launch of a kernel call.
+    pub fn launch(&self) -> Option<&Launch> {
+        match self {
+            GraphCall::Kernel { launch, .. } => Some(launch),
+            GraphCall::Xfer(_) => None,
+        }
+    }
+}
+
+/// A batch of calls built once and run many times.
 pub trait DeviceGraph: Send + Sync {
-    /// Run the launches in order (the programs and count of the build; addresses, values and
-    /// dims may differ). With `wait`, block until done and return the elapsed seconds.
-    fn run(&self, prgs: &[&dyn Program], launches: &[Launch], wait: bool) -> Result<Option<f64>>;
+    /// Run the calls in order (the programs, count and kinds of the build; addresses, values and
+    /// dims may differ). `prgs` holds the program of every kernel call, in order. With `wait`,
+    /// block until done and return the elapsed seconds.
+    fn run(&self, prgs: &[&dyn Program], calls: &[GraphCall], wait: bool) -> Result<Option<f64>>;
 }
 
 /// The host-call graph: every launch is one synchronous call of its program.
@@ -36,18 +68,31 @@ pub struct CallGraph {
     pub len: usize,
 }
 
+impl CallGraph {
+    /// The graph of `calls`, `None` when one of them is not a kernel.
+    pub fn build(calls: &[GraphCall]) -> Option<CallGraph> {
+        calls
+            .iter()
+            .all(|c| c.launch().is_some())
+            .then_some(CallGraph { len: calls.len() })
+    }
+}
+
 impl DeviceGraph for CallGraph {
-    fn run(&self, prgs: &[&dyn Program], launches: &[Launch], wait: bool) -> Result<Option<f64>> {
+    fn run(&self, prgs: &[&dyn Program], calls: &[GraphCall], wait: bool) -> Result<Option<f64>> {
         ensure!(
-            prgs.len() == self.len && launches.len() == self.len,
+            prgs.len() == self.len && calls.len() == self.len,
             Runtime,
-            "graph of {} launches run with {} programs and {} launches",
+            "graph of {} launches run with {} programs and {} calls",
             self.len,
             prgs.len(),
-            launches.len()
+            calls.len()
         );
         let start = Instant::now();
-        for (p, l) in prgs.iter().zip(launches) {
+        for (p, c) in prgs.iter().zip(calls) {
+            let l = c
+                .launch()
+                .ok_or_else(|| Error::Runtime("a host-call graph run with a transfer".into()))?;
             p.call(&l.raws, &l.vals, l.global, l.local, false)?;
         }
         Ok(wait.then(|| start.elapsed().as_secs_f64()))

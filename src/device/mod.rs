@@ -32,7 +32,7 @@ pub(crate) mod testing;
 pub use allocator::{HostAllocator, LruAllocator};
 pub use buffer::{Buffer, BufferRef};
 pub use compiler::compile_cached;
-pub use graph::{CallGraph, DeviceGraph, Launch};
+pub use graph::{CallGraph, DeviceGraph, GraphCall, Launch, Xfer};
 pub use registry::{canonicalize, register_family, Compiled, DeviceOpener};
 
 use std::any::Any;
@@ -172,14 +172,20 @@ pub trait Runtime: Send + Sync {
     fn has_graph(&self) -> bool {
         false
     }
-    /// Build the device graph of these launches (`None`: the device has none, or refuses this
-    /// batch; the JIT then runs the items one by one).
+    /// Whether its graph takes the kernels and transfers of several devices of this family in
+    /// one batch (tinygrad's graph classes that are a `MultiGraphRunner`).
+    fn multi_graph(&self) -> bool {
+        false
+    }
+    /// Build the device graph of these calls; `prgs` holds the program of every kernel call, in
+    /// order (`None`: the device has none, or refuses this batch; the JIT then runs the items one
+    /// by one).
     fn graph(
         &self,
         prgs: &[&dyn Program],
-        launches: &[Launch],
+        calls: &[GraphCall],
     ) -> Result<Option<Box<dyn DeviceGraph>>> {
-        let _ = (prgs, launches);
+        let _ = (prgs, calls);
         Ok(None)
     }
 }

@@ -1,56 +1,153 @@
 //! `HcqGraph`: the JIT's device graph on every HCQ backend (tinygrad 0.9.1
-//! `runtime/graph/hcq.py`), written once over the queue traits.
+//! `runtime/graph/hcq.py`, a `MultiGraphRunner`), written once over the queue traits.
 //!
-//! Built once per batch: one kernarg region per kernel in graph-owned kernarg memory, filled with
-//! the first launches' addresses and values, and one compute queue holding, per kernel,
-//! `wait(timeline, v+k-1) . memory_barrier . exec . signal(timeline, v+k)` (the order the eager
-//! path gives each launch, so kernel k+1 starts after kernel k finished). A run patches only what
-//! changed through the typed patch points: the kernargs of launches whose addresses, values or
-//! dims differ from the previous run (the program refills its block: a new launch value), the
-//! dims of launches whose dims differ (`update_exec` with that launch value: the backend rewrites
-//! the dims wherever it keeps them, AMD's PM4 stream or NV's QMD), and every wait and signal
-//! value (and the timeline signal, which may have been swapped); then the queue is submitted once
-//! and the timeline advances by the number of kernels.
+//! One graph spans every device of the batch (of one backend). Built once: per device a compute
+//! queue, a copy queue when the batch copies out of that device, one graph-owned signal per queue
+//! and a kickoff signal per device, and kernarg memory holding one block per kernel, filled with
+//! the first calls' addresses and values. Each device's compute queue starts with
+//! `wait(timeline, v-1) . memory_barrier . signal(kickoff)`; then every item goes on its queue
+//! (a kernel on its device's compute queue, a transfer on its source device's copy queue, as
+//! tinygrad's) as `waits . [memory_barrier . exec | copy] . signal(queue signal, item value)`,
+//! the waits being the item's dependencies ([`sched`]: the last writers of what it reads and
+//! writes, the readers of what it writes, the kernel before it, the kickoff of each device whose
+//! memory its queue touches first); each compute queue ends waiting for the copy queues that read
+//! or wrote its memory and signals its timeline.
 //!
-//! Not guaranteed: a run waits for the previous run of the same graph before rewriting its
-//! kernargs (tinygrad does too); one compute queue, no copy queue and no multi-device
-//! dependencies (a batch holds kernels of one device only; transfers replay as plain items).
+//! A run patches only what changed through the typed patch points: the kernargs of kernels whose
+//! addresses, values or dims differ from the previous run (the program refills its block: a new
+//! launch value), the dims of kernels whose dims differ (`update_exec`: the backend rewrites
+//! them wherever it keeps them), the addresses of transfers whose buffers differ (`update_copy`),
+//! every graph-internal wait and signal value (each run uses values above the previous run's, so
+//! a run needs no CPU reset of the signals) and the timeline waits and signals; then it submits
+//! each queue once and advances each device's timeline by one.
+//!
+//! Not guaranteed: a run that changes kernargs, dims or copy addresses first waits for the
+//! previous run of the same graph on every device (tinygrad waits always); the graph-internal
+//! signal values restart (after such a wait) before they pass 2^31.
 
-use std::sync::{Arc, Mutex};
+mod sched;
+
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
+use self::sched::{schedule, Access, Dep, Item, QueueId};
+use super::allocator::hcq_mem;
 use super::kernargs::KERNARG_ALIGN;
 use super::program::dims;
-use super::queue::{HwComputeQueue, HwQueue};
+use super::queue::{HwComputeQueue, HwCopyQueue, HwQueue};
 use super::timeline::TimelinePoint;
-use super::{HcqBackend, HcqBuffer, HcqDevice, HcqLaunch, HcqProgram, HcqProgramHandle, KeepAlive};
-use crate::device::{DeviceGraph, Launch, Program};
+use super::{
+    HcqBackend, HcqBuffer, HcqDevice, HcqLaunch, HcqProgram, HcqProgramHandle, HcqSignal, KeepAlive,
+};
+use crate::device::{DeviceGraph, GraphCall, Launch, Program, RawBuf, Xfer};
 use crate::{ensure, Error, Result};
 
-/// The most kernels one graph takes (each uses a timeline value).
-const MAX_GRAPH_KERNELS: usize = 1 << 16;
+/// The most items one graph takes.
+const MAX_GRAPH_ITEMS: usize = 1 << 16;
+/// Graph-internal signal values restart before they reach this (GPU compares are 32-bit).
+const VALUE_LIMIT: u64 = 1 << 31;
 
-type WaitP<B> = <<B as HcqBackend>::ComputeQueue as HwQueue<B>>::WaitPatch;
-type SignalP<B> = <<B as HcqBackend>::ComputeQueue as HwQueue<B>>::SignalPatch;
-type ExecP<B> = <<B as HcqBackend>::ComputeQueue as HwComputeQueue<B>>::ExecPatch;
+type CompQ<B> = <B as HcqBackend>::ComputeQueue;
+type CopyQ<B> = <B as HcqBackend>::CopyQueue;
+type ExecP<B> = <CompQ<B> as HwComputeQueue<B>>::ExecPatch;
+type CopyP<B> = <CopyQ<B> as HwCopyQueue<B>>::CopyPatch;
 
-/// The mutable part: the queue, its patch points and what the kernargs hold now.
-struct GraphState<B: HcqBackend> {
-    q: B::ComputeQueue,
-    waits: Vec<WaitP<B>>,
-    signals: Vec<SignalP<B>>,
-    execs: Vec<ExecP<B>>,
-    /// What each kernel's block holds now: the engine's launch and the prepared launch value.
-    written: Vec<(Launch, HcqLaunch)>,
+/// A graph-internal value, relative to a run's base: the kickoff, or the signal of item `j`.
+#[derive(Clone, Copy, Debug)]
+enum Val {
+    Kickoff,
+    Item(usize),
+}
+
+impl Val {
+    fn at(self, base: u64) -> u64 {
+        match self {
+            Val::Kickoff => base,
+            Val::Item(j) => base + 1 + j as u64,
+        }
+    }
+}
+
+/// A queue of the graph with the patch points of its graph-internal waits and signals.
+struct GQueue<B: HcqBackend, Q: HwQueue<B>> {
+    q: Q,
+    waits: Vec<(Q::WaitPatch, Val)>,
+    signals: Vec<(Q::SignalPatch, Val)>,
+    sig: B::Signal,
+}
+
+impl<B: HcqBackend, Q: HwQueue<B>> GQueue<B, Q> {
+    fn new(q: Q, sig: B::Signal) -> Self {
+        GQueue {
+            q,
+            waits: Vec::new(),
+            signals: Vec::new(),
+            sig,
+        }
+    }
+    fn wait(&mut self, sig: &B::Signal, v: Val) -> Result<()> {
+        let p = self.q.wait(sig, v.at(1))?.into_patch();
+        self.waits.push((p, v));
+        Ok(())
+    }
+    fn signal(&mut self, sig: &B::Signal, v: Val) -> Result<()> {
+        let p = self.q.signal(sig, v.at(1))?.into_patch();
+        self.signals.push((p, v));
+        Ok(())
+    }
+    /// Rewrite every graph-internal value for a run at `base`.
+    fn patch(&mut self, base: u64) -> Result<()> {
+        for (p, v) in &self.waits {
+            self.q.update_wait(p, None, Some(v.at(base)))?;
+        }
+        for (p, v) in &self.signals {
+            self.q.update_signal(p, None, Some(v.at(base)))?;
+        }
+        Ok(())
+    }
+}
+
+/// The queues and memory of one device of the graph.
+struct DevPart<B: HcqBackend> {
+    dev: Arc<HcqDevice<B>>,
+    comp: GQueue<B, CompQ<B>>,
+    tl_wait: <CompQ<B> as HwQueue<B>>::WaitPatch,
+    tl_signal: Option<<CompQ<B> as HwQueue<B>>::SignalPatch>,
+    copy: GQueue<B, CopyQ<B>>,
+    kick: B::Signal,
+    /// What every run's submission keeps alive (programs, kernargs, signals).
+    keep: Vec<KeepAlive>,
+    /// The items on this device's queues (their buffers are kept by its submission).
+    items: Vec<usize>,
     last: Option<TimelinePoint>,
 }
 
-/// A prebuilt compute queue over one device's kernels (see the module doc).
+/// An item as built: where it runs and its patch point.
+enum Node<B: HcqBackend> {
+    Kernel {
+        dev: usize,
+        prg: Arc<B::Program>,
+        kernargs: Arc<B::Buffer>,
+        off: usize,
+        exec: ExecP<B>,
+    },
+    Xfer {
+        dev: usize,
+        copy: CopyP<B>,
+    },
+}
+
+/// The mutable part: queues, patch points and what they hold now.
+struct GraphState<B: HcqBackend> {
+    parts: Vec<DevPart<B>>,
+    nodes: Vec<Node<B>>,
+    written: Vec<GraphCall>,
+    /// The base value of the next run.
+    base: u64,
+}
+
+/// Prebuilt queues over the kernels and transfers of one or more devices (see the module doc).
 pub struct HcqGraph<B: HcqBackend> {
-    dev: Arc<HcqDevice<B>>,
-    prgs: Vec<Arc<B::Program>>,
-    kernargs: Arc<B::Buffer>,
-    offsets: Vec<usize>,
     state: Mutex<GraphState<B>>,
 }
 
@@ -59,109 +156,102 @@ fn handle<B: HcqBackend>(p: &dyn Program) -> Option<&HcqProgramHandle<B>> {
     p.as_any()?.downcast_ref::<HcqProgramHandle<B>>()
 }
 
-/// `Runtime::graph` of an HCQ backend: the graph, or `None` when the programs are not all of one
+/// The identity of a buffer's allocation (views share it).
+fn buf_key(r: &RawBuf) -> usize {
+    Arc::as_ptr(&r.owner) as *const () as usize
+}
+
+/// `Runtime::graph` of an HCQ backend: the graph, or `None` when a program or buffer is not of a
 /// `B` device.
 pub fn build<B: HcqBackend>(
     prgs: &[&dyn Program],
-    launches: &[Launch],
+    calls: &[GraphCall],
 ) -> Result<Option<Box<dyn DeviceGraph>>> {
-    let handles: Option<Vec<&HcqProgramHandle<B>>> = prgs.iter().map(|p| handle::<B>(*p)).collect();
-    let Some(handles) = handles else {
-        return Ok(None);
-    };
-    let Some(first) = handles.first() else {
-        return Ok(None);
-    };
-    let dev = first.device().clone();
-    if handles.len() > MAX_GRAPH_KERNELS || handles.iter().any(|h| !Arc::ptr_eq(h.device(), &dev)) {
+    if calls.is_empty() || calls.len() > MAX_GRAPH_ITEMS {
         return Ok(None);
     }
-    let prgs = handles.iter().map(|h| h.program().clone()).collect();
-    Ok(Some(Box::new(HcqGraph::new(dev, prgs, launches)?)))
+    let Some(plan) = Plan::<B>::new(prgs, calls) else {
+        return Ok(None);
+    };
+    Ok(Some(Box::new(HcqGraph::new(plan, calls)?)))
+}
+
+/// What a build resolved: the devices, each kernel's program, each item's schedule entry.
+struct Plan<B: HcqBackend> {
+    devs: Vec<Arc<HcqDevice<B>>>,
+    prgs: Vec<Option<Arc<B::Program>>>,
+    items: Vec<Item>,
+}
+
+impl<B: HcqBackend> Plan<B> {
+    fn new(prgs: &[&dyn Program], calls: &[GraphCall]) -> Option<Plan<B>> {
+        let mut plan = Plan {
+            devs: Vec::new(),
+            prgs: Vec::with_capacity(calls.len()),
+            items: Vec::with_capacity(calls.len()),
+        };
+        let mut kernels = prgs.iter();
+        for c in calls {
+            let item = match c {
+                GraphCall::Kernel { launch, writes } => {
+                    let h = handle::<B>(*kernels.next()?)?;
+                    let dev = plan.dev_index(h.device());
+                    plan.prgs.push(Some(h.program().clone()));
+                    let mut item = Item {
+                        queue: QueueId { dev, copy: false },
+                        reads: Vec::new(),
+                        writes: Vec::new(),
+                        kernel: true,
+                    };
+                    for (i, r) in launch.raws.iter().enumerate() {
+                        let a = plan.access(r)?;
+                        let list = if writes.contains(&i) {
+                            &mut item.writes
+                        } else {
+                            &mut item.reads
+                        };
+                        list.push(a);
+                    }
+                    item
+                }
+                GraphCall::Xfer(x) => {
+                    plan.prgs.push(None);
+                    let (src, dst) = (plan.access(&x.src)?, plan.access(&x.dst)?);
+                    Item {
+                        queue: QueueId {
+                            dev: src.dev,
+                            copy: true,
+                        },
+                        reads: vec![src],
+                        writes: vec![dst],
+                        kernel: false,
+                    }
+                }
+            };
+            plan.items.push(item);
+        }
+        kernels.next().is_none().then_some(plan)
+    }
+
+    fn dev_index(&mut self, d: &Arc<HcqDevice<B>>) -> usize {
+        if let Some(i) = self.devs.iter().position(|x| x.serial() == d.serial()) {
+            return i;
+        }
+        self.devs.push(d.clone());
+        self.devs.len() - 1
+    }
+
+    fn access(&mut self, r: &RawBuf) -> Option<Access> {
+        let dev = hcq_mem::<B>(r).ok()?.device().ok()?;
+        Some(Access {
+            buf: buf_key(r),
+            dev: self.dev_index(&dev),
+        })
+    }
 }
 
 fn addrs(l: &Launch) -> Vec<u64> {
     l.raws.iter().map(|r| r.addr).collect()
-}
-
-impl<B: HcqBackend> HcqGraph<B> {
-    fn new(
-        dev: Arc<HcqDevice<B>>,
-        prgs: Vec<Arc<B::Program>>,
-        launches: &[Launch],
-    ) -> Result<Self> {
-        ensure!(
-            prgs.len() == launches.len(),
-            Internal,
-            "HcqGraph: {} programs, {} launches",
-            prgs.len(),
-            launches.len()
-        );
-        let mut offsets = Vec::with_capacity(prgs.len());
-        let mut total = 0usize;
-        for p in &prgs {
-            offsets.push(total);
-            let n = p.kernargs_alloc_size().max(1).div_ceil(KERNARG_ALIGN) * KERNARG_ALIGN;
-            total = total
-                .checked_add(n)
-                .ok_or_else(|| Error::InvalidArgument("HcqGraph: kernargs overflow".into()))?;
-        }
-        let kernargs = Arc::new(dev.backend().alloc_kernarg_memory(total)?);
-        let mut written = Vec::with_capacity(prgs.len());
-        for (k, (p, l)) in prgs.iter().zip(launches).enumerate() {
-            written.push((l.clone(), prepare(p, &kernargs, offsets[k], l)?));
-        }
-        let tl = dev.timeline_signal();
-        let mut q = dev.backend().compute_queue();
-        let (mut waits, mut signals, mut execs) = (vec![], vec![], vec![]);
-        for (p, (_, hl)) in prgs.iter().zip(&written) {
-            waits.push(q.wait(&tl, 0)?.into_patch());
-            q.memory_barrier()?;
-            execs.push(q.exec(p, hl)?.into_patch());
-            signals.push(q.signal(&tl, 0)?.into_patch());
-        }
-        Ok(HcqGraph {
-            dev,
-            prgs,
-            kernargs,
-            offsets,
-            state: Mutex::new(GraphState {
-                q,
-                waits,
-                signals,
-                execs,
-                written,
-                last: None,
-            }),
-        })
-    }
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, GraphState<B>> {
-        self.state.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Patch what changed since the last run (kernargs, dims).
-    fn patch_launches(&self, st: &mut GraphState<B>, launches: &[Launch]) -> Result<()> {
-        for (k, l) in launches.iter().enumerate() {
-            let old = &st.written[k].0;
-            if !changed(old, l) {
-                continue;
-            }
-            let dims_changed = old.global != l.global || old.local != l.local;
-            let hl = prepare(&self.prgs[k], &self.kernargs, self.offsets[k], l)?;
-            if dims_changed {
-                let e = st.execs[k].clone();
-                st.q.update_exec(&e, &hl)?;
-            }
-            st.written[k] = (l.clone(), hl);
-        }
-        Ok(())
-    }
-}
-
-/// Whether `b` differs from `a` in what the kernarg block or the dims hold.
-fn changed(a: &Launch, b: &Launch) -> bool {
-    addrs(a) != addrs(b) || a.vals != b.vals || a.global != b.global || a.local != b.local
 }
 
 /// Fill kernel `prg`'s block at byte `off` of `mem` for `l`: its launch value.
@@ -176,63 +266,381 @@ fn prepare<P: HcqProgram, M: HcqBuffer>(
     prg.launch(mem, off, &addrs(l), &l.vals, dims)
 }
 
-impl<B: HcqBackend> DeviceGraph for HcqGraph<B> {
-    fn run(&self, _: &[&dyn Program], launches: &[Launch], wait: bool) -> Result<Option<f64>> {
-        let n = self.prgs.len();
-        ensure!(
-            launches.len() == n,
-            Runtime,
-            "HcqGraph of {n} kernels run with {} launches",
-            launches.len()
-        );
-        let start = Instant::now();
-        let mut st = self.lock();
-        let any_changed = st
-            .written
-            .iter()
-            .zip(launches)
-            .any(|(a, b)| changed(&a.0, b));
-        if let (true, Some(p)) = (any_changed, st.last) {
-            self.dev.wait_point(p, "the previous run of a graph")?;
-        }
-        self.patch_launches(&mut st, launches)?;
-        let mut keep: Vec<KeepAlive> = self.prgs.iter().map(|p| p.clone() as KeepAlive).collect();
-        keep.push(self.kernargs.clone());
-        keep.extend(
-            launches
-                .iter()
-                .flat_map(|l| l.raws.iter().map(|r| r.owner.clone())),
-        );
-        let point = {
-            let mut dst = self.dev.lock();
-            let v = self.dev.begin(&mut dst)?;
-            let tl = dst.tl.signal.clone();
-            let GraphState {
-                q, waits, signals, ..
-            } = &mut *st;
-            for k in 0..n {
-                q.update_wait(&waits[k], Some(&tl), Some(v + k as u64 - 1))?;
-                q.update_signal(&signals[k], Some(&tl), Some(v + k as u64))?;
-            }
-            let what = format!("graph of {n} kernels");
-            self.dev.commit_n(&mut dst, q, what, keep, n as u64)?
+/// Per device: one kernarg buffer for its kernels, and each kernel's offset in it.
+type Kernargs<B> = (Vec<Option<Arc<<B as HcqBackend>::Buffer>>>, Vec<usize>);
+
+fn alloc_kernargs<B: HcqBackend>(plan: &Plan<B>) -> Result<Kernargs<B>> {
+    let mut totals = vec![0usize; plan.devs.len()];
+    let mut offs = Vec::with_capacity(plan.items.len());
+    for (it, p) in plan.items.iter().zip(&plan.prgs) {
+        let Some(p) = p else {
+            offs.push(0);
+            continue;
         };
-        st.last = Some(point);
-        drop(st);
+        let t = &mut totals[it.queue.dev];
+        offs.push(*t);
+        let n = p.kernargs_alloc_size().max(1).div_ceil(KERNARG_ALIGN) * KERNARG_ALIGN;
+        *t = t
+            .checked_add(n)
+            .ok_or_else(|| Error::InvalidArgument("HcqGraph: kernargs overflow".into()))?;
+    }
+    let bufs = plan
+        .devs
+        .iter()
+        .zip(&totals)
+        .map(|(d, &t)| {
+            (t > 0)
+                .then(|| d.backend().alloc_kernarg_memory(t).map(Arc::new))
+                .transpose()
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok((bufs, offs))
+}
+
+impl<B: HcqBackend> HcqGraph<B> {
+    fn new(plan: Plan<B>, calls: &[GraphCall]) -> Result<Self> {
+        #[allow(unused_mut)]
+        let mut sched = schedule(&plan.items, plan.devs.len());
+        #[cfg(test)]
+        if let Some((j, w)) = tests::DROP_DEP.with(std::cell::Cell::get) {
+            sched.deps[j].retain(|d| *d != Dep::Item(w));
+        }
+        let (kbufs, offs) = alloc_kernargs(&plan)?;
+        let mut parts = plan
+            .devs
+            .iter()
+            .map(|d| new_part(d))
+            .collect::<Result<Vec<_>>>()?;
+        let mut nodes = Vec::with_capacity(calls.len());
+        for (j, c) in calls.iter().enumerate() {
+            let q = plan.items[j].queue;
+            let waits: Vec<(B::Signal, Val)> = sched.deps[j]
+                .iter()
+                .map(|d| match *d {
+                    Dep::Item(w) => (queue_signal(&parts, plan.items[w].queue), Val::Item(w)),
+                    Dep::Kickoff(dev) => (parts[dev].kick.clone(), Val::Kickoff),
+                })
+                .collect();
+            let part = &mut parts[q.dev];
+            part.items.push(j);
+            nodes.push(match (c, &plan.prgs[j]) {
+                (GraphCall::Kernel { launch, .. }, Some(prg)) => {
+                    let kernargs = kbufs[q.dev].clone().ok_or_else(|| {
+                        Error::Internal("HcqGraph: a kernel without kernargs".into())
+                    })?;
+                    let hl = prepare(prg, &kernargs, offs[j], launch)?;
+                    let g = &mut part.comp;
+                    for (s, v) in &waits {
+                        g.wait(s, *v)?;
+                    }
+                    g.q.memory_barrier()?;
+                    let exec = g.q.exec(prg, &hl)?.into_patch();
+                    let sig = g.sig.clone();
+                    g.signal(&sig, Val::Item(j))?;
+                    Node::Kernel {
+                        dev: q.dev,
+                        prg: prg.clone(),
+                        kernargs,
+                        off: offs[j],
+                        exec,
+                    }
+                }
+                (GraphCall::Xfer(x), None) => {
+                    map_peer(&part.dev, x)?;
+                    let g = &mut part.copy;
+                    for (s, v) in &waits {
+                        g.wait(s, *v)?;
+                    }
+                    let copy =
+                        g.q.copy(x.dst.addr, x.src.addr, x.size as u64)?
+                            .into_patch();
+                    let sig = g.sig.clone();
+                    g.signal(&sig, Val::Item(j))?;
+                    Node::Xfer { dev: q.dev, copy }
+                }
+                _ => {
+                    return Err(Error::Internal(
+                        "HcqGraph: calls and programs differ".into(),
+                    ))
+                }
+            });
+        }
+        finish_parts(&mut parts, &sched.final_waits, &plan.items)?;
+        for (part, kb) in parts.iter_mut().zip(&kbufs) {
+            part.keep.extend(kb.iter().map(|b| b.clone() as KeepAlive));
+        }
+        Ok(HcqGraph {
+            state: Mutex::new(GraphState {
+                parts,
+                nodes,
+                written: calls.to_vec(),
+                base: 1,
+            }),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, GraphState<B>> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The signal of queue `q`.
+fn queue_signal<B: HcqBackend>(parts: &[DevPart<B>], q: QueueId) -> B::Signal {
+    let p = &parts[q.dev];
+    if q.copy {
+        p.copy.sig.clone()
+    } else {
+        p.comp.sig.clone()
+    }
+}
+
+/// A transfer's destination mapped into its source GPU.
+fn map_peer<B: HcqBackend>(src_dev: &Arc<HcqDevice<B>>, x: &Xfer) -> Result<()> {
+    let dmem = hcq_mem::<B>(&x.dst)?;
+    if dmem.device()?.serial() != src_dev.serial() {
+        src_dev.backend().map_peer(dmem.buffer())?;
+    }
+    Ok(())
+}
+
+/// A device's queues with the compute queue's head: `wait(timeline) . barrier . signal(kickoff)`.
+fn new_part<B: HcqBackend>(dev: &Arc<HcqDevice<B>>) -> Result<DevPart<B>> {
+    let b = dev.backend();
+    let kick = dev.new_signal(0)?;
+    let mut comp = GQueue::new(b.compute_queue(), dev.new_signal(0)?);
+    let tl_wait = comp.q.wait(&dev.timeline_signal(), 0)?.into_patch();
+    comp.q.memory_barrier()?;
+    comp.signal(&kick, Val::Kickoff)?;
+    Ok(DevPart {
+        dev: dev.clone(),
+        tl_wait,
+        tl_signal: None,
+        comp,
+        copy: GQueue::new(b.copy_queue(), dev.new_signal(0)?),
+        kick,
+        keep: Vec::new(),
+        items: Vec::new(),
+        last: None,
+    })
+}
+
+/// Every compute queue's tail: wait for the copy queues that touched the device's memory
+/// (`final_waits[d]`: the last item of each), signal the timeline; then what every run keeps.
+fn finish_parts<B: HcqBackend>(
+    parts: &mut [DevPart<B>],
+    final_waits: &[Vec<usize>],
+    items: &[Item],
+) -> Result<()> {
+    let copy_sigs: Vec<B::Signal> = parts.iter().map(|p| p.copy.sig.clone()).collect();
+    for (part, fw) in parts.iter_mut().zip(final_waits) {
+        for &w in fw {
+            part.comp
+                .wait(&copy_sigs[items[w].queue.dev], Val::Item(w))?;
+        }
+        let tl = part.dev.timeline_signal();
+        part.tl_signal = Some(part.comp.q.signal(&tl, 0)?.into_patch());
+        let mut keep = part.comp.q.take_keep_alive();
+        keep.extend(part.copy.q.take_keep_alive());
+        for s in [&part.kick, &part.comp.sig, &part.copy.sig] {
+            keep.push(s.keep());
+        }
+        part.keep = keep;
+    }
+    Ok(())
+}
+
+/// Whether `b` differs from `a` in what the graph holds (kernargs, dims, copy addresses).
+fn changed(a: &GraphCall, b: &GraphCall) -> bool {
+    match (a, b) {
+        (GraphCall::Kernel { launch: a, .. }, GraphCall::Kernel { launch: b, .. }) => {
+            a.raws.len() != b.raws.len()
+                || a.raws.iter().zip(&b.raws).any(|(x, y)| x.addr != y.addr)
+                || a.vals != b.vals
+                || a.global != b.global
+                || a.local != b.local
+        }
+        (GraphCall::Xfer(a), GraphCall::Xfer(b)) => {
+            a.dst.addr != b.dst.addr || a.src.addr != b.src.addr
+        }
+        _ => true,
+    }
+}
+
+/// What a run's submission on one device keeps alive of a call: its buffers.
+fn owners(c: &GraphCall) -> impl Iterator<Item = KeepAlive> + '_ {
+    let raws: Vec<&RawBuf> = match c {
+        GraphCall::Kernel { launch, .. } => launch.raws.iter().collect(),
+        GraphCall::Xfer(x) => vec![&x.dst, &x.src],
+    };
+    raws.into_iter().map(|r| r.owner.clone())
+}
+
+impl<B: HcqBackend> GraphState<B> {
+    /// Wait until the previous run finished on every device.
+    fn wait_last(&self, what: &str) -> Result<()> {
+        for p in &self.parts {
+            if let Some(l) = p.last {
+                p.dev.wait_point(l, what)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The calls of a run must be of the build's count, kinds and copy sizes.
+    fn check(&self, calls: &[GraphCall]) -> Result<()> {
+        let n = self.written.len();
+        ensure!(
+            calls.len() == n,
+            Runtime,
+            "HcqGraph of {n} items run with {} calls",
+            calls.len()
+        );
+        for (j, (a, b)) in self.written.iter().zip(calls).enumerate() {
+            let same = match (a, b) {
+                (GraphCall::Kernel { .. }, GraphCall::Kernel { .. }) => true,
+                (GraphCall::Xfer(a), GraphCall::Xfer(b)) => a.size == b.size,
+                _ => false,
+            };
+            ensure!(
+                same,
+                Runtime,
+                "HcqGraph item {j} was built as {a:?}, run as {b:?}"
+            );
+        }
+        Ok(())
+    }
+
+    /// Patch what changed since the last run (kernargs, dims, copy addresses).
+    fn patch_calls(&mut self, calls: &[GraphCall]) -> Result<()> {
+        for (j, c) in calls.iter().enumerate() {
+            if !changed(&self.written[j], c) {
+                continue;
+            }
+            match (&self.nodes[j], c, &self.written[j]) {
+                (
+                    Node::Kernel {
+                        dev,
+                        prg,
+                        kernargs,
+                        off,
+                        exec,
+                    },
+                    GraphCall::Kernel { launch, .. },
+                    GraphCall::Kernel { launch: old, .. },
+                ) => {
+                    let hl = prepare(prg, kernargs, *off, launch)?;
+                    if old.global != launch.global || old.local != launch.local {
+                        self.parts[*dev].comp.q.update_exec(exec, &hl)?;
+                    }
+                }
+                (Node::Xfer { dev, copy }, GraphCall::Xfer(x), GraphCall::Xfer(old)) => {
+                    let part = &mut self.parts[*dev];
+                    if old.dst.addr != x.dst.addr {
+                        map_peer(&part.dev, x)?;
+                    }
+                    part.copy
+                        .q
+                        .update_copy(copy, Some(x.dst.addr), Some(x.src.addr))?;
+                }
+                _ => return Err(Error::Internal(format!("HcqGraph item {j}: kind changed"))),
+            }
+            self.written[j] = c.clone();
+        }
+        Ok(())
+    }
+
+    /// The base value of this run (restarting the graph's signals before they near 2^31).
+    fn next_base(&mut self, n: usize) -> Result<u64> {
+        let step = n as u64 + 1;
+        if self.base + step >= VALUE_LIMIT {
+            self.wait_last("restarting a graph's signal values")?;
+            for p in &self.parts {
+                for s in [&p.kick, &p.comp.sig, &p.copy.sig] {
+                    s.set_value(0)?;
+                }
+            }
+            self.base = 1;
+        }
+        let b = self.base;
+        self.base += step;
+        Ok(b)
+    }
+
+    /// Under every device's lock (taken in serial order): patch the timeline waits and signals,
+    /// submit each device's copy queue (if used) and compute queue, advance the timelines.
+    fn submit(&mut self, calls: &[GraphCall]) -> Result<()> {
+        let devs: Vec<Arc<HcqDevice<B>>> = self.parts.iter().map(|p| p.dev.clone()).collect();
+        let mut order: Vec<usize> = (0..devs.len()).collect();
+        order.sort_by_key(|&i| devs[i].serial());
+        let mut guards: Vec<Option<_>> = (0..devs.len()).map(|_| None).collect();
+        for &i in &order {
+            guards[i] = Some(devs[i].lock());
+        }
+        for (part, guard) in self.parts.iter_mut().zip(&mut guards) {
+            let ds = guard
+                .as_deref_mut()
+                .ok_or_else(|| Error::Internal("HcqGraph: a device lock missing".into()))?;
+            let v = part.dev.begin(ds)?;
+            let tl = ds.tl.signal.clone();
+            part.comp
+                .q
+                .update_wait(&part.tl_wait, Some(&tl), Some(v - 1))?;
+            if let Some(p) = &part.tl_signal {
+                part.comp.q.update_signal(p, Some(&tl), Some(v))?;
+            }
+            if !part.copy.q.is_empty() {
+                part.copy.q.submit(part.dev.backend())?;
+            }
+            let mut keep = part.keep.clone();
+            for &j in &part.items {
+                keep.extend(owners(&calls[j]));
+            }
+            let what = format!("graph of {} items", part.items.len());
+            part.last = Some(part.dev.commit(ds, &mut part.comp.q, what, keep)?);
+        }
+        Ok(())
+    }
+}
+
+impl<B: HcqBackend> DeviceGraph for HcqGraph<B> {
+    fn run(&self, _: &[&dyn Program], calls: &[GraphCall], wait: bool) -> Result<Option<f64>> {
+        let start = Instant::now();
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        st.check(calls)?;
+        if st.written.iter().zip(calls).any(|(a, b)| changed(a, b)) {
+            st.wait_last("the previous run of a graph")?;
+            st.patch_calls(calls)?;
+        }
+        let base = st.next_base(calls.len())?;
+        for p in &mut st.parts {
+            p.comp.patch(base)?;
+            p.copy.patch(base)?;
+        }
+        st.submit(calls)?;
         if !wait {
             return Ok(None);
         }
-        self.dev.wait_point(point, "graph")?;
+        st.wait_last("graph")?;
         Ok(Some(start.elapsed().as_secs_f64()))
     }
 }
 
 impl<B: HcqBackend> Drop for HcqGraph<B> {
     fn drop(&mut self) {
-        // the GPU may still read the kernargs: wait for the last run (errors are reported by
-        // the device at its next synchronize)
-        if let Some(p) = self.lock().last {
-            let _ = self.dev.wait_point(p, "dropping a graph");
-        }
+        // the GPUs may still read the kernargs and signals: wait for the last run (errors are
+        // reported by the devices at their next synchronize)
+        let _ = self.lock().wait_last("dropping a graph");
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use std::cell::Cell;
+
+    thread_local! {
+        /// `(item, dependency)`: a graph built on this thread leaves out item's wait for that
+        /// dependency (tests showing the wait is needed).
+        pub(crate) static DROP_DEP: Cell<Option<(usize, usize)>> = const { Cell::new(None) };
     }
 }

@@ -3,14 +3,18 @@
 //! device's [`DeviceGraph`] (`Runtime::graph`: the host-call graph on CLANG and LLVM, `HcqGraph`
 //! on AMD and NV).
 //!
-//! Batching: skip EmptyOp and ViewOp items; consecutive kernels on one device that has a graph
-//! form a batch of at most `JIT_BATCH_SIZE` (32) kernels, and the limit doubles after every batch
-//! built, so later batches are bigger; a batch of one kernel stays a plain item.
+//! Batching: skip EmptyOp and ViewOp items; consecutive items that can be graphed form a batch of
+//! at most `JIT_BATCH_SIZE` (32) items, and the limit doubles after every batch built, so later
+//! batches are bigger; a batch of one item stays a plain item. A kernel can be graphed on a device
+//! that has a graph; a transfer between devices of one family (tinygrad's `BufferXfer`) on its
+//! destination device when that device's graph spans devices (`Runtime::multi_graph`: AMD, NV).
+//! An item joins the batch when it is on the batch's device, or when both are of one family whose
+//! graph spans devices (so the kernels and transfers of several GPUs share one graph).
 //!
-//! A [`GraphRunner`] resolves every launch of its batch once (buffer addresses, variable values,
-//! launch dims) when it is built; a replay swaps in the input addresses and, for kernels with
-//! variables, recomputes their values and dims, then hands all launches to the device graph:
-//! no allocation, no counters and no DEBUG lines per kernel.
+//! A [`GraphRunner`] resolves every call of its batch once (buffer addresses, variable values,
+//! launch dims, transfer addresses) when it is built; a replay swaps in the input addresses and,
+//! for kernels with variables, recomputes their values and dims, then hands all calls to the
+//! device graph: no allocation, no counters and no DEBUG lines per kernel.
 //!
 //! Not guaranteed: the host-call graph still makes one call per kernel (tinygrad's ClangGraph
 //! compiles one C function calling them all; this one costs nothing to build); devices without a
@@ -19,8 +23,11 @@
 use std::any::Any;
 use std::sync::{Arc, Mutex};
 
-use crate::device::{BufferRef, DeviceGraph, Launch};
-use crate::engine::realize::{CompiledRunner, EmptyOp, ExecItem, Runner, RunnerBase, ViewOp};
+use crate::device::registry::device_family;
+use crate::device::{BufferRef, DeviceGraph, GraphCall, Xfer};
+use crate::engine::realize::{
+    BufferCopy, CompiledRunner, EmptyOp, ExecItem, Runner, RunnerBase, ViewOp,
+};
 use crate::helpers::{colored, debug, getenv};
 use crate::runtime::builtin::open_device;
 use crate::shape::{sint_sum, Sint, VarVals};
@@ -52,18 +59,45 @@ pub fn graph_items(runner: &dyn Runner) -> Option<&[ExecItem]> {
         .map(|g| g.jit_cache.as_slice())
 }
 
-/// The device an item would be graphed on, if its device has a graph.
-fn graph_device(ji: &ExecItem) -> Result<Option<String>> {
-    if ji
-        .runner
-        .as_any()
-        .downcast_ref::<CompiledRunner>()
-        .is_none()
-    {
-        return Ok(None);
+/// Where an item would be graphed: its device, and whether that device's graph spans devices.
+#[derive(Clone, Debug, PartialEq)]
+struct GraphDev {
+    name: String,
+    multi: bool,
+}
+
+impl GraphDev {
+    /// Whether an item graphed on `self` may join a batch on `current` (tinygrad's
+    /// `can_share_graph`).
+    fn shares(&self, current: &Option<GraphDev>) -> bool {
+        let Some(c) = current else { return false };
+        self.name == c.name || (self.multi && device_family(&self.name) == device_family(&c.name))
     }
-    let dev = open_device(ji.runner.device())?;
-    Ok(dev.runtime.has_graph().then(|| dev.name.clone()))
+}
+
+/// The device an item would be graphed on, if any (see the module doc).
+fn graph_device(ji: &ExecItem) -> Result<Option<GraphDev>> {
+    let any = ji.runner.as_any();
+    let name = if any.is::<CompiledRunner>() {
+        ji.runner.device().to_string()
+    } else if any
+        .downcast_ref::<BufferCopy>()
+        .is_some_and(BufferCopy::is_xfer)
+    {
+        match ji.bufs.first() {
+            Some(Some(dest)) => dest.device().to_string(),
+            _ => return Ok(None),
+        }
+    } else {
+        return Ok(None);
+    };
+    let dev = open_device(&name)?;
+    let multi = dev.runtime.multi_graph();
+    let ok = dev.runtime.has_graph() && (multi || any.is::<CompiledRunner>());
+    Ok(ok.then(|| GraphDev {
+        name: dev.name.clone(),
+        multi,
+    }))
 }
 
 /// tinygrad's `apply_graph_to_jit` (see the module doc).
@@ -77,7 +111,7 @@ pub fn apply_graph_to_jit(
         .max(1);
     let mut out: Vec<ExecItem> = Vec::new();
     let mut batch: Vec<ExecItem> = Vec::new();
-    let mut current: Option<String> = None;
+    let mut current: Option<GraphDev> = None;
     let flush = |batch: &mut Vec<ExecItem>, out: &mut Vec<ExecItem>, max: &mut usize| {
         let items = std::mem::take(batch);
         if items.len() <= 1 {
@@ -106,7 +140,7 @@ pub fn apply_graph_to_jit(
             continue;
         }
         let dev = graph_device(&ji)?;
-        let extend = dev.is_some() && batch.len() < max_batch && dev == current;
+        let extend = batch.len() < max_batch && dev.as_ref().is_some_and(|d| d.shares(&current));
         if !extend && !batch.is_empty() {
             flush(&mut batch, &mut out, &mut max_batch)?;
         }
@@ -120,15 +154,16 @@ pub fn apply_graph_to_jit(
     Ok(out)
 }
 
-/// A batch of kernels replayed with prepared launches (see the module doc).
+/// A batch of kernels and transfers replayed with prepared calls (see the module doc).
 pub struct GraphRunner {
     base: RunnerBase,
     /// The batch (input slots emptied).
     pub jit_cache: Vec<ExecItem>,
     runners: Vec<Arc<dyn Runner>>,
-    calls: Mutex<Vec<Launch>>,
+    calls: Mutex<Vec<GraphCall>>,
     graph: Box<dyn DeviceGraph>,
-    /// `(kernel, raw position, input index)`: where each input's address goes.
+    /// `(item, raw position, input index)`: where each input's address goes (a transfer's
+    /// positions: 0 the destination, 1 the source).
     swaps: Vec<(usize, usize, usize)>,
     /// The kernels whose values or dims depend on variables.
     with_vars: Vec<usize>,
@@ -140,8 +175,39 @@ fn compiled(r: &dyn Runner) -> Result<&CompiledRunner> {
         .ok_or_else(|| Error::Internal(format!("graph item {} is not a kernel", r.display_name())))
 }
 
+/// The resolved call of one item: a kernel's launch, or a transfer's addresses.
+fn prepare_call(ji: &ExecItem, var_vals: &VarVals) -> Result<GraphCall> {
+    let bufs: Vec<BufferRef> = ji.bufs.iter().flatten().cloned().collect();
+    if let Ok(r) = compiled(&*ji.runner) {
+        return Ok(GraphCall::Kernel {
+            launch: r.prepare(&bufs, var_vals)?,
+            writes: r.written_raws(),
+        });
+    }
+    let [dst, src, ..] = &bufs[..] else {
+        return Err(Error::Internal(format!(
+            "graph transfer {} without its buffers",
+            ji.runner.display_name()
+        )));
+    };
+    Ok(GraphCall::Xfer(Xfer {
+        dst: dst.raw()?.clone(),
+        src: src.raw()?.clone(),
+        size: dst.nbytes(),
+    }))
+}
+
+/// The programs of the kernels among `runners`, in order.
+fn programs(runners: &[Arc<dyn Runner>]) -> Vec<&dyn crate::device::Program> {
+    runners
+        .iter()
+        .filter_map(|r| r.as_any().downcast_ref::<CompiledRunner>())
+        .map(CompiledRunner::program)
+        .collect()
+}
+
 impl GraphRunner {
-    /// Prepare every launch of `jit_cache` (whose buffers are all allocated) and build the
+    /// Prepare every call of `jit_cache` (whose buffers are all allocated) and build the
     /// device graph (`None` when the device refuses the batch).
     pub fn new(
         mut jit_cache: Vec<ExecItem>,
@@ -153,19 +219,19 @@ impl GraphRunner {
         let mut with_vars = Vec::new();
         let (mut ops, mut mem): (Vec<Sint>, Vec<Sint>) = (Vec::new(), Vec::new());
         for (j, ji) in jit_cache.iter().enumerate() {
-            let r = compiled(&*ji.runner)?;
-            let bufs: Vec<BufferRef> = ji.bufs.iter().flatten().cloned().collect();
-            calls.push(r.prepare(&bufs, var_vals)?);
-            if r.has_vars() {
+            calls.push(prepare_call(ji, var_vals)?);
+            if compiled(&*ji.runner).is_ok_and(CompiledRunner::has_vars) {
                 with_vars.push(j);
             }
-            ops.push(r.op_estimate().clone());
-            mem.push(r.mem_estimate().clone());
+            ops.push(ji.runner.op_estimate().clone());
+            mem.push(ji.runner.mem_estimate().clone());
         }
         let mut swaps = Vec::new();
         for &((j, i), k) in &input_replace {
-            let r = compiled(&*jit_cache[j].runner)?;
-            swaps.extend(r.raw_positions(i).into_iter().map(|p| (j, p, k)));
+            match compiled(&*jit_cache[j].runner) {
+                Ok(r) => swaps.extend(r.raw_positions(i).into_iter().map(|p| (j, p, k))),
+                Err(_) => swaps.push((j, i, k)),
+            }
             jit_cache[j].bufs[i] = None;
         }
         let device = jit_cache
@@ -173,18 +239,17 @@ impl GraphRunner {
             .map(|ji| ji.runner.device().to_string())
             .unwrap_or_default();
         let name = colored(&format!("<batched {}>", jit_cache.len()), Some("cyan"));
-        let prgs = jit_cache
-            .iter()
-            .map(|ji| compiled(&*ji.runner).map(CompiledRunner::program))
-            .collect::<Result<Vec<_>>>()?;
-        let Some(graph) = open_device(&device)?.runtime.graph(&prgs, &calls)? else {
+        let runners: Vec<Arc<dyn Runner>> = jit_cache.iter().map(|ji| ji.runner.clone()).collect();
+        let graph = open_device(&device)?
+            .runtime
+            .graph(&programs(&runners), &calls)?;
+        let Some(graph) = graph else {
             return Ok(None);
         };
-        drop(prgs);
         Ok(Some(GraphRunner {
             graph,
             base: RunnerBase::new(name, device, sint_sum(&ops)?, sint_sum(&mem)?),
-            runners: jit_cache.iter().map(|ji| ji.runner.clone()).collect(),
+            runners,
             jit_cache,
             calls: Mutex::new(calls),
             swaps,
@@ -204,17 +269,19 @@ impl Runner for GraphRunner {
             let raw = bufs.get(k).ok_or_else(|| {
                 Error::Runtime(format!("graph input {k} missing ({} given)", bufs.len()))
             })?;
-            calls[j].raws[p] = raw.raw()?.clone();
+            let raw = raw.raw()?.clone();
+            match &mut calls[j] {
+                GraphCall::Kernel { launch, .. } => launch.raws[p] = raw,
+                GraphCall::Xfer(x) if p == 0 => x.dst = raw,
+                GraphCall::Xfer(x) => x.src = raw,
+            }
         }
         for &j in &self.with_vars {
-            compiled(&*self.runners[j])?.update_launch(&mut calls[j], var_vals)?;
+            if let GraphCall::Kernel { launch, .. } = &mut calls[j] {
+                compiled(&*self.runners[j])?.update_launch(launch, var_vals)?;
+            }
         }
-        let prgs = self
-            .runners
-            .iter()
-            .map(|r| compiled(&**r).map(CompiledRunner::program))
-            .collect::<Result<Vec<_>>>()?;
-        self.graph.run(&prgs, &calls, wait)
+        self.graph.run(&programs(&self.runners), &calls, wait)
     }
 
     fn as_any(&self) -> &dyn Any {

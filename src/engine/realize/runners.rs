@@ -249,6 +249,19 @@ impl CompiledRunner {
         }
     }
 
+    /// The positions in [`Launch::raws`] the kernel writes (its outputs).
+    pub fn written_raws(&self) -> Vec<usize> {
+        match &self.slots {
+            None => (self.p.globals().into_iter().enumerate())
+                .filter(|(_, g)| self.p.outs.contains(&g.0))
+                .map(|(i, _)| i)
+                .collect(),
+            Some(slots) => (0..slots.len())
+                .filter(|g| self.p.outs.contains(g))
+                .collect(),
+        }
+    }
+
     /// The loaded program.
     pub fn program(&self) -> &dyn Program {
         &*self.prg

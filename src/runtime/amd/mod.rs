@@ -43,7 +43,7 @@ pub use signal::AmdSignal;
 
 use crate::device::registry::{device_index, Compiled};
 use crate::device::Toolchain;
-use crate::device::{DeviceGraph, Launch, LruAllocator, Program, Runtime};
+use crate::device::{DeviceGraph, GraphCall, LruAllocator, Program, Runtime};
 use crate::driver::Driver;
 use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
 use crate::helpers::process_wide;
@@ -74,12 +74,15 @@ impl Runtime for AmdRuntime {
     fn has_graph(&self) -> bool {
         true
     }
+    fn multi_graph(&self) -> bool {
+        true
+    }
     fn graph(
         &self,
         prgs: &[&dyn Program],
-        launches: &[Launch],
+        calls: &[GraphCall],
     ) -> Result<Option<Box<dyn DeviceGraph>>> {
-        crate::hcq::graph::build::<AmdBackend>(prgs, launches)
+        crate::hcq::graph::build::<AmdBackend>(prgs, calls)
     }
 }
 

@@ -27,7 +27,7 @@ use crate::codegen::program::ProgramSpec;
 use crate::device::allocator::{host_memory, HostAllocator, LruAllocator};
 use crate::device::registry::Compiled;
 use crate::device::{
-    CallGraph, Compiler, DeviceGraph, Launch, LaunchDims, Program, RawBuf, Runtime,
+    CallGraph, Compiler, DeviceGraph, GraphCall, LaunchDims, Program, RawBuf, Runtime,
 };
 use crate::driver::dl::{KernelFn, Library};
 use crate::driver::process::{run_with_stdin, which, TempPath};
@@ -165,8 +165,12 @@ impl Runtime for ClangRuntime {
     fn has_graph(&self) -> bool {
         true
     }
-    fn graph(&self, prgs: &[&dyn Program], _: &[Launch]) -> Result<Option<Box<dyn DeviceGraph>>> {
-        Ok(Some(Box::new(CallGraph { len: prgs.len() })))
+    fn graph(
+        &self,
+        _: &[&dyn Program],
+        calls: &[GraphCall],
+    ) -> Result<Option<Box<dyn DeviceGraph>>> {
+        Ok(CallGraph::build(calls).map(|g| Box::new(g) as Box<dyn DeviceGraph>))
     }
 }
 

@@ -53,7 +53,7 @@ pub use signal::NvSignal;
 
 use crate::device::registry::{device_index, Compiled};
 use crate::device::Toolchain;
-use crate::device::{DeviceGraph, Launch, LruAllocator, Program, Runtime};
+use crate::device::{DeviceGraph, GraphCall, LruAllocator, Program, Runtime};
 use crate::driver::Driver;
 use crate::hcq::{HcqAllocator, HcqDevice, HcqProgramHandle};
 use crate::helpers::process_wide;
@@ -84,12 +84,15 @@ impl Runtime for NvRuntime {
     fn has_graph(&self) -> bool {
         true
     }
+    fn multi_graph(&self) -> bool {
+        true
+    }
     fn graph(
         &self,
         prgs: &[&dyn Program],
-        launches: &[Launch],
+        calls: &[GraphCall],
     ) -> Result<Option<Box<dyn DeviceGraph>>> {
-        crate::hcq::graph::build::<NvBackend>(prgs, launches)
+        crate::hcq::graph::build::<NvBackend>(prgs, calls)
     }
 }
 

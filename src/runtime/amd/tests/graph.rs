@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::device::{Launch, RawBuf};
+use crate::device::{GraphCall, Launch, RawBuf};
 use crate::hcq::{HcqBackend, HcqDevice};
 
 pub(super) fn i32_bytes(v: &[i32]) -> Vec<u8> {
@@ -34,22 +34,25 @@ pub(crate) fn check_graph<B: HcqBackend>(
     a.copyin(&bufs[4], &i32_bytes(&y)).unwrap();
     dev.synchronize().unwrap();
     // three chained kernels: bufs[1] = f(bufs[0]); bufs[2] = f(bufs[1]); bufs[3] = f(bufs[2])
-    let launch = |k: usize, input: &RawBuf, m: i64, n: i64, groups: usize| Launch {
-        raws: vec![
-            bufs[k + 1].clone(),
-            if k == 0 { input } else { &bufs[k] }.clone(),
-        ],
-        vals: vec![m, n],
-        global: Some([groups, 1, 1]),
-        local: Some([16, 1, 1]),
+    let launch = |k: usize, input: &RawBuf, m: i64, n: i64, groups: usize| GraphCall::Kernel {
+        launch: Launch {
+            raws: vec![
+                bufs[k + 1].clone(),
+                if k == 0 { input } else { &bufs[k] }.clone(),
+            ],
+            vals: vec![m, n],
+            global: Some([groups, 1, 1]),
+            local: Some([16, 1, 1]),
+        },
+        writes: vec![0],
     };
     let prgs = [prg, prg, prg];
-    let first: Vec<Launch> = (0..3).map(|k| launch(k, &bufs[0], 1, 2, 2)).collect();
+    let first: Vec<GraphCall> = (0..3).map(|k| launch(k, &bufs[0], 1, 2, 2)).collect();
     let g = crate::hcq::graph::build::<B>(&prgs, &first)
         .unwrap()
         .expect("an HCQ graph");
     for (m, n, input, groups) in [(1, 2, 0, 2), (3, -1, 0, 2), (0, 5, 4, 2), (2, 3, 4, 1)] {
-        let launches: Vec<Launch> = (0..3)
+        let launches: Vec<GraphCall> = (0..3)
             .map(|k| launch(k, &bufs[input], m, n, groups))
             .collect();
         let before = doorbells();

@@ -10,6 +10,7 @@ pub(crate) mod graph;
 mod injected;
 mod kernels;
 pub(crate) mod launch;
+pub(crate) mod multigraph;
 mod profile;
 mod registry;
 mod rings;

@@ -11,6 +11,7 @@ mod golden;
 mod hand_goldens;
 mod injected;
 mod kernels;
+mod multigraph;
 mod profile;
 mod registry;
 mod softgpu;
