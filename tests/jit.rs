@@ -497,3 +497,48 @@ fn jitted_mlp_training_step_gives_the_eager_losses() {
         }
     }
 }
+
+/// `x*2+1` on the input's device, moved to `to`, then `*4-0.5` there (every step exact in
+/// float32 for inputs in [-1, 1), whatever the device fuses).
+fn across(a: &JitArgs, to: &str) -> Result<Tensor> {
+    let y = a.t(0)?.mul(2.0f32)?.add(1.0f32)?.realize()?;
+    y.to(to)?.mul(4.0f32)?.add(-0.5f32)?.realize()
+}
+
+#[test]
+fn a_function_across_two_devices_replays_with_the_transfer() {
+    let mut pairs = vec![("CLANG".to_string(), "INTERP".to_string())];
+    let dev = rawgrad::runtime::builtin::default_device().unwrap();
+    let family = dev.split(':').next().unwrap_or_default().to_string();
+    let second = format!("{family}:1");
+    if open_device(&dev).unwrap().runtime.multi_graph() {
+        match open_device(&second) {
+            Ok(_) => pairs.push((dev.clone(), second)),
+            // the NV emulator has one GPU unless MOCKGPU_NV_COUNT says more; the multi-device
+            // graph on NV is tested in runtime::nv::tests::multigraph
+            Err(e) => eprintln!("{second} does not open ({e}): only the CPU pair here"),
+        }
+    }
+    for (from, to) in pairs {
+        let t = to.clone();
+        let mut f = TinyJit::new(move |a: &JitArgs| across(a, &t));
+        for i in 0..5u32 {
+            let x = values(64, i);
+            let out = f.call_tensors(&[tensor(&from, &x)]).unwrap();
+            let want: Vec<f32> = x.iter().map(|v| (v * 2.0 + 1.0) * 4.0 - 0.5).collect();
+            assert_eq!(vals(&out), want, "{from} -> {to} call {i}");
+        }
+        let cache = f.jit_cache();
+        if open_device(&from).unwrap().runtime.multi_graph() {
+            // kernel, transfer, kernel: one graph over both devices
+            assert_eq!(cache.len(), 1, "{from} -> {to}: {cache:?}");
+            assert_eq!(
+                graph_items(&*cache[0].runner).map(<[ExecItem]>::len),
+                Some(3)
+            );
+        } else {
+            // a copy between families is not graphed; single kernels stay items
+            assert_eq!(cache.len(), 3, "{from} -> {to}: {cache:?}");
+        }
+    }
+}
