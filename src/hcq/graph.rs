@@ -329,35 +329,18 @@ impl<B: HcqBackend> HcqGraph<B> {
                         Error::Internal("HcqGraph: a kernel without kernargs".into())
                     })?;
                     let hl = prepare(prg, &kernargs, offs[j], launch)?;
-                    let g = &mut part.comp;
-                    for (s, v) in &waits {
-                        g.wait(s, *v)?;
-                    }
-                    g.q.memory_barrier()?;
-                    let exec = g.q.exec(prg, &hl)?.into_patch();
-                    let sig = g.sig.clone();
-                    g.signal(&sig, Val::Item(j))?;
                     Node::Kernel {
                         dev: q.dev,
+                        exec: part.encode_kernel(j, &waits, prg, &hl)?,
                         prg: prg.clone(),
                         kernargs,
                         off: offs[j],
-                        exec,
                     }
                 }
-                (GraphCall::Xfer(x), None) => {
-                    map_peer(&part.dev, x)?;
-                    let g = &mut part.copy;
-                    for (s, v) in &waits {
-                        g.wait(s, *v)?;
-                    }
-                    let copy =
-                        g.q.copy(x.dst.addr, x.src.addr, x.size as u64)?
-                            .into_patch();
-                    let sig = g.sig.clone();
-                    g.signal(&sig, Val::Item(j))?;
-                    Node::Xfer { dev: q.dev, copy }
-                }
+                (GraphCall::Xfer(x), None) => Node::Xfer {
+                    dev: q.dev,
+                    copy: part.encode_copy(j, &waits, x)?,
+                },
                 _ => {
                     return Err(Error::Internal(
                         "HcqGraph: calls and programs differ".into(),
@@ -374,7 +357,7 @@ impl<B: HcqBackend> HcqGraph<B> {
                 parts,
                 nodes,
                 written: calls.to_vec(),
-                base: 1,
+                base: start_base(),
             }),
         })
     }
@@ -382,6 +365,52 @@ impl<B: HcqBackend> HcqGraph<B> {
     fn lock(&self) -> MutexGuard<'_, GraphState<B>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
+}
+
+impl<B: HcqBackend> DevPart<B> {
+    /// Kernel `j` on the compute queue: `waits . memory_barrier . exec . signal`.
+    fn encode_kernel(
+        &mut self,
+        j: usize,
+        waits: &[(B::Signal, Val)],
+        prg: &Arc<B::Program>,
+        hl: &HcqLaunch,
+    ) -> Result<ExecP<B>> {
+        let g = &mut self.comp;
+        for (s, v) in waits {
+            g.wait(s, *v)?;
+        }
+        g.q.memory_barrier()?;
+        let exec = g.q.exec(prg, hl)?.into_patch();
+        let sig = g.sig.clone();
+        g.signal(&sig, Val::Item(j))?;
+        Ok(exec)
+    }
+
+    /// Transfer `j` on the copy queue (its destination mapped into this GPU):
+    /// `waits . copy . signal`.
+    fn encode_copy(&mut self, j: usize, waits: &[(B::Signal, Val)], x: &Xfer) -> Result<CopyP<B>> {
+        map_peer(&self.dev, x)?;
+        let g = &mut self.copy;
+        for (s, v) in waits {
+            g.wait(s, *v)?;
+        }
+        let copy =
+            g.q.copy(x.dst.addr, x.src.addr, x.size as u64)?
+                .into_patch();
+        let sig = g.sig.clone();
+        g.signal(&sig, Val::Item(j))?;
+        Ok(copy)
+    }
+}
+
+/// The first run's base value (1; tests may start higher).
+fn start_base() -> u64 {
+    #[cfg(test)]
+    if let Some(b) = tests::START_BASE.with(std::cell::Cell::get) {
+        return b;
+    }
+    1
 }
 
 /// The signal of queue `q`.
@@ -642,5 +671,7 @@ pub(crate) mod tests {
         /// `(item, dependency)`: a graph built on this thread leaves out item's wait for that
         /// dependency (tests showing the wait is needed).
         pub(crate) static DROP_DEP: Cell<Option<(usize, usize)>> = const { Cell::new(None) };
+        /// The base value of a graph built on this thread's first run (tests of the restart).
+        pub(crate) static START_BASE: Cell<Option<u64>> = const { Cell::new(None) };
     }
 }

@@ -16,7 +16,8 @@
 //!   (bounded spin, then sleep, always with a timeout: `HCQDEV_WAIT_TIMEOUT_MS`, default 10 s).
 //! - [`device`]: [`HcqDevice`], written once: the per-device timeline with its shadow swap before
 //!   the 32-bit wrap, `synchronize`, the program call, in-flight keep-alive, kernarg ring, fault
-//!   reports and recovery; [`graph`]: `HcqGraph`, the JIT's prebuilt queue per batch;
+//!   reports and recovery; [`graph`]: `HcqGraph`, the JIT's prebuilt queues per batch (over one or
+//!   more devices, transfers included);
 //!   [`allocator`]: [`HcqAllocator`] (staging copies, transfer, views,
 //!   deferred frees); [`profile`]: `PROFILE=1` GPU timestamps converted to host time;
 //!   [`trace`]: the standalone Chrome/Perfetto trace writer.

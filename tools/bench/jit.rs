@@ -4,6 +4,11 @@
 //! opens. Ratios are against eager on the same device in the same run (>1: faster than eager;
 //! for capture, how many eager steps one capture costs).
 //!
+//! A device entry `A+B` (default `AMD+AMD:1` and `NV+NV:1` next to the single GPUs) runs the
+//! chain's first half on `A`, moves the tensor to `B` and runs the second half there: on the HCQ
+//! devices the JIT graphs both halves and the transfer into one multi-device graph. Per-kernel
+//! figures divide by the kernels (the transfer is not counted).
+//!
 //! Host time: the call returns when the work is submitted (GPU devices) or done (CPU devices,
 //! whose kernels run synchronously); the device is synchronized after each timed call, outside
 //! the timing. No thresholds: the numbers are for people.
@@ -34,10 +39,10 @@ impl Default for Config {
         let gpu = rawgrad::helpers::getenv("MOCKGPU", 0) != 0;
         let mut devices = vec!["CLANG", "LLVM", "INTERP"];
         if gpu || rawgrad::helpers::getenv("AMD", 0) != 0 {
-            devices.push("AMD");
+            devices.extend(["AMD", "AMD+AMD:1"]);
         }
         if gpu || rawgrad::helpers::getenv("NV", 0) != 0 {
-            devices.push("NV");
+            devices.extend(["NV", "NV+NV:1"]);
         }
         Config {
             devices: devices.into_iter().map(String::from).collect(),
@@ -74,24 +79,36 @@ impl Config {
     }
 }
 
-/// The chain: `kernels` realized steps of `x*1.0001+0.0001`.
-fn chain(x: &Tensor, kernels: usize) -> Result<Tensor> {
+/// The chain: `kernels` realized steps of `x*1.0001+0.0001`, split evenly over `devs` (the
+/// tensor moved to the next device between the parts).
+fn chain(x: &Tensor, kernels: usize, devs: &[String]) -> Result<Tensor> {
     let mut x = x.clone();
-    for _ in 0..kernels {
+    let part = kernels.div_ceil(devs.len().max(1)).max(1);
+    for i in 0..kernels {
+        if i > 0 && i % part == 0 {
+            if let Some(d) = devs.get(i / part) {
+                x = x.to(d)?;
+            }
+        }
         x = x.mul(1.0001f32)?.add(0.0001f32)?.realize()?;
     }
     Ok(x)
 }
 
-/// Seconds of each of `repeats` timed calls of `f` (the device synchronized after each).
-fn samples(dev: &str, repeats: usize, mut f: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
-    let d = open_device(dev)?;
+/// Seconds of each of `repeats` timed calls of `f` (the devices synchronized after each).
+fn samples(devs: &[String], repeats: usize, mut f: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
+    let ds = devs
+        .iter()
+        .map(|d| open_device(d))
+        .collect::<Result<Vec<_>>>()?;
     (0..repeats)
         .map(|_| {
             let t = Instant::now();
             f()?;
             let s = t.elapsed().as_secs_f64();
-            d.synchronize()?;
+            for d in &ds {
+                d.synchronize()?;
+            }
             Ok(s)
         })
         .collect()
@@ -100,11 +117,12 @@ fn samples(dev: &str, repeats: usize, mut f: impl FnMut() -> Result<()>) -> Resu
 /// One device's rows: (metric, µs samples per kernel or ms per capture).
 fn measure(dev: &str, cfg: &Config) -> Result<Vec<(&'static str, Vec<f64>)>> {
     let k = cfg.kernels;
-    let input = || Tensor::from_slice_on(&vec![1.0f32; cfg.n], &[cfg.n], dev);
+    let devs: Vec<String> = dev.split('+').map(String::from).collect();
+    let input = || Tensor::from_slice_on(&vec![1.0f32; cfg.n], &[cfg.n], &devs[0]);
     let x = input()?;
-    chain(&x, k)?; // compile once
+    chain(&x, k, &devs)?; // compile once
     let per_kernel = |v: Vec<f64>| v.into_iter().map(|s| s * 1e6 / k as f64).collect();
-    let eager = samples(dev, cfg.repeats, || chain(&x, k).map(drop))?;
+    let eager = samples(&devs, cfg.repeats, || chain(&x, k, &devs).map(drop))?;
     let mut rows = vec![("eager", per_kernel(eager))];
     for (metric, capture, jit) in [
         ("jit, no graph", "capture, no graph (ms)", 2),
@@ -116,7 +134,8 @@ fn measure(dev: &str, cfg: &Config) -> Result<Vec<(&'static str, Vec<f64>)>> {
         let mut captures = Vec::new();
         let mut last = None;
         for _ in 0..3 {
-            let mut f = TinyJit::new(move |a: &JitArgs| chain(a.t(0)?, k));
+            let devs = devs.clone();
+            let mut f = TinyJit::new(move |a: &JitArgs| chain(a.t(0)?, k, &devs));
             f.call_tensors(args)?;
             let t = Instant::now();
             f.call_tensors(args)?;
@@ -124,7 +143,7 @@ fn measure(dev: &str, cfg: &Config) -> Result<Vec<(&'static str, Vec<f64>)>> {
             last = Some(f);
         }
         let mut f = last.ok_or_else(|| Error::Internal("no capture".into()))?;
-        let replay = samples(dev, cfg.repeats, || f.call_tensors(args).map(drop))?;
+        let replay = samples(&devs, cfg.repeats, || f.call_tensors(args).map(drop))?;
         let got = f.call_tensors(args)?.to_vec::<f32>()?;
         let host = (0..k).fold(1.0f32, |v, _| v * 1.0001 + 0.0001);
         if got.first().map_or(true, |g| (g - host).abs() > 1e-4) {
@@ -148,12 +167,12 @@ pub fn run(cfg: &Config) -> Result<String> {
     );
     let _ = writeln!(
         out,
-        "| {:<8} | {:<22} | {:>10} | {:>21} | {:>10} |",
+        "| {:<9} | {:<22} | {:>10} | {:>21} | {:>10} |",
         "device", "metric", "median", "p10 - p90", "vs eager"
     );
     let _ = writeln!(
         out,
-        "|{:-<10}|{:-<24}|{:-<12}|{:-<23}|{:-<12}|",
+        "|{:-<11}|{:-<24}|{:-<12}|{:-<23}|{:-<12}|",
         "", "", "", "", ""
     );
     let mut notes = String::new();
@@ -178,7 +197,7 @@ pub fn run(cfg: &Config) -> Result<String> {
             let spread = format!("{} - {}", fmt_num(s.p10), fmt_num(s.p90));
             let _ = writeln!(
                 out,
-                "| {:<8} | {:<22} | {:>10} | {:>21} | {:>10} |",
+                "| {:<9} | {:<22} | {:>10} | {:>21} | {:>10} |",
                 dev,
                 metric,
                 fmt_num(s.median),

@@ -10,7 +10,7 @@ use super::graph::{i32_bytes, i32s};
 use super::*;
 use crate::device::{DeviceGraph, GraphCall, Launch, Xfer};
 use crate::hcq::allocator::hcq_mem;
-use crate::hcq::graph::tests::DROP_DEP;
+use crate::hcq::graph::tests::{DROP_DEP, START_BASE};
 use crate::hcq::{HcqBackend, HcqBuffer, HcqDevice, HcqSignal, HwQueue};
 use crate::Error;
 
