@@ -140,6 +140,14 @@ pub(crate) fn check_multi_graph<B: HcqBackend>(t: &Two<'_, B>) {
         .run(&t.prgs, &c.calls(0, 1, 2, 2)[..2], false)
         .unwrap_err();
     assert!(e.message().contains("run with 2 calls"), "{e}");
+    // the graph's signal values restart below 2^31: the second run here restarts them
+    START_BASE.with(|b| b.set(Some((1 << 31) - 5)));
+    let g = build(t, &c.calls(0, 1, 2, 2));
+    START_BASE.with(|b| b.set(None));
+    for (input, m, n) in [(0, 1, 2), (1, 2, 1), (0, -3, 2)] {
+        g.run(&t.prgs, &c.calls(input, m, n, 2), false).unwrap();
+        c.check(input, m, n, 2);
+    }
 }
 
 /// Block `dev`'s timeline until `gate` reaches 1 (a submission through the device).
@@ -281,18 +289,28 @@ fn with_two(f: impl Fn(&Two<'_, super::super::AmdBackend>)) {
     });
 }
 
-#[test]
-fn a_graph_over_two_gpus_replays_as_one_submission_per_queue() {
-    with_two(check_multi_graph);
-}
+/// The tests over `$with_two` (runs a check over two devices of one backend), for AMD and NV.
+macro_rules! multigraph_tests {
+    ($with_two:ident) => {
+        use $crate::runtime::amd::tests::multigraph as mg;
 
-#[test]
-fn a_copy_waits_for_the_kernel_writing_its_source() {
-    with_two(|t| check_copy_waits_for_its_source(t, false));
-    with_two(|t| check_copy_waits_for_its_source(t, true));
-}
+        #[test]
+        fn a_graph_over_two_gpus_replays_as_one_submission_per_queue() {
+            $with_two(mg::check_multi_graph);
+        }
 
-#[test]
-fn a_fault_on_the_second_gpu_is_named_and_both_recover() {
-    with_two(check_fault_on_second_gpu);
+        #[test]
+        fn a_copy_waits_for_the_kernel_writing_its_source() {
+            $with_two(|t| mg::check_copy_waits_for_its_source(t, false));
+            $with_two(|t| mg::check_copy_waits_for_its_source(t, true));
+        }
+
+        #[test]
+        fn a_fault_on_the_second_gpu_is_named_and_both_recover() {
+            $with_two(mg::check_fault_on_second_gpu);
+        }
+    };
 }
+pub(crate) use multigraph_tests;
+
+multigraph_tests!(with_two);

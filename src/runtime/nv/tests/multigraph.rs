@@ -4,9 +4,7 @@
 use std::sync::Arc;
 
 use super::*;
-use crate::runtime::amd::tests::multigraph::{
-    check_copy_waits_for_its_source, check_fault_on_second_gpu, check_multi_graph, Two,
-};
+use crate::runtime::amd::tests::multigraph::Two;
 
 /// Runs `f` over two emulated H200s.
 fn with_two(f: impl Fn(&Two<'_, super::super::NvBackend>)) {
@@ -24,18 +22,4 @@ fn with_two(f: impl Fn(&Two<'_, super::super::NvBackend>)) {
     });
 }
 
-#[test]
-fn a_graph_over_two_gpus_replays_as_one_submission_per_queue() {
-    with_two(check_multi_graph);
-}
-
-#[test]
-fn a_copy_waits_for_the_kernel_writing_its_source() {
-    with_two(|t| check_copy_waits_for_its_source(t, false));
-    with_two(|t| check_copy_waits_for_its_source(t, true));
-}
-
-#[test]
-fn a_fault_on_the_second_gpu_is_named_and_both_recover() {
-    with_two(check_fault_on_second_gpu);
-}
+crate::runtime::amd::tests::multigraph::multigraph_tests!(with_two);
