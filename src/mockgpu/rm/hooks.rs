@@ -216,15 +216,8 @@ impl EmuNvDevice {
     pub fn rc_error(&self, ch: &EmuChannel, except_type: u32) -> Result<()> {
         let nv = self.nv()?;
         for c in nv.channels_of(self.index) {
-            if c.client == ch.client && c.tsg == ch.tsg && c.error_notifier != 0 {
-                nv.write_notifier(
-                    c.client,
-                    c.error_notifier,
-                    0,
-                    except_type,
-                    c.engine_type as u16,
-                    crate::sys::nv::common::NV_NOTIFICATION_STATUS_RC_ERROR as u16,
-                )?;
+            if c.client == ch.client && c.tsg == ch.tsg {
+                nv.rc_notify(&c, except_type)?;
             }
         }
         Ok(())

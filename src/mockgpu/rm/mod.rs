@@ -480,17 +480,26 @@ impl EmuNv {
                 gpu.halt_channel(&dev, c, except_type, &reason);
             }
         }
-        for c in chans.iter().filter(|c| c.error_notifier != 0) {
-            self.write_notifier(
-                c.client,
-                c.error_notifier,
-                0,
-                except_type,
-                c.engine_type as u16,
-                crate::sys::nv::common::NV_NOTIFICATION_STATUS_RC_ERROR as u16,
-            )?;
+        for c in &chans {
+            self.rc_notify(c, except_type)?;
         }
         Ok(chans.len())
+    }
+
+    /// `krcErrorSetNotifier` for one channel: record 0 of its error notifier (if it has one)
+    /// gets the RC error `except_type`, the channel's engine type and status RC_ERROR.
+    pub(crate) fn rc_notify(&self, c: &EmuChannel, except_type: u32) -> Result<()> {
+        if c.error_notifier == 0 {
+            return Ok(());
+        }
+        self.write_notifier(
+            c.client,
+            c.error_notifier,
+            0,
+            except_type,
+            c.engine_type as u16,
+            crate::sys::nv::common::NV_NOTIFICATION_STATUS_RC_ERROR as u16,
+        )
     }
 
     /// RM objects alive over all clients (what a handle leak shows in).
