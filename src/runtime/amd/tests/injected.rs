@@ -58,16 +58,13 @@ fn an_ioctl_failing_mid_kernel_load_leaks_nothing() {
     check_recovered(&dev, &emu, baseline);
 }
 
-#[test]
-fn vram_exhaustion_flushes_the_lru_cache_then_names_the_shortage() {
-    let (dev, emu, baseline) = warm();
-    let gpu = dev.backend().gpu_id();
-    let used = emu.vram_used(gpu).unwrap();
+/// With 8 MiB of VRAM left on `dev` (on any HCQ device: the AMD and NV tests share it): two
+/// 4 MiB buffers fill it and wait freed in the LRU cache, 6 MiB fits only once the cache is
+/// flushed, 4 MiB more does not fit at all. Returns that error's message (everything freed).
+pub(crate) fn lru_flush_then_shortage<B: HcqBackend>(dev: &Arc<HcqDevice<B>>) -> String {
     const MB: usize = 1 << 20;
-    emu.limit_vram(gpu, used + 8 * MB as u64).unwrap();
     let lru = LruAllocator::new(HcqAllocator::new(dev.clone()));
     let opts = BufferOptions::default();
-    // Two 4 MiB buffers fill the budget; freed, they wait in the LRU cache.
     let (x, y) = (
         lru.alloc(4 * MB, &opts).unwrap(),
         lru.alloc(4 * MB, &opts).unwrap(),
@@ -75,16 +72,26 @@ fn vram_exhaustion_flushes_the_lru_cache_then_names_the_shortage() {
     lru.free(x, 4 * MB, &opts);
     lru.free(y, 4 * MB, &opts);
     assert_eq!(lru.cached_count(), 2);
-    // 6 MiB fits only once the cache is flushed: the allocator frees it and retries.
     let z = lru.alloc(6 * MB, &opts).unwrap();
     assert_eq!(lru.cached_count(), 0, "the cache was flushed to make room");
-    // 4 MiB more does not fit at all: the error says so after the flush and retry.
     let e = lru.alloc(4 * MB, &opts).unwrap_err();
     let m = e.message();
-    assert!(m.contains("after freeing the LRU cache"), "{m}");
-    assert!(m.contains("out of VRAM") && m.contains("ENOMEM"), "{m}");
+    assert!(
+        m.contains("allocation of 4194304 bytes failed after freeing the LRU cache"),
+        "{m}"
+    );
     lru.free(z, 6 * MB, &opts);
-    drop(lru);
+    m.to_string()
+}
+
+#[test]
+fn vram_exhaustion_flushes_the_lru_cache_then_names_the_shortage() {
+    let (dev, emu, baseline) = warm();
+    let gpu = dev.backend().gpu_id();
+    let used = emu.vram_used(gpu).unwrap();
+    emu.limit_vram(gpu, used + (8 << 20)).unwrap();
+    let m = lru_flush_then_shortage(&dev);
+    assert!(m.contains("out of VRAM") && m.contains("ENOMEM"), "{m}");
     assert_eq!(
         emu.vram_used(gpu).unwrap(),
         used,

@@ -12,7 +12,6 @@
 
 use super::faults::{check_recovered, stuck_run, warm};
 use super::*;
-use crate::device::allocator::LruAllocator;
 use crate::hcq::{HcqBackend, HcqSignal, HwQueue};
 use crate::helpers::Context;
 use crate::sys::nv::common::NV_ERR_NO_MEMORY;
@@ -176,39 +175,18 @@ fn a_uvm_mapping_failing_mid_copy_is_named_and_leaks_nothing() {
 fn vram_exhaustion_flushes_the_lru_cache_then_names_size_and_free() {
     let (dev, emu, baseline) = warm();
     let used = emu.nv_vram_used(0).unwrap();
-    const MB: usize = 1 << 20;
-    emu.limit_nv_vram(0, used + 8 * MB as u64).unwrap();
+    emu.limit_nv_vram(0, used + (8 << 20)).unwrap();
     let objects = emu.nv_object_count();
-    let lru = LruAllocator::new(HcqAllocator::new(dev.clone()));
-    let opts = BufferOptions::default();
-    // Two 4 MiB buffers fill the budget; freed, they wait in the LRU cache.
-    let (x, y) = (
-        lru.alloc(4 * MB, &opts).unwrap(),
-        lru.alloc(4 * MB, &opts).unwrap(),
-    );
-    lru.free(x, 4 * MB, &opts);
-    lru.free(y, 4 * MB, &opts);
-    assert_eq!(lru.cached_count(), 2);
-    // 6 MiB fits only once the cache is flushed: the allocator frees it and retries.
-    let z = lru.alloc(6 * MB, &opts).unwrap();
-    assert_eq!(lru.cached_count(), 0, "the cache was flushed to make room");
-    // 4 MiB more does not fit at all: the error names the size and what is free.
-    let e = lru.alloc(4 * MB, &opts).unwrap_err();
-    let m = e.message();
-    assert!(
-        m.contains("allocation of 4194304 bytes failed after freeing the LRU cache"),
-        "{m}"
-    );
+    let m = crate::runtime::amd::tests::injected::lru_flush_then_shortage(&dev);
     assert!(
         m.contains("NV_ESC_RM_ALLOC") && m.contains("NV_ERR_NO_MEMORY"),
         "{m}"
     );
+    // 6 of the 8 MiB are held when 4 MiB are asked for.
     assert!(
         m.contains("out of VRAM: 0x400000 bytes requested, 0x200000 free"),
         "{m}"
     );
-    lru.free(z, 6 * MB, &opts);
-    drop(lru);
     dev.synchronize().unwrap();
     assert_eq!(
         emu.nv_vram_used(0).unwrap(),
