@@ -71,19 +71,33 @@ pub fn diskcache_put(table: &str, key: &str, val: &[u8]) {
 /// The payload of a well-formed entry; `None` for a missing, unreadable or corrupt one.
 pub(crate) fn read_entry(path: &Path) -> Option<Vec<u8>> {
     let data = std::fs::read(path).ok()?;
+    let payload = decode_entry(&data);
+    if payload.is_none() && debug() >= 2 {
+        println!("disk cache: ignoring corrupt entry {}", path.display());
+    }
+    payload.map(<[u8]>::to_vec)
+}
+
+/// The payload of an entry's bytes (magic, length, sha256, payload); `None` unless all of them
+/// match.
+pub fn decode_entry(data: &[u8]) -> Option<&[u8]> {
     let (magic, rest) = data.split_at_checked(MAGIC.len())?;
     let (len, rest) = rest.split_at_checked(8)?;
     let (sum, payload) = rest.split_at_checked(32)?;
     let len = u64::from_le_bytes(len.try_into().ok()?);
     let valid =
         magic == MAGIC && payload.len() as u64 == len && Sha256::digest(payload).as_slice() == sum;
-    if !valid {
-        if debug() >= 2 {
-            println!("disk cache: ignoring corrupt entry {}", path.display());
-        }
-        return None;
-    }
-    Some(payload.to_vec())
+    valid.then_some(payload)
+}
+
+/// The bytes of an entry holding `payload` (what [`decode_entry`] reads).
+pub fn encode_entry(payload: &[u8]) -> Vec<u8> {
+    let mut entry = Vec::with_capacity(HEADER + payload.len());
+    entry.extend_from_slice(MAGIC);
+    entry.extend_from_slice(&(payload.len() as u64).to_le_bytes());
+    entry.extend_from_slice(&Sha256::digest(payload));
+    entry.extend_from_slice(payload);
+    entry
 }
 
 /// Write an entry atomically (temporary file, then rename).
@@ -95,12 +109,7 @@ pub(crate) fn write_entry(path: &Path, payload: &[u8]) -> std::io::Result<()> {
     let tmp = unique_path(dir, "cache", ".tmp");
     let written = (|| {
         let mut f = std::fs::File::create(&tmp)?;
-        let mut entry = Vec::with_capacity(HEADER + payload.len());
-        entry.extend_from_slice(MAGIC);
-        entry.extend_from_slice(&(payload.len() as u64).to_le_bytes());
-        entry.extend_from_slice(&Sha256::digest(payload));
-        entry.extend_from_slice(payload);
-        f.write_all(&entry)?;
+        f.write_all(&encode_entry(payload))?;
         std::fs::rename(&tmp, path)
     })();
     if written.is_err() {

@@ -317,6 +317,36 @@ impl EmuDriver {
         self.nv.object_count()
     }
 
+    /// Bytes of VRAM RM has handed out on NVIDIA device `index`.
+    pub fn nv_vram_used(&self, index: usize) -> Result<u64> {
+        self.nv_device(index)?;
+        Ok(self.nv.vram_used(index))
+    }
+
+    /// Let NVIDIA device `index` hand out at most `bytes` of VRAM from now on (fault injection:
+    /// VRAM exhaustion, as other processes holding memory would cause; `u64::MAX` lifts it). A
+    /// VRAM RM_ALLOC that does not fit then answers NV_ERR_NO_MEMORY, as RM's heap does.
+    pub fn limit_nv_vram(&self, index: usize, bytes: u64) -> Result<()> {
+        self.nv_device(index)?;
+        self.nv.limit_vram(index, bytes);
+        Ok(())
+    }
+
+    /// A critical error on NVIDIA device `index` in the middle of a run (fault injection: a GSP
+    /// crash with `except_type` GSP_ERROR 120, a GPU fallen off the bus 79, ...): RM halts every
+    /// channel of the GPU and writes the error into each channel's error notifier
+    /// (kernel_rc.c `krcRcAndNotifyAllChannels`), then the GPU is reset. Channels created
+    /// afterwards run normally. Returns how many channels were stopped.
+    ///
+    /// Not modelled: the window between `gpuMarkDeviceForReset` and the reset (the real GPU
+    /// needs every client gone and `nvidia-smi -r`; ioctls of a lost GPU answer
+    /// NV_ERR_GPU_IS_LOST meanwhile). A runtime that builds new channels stands in for the
+    /// process that reopens the device after the reset.
+    pub fn reset_nv_gpu(&self, index: usize, except_type: u32) -> Result<usize> {
+        self.nv_device(index)?;
+        self.nv.rc_all_channels(index, except_type)
+    }
+
     /// Buffer objects the emulated process holds (allocated and not freed).
     pub fn allocation_count(&self) -> usize {
         lock(&self.kfd.state).allocs.len()

@@ -247,7 +247,7 @@ fn align_up(v: u64, a: u64) -> u64 {
     if a <= 1 {
         v
     } else {
-        v.div_ceil(a) * a
+        v.div_ceil(a).saturating_mul(a)
     }
 }
 
@@ -291,7 +291,7 @@ pub fn load_code_object(data: &[u8], name: &str) -> Result<CodeImage> {
     }
     let descriptor = find_descriptor(&elf, &addrs, name)?;
     ensure!(
-        descriptor + 64 <= image.len(),
+        descriptor.checked_add(64).is_some_and(|e| e <= image.len()),
         InvalidArgument,
         "code object for {name}: kernel descriptor at {descriptor:#x} runs past the image"
     );

@@ -90,6 +90,9 @@ pub enum FaultKind {
     Graphics,
     /// A copy-engine error (reported as a GR exception, 13; UNCONFIRMED which CE error RM uses).
     CopyEngine,
+    /// RM halted the channel for a critical error of this type (a GSP crash, a GPU lost:
+    /// [`NvGpu::halt_channel`]); RM itself writes the notifiers.
+    Halted(u32),
 }
 
 impl FaultKind {
@@ -99,6 +102,7 @@ impl FaultKind {
             FaultKind::Pbdma => 32,
             FaultKind::Mmu => 31,
             FaultKind::Graphics | FaultKind::CopyEngine => 13,
+            FaultKind::Halted(t) => t,
         }
     }
 }
@@ -381,6 +385,27 @@ impl NvGpu {
         slot.kicked.store(true, Ordering::SeqCst);
         self.send(Msg::Wake)?;
         Ok(id)
+    }
+
+    /// Stop a channel where it is, as RM's halt before a GPU reset does (kernel_rc.c
+    /// `krcRcAndNotifyAllChannels`, `kfifoStartChannelHalt`): it is faulted with `reason` at its
+    /// current GP entry (an earlier fault is kept) and executes nothing more. The event sink is
+    /// not told: RM writes the error notifiers itself.
+    pub fn halt_channel(&self, channel: ChannelId, except_type: u32, reason: &str) -> Result<()> {
+        let slot = self.slot(channel)?;
+        let mut s = lock(&slot.state)?;
+        let f = ChannelFault {
+            channel,
+            kind: FaultKind::Halted(except_type),
+            gp_get: s.gp_get,
+            pb_va: 0,
+            pb_dword: 0,
+            method: None,
+            reason: reason.to_string(),
+        };
+        self.shared.trace(|| format!("{channel} HALT {f}"));
+        s.fault.get_or_insert(f);
+        Ok(())
     }
 
     /// A snapshot of a channel.

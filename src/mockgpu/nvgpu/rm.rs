@@ -190,6 +190,12 @@ impl EmuNvGpu for RmNvGpu {
         }
     }
 
+    fn halt_channel(&self, _dev: &EmuNvDevice, ch: &EmuChannel, except_type: u32, reason: &str) {
+        if let (Some(id), Ok(gpu)) = (self.channel_id(ch.client, ch.handle), self.gpu()) {
+            let _ = gpu.halt_channel(id, except_type, reason);
+        }
+    }
+
     fn channel_destroyed(&self, _dev: &EmuNvDevice, ch: &EmuChannel) {
         let id = lock(&self.ids).remove(&(ch.client, ch.handle));
         if let (Some(id), Ok(gpu)) = (id, self.gpu()) {

@@ -112,6 +112,13 @@ pub trait EmuNvGpu: Send + Sync {
     fn doorbell(&self, dev: &EmuNvDevice, ch: &EmuChannel);
     /// The channel is being freed (RM_FREE of it or an ancestor, or its client's fd closed).
     fn channel_destroyed(&self, dev: &EmuNvDevice, ch: &EmuChannel);
+    /// RM halts the channel for a critical error of type `except_type` (fault injection,
+    /// [`crate::mockgpu::EmuDriver::reset_nv_gpu`]; kernel_rc.c `krcRcAndNotifyAllChannels`):
+    /// stop it where it is, faulted with `reason`, until it is freed. RM writes the error
+    /// notifier itself. A GPU that cannot stop a channel ignores this.
+    fn halt_channel(&self, dev: &EmuNvDevice, ch: &EmuChannel, except_type: u32, reason: &str) {
+        let _ = (dev, ch, except_type, reason);
+    }
 }
 
 /// Builds the software GPU of a device when the driver is created.
@@ -209,15 +216,8 @@ impl EmuNvDevice {
     pub fn rc_error(&self, ch: &EmuChannel, except_type: u32) -> Result<()> {
         let nv = self.nv()?;
         for c in nv.channels_of(self.index) {
-            if c.client == ch.client && c.tsg == ch.tsg && c.error_notifier != 0 {
-                nv.write_notifier(
-                    c.client,
-                    c.error_notifier,
-                    0,
-                    except_type,
-                    c.engine_type as u16,
-                    crate::sys::nv::common::NV_NOTIFICATION_STATUS_RC_ERROR as u16,
-                )?;
+            if c.client == ch.client && c.tsg == ch.tsg {
+                nv.rc_notify(&c, except_type)?;
             }
         }
         Ok(())

@@ -108,12 +108,16 @@ impl EmuNv {
             rbail!(NV_ERR_INVALID_ARGUMENT, "size {:#x} overflows", p.size);
         };
         let vram = a.hClass == NV01_MEMORY_LOCAL_USER;
-        if vram && st.vram_used[gpu] + size > self.chip.vram_size {
+        // The heap refuses what does not fit (gpu/mem_mgr/heap.c `heapAlloc`: NV_ERR_NO_MEMORY,
+        // logging "failed to allocate block. Heap total=.. free=.."); the budget is the chip's
+        // VRAM or a test's limit (`EmuDriver::limit_nv_vram`).
+        let budget = st.vram_budget[gpu];
+        if vram && st.vram_used[gpu].saturating_add(size) > budget {
             rbail!(
                 NV_ERR_NO_MEMORY,
-                "out of VRAM: {:#x} used + {size:#x} > {:#x}",
-                st.vram_used[gpu],
-                self.chip.vram_size
+                "out of VRAM: {size:#x} bytes requested, {:#x} free ({:#x} used of {budget:#x})",
+                budget.saturating_sub(st.vram_used[gpu]),
+                st.vram_used[gpu]
             );
         }
         let backing = Backing::new(size, "NV memory object")

@@ -131,6 +131,8 @@ pub(crate) struct NvState {
     pub(crate) tokens: HashMap<(usize, u32), (u32, u32)>,
     pub(crate) next_chid: Vec<u32>,
     pub(crate) vram_used: Vec<u64>,
+    /// VRAM RM may hand out per device (the chip's size unless a test limits it).
+    pub(crate) vram_budget: Vec<u64>,
     /// RM_MAP_MEMORY cookies -> (client, memory handle).
     pub(crate) cpu_maps: HashMap<u64, (u32, u32)>,
     pub(crate) next_cookie: u64,
@@ -233,6 +235,7 @@ impl EmuNv {
                 tokens: HashMap::new(),
                 next_chid: vec![0x10; n],
                 vram_used: vec![0; n],
+                vram_budget: vec![chip.vram_size; n],
                 cpu_maps: HashMap::new(),
                 next_cookie: 0x7F00_0000_0000,
                 os_events: Vec::new(),
@@ -439,6 +442,64 @@ impl EmuNv {
         }
         let f = st.faults.remove(i);
         Some(RmErr(f.status, format!("{name}: injected failure")))
+    }
+
+    /// Bytes of VRAM allocated on device `index`.
+    pub(crate) fn vram_used(&self, index: usize) -> u64 {
+        lock(&self.state).vram_used.get(index).copied().unwrap_or(0)
+    }
+
+    /// Let device `index` hand out at most `bytes` of VRAM (capped at the chip's size) from now
+    /// on: RM's heap then refuses what does not fit (`memory.rs`).
+    pub(crate) fn limit_vram(&self, index: usize, bytes: u64) {
+        if let Some(b) = lock(&self.state).vram_budget.get_mut(index) {
+            *b = bytes.min(self.chip.vram_size);
+        }
+    }
+
+    /// A critical error on device `index` as `krcRcAndNotifyAllChannels` (kernel_rc.c) handles
+    /// it: pass 1 halts every channel of the GPU (`kfifoStartChannelHalt`: the software GPU stops
+    /// it where it is), pass 2 writes `except_type` into record 0 of each channel's own error
+    /// notifier (RC_NOTIFIER_SCOPE_CHANNEL: info32 the type, info16 the engine type, status
+    /// NV_NOTIFICATION_STATUS_RC_ERROR). RM calls it for a GSP crash (kernel_gsp_tu102.c:
+    /// GSP_ERROR, 120), an uncontained GSP error (kernel_gsp_gb100.c: CONTAINED_ERROR, 94) and a
+    /// GPU that fell off the bus (osinit.c `osHandleGpuLost`: 79), each followed by
+    /// `gpuMarkDeviceForReset`. Returns how many channels were stopped.
+    pub(crate) fn rc_all_channels(
+        self: &Arc<Self>,
+        index: usize,
+        except_type: u32,
+    ) -> Result<usize> {
+        let chans = self.channels_of(index);
+        let reason = format!(
+            "halted by RM for critical error {except_type} (krcRcAndNotifyAllChannels, injected)"
+        );
+        if let Some(gpu) = self.gpu_of(index) {
+            let dev = self.device(index);
+            for c in &chans {
+                gpu.halt_channel(&dev, c, except_type, &reason);
+            }
+        }
+        for c in &chans {
+            self.rc_notify(c, except_type)?;
+        }
+        Ok(chans.len())
+    }
+
+    /// `krcErrorSetNotifier` for one channel: record 0 of its error notifier (if it has one)
+    /// gets the RC error `except_type`, the channel's engine type and status RC_ERROR.
+    pub(crate) fn rc_notify(&self, c: &EmuChannel, except_type: u32) -> Result<()> {
+        if c.error_notifier == 0 {
+            return Ok(());
+        }
+        self.write_notifier(
+            c.client,
+            c.error_notifier,
+            0,
+            except_type,
+            c.engine_type as u16,
+            crate::sys::nv::common::NV_NOTIFICATION_STATUS_RC_ERROR as u16,
+        )
     }
 
     /// RM objects alive over all clients (what a handle leak shows in).

@@ -37,7 +37,7 @@ pub const fn userd_offset(ring_off: u64) -> u64 {
     ring_off + GPFIFO_ENTRIES as u64 * 8
 }
 
-/// The name of an RC error type (the info32 of an error notifier record).
+/// The name of an RC error type (the info32 of an error notifier record; nverror.h).
 pub fn rc_error_name(t: u32) -> String {
     let name = match t {
         8 => "ROBUST_CHANNEL_FIFO_ERROR_IDLE_TIMEOUT",
@@ -48,6 +48,11 @@ pub fn rc_error_name(t: u32) -> String {
         45 => "ROBUST_CHANNEL_PREEMPTIVE_REMOVAL",
         48 => "ROBUST_CHANNEL_GR_ERROR_SW_NOTIFY",
         69 => "ROBUST_CHANNEL_GR_CLASS_ERROR",
+        79 => "ROBUST_CHANNEL_GPU_HAS_FALLEN_OFF_THE_BUS",
+        94 => "ROBUST_CHANNEL_CONTAINED_ERROR",
+        95 => "ROBUST_CHANNEL_UNCONTAINED_ERROR",
+        119 => "GSP_RPC_TIMEOUT",
+        120 => "GSP_ERROR",
         _ => "ROBUST_CHANNEL error",
     };
     format!("{name} ({t})")

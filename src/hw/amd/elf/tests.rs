@@ -92,3 +92,21 @@ fn descriptor_falls_back_to_rodata_and_bad_input_fails() {
     bad[40..48].copy_from_slice(&u64::MAX.to_le_bytes());
     assert!(Elf::parse(&bad).is_err());
 }
+
+#[test]
+fn a_descriptor_symbol_at_the_top_of_the_address_space_is_an_error() {
+    // Found by tests/parser_fuzz.rs (compile-cache payloads, seed 7): `descriptor + 64`
+    // overflowed (a panic in builds with overflow checks) on a `.kd` symbol value near 2^64.
+    let bytes = object(false);
+    let elf = Elf::parse(&bytes).unwrap();
+    let (_, symtab) = elf.section(".symtab").unwrap();
+    let (start, len) = (symtab.offset as usize, symtab.size as usize);
+    let mut bad = bytes.clone();
+    for sym in bad[start..start + len].chunks_exact_mut(24) {
+        if u64::from_le_bytes(sym[8..16].try_into().unwrap()) == 0x100 {
+            sym[8..16].copy_from_slice(&(u64::MAX - 8).to_le_bytes());
+        }
+    }
+    let e = load_code_object(&bad, "E_4").unwrap_err();
+    assert!(e.message().contains("runs past the image"), "{e}");
+}

@@ -8,7 +8,7 @@ use super::faults::{check_recovered, stuck_run, warm};
 use super::*;
 use crate::device::allocator::LruAllocator;
 use crate::driver::Driver;
-use crate::hcq::{HcqBackend, HcqSignal, HwQueue};
+use crate::hcq::{HcqBackend, HcqDevice, HcqSignal, HwQueue};
 use crate::helpers::Context;
 use crate::Error;
 
@@ -58,16 +58,13 @@ fn an_ioctl_failing_mid_kernel_load_leaks_nothing() {
     check_recovered(&dev, &emu, baseline);
 }
 
-#[test]
-fn vram_exhaustion_flushes_the_lru_cache_then_names_the_shortage() {
-    let (dev, emu, baseline) = warm();
-    let gpu = dev.backend().gpu_id();
-    let used = emu.vram_used(gpu).unwrap();
+/// With 8 MiB of VRAM left on `dev` (on any HCQ device: the AMD and NV tests share it): two
+/// 4 MiB buffers fill it and wait freed in the LRU cache, 6 MiB fits only once the cache is
+/// flushed, 4 MiB more does not fit at all. Returns that error's message (everything freed).
+pub(crate) fn lru_flush_then_shortage<B: HcqBackend>(dev: &Arc<HcqDevice<B>>) -> String {
     const MB: usize = 1 << 20;
-    emu.limit_vram(gpu, used + 8 * MB as u64).unwrap();
     let lru = LruAllocator::new(HcqAllocator::new(dev.clone()));
     let opts = BufferOptions::default();
-    // Two 4 MiB buffers fill the budget; freed, they wait in the LRU cache.
     let (x, y) = (
         lru.alloc(4 * MB, &opts).unwrap(),
         lru.alloc(4 * MB, &opts).unwrap(),
@@ -75,16 +72,26 @@ fn vram_exhaustion_flushes_the_lru_cache_then_names_the_shortage() {
     lru.free(x, 4 * MB, &opts);
     lru.free(y, 4 * MB, &opts);
     assert_eq!(lru.cached_count(), 2);
-    // 6 MiB fits only once the cache is flushed: the allocator frees it and retries.
     let z = lru.alloc(6 * MB, &opts).unwrap();
     assert_eq!(lru.cached_count(), 0, "the cache was flushed to make room");
-    // 4 MiB more does not fit at all: the error says so after the flush and retry.
     let e = lru.alloc(4 * MB, &opts).unwrap_err();
     let m = e.message();
-    assert!(m.contains("after freeing the LRU cache"), "{m}");
-    assert!(m.contains("out of VRAM") && m.contains("ENOMEM"), "{m}");
+    assert!(
+        m.contains("allocation of 4194304 bytes failed after freeing the LRU cache"),
+        "{m}"
+    );
     lru.free(z, 6 * MB, &opts);
-    drop(lru);
+    m.to_string()
+}
+
+#[test]
+fn vram_exhaustion_flushes_the_lru_cache_then_names_the_shortage() {
+    let (dev, emu, baseline) = warm();
+    let gpu = dev.backend().gpu_id();
+    let used = emu.vram_used(gpu).unwrap();
+    emu.limit_vram(gpu, used + (8 << 20)).unwrap();
+    let m = lru_flush_then_shortage(&dev);
+    assert!(m.contains("out of VRAM") && m.contains("ENOMEM"), "{m}");
     assert_eq!(
         emu.vram_used(gpu).unwrap(),
         used,
@@ -165,12 +172,12 @@ fn a_gpu_reset_mid_run_is_a_named_fault_and_the_device_recovers() {
     check_recovered(&dev, &emu, baseline);
 }
 
-#[test]
-fn a_signal_the_gpu_lowers_during_a_wait_is_a_fault_naming_both_values() {
-    let (dev, emu, baseline) = warm();
+/// The GPU lowers a signal from 7 to 3 once a gate opens, while the CPU waits for it to reach
+/// 10 (on any HCQ device: the AMD and NV tests share it). The wait must end as a fault naming
+/// both values; returns the message once the queue and signals are gone.
+pub(crate) fn lowered_signal_fault<B: HcqBackend>(dev: &Arc<HcqDevice<B>>) -> String {
     let gate = dev.new_signal(0).unwrap();
     let watched = dev.new_signal(7).unwrap();
-    // The GPU lowers `watched` to 3 once the gate opens, while the CPU waits for it to reach 10.
     let mut q = dev.backend().compute_queue();
     q.wait(&gate, 1).unwrap();
     q.signal(&watched, 3).unwrap();
@@ -188,7 +195,7 @@ fn a_signal_the_gpu_lowers_during_a_wait_is_a_fault_naming_both_values() {
             .unwrap_err()
     };
     opener.join().unwrap().unwrap();
-    let Error::Fault(m) = &e else {
+    let Error::Fault(m) = e else {
         panic!("expected a fault, got {e}")
     };
     assert!(
@@ -196,6 +203,13 @@ fn a_signal_the_gpu_lowers_during_a_wait_is_a_fault_naming_both_values() {
         "{m}"
     );
     assert_eq!(watched.value().unwrap(), 3, "the software GPU wrote it");
-    drop((q, gate, watched));
+    m
+}
+
+#[test]
+fn a_signal_the_gpu_lowers_during_a_wait_is_a_fault_naming_both_values() {
+    let (dev, emu, baseline) = warm();
+    let m = lowered_signal_fault(&dev);
+    assert!(m.contains("compute queue") && m.contains("rptr"), "{m}");
     check_recovered(&dev, &emu, baseline);
 }

@@ -7,7 +7,7 @@ mod copies;
 mod faults;
 mod golden;
 pub(crate) mod graph;
-mod injected;
+pub(crate) mod injected;
 mod kernels;
 pub(crate) mod launch;
 pub(crate) mod multigraph;

@@ -8,6 +8,8 @@ use crate::codegen::uopgraph::linearize;
 use crate::dtype::dtypes;
 use crate::hcq::{HcqBackend, HwQueue};
 use crate::helpers::Context;
+use crate::runtime::nv::queue::NvComputeQueue;
+use crate::runtime::nv::signal::NvSignal;
 use crate::Error;
 
 /// A device that already did one copy (its staging buffer exists), and its VA balance.
@@ -59,20 +61,30 @@ pub(super) fn check_recovered(dev: &Arc<NvDevice>, emu: &EmuDriver, baseline: (u
     );
 }
 
-#[test]
-fn hung_channel_times_out_with_a_report() {
-    let (dev, emu, baseline) = warm();
-    let never = dev.new_signal(0).unwrap();
+/// A run in progress that cannot finish: the compute channel waits on a signal nobody raises,
+/// kernel `name` (out = a + b, 8 floats) is queued behind it. Returns what must outlive the run.
+pub(super) fn stuck_run(
+    dev: &Arc<NvDevice>,
+    name: &str,
+) -> (NvSignal, NvComputeQueue, Box<dyn Program>, Vec<RawBuf>) {
+    let gate = dev.new_signal(0).unwrap();
     let mut q = dev.backend().compute_queue();
-    q.wait(&never, 1).unwrap();
+    q.wait(&gate, 1).unwrap();
     q.submit(dev.backend()).unwrap();
-    let prg = load(&dev, "E_stuck", &add_uops(1, 8, dtypes::float32));
-    let (a, _) = alloc(&dev, 32);
+    let prg = load(dev, name, &add_uops(1, 8, dtypes::float32));
+    let (a, _) = alloc(dev, 32);
     let bufs: Vec<RawBuf> = (0..3)
         .map(|_| a.alloc(32, &BufferOptions::default()).unwrap())
         .collect();
     prg.call(&bufs, &[], Some([1, 1, 1]), Some([8, 1, 1]), false)
         .unwrap();
+    (gate, q, prg, bufs)
+}
+
+#[test]
+fn hung_channel_times_out_with_a_report() {
+    let (dev, emu, baseline) = warm();
+    let (never, q, prg, bufs) = stuck_run(&dev, "E_stuck");
     let e = {
         let _t = Context::new(&[("HCQDEV_WAIT_TIMEOUT_MS", 300)]);
         dev.synchronize().unwrap_err()
