@@ -289,8 +289,17 @@ fn get_kernel_applies_them_unless_noopt() {
     let t = mm(&[64, 64], &[64, 64]);
     let sched = check(&[&t], &[], true);
     let r = ClangRenderer::new();
+    // beyond 0.9.1: a float32 matmul on CLANG gets the CPU tile; CPU_TILE=0 gives 0.9.1's opts
     let k = get_kernel(&r, &sched[0].ast).unwrap();
-    assert_eq!(k.applied_opts.len(), 3, "{:?}", k.applied_opts);
+    assert_eq!(k.applied_opts.len(), 4, "{:?}", k.applied_opts);
+    assert!(k.wide_vectors);
+    let off = Context::new(&[("CPU_TILE", 0)]);
+    let k = get_kernel(&r, &sched[0].ast).unwrap();
+    let want = list(&[u(1, 4), u(0, 4), un(0, 4)]);
+    let got: Vec<String> = k.applied_opts.iter().map(|x| x.to_string()).collect();
+    assert_eq!(format!("[{}]", got.join(", ")), want);
+    assert!(!k.wide_vectors);
+    drop(off);
     let _n = Context::new(&[("NOOPT", 1)]);
     let k = get_kernel(&r, &sched[0].ast).unwrap();
     assert!(k.applied_opts.is_empty(), "{:?}", k.applied_opts);

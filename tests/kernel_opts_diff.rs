@@ -390,3 +390,154 @@ fn tensor_cores_on_emulated_gpu() {
         }
     }
 }
+
+// ------------------------------------------------------------------------------------------
+// The CPU tile (beyond 0.9.1: `codegen::kernel::cpu_tile`)
+
+/// Values whose products and sums round (unlike `default_value`), so a regrouped sum would show.
+fn rounding_value(b: usize, i: usize, _dt: rawgrad::dtype::DType) -> rawgrad::dtype::ConstValue {
+    let x = (i.wrapping_mul(2_654_435_761) ^ (b * 40_503)) % 1_000_003;
+    rawgrad::dtype::ConstValue::Float(x as f64 / 77_777.7 - 6.3)
+}
+
+/// Matmuls the tile fits: plain, and with a bias and ReLU after the reduce.
+fn tile_cases() -> Vec<Case> {
+    use rawgrad::ops::{BinaryOps::*, ReduceOps::SUM};
+    use rawgrad::shape::sints;
+    let plain = catalogue::matmul_of("matmul_tile", dtypes::float32, (24, 48, 36), true);
+    let (va, vb) = catalogue::matmul_views(16, 32, 20);
+    let mul = bin(MUL, ld(1, dtypes::float32, va), ld(2, dtypes::float32, vb));
+    let bias_st = st(&[1, 32, 1]).expand(&sints(&[16, 32, 1])).unwrap();
+    let biased = bin(ADD, red(SUM, mul, &[2]), ld(3, dtypes::float32, bias_st));
+    let relu = bin(MAX, biased, cst(0.0, dtypes::float32, st(&[16, 32, 1])));
+    let epilogue = Case::new(
+        "matmul_bias_relu_tile",
+        vec![store(relu, 0, dtypes::float32, st(&[16, 32, 1]))],
+    );
+    vec![
+        plain.with_data(rounding_value),
+        epilogue.with_data(rounding_value),
+    ]
+}
+
+fn tiled(case: &Case, o: &RendererOpts) -> Kernel {
+    let mut k = Kernel::new(&case.ast, o).unwrap();
+    assert!(
+        k.apply_cpu_tile().unwrap(),
+        "{}: the CPU tile applies",
+        case.name
+    );
+    assert!(k.wide_vectors);
+    let mr = rawgrad::codegen::kernel::cpu_tile::tile_m();
+    let want = vec![
+        Opt::new(UPCAST, 1, 8),
+        Opt::new(UPCAST, 1, 2),
+        Opt::new(UPCAST, 0, mr),
+        Opt::new(UNROLL, 0, 4),
+    ];
+    assert_eq!(k.applied_opts, want, "{}", case.name);
+    k
+}
+
+/// The tile's kernel gives the unoptimized kernel's bits on CLANG and on every libLLVM, and the
+/// reference within the suite's tolerance; its C source uses 8-lane vectors.
+#[test]
+fn cpu_tile_equals_unoptimized_on_clang_and_llvm() {
+    use rawgrad::ffi::llvm::{find_libraries, Llvm, MIN_LLVM_MAJOR};
+    use rawgrad::runtime::cpu::llvm::LLVMCompiler;
+    let cr = ClangRenderer::new();
+    type Device = (
+        String,
+        Box<dyn Renderer>,
+        Box<dyn Compiler>,
+        Box<dyn Runtime>,
+    );
+    let mut devices: Vec<Device> = vec![];
+    if let Some(cc) = clang() {
+        let (r, rt) = (Box::new(cr.clone()), Box::new(ClangRuntime));
+        devices.push(("CLANG".into(), r, Box::new(cc), rt));
+    }
+    for l in find_libraries()
+        .into_iter()
+        .filter(|l| l.major >= MIN_LLVM_MAJOR)
+    {
+        if let Ok(c) = Llvm::open(&l.path).and_then(LLVMCompiler::with_llvm) {
+            let (r, rt) = (Box::new(c.renderer()), Box::new(c.runtime()));
+            devices.push((format!("LLVM {}", l.major), r, Box::new(c), rt));
+        }
+    }
+    for case in tile_cases() {
+        let want = case.reference();
+        let mut k = tiled(&case, cr.opts());
+        assert!(
+            render(&case, &mut k, &cr).src.contains("float8"),
+            "{}",
+            case.name
+        );
+        for (name, r, c, rt) in &devices {
+            let mut outs = vec![];
+            for mut k in [
+                tiled(&case, r.opts()),
+                Kernel::new(&case.ast, r.opts()).unwrap(),
+            ] {
+                let p = render(&case, &mut k, &**r);
+                let lib = c.compile(&p.src).unwrap();
+                let prg = rt.load(&p.function_name, &lib).unwrap();
+                let got = run_program(&*prg, &case, &p, &rawgrad::device::HostAllocator).unwrap();
+                let what = format!("{name} {:?}", k.applied_opts);
+                assert_outputs(&case, &want, &got, rtol_for(&case).max(1e-5), &what);
+                outs.push(got);
+            }
+            assert_eq!(
+                outs[0], outs[1],
+                "{} on {name}: tile and unoptimized bits",
+                case.name
+            );
+        }
+    }
+}
+
+/// Where the tile does not fit it leaves the kernel alone: a GPU-like renderer, B transposed
+/// (no unit stride on the output's last axis), an integer matmul, too small an output.
+#[test]
+fn cpu_tile_only_where_it_fits() {
+    use rawgrad::ops::{BinaryOps::MUL, ReduceOps::SUM};
+    use rawgrad::shape::sints;
+    let cr = ClangRenderer::new();
+    let ir = InterpRenderer::new();
+    let mm = catalogue::matmul_of("mm", dtypes::float32, (24, 48, 36), true);
+    let none = |case: &Case, o: &RendererOpts| {
+        let mut k = Kernel::new(&case.ast, o).unwrap();
+        assert!(!k.apply_cpu_tile().unwrap(), "{}", case.name);
+        assert!(
+            k.applied_opts.is_empty() && !k.wide_vectors,
+            "{}",
+            case.name
+        );
+    };
+    none(&mm, ir.opts());
+    let (va, _) = catalogue::matmul_views(24, 48, 36);
+    let vb_t = st(&[48, 36]).reshape(&sints(&[1, 48, 36])).unwrap();
+    let vb_t = vb_t.expand(&sints(&[24, 48, 36])).unwrap();
+    let mul = bin(
+        MUL,
+        ld(1, dtypes::float32, va),
+        ld(2, dtypes::float32, vb_t),
+    );
+    let r = red(SUM, mul, &[2]);
+    none(
+        &Case::new(
+            "mm_bt",
+            vec![store(r, 0, dtypes::float32, st(&[24, 48, 1]))],
+        ),
+        cr.opts(),
+    );
+    none(
+        &catalogue::matmul_of("mm_int", dtypes::int32, (24, 48, 36), true),
+        cr.opts(),
+    );
+    none(
+        &catalogue::matmul_of("mm_small", dtypes::float32, (24, 16, 36), true),
+        cr.opts(),
+    );
+}

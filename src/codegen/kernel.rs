@@ -25,6 +25,7 @@ use crate::shape::symbolic::py_gt;
 use crate::shape::{strides_for_shape, Node, ShapeTracker, Sint};
 use crate::{bail, ensure, Error, Result};
 
+pub mod cpu_tile;
 mod heuristics;
 pub mod opts;
 mod tensor_cores;
@@ -117,6 +118,9 @@ pub struct Kernel {
     pub tensor_core_opts: Option<TensorCoreOptions>,
     /// Per reduce op, the two buffers the tensor core multiplies.
     pub bufs_for_tensor_core: Vec<(LazyOp, (usize, usize))>,
+    /// Group unit-stride upcast dims of 8 lanes into vectors too (set by the CPU tile,
+    /// `cpu_tile.rs`; 0.9.1 groups only 2 or 4).
+    pub wide_vectors: bool,
     pub(crate) linearized: Option<Linearized>,
 }
 
@@ -258,6 +262,7 @@ impl Kernel {
             tensor_core: None,
             tensor_core_opts: None,
             bufs_for_tensor_core: vec![],
+            wide_vectors: false,
             linearized: None,
         };
         k.permute_reduce_last()?;

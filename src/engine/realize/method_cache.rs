@@ -37,7 +37,7 @@ use super::runners::CompiledRunner;
 use super::Runner;
 
 /// The knobs that change which opts `get_kernel` applies, so each is part of the cache key.
-pub const OPT_KNOBS: [&str; 9] = [
+pub const OPT_KNOBS: [&str; 10] = [
     "BEAM",
     "NOOPT",
     "TC",
@@ -47,6 +47,7 @@ pub const OPT_KNOBS: [&str; 9] = [
     "MV_THREADS_PER_ROW",
     "MV_ROWS_PER_THREAD",
     "NOLOCALS",
+    "CPU_TILE",
 ];
 
 /// The values of [`OPT_KNOBS`] now (an unset knob reads as `i64::MIN`).
@@ -156,7 +157,12 @@ pub fn get_kernel(renderer: &dyn Renderer, ast: &[LazyOp]) -> Result<Kernel> {
     let mut k = Kernel::new(ast, renderer.opts())?;
     k.required_optimizations()?;
     if getenv("NOOPT", 0) == 0 {
-        let used_tc = k.apply_default_opts()?;
+        // beyond 0.9.1: a CPU matmul gets the CPU tile instead of the heuristics (`CPU_TILE=0`)
+        let used_tc = if k.apply_cpu_tile()? {
+            false
+        } else {
+            k.apply_default_opts()?
+        };
         if getenv("BEAM", 0) >= 1 {
             k = crate::engine::search::beam_kernel(renderer, ast, k, used_tc)?;
         }

@@ -34,9 +34,12 @@ use crate::runtime::cpu::objload;
 use crate::{bail, Result};
 
 /// The function passes of [`LlvmOpt::Light`]: redundancy elimination, loop-invariant code motion,
-/// peepholes and CFG cleanup; no unrolling or vectorizing, no reassociation (the IR has no
-/// fast-math flags). Valid pipeline text for LLVM 14 and later.
-pub const LIGHT_PASSES: &str = "function(early-cse,loop-mssa(licm),instcombine,simplifycfg)";
+/// peepholes, CFG cleanup and the SLP vectorizer (lane-wise operations of one vector, as the CPU
+/// tile's 8-lane accumulators, become vector instructions; it regroups nothing, as the IR has no
+/// fast-math flags); no loop unrolling or loop vectorizing. Valid pipeline text for LLVM 14 and
+/// later.
+pub const LIGHT_PASSES: &str =
+    "function(early-cse,loop-mssa(licm),instcombine,simplifycfg,slp-vectorizer)";
 
 /// The optimisation pipeline of the LLVM device (`LLVMOPT`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,7 +79,8 @@ impl LlvmOpt {
     fn tag(self) -> String {
         match self {
             LlvmOpt::None => "noopt_cg2".into(),
-            LlvmOpt::Light => "light_cg2".into(),
+            // the pass text itself, so a changed pipeline never reuses an old cached object
+            LlvmOpt::Light => format!("light_{LIGHT_PASSES}_cg2"),
             LlvmOpt::Default(n) => format!("O{n}"),
         }
     }
