@@ -23,6 +23,8 @@ pub mod mem;
 pub mod salu;
 pub mod valu;
 pub mod valu_ops;
+pub mod vop3p;
+pub mod vopd;
 pub mod wave;
 
 use std::collections::BTreeSet;
@@ -277,6 +279,8 @@ fn step(w: &mut Wave, i: &Inst, pc: usize, mem: &dyn GpuMemory, lds: &mut Lds) -
         Enc::Sopp => return salu::sopp(w, i, pc),
         Enc::Smem => mem::smem(w, i, pc, mem)?,
         Enc::Vop1 | Enc::Vop2 | Enc::Vopc | Enc::Vop3 => valu::exec(w, i, pc)?,
+        Enc::Vop3p => vop3p::exec(w, i, pc)?,
+        Enc::Vopd => vopd::exec(w, i, pc)?,
         Enc::Flat => mem::flat(w, i, pc, mem)?,
         Enc::Ds => mem::ds(w, i, pc, lds)?,
         _ => return Err(i.unknown(pc)),

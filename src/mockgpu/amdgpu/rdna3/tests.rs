@@ -1,22 +1,11 @@
-//! The RDNA3 interpreter on hand-assembled words (decoding, refusals) and on real gfx1100 code
-//! objects from the hardware compiler (libLLVM 15 or newer; the tests that need it say so and
-//! skip when it is missing): results, a missing `s_waitcnt`, an unknown opcode.
+//! The RDNA3 interpreter on hand-assembled words: decoding, refusals of unknown opcodes and
+//! encodings, the endless-loop guard, WMMA's fragment layout. Real gfx1100 code objects from the
+//! hardware compiler run in `runtime/amd/tests/isa.rs`.
 
 use super::decode::{decode, Enc};
 use super::*;
-use crate::codegen::uops::UOp;
-use crate::device::{Compiler, Program, RawBuf, Runtime};
-use crate::dtype::dtypes;
-use crate::hcq::HcqAllocator;
-use crate::hw::amd::elf::Elf;
-use crate::hw::amd::targets::GFX1100;
 use crate::mockgpu::amdgpu::QueueId;
 use crate::mockgpu::gpu_memory::SparseMemory;
-use crate::renderer::Renderer;
-use crate::runtime::amd::compiler::AMDCompiler;
-use crate::runtime::amd::tests::{add_uops, f32_bytes, f32s, one_gpu};
-use crate::runtime::amd::{AmdDevice, AmdRuntime};
-use std::sync::Arc;
 
 const S_ENDPGM: u32 = 0xbfb0_0000;
 const S_NOP: u32 = 0xbf80_0000;
@@ -111,99 +100,56 @@ fn endless_loops_are_stopped() {
     assert!(e.message().contains("without ending"), "{e}");
 }
 
-/// The hardware compiler for gfx1100, or None (with the reason printed) without libLLVM 15+.
-fn compiler() -> Option<AMDCompiler> {
-    match AMDCompiler::new(&GFX1100) {
-        Ok(c) => Some(c),
-        Err(e) => {
-            println!("skipped: no libLLVM that knows gfx1100 ({e})");
-            None
+/// A wave with WMMA operands A (v8-v15), B (v16-v23), C (v24-v31) in the wave32 fragment
+/// layout, and the expected D = A x B + C.
+fn wmma_wave() -> (Wave, [[f32; 16]; 16]) {
+    let mut w = Wave::new(64);
+    let a = |m: usize, k: usize| ((m * 3 + k) % 7) as f32 - 3.0;
+    let b = |k: usize, n: usize| ((k * 5 + n * 2) % 9) as f32 * 0.5;
+    let c = |m: usize, n: usize| (m * 16 + n) as f32;
+    for lane in 0..32 {
+        let r = lane % 16;
+        for j in 0..8 {
+            let pack = |lo: f32, hi: f32| {
+                u32::from(half::f16::from_f32(lo).to_bits())
+                    | u32::from(half::f16::from_f32(hi).to_bits()) << 16
+            };
+            w.v[8 + j][lane] = pack(a(r, 2 * j), a(r, 2 * j + 1));
+            w.v[16 + j][lane] = pack(b(2 * j, r), b(2 * j + 1, r));
+            w.v[24 + j][lane] = c(2 * j + lane / 16, r).to_bits();
         }
     }
+    let mut want = [[0f32; 16]; 16];
+    for (m, row) in want.iter_mut().enumerate() {
+        for (n, v) in row.iter_mut().enumerate() {
+            *v = c(m, n) + (0..16).map(|k| a(m, k) * b(k, n)).sum::<f32>();
+        }
+    }
+    (w, want)
 }
 
-fn compile(c: &AMDCompiler, name: &str, uops: &[UOp]) -> Vec<u8> {
-    let src = c.renderer().render(name, uops).unwrap();
-    c.compile(&src).unwrap()
-}
-
-fn load(dev: &Arc<AmdDevice>, name: &str, lib: &[u8]) -> Box<dyn Program> {
-    AmdRuntime::new(dev.clone()).load(name, lib).unwrap()
-}
-
-/// `out = a + b` for `groups` x `local` floats through the emulated device; the result or the
-/// launch error.
-fn run_add(dev: &Arc<AmdDevice>, prg: &dyn Program, groups: usize, local: usize) -> Result<()> {
-    let n = groups * local;
-    let a = HcqAllocator::new(dev.clone());
-    let bufs: Vec<RawBuf> = (0..3)
-        .map(|_| {
-            crate::device::Allocator::alloc(&a, 4 * n, &Default::default()).unwrap()
-        })
-        .collect();
-    let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 3.0).collect();
-    let y: Vec<f32> = (0..n).map(|i| 1000.0 - i as f32).collect();
-    crate::device::Allocator::copyin(&a, &bufs[1], &f32_bytes(&x)).unwrap();
-    crate::device::Allocator::copyin(&a, &bufs[2], &f32_bytes(&y)).unwrap();
-    prg.call(&bufs, &[], Some([groups, 1, 1]), Some([local, 1, 1]), true)?;
-    let mut out = vec![0u8; 4 * n];
-    crate::device::Allocator::copyout(&a, &mut out, &bufs[0]).unwrap();
-    let want: Vec<f32> = x.iter().zip(&y).map(|(a, b)| a + b).collect();
-    assert_eq!(f32s(&out), want);
-    Ok(())
+fn wmma_inst() -> Inst {
+    // v_wmma_f32_16x16x16_f16 v[0:7], v[8:15], v[16:23], v[24:31]
+    decode(&[0xcc40_0000, 264 | 272 << 9 | 280 << 18 | 3 << 27], 0).unwrap()
 }
 
 #[test]
-fn llvm_add_kernel_runs_on_the_rdna3_interpreter() {
-    let Some(c) = compiler() else { return };
-    let (dev, _emu) = one_gpu();
-    let lib = compile(&c, "E_add", &add_uops(4, 40, dtypes::float32));
-    let prg = load(&dev, "E_add", &lib);
-    run_add(&dev, prg.as_ref(), 4, 40).unwrap();
-    let seen = coverage();
-    assert!(seen.contains(&(Enc::Sopp, 48)), "s_endpgm ran: {seen:?}");
-    assert!(seen.contains(&(Enc::Flat, 20)), "global_load_b32 ran: {seen:?}");
-}
-
-/// `lib` with every `s_waitcnt` in `.text` replaced by `s_nop 0`.
-fn without_waitcnt(lib: &[u8]) -> Vec<u8> {
-    let elf = Elf::parse(lib).unwrap();
-    let (_, text) = elf.section(".text").unwrap();
-    let (off, size) = (text.offset as usize, text.size as usize);
-    let mut out = lib.to_vec();
-    let mut patched = 0;
-    let mut pc = 0;
-    let words: Vec<u32> = lib[off..off + size]
-        .chunks_exact(4)
-        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect();
-    while pc < words.len() {
-        let i = decode(&words, pc).unwrap();
-        if i.enc == Enc::Sopp && i.op == 9 {
-            out[off + 4 * pc..off + 4 * pc + 4].copy_from_slice(&S_NOP.to_le_bytes());
-            patched += 1;
+fn wmma_follows_the_wave32_fragment_layout_and_refuses_a_wrong_one() {
+    let (mut w, want) = wmma_wave();
+    super::vop3p::exec(&mut w, &wmma_inst(), 0).unwrap();
+    for lane in 0..32 {
+        for j in 0..8 {
+            let (m, n) = (2 * j + lane / 16, lane % 16);
+            assert_eq!(f32::from_bits(w.v[j][lane]), want[m][n], "D[{m}][{n}]");
         }
-        if i.enc == Enc::Sopp && i.op == 48 {
-            break;
-        }
-        pc += i.len;
     }
-    assert!(patched > 0, "the kernel waits for its loads somewhere");
-    out
-}
-
-#[test]
-fn a_missing_waitcnt_fails_with_a_clear_message() {
-    let Some(c) = compiler() else { return };
-    let (dev, _emu) = one_gpu();
-    let lib = compile(&c, "E_add", &add_uops(2, 32, dtypes::float32));
-    let prg = load(&dev, "E_add", &without_waitcnt(&lib));
-    let e = run_add(&dev, prg.as_ref(), 2, 32).unwrap_err();
+    // A row fragment laid out for lanes 0-15 only (the upper half-wave not repeating it).
+    let (mut w, _) = wmma_wave();
+    w.v[9][20] ^= 0x3c00;
+    let e = super::vop3p::exec(&mut w, &wmma_inst(), 0).unwrap_err();
     assert!(
-        e.message().contains("is still in flight (a missing s_waitcnt"),
+        e.message().contains("operand A v9 lane 4")
+            && e.message().contains("a wrong fragment layout"),
         "{e}"
     );
-    // The unpatched object on the same device still runs.
-    let prg = load(&dev, "E_add", &lib);
-    run_add(&dev, prg.as_ref(), 2, 32).unwrap();
 }

@@ -8,6 +8,7 @@ mod faults;
 mod golden;
 pub(crate) mod graph;
 mod injected;
+mod isa;
 mod kernels;
 pub(crate) mod launch;
 mod profile;
