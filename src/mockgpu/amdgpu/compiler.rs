@@ -11,10 +11,10 @@
 //! Not guaranteed: the mock compiler checks that the UOps deserialize, not that they verify.
 
 use super::object::mock_code_object;
-use crate::helpers::getenv_str;
 use crate::codegen::uop_serial::serialize;
 use crate::codegen::uops::UOp;
 use crate::device::Compiler;
+use crate::helpers::getenv_str;
 use crate::hw::amd::targets::GfxTarget;
 use crate::renderer::{Renderer, RendererOpts};
 use crate::{bail, Result};

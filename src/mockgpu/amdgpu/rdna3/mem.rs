@@ -8,7 +8,7 @@
 //! access outside the workgroup's allocation is an error (the hardware drops it silently).
 
 use super::decode::{bits, Inst};
-use super::wave::{Counter, Pending, Wave, Write, LANES, NULL};
+use super::wave::{Counter, Pending, Wave, Write, NULL};
 use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::{bail, Error, Result};
 
@@ -23,7 +23,11 @@ pub fn smem(w: &mut Wave, i: &Inst, pc: usize, mem: &dyn GpuMemory) -> Result<()
     let off = ((bits(i.w[1], 20, 0) << 11) as i32 >> 11) as i64;
     let soff = bits(i.w[1], 31, 25) as usize;
     let base = u64::from(w.sreg(sbase)?) | u64::from(w.sreg(sbase + 1)?) << 32;
-    let so = if soff == NULL { 0 } else { u64::from(w.sreg(soff)?) };
+    let so = if soff == NULL {
+        0
+    } else {
+        u64::from(w.sreg(soff)?)
+    };
     let addr = base.wrapping_add(off as u64).wrapping_add(so) & !3;
     let mut vals = vec![0u32; n];
     mem.read_dwords(addr, &mut vals).map_err(|e| {
@@ -39,7 +43,10 @@ pub fn smem(w: &mut Wave, i: &Inst, pc: usize, mem: &dyn GpuMemory) -> Result<()
     let writes = vals
         .iter()
         .enumerate()
-        .map(|(k, &val)| Write::Sgpr { reg: sdata + k, val })
+        .map(|(k, &val)| Write::Sgpr {
+            reg: sdata + k,
+            val,
+        })
         .collect();
     w.push_pending(Pending {
         counter: Counter::Lgkm,
@@ -108,6 +115,49 @@ fn mem_err(what: &str, addr: u64, pc: usize, lane: usize, e: Error) -> Error {
     ))
 }
 
+/// The register writes of one lane's loaded bytes `buf` (`n` of them) into `reg`..: whole
+/// dwords, or an 8/16-bit value zero- or sign-extended (`sext`) into the dword or (d16) its low
+/// (1) or high (2) half.
+fn load_writes(
+    buf: &[u8; 16],
+    n: usize,
+    sext: bool,
+    d16: u8,
+    reg: usize,
+    lane: usize,
+) -> Vec<Write> {
+    let val =
+        |j: usize| u32::from_le_bytes([buf[4 * j], buf[4 * j + 1], buf[4 * j + 2], buf[4 * j + 3]]);
+    if n >= 4 {
+        return (0..n / 4)
+            .map(|j| Write::Vgpr {
+                reg: reg + j,
+                lane,
+                val: val(j),
+                mask: u32::MAX,
+            })
+            .collect();
+    }
+    let raw = val(0);
+    let x = match (n, sext) {
+        (1, true) => raw as u8 as i8 as i32 as u32,
+        (2, true) => raw as u16 as i16 as i32 as u32,
+        (1, false) => raw & 0xff,
+        _ => raw & 0xffff,
+    };
+    let (val, mask) = match d16 {
+        0 => (x, u32::MAX),
+        1 => (x & 0xffff, 0xffff),
+        _ => ((x & 0xffff) << 16, 0xffff_0000),
+    };
+    vec![Write::Vgpr {
+        reg,
+        lane,
+        val,
+        mask,
+    }]
+}
+
 /// FLAT/GLOBAL loads and stores.
 pub fn flat(w: &mut Wave, i: &Inst, pc: usize, mem: &dyn GpuMemory) -> Result<()> {
     let seg = bits(i.w[0], 17, 16);
@@ -115,7 +165,11 @@ pub fn flat(w: &mut Wave, i: &Inst, pc: usize, mem: &dyn GpuMemory) -> Result<()
         bail!(
             Fault,
             "RDNA3: {} at pc {:#x} (segment {seg}) is not modelled",
-            if seg == 1 { "scratch access" } else { "FLAT segment 3" },
+            if seg == 1 {
+                "scratch access"
+            } else {
+                "FLAT segment 3"
+            },
             4 * pc
         );
     }
@@ -154,36 +208,7 @@ pub fn flat(w: &mut Wave, i: &Inst, pc: usize, mem: &dyn GpuMemory) -> Result<()
         let mut buf = [0u8; 16];
         mem.read(a, &mut buf[..n])
             .map_err(|e| mem_err("global load", a, pc, lane, e))?;
-        let val = |k: usize| u32::from_le_bytes([buf[4 * k], buf[4 * k + 1], buf[4 * k + 2], buf[4 * k + 3]]);
-        if n >= 4 {
-            for k in 0..regs {
-                writes.push(Write::Vgpr {
-                    reg: vdst + k,
-                    lane,
-                    val: val(k),
-                    mask: u32::MAX,
-                });
-            }
-            continue;
-        }
-        let raw = val(0);
-        let x = match (n, sext) {
-            (1, true) => raw as u8 as i8 as i32 as u32,
-            (2, true) => raw as u16 as i16 as i32 as u32,
-            (1, false) => raw & 0xff,
-            _ => raw & 0xffff,
-        };
-        let (val, mask) = match d16 {
-            0 => (x, u32::MAX),
-            1 => (x & 0xffff, 0xffff),
-            _ => ((x & 0xffff) << 16, 0xffff_0000),
-        };
-        writes.push(Write::Vgpr {
-            reg: vdst,
-            lane,
-            val,
-            mask,
-        });
+        writes.extend(load_writes(&buf, n, sext, d16, vdst, lane));
     }
     w.push_pending(Pending {
         counter: Counter::Vm,
@@ -200,7 +225,9 @@ pub struct Lds {
 
 impl Lds {
     fn range(&self, a: u64, n: usize, pc: usize, lane: usize) -> Result<std::ops::Range<usize>> {
-        let end = a.checked_add(n as u64).filter(|&e| e <= self.bytes.len() as u64);
+        let end = a
+            .checked_add(n as u64)
+            .filter(|&e| e <= self.bytes.len() as u64);
         match end {
             Some(e) => Ok(a as usize..e as usize),
             None => bail!(
@@ -258,9 +285,16 @@ pub fn ds(w: &mut Wave, i: &Inst, pc: usize, lds: &mut Lds) -> Result<()> {
         return Err(i.unknown(pc));
     };
     if bits(i.w[0], 17, 17) != 0 {
-        bail!(Fault, "RDNA3: GDS access at pc {:#x} is not modelled", 4 * pc);
+        bail!(
+            Fault,
+            "RDNA3: GDS access at pc {:#x} is not modelled",
+            4 * pc
+        );
     }
-    let (o0, o1) = (u64::from(bits(i.w[0], 7, 0)), u64::from(bits(i.w[0], 15, 8)));
+    let (o0, o1) = (
+        u64::from(bits(i.w[0], 7, 0)),
+        u64::from(bits(i.w[0], 15, 8)),
+    );
     let addr = bits(i.w[1], 7, 0) as usize;
     let (d0, d1) = (bits(i.w[1], 15, 8) as usize, bits(i.w[1], 23, 16) as usize);
     let vdst = bits(i.w[1], 31, 24) as usize;
@@ -292,36 +326,7 @@ pub fn ds(w: &mut Wave, i: &Inst, pc: usize, lds: &mut Lds) -> Result<()> {
             let mut buf = [0u8; 16];
             buf[..n].copy_from_slice(&lds.bytes[r]);
             let dst = vdst + k * regs;
-            let val = |j: usize| u32::from_le_bytes([buf[4 * j], buf[4 * j + 1], buf[4 * j + 2], buf[4 * j + 3]]);
-            if n >= 4 {
-                for j in 0..regs {
-                    writes.push(Write::Vgpr {
-                        reg: dst + j,
-                        lane,
-                        val: val(j),
-                        mask: u32::MAX,
-                    });
-                }
-                continue;
-            }
-            let raw = val(0);
-            let x = match (n, sext) {
-                (1, true) => raw as u8 as i8 as i32 as u32,
-                (2, true) => raw as u16 as i16 as i32 as u32,
-                (1, false) => raw & 0xff,
-                _ => raw & 0xffff,
-            };
-            let (val, mask) = match d16 {
-                0 => (x, u32::MAX),
-                1 => (x & 0xffff, 0xffff),
-                _ => ((x & 0xffff) << 16, 0xffff_0000),
-            };
-            writes.push(Write::Vgpr {
-                reg: dst,
-                lane,
-                val,
-                mask,
-            });
+            writes.extend(load_writes(&buf, n, sext, d16, dst, lane));
         }
     }
     if load {
@@ -332,6 +337,5 @@ pub fn ds(w: &mut Wave, i: &Inst, pc: usize, lds: &mut Lds) -> Result<()> {
             pc: 4 * pc,
         });
     }
-    let _ = LANES;
     Ok(())
 }

@@ -175,7 +175,12 @@ impl DispatchExecutor for Rdna3Executor {
 fn waves(st: &DispatchState, s: &Setup, g: [u32; 3]) -> Result<Vec<Wave>> {
     let [lx, ly, lz] = st.workgroup_size;
     let threads = (lx * ly * lz) as usize;
-    ensure!(threads > 0, Fault, "RDNA3: empty workgroup {:?}", st.workgroup_size);
+    ensure!(
+        threads > 0,
+        Fault,
+        "RDNA3: empty workgroup {:?}",
+        st.workgroup_size
+    );
     let n = threads.div_ceil(LANES);
     let mut out = Vec::with_capacity(n);
     for wi in 0..n {
@@ -184,8 +189,8 @@ fn waves(st: &DispatchState, s: &Setup, g: [u32; 3]) -> Result<Vec<Wave>> {
         ensure!(user <= 16, Fault, "RDNA3: USER_SGPR {user} > 16");
         w.s[..user].copy_from_slice(&st.user_sgprs[..user]);
         let mut k = user;
-        for d in 0..3 {
-            if s.tgid[d] {
+        for (d, &enabled) in s.tgid.iter().enumerate() {
+            if enabled {
                 w.s[k] = g[d];
                 k += 1;
             }
@@ -221,9 +226,8 @@ fn run_workgroup(code: &mut Code, st: &DispatchState, s: &Setup, g: [u32; 3]) ->
     };
     loop {
         for w in ws.iter_mut().filter(|w| !w.done && !w.at_barrier) {
-            run_wave(code, w, &mut lds).map_err(|e| {
-                crate::Error::Fault(format!("workgroup {g:?}: {}", e.message()))
-            })?;
+            run_wave(code, w, &mut lds)
+                .map_err(|e| crate::Error::Fault(format!("workgroup {g:?}: {}", e.message())))?;
         }
         if ws.iter().all(|w| w.done) {
             return Ok(());

@@ -44,8 +44,15 @@ fn s64(w: &Wave, f: u32, lit: u32) -> Result<u64> {
 
 /// SOP2: `sdst = op(ssrc0, ssrc1)`.
 pub fn sop2(w: &mut Wave, i: &Inst, pc: usize) -> Result<()> {
-    let (f0, f1, d) = (bits(i.w[0], 7, 0), bits(i.w[0], 15, 8), bits(i.w[0], 22, 16) as usize);
-    let is64 = matches!(i.op, 9 | 11 | 13 | 23 | 25 | 27 | 29 | 31 | 33 | 35 | 37 | 40 | 41 | 43 | 49);
+    let (f0, f1, d) = (
+        bits(i.w[0], 7, 0),
+        bits(i.w[0], 15, 8),
+        bits(i.w[0], 22, 16) as usize,
+    );
+    let is64 = matches!(
+        i.op,
+        9 | 11 | 13 | 23 | 25 | 27 | 29 | 31 | 33 | 35 | 37 | 40 | 41 | 43 | 49
+    );
     if is64 {
         let a = s64(w, f0, i.lit)?;
         // Shift amounts and bit-field descriptors are 32-bit operands.
@@ -56,7 +63,11 @@ pub fn sop2(w: &mut Wave, i: &Inst, pc: usize) -> Result<()> {
             40 | 41 => {
                 let b = s32(w, f1, i.lit)?;
                 let (off, width) = (b & 63, (b >> 16) & 127);
-                let m = if width >= 64 { u64::MAX } else { (1u64 << width) - 1 };
+                let m = if width >= 64 {
+                    u64::MAX
+                } else {
+                    (1u64 << width) - 1
+                };
                 let x = (a >> off) & m;
                 if i.op == 41 && width > 0 && width < 64 && x >> (width - 1) & 1 != 0 {
                     x | !m
@@ -119,7 +130,10 @@ pub fn sop2(w: &mut Wave, i: &Inst, pc: usize) -> Result<()> {
             let t = u64::from(a)
                 .wrapping_sub(u64::from(b))
                 .wrapping_sub(u64::from(w.scc));
-            (t as u32, Some(u64::from(b) + u64::from(w.scc) > u64::from(a)))
+            (
+                t as u32,
+                Some(u64::from(b) + u64::from(w.scc) > u64::from(a)),
+            )
         }
         6 => {
             let r = (a as i32).wrapping_sub(b as i32).unsigned_abs();
@@ -132,9 +146,15 @@ pub fn sop2(w: &mut Wave, i: &Inst, pc: usize) -> Result<()> {
             let t = (u64::from(a) << (i.op - 13)) + u64::from(b);
             (t as u32, Some(t >> 32 != 0))
         }
-        18 => ((a as i32).min(b as i32) as u32, Some((a as i32) < (b as i32))),
+        18 => (
+            (a as i32).min(b as i32) as u32,
+            Some((a as i32) < (b as i32)),
+        ),
         19 => (a.min(b), Some(a < b)),
-        20 => ((a as i32).max(b as i32) as u32, Some((a as i32) > (b as i32))),
+        20 => (
+            (a as i32).max(b as i32) as u32,
+            Some((a as i32) > (b as i32)),
+        ),
         21 => (a.max(b), Some(a > b)),
         22 => nz(a & b),
         24 => nz(a | b),
@@ -146,7 +166,11 @@ pub fn sop2(w: &mut Wave, i: &Inst, pc: usize) -> Result<()> {
         36 => nz(a | !b),
         38 | 39 => {
             let (off, width) = (b & 31, (b >> 16) & 127);
-            let m = if width >= 32 { u32::MAX } else { (1u32 << width) - 1 };
+            let m = if width >= 32 {
+                u32::MAX
+            } else {
+                (1u32 << width) - 1
+            };
             let x = (a >> off) & m;
             let r = if i.op == 39 && width > 0 && width < 32 && x >> (width - 1) & 1 != 0 {
                 x | !m
@@ -155,13 +179,13 @@ pub fn sop2(w: &mut Wave, i: &Inst, pc: usize) -> Result<()> {
             };
             nz(r)
         }
-        42 => (
-            (((1u64 << (a & 31)) - 1) as u32).wrapping_shl(b & 31),
-            None,
-        ),
+        42 => ((((1u64 << (a & 31)) - 1) as u32).wrapping_shl(b & 31), None),
         44 => (a.wrapping_mul(b), None),
         45 => (((u64::from(a) * u64::from(b)) >> 32) as u32, None),
-        46 => (((i64::from(a as i32) * i64::from(b as i32)) >> 32) as u32, None),
+        46 => (
+            ((i64::from(a as i32) * i64::from(b as i32)) >> 32) as u32,
+            None,
+        ),
         48 => (if w.scc { a } else { b }, None),
         50 => ((a & 0xffff) | b << 16, None),
         51 => ((a & 0xffff) | (b & 0xffff_0000), None),
@@ -217,7 +241,14 @@ pub fn sopk(w: &mut Wave, i: &Inst, pc: usize) -> Result<()> {
         25 | 27 => {
             let reg = if d == NULL { 0 } else { w.sreg(d)? };
             let n = (reg.wrapping_add(imm)) as usize;
-            w.wait(if i.op == 25 { Counter::Vm } else { Counter::Lgkm }, n);
+            w.wait(
+                if i.op == 25 {
+                    Counter::Vm
+                } else {
+                    Counter::Lgkm
+                },
+                n,
+            );
             Ok(())
         }
         _ => Err(i.unknown(pc)),
@@ -258,12 +289,20 @@ pub fn sop1(w: &mut Wave, i: &Inst, pc: usize) -> Result<()> {
         }
         8 | 10 => {
             let a = s32(w, f0, i.lit)?;
-            let n = if i.op == 8 { a.trailing_zeros() } else { a.leading_zeros() };
+            let n = if i.op == 8 {
+                a.trailing_zeros()
+            } else {
+                a.leading_zeros()
+            };
             w.set_sreg(d, if a == 0 { u32::MAX } else { n })
         }
         14 | 15 => {
             let a = s32(w, f0, i.lit)?;
-            let r = if i.op == 14 { a as i8 as i32 } else { a as i16 as i32 };
+            let r = if i.op == 14 {
+                a as i8 as i32
+            } else {
+                a as i16 as i32
+            };
             w.set_sreg(d, r as u32)
         }
         21 => {

@@ -23,7 +23,10 @@ fn decode_classifies_encodings_lengths_and_literals() {
     let i = decode(&[0xf404_0080, 0xf800_0010], 0).unwrap();
     assert_eq!((i.enc, i.op, i.len), (Enc::Smem, 1, 2));
     // v_add_f32_e32 v1, v3, v2 (VOP2 3), v_mov_b32_e32 (VOP1 1), v_cmp_lt_f32 (VOPC 17).
-    assert_eq!(decode(&[3 << 25 | 1 << 17 | 2 << 9 | 0x103], 0).unwrap().op, 3);
+    assert_eq!(
+        decode(&[3 << 25 | 1 << 17 | 2 << 9 | 0x103], 0).unwrap().op,
+        3
+    );
     let i = decode(&[0x7e02_0301], 0).unwrap();
     assert_eq!((i.enc, i.op), (Enc::Vop1, 1));
     let i = decode(&[0x7c22_0501], 0).unwrap();
@@ -40,7 +43,10 @@ fn decode_classifies_encodings_lengths_and_literals() {
     assert_eq!((i.enc, i.op), (Enc::Ds, 54));
     // Refusals name the word.
     let e = decode(&[0xfc00_0000], 0).unwrap_err();
-    assert!(e.message().contains("0xfc000000 is no known encoding"), "{e}");
+    assert!(
+        e.message().contains("0xfc000000 is no known encoding"),
+        "{e}"
+    );
     let e = decode(&[0xf404_0080], 0).unwrap_err();
     assert!(e.message().contains("cut off"), "{e}");
 }
@@ -152,4 +158,23 @@ fn wmma_follows_the_wave32_fragment_layout_and_refuses_a_wrong_one() {
             && e.message().contains("a wrong fragment layout"),
         "{e}"
     );
+}
+
+#[test]
+fn vopd_halves_read_their_sources_before_either_writes() {
+    // v_dual_mov_b32 v1, v0 :: v_dual_mov_b32 v0, v1 swaps v0 and v1.
+    let i = decode(&[0xc800_0000 | 8 << 22 | 8 << 17 | 256, 1 << 24 | 257], 0).unwrap();
+    assert_eq!(i.enc, Enc::Vopd);
+    let mut w = Wave::new(8);
+    w.s[wave::EXEC] = u32::MAX;
+    for lane in 0..32 {
+        (w.v[0][lane], w.v[1][lane]) = (lane as u32, 100 + lane as u32);
+    }
+    super::vopd::exec(&mut w, &i, 0).unwrap();
+    for lane in 0..32 {
+        assert_eq!(
+            (w.v[0][lane], w.v[1][lane]),
+            (100 + lane as u32, lane as u32)
+        );
+    }
 }

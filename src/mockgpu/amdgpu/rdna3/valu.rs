@@ -196,9 +196,7 @@ pub fn signature(op: u32) -> Option<(Ty, [Ty; 3], usize)> {
         399 => t(F32, [F64, B32, B32], 1),
         400 => t(F64, [F32, B32, B32], 1),
         407..=410 | 431 | 433 | 436 | 445 | 446 => t(F64, [F64, B32, B32], 1),
-        416..=421 | 423 | 426 | 427 | 430 | 435 | 437 | 438 | 448 => {
-            t(F32, [F32, B32, B32], 1)
-        }
+        416..=421 | 423 | 426 | 427 | 430 | 435 | 437 | 438 | 448 => t(F32, [F32, B32, B32], 1),
         439..=443 => t(B32, [B32, B32, B32], 1),
         444 => t(B32, [F64, B32, B32], 1),
         464 | 465 => t(F16, [B16, B32, B32], 1),
@@ -233,8 +231,8 @@ pub fn exec(w: &mut Wave, i: &Inst, pc: usize) -> Result<()> {
     if matches!(i.enc, Enc::Vop1) && i.op == 2 || i.enc == Enc::Vop3 && i.op == 386 {
         return readfirstlane(w, &v);
     }
-    if i.enc == Enc::Vop3 && i.op == 864 {
-        return readlane(w, &v);
+    if i.enc == Enc::Vop3 && (i.op == 864 || i.op == 865) {
+        return lane_access(w, &v, i.op == 865);
     }
     let Some((rty, sty, n)) = signature(v.op) else {
         return Err(i.unknown(pc));
@@ -252,7 +250,11 @@ pub fn exec(w: &mut Wave, i: &Inst, pc: usize) -> Result<()> {
     let exec = w.exec();
     let writes_vgpr = rty != Ty::Mask;
     if writes_vgpr {
-        let n = if matches!(rty, Ty::F64 | Ty::B64) { 2 } else { 1 };
+        let n = if matches!(rty, Ty::F64 | Ty::B64) {
+            2
+        } else {
+            1
+        };
         w.vdst(v.dst, n)?;
     }
     let mut mask = 0u32;
@@ -311,7 +313,7 @@ pub fn exec(w: &mut Wave, i: &Inst, pc: usize) -> Result<()> {
 /// Scalar results of a VALU instruction: compare masks, v_cmpx's EXEC, carry-outs.
 fn finish_masks(w: &mut Wave, v: &V, mask: u32, carry: u32, exec: u32) -> Result<()> {
     if v.op < 256 {
-        if v.op >= 128 && (v.op & 127) < 128 && is_cmpx(v.op) {
+        if is_cmpx(v.op) {
             w.s[EXEC] = mask;
             return Ok(());
         }
@@ -373,7 +375,10 @@ fn lane_op(
         767 => {
             let t = i128::from(x[0] as u32 as i32) * i128::from(x[1] as u32 as i32)
                 + i128::from(x[2] as i64);
-            (t as u64, t > i128::from(i64::MAX) || t < i128::from(i64::MIN))
+            (
+                t as u64,
+                t > i128::from(i64::MAX) || t < i128::from(i64::MIN),
+            )
         }
         764 | 765 => {
             let (r, vcc) = super::valu_ops::div_scale(op == 765, x);
@@ -403,12 +408,25 @@ fn readfirstlane(w: &mut Wave, v: &V) -> Result<()> {
     w.set_sreg(v.dst, val)
 }
 
-fn readlane(w: &mut Wave, v: &V) -> Result<()> {
+/// v_readlane_b32 (sdst = src0 of lane src1) and v_writelane_b32 (lane src1 of vdst = scalar
+/// src0, whatever EXEC says).
+fn lane_access(w: &mut Wave, v: &V, write: bool) -> Result<()> {
     let s = w.src(v.src[0], v.lit, Fk::F32)?;
     let l = match w.src(v.src[1], v.lit, Fk::F32)? {
         Src::Const(c) => c as usize % LANES,
-        Src::Vgpr(_) => bail!(Fault, "RDNA3: v_readlane_b32 lane select must be scalar"),
+        Src::Vgpr(_) => bail!(
+            Fault,
+            "RDNA3: v_readlane/v_writelane lane select must be scalar"
+        ),
     };
+    if write {
+        let Src::Const(val) = s else {
+            bail!(Fault, "RDNA3: v_writelane_b32 source must be scalar");
+        };
+        w.vdst(v.dst, 1)?;
+        w.v[v.dst][l] = val;
+        return Ok(());
+    }
     let val = w.get(s, l);
     w.set_sreg(v.dst, val)
 }

@@ -24,23 +24,25 @@ pub enum Ty {
 type R<T> = std::result::Result<T, Option<crate::Error>>;
 
 fn fcmp(code: u32, a: f64, b: f64) -> bool {
-    let un = a.is_nan() || b.is_nan();
+    use std::cmp::Ordering::{Equal, Greater, Less};
+    let o = a.partial_cmp(&b);
+    let (lt, eq, gt) = (o == Some(Less), o == Some(Equal), o == Some(Greater));
     match code {
         0 => false,
-        1 => a < b,
-        2 => a == b,
-        3 => a <= b,
-        4 => a > b,
-        5 => a < b || a > b,
-        6 => a >= b,
-        7 => !un,
-        8 => un,
-        9 => !(a >= b),
-        10 => !(a < b || a > b),
-        11 => !(a > b),
-        12 => !(a <= b),
-        13 => !(a == b),
-        14 => !(a < b),
+        1 => lt,
+        2 => eq,
+        3 => lt || eq,
+        4 => gt,
+        5 => lt || gt,
+        6 => gt || eq,
+        7 => o.is_some(),
+        8 => o.is_none(),
+        9 => !(gt || eq),
+        10 => !(lt || gt),
+        11 => !gt,
+        12 => !(lt || eq),
+        13 => !eq,
+        14 => !lt,
         _ => true,
     }
 }
@@ -147,24 +149,13 @@ pub fn compare(cmp: u32, x: [u64; 3]) -> R<bool> {
 /// self, a quiet NaN gives the other input, and -0 orders below +0.
 fn minmax32(a: f32, b: f32, max: bool) -> f32 {
     let snan = |v: f32| v.is_nan() && v.to_bits() & 0x40_0000 == 0;
-    if snan(a) {
-        return f32::from_bits(a.to_bits() | 0x40_0000);
+    for v in [a, b] {
+        if snan(v) {
+            return f32::from_bits(v.to_bits() | 0x40_0000);
+        }
     }
-    if snan(b) {
-        return f32::from_bits(b.to_bits() | 0x40_0000);
-    }
-    if a.is_nan() {
-        return b;
-    }
-    if b.is_nan() {
-        return a;
-    }
-    let less = a < b || (a == b && a.is_sign_negative() && !b.is_sign_negative());
-    if less != max {
-        a
-    } else {
-        b
-    }
+    // Exact both ways for every non-signalling value.
+    minmax64(f64::from(a), f64::from(b), max) as f32
 }
 
 fn minmax64(a: f64, b: f64, max: bool) -> f64 {
@@ -407,9 +398,7 @@ pub fn div_scale(is64: bool, x: [u64; 3]) -> (u64, bool) {
         }
     } else if s1.is_subnormal() {
         r = sc(s0, 64);
-    } else if (1.0 / f64::from(s1)) < f64::from(f32::MIN_POSITIVE)
-        && ((s2 / s1).is_subnormal())
-    {
+    } else if (1.0 / f64::from(s1)) < f64::from(f32::MIN_POSITIVE) && ((s2 / s1).is_subnormal()) {
         vcc = true;
         if s0 == s1 {
             r = sc(s0, 64);
@@ -498,9 +487,9 @@ pub fn f16_op(op: u32, x: [u64; 3]) -> R<u64> {
         309 => hb(a * b),
         313 => hb(minmax32(a, b, true)),
         314 => hb(minmax32(a, b, false)),
-        310 | 584 => u64::from(
-            f16::from_f64(f64::from(a).mul_add(f64::from(b), h(x[2]).to_f64())).to_bits(),
-        ),
+        310 | 584 => {
+            u64::from(f16::from_f64(f64::from(a).mul_add(f64::from(b), h(x[2]).to_f64())).to_bits())
+        }
         464 => hb(f32::from(x[0] as u16)),
         465 => hb(f32::from(x[0] as u16 as i16)),
         466 => u64::from(a as u16),
@@ -569,8 +558,20 @@ pub fn int_op(op: u32, x: [u64; 3], lane: usize) -> R<u64> {
         385 => a,
         439 => !a,
         440 => a.reverse_bits(),
-        441 => if a == 0 { u32::MAX } else { a.leading_zeros() },
-        442 => if a == 0 { u32::MAX } else { a.trailing_zeros() },
+        441 => {
+            if a == 0 {
+                u32::MAX
+            } else {
+                a.leading_zeros()
+            }
+        }
+        442 => {
+            if a == 0 {
+                u32::MAX
+            } else {
+                a.trailing_zeros()
+            }
+        }
         443 => {
             if a == 0 || a == u32::MAX {
                 u32::MAX
@@ -619,7 +620,9 @@ pub fn int_op(op: u32, x: [u64; 3], lane: usize) -> R<u64> {
         780 => (a16 as i16).min(b16 as i16) as u16 as u32,
         797 => (((1u64 << (a & 31)) - 1) as u32) << (b & 31),
         798 => a.count_ones().wrapping_add(b),
-        799 => (a & ((1u64 << lane) - 1) as u32).count_ones().wrapping_add(b),
+        799 => (a & ((1u64 << lane) - 1) as u32)
+            .count_ones()
+            .wrapping_add(b),
         // wave32: no lane is above 31, so the high half counts nothing.
         800 => b,
         812 => a.wrapping_mul(b),

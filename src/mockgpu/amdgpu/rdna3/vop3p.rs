@@ -5,15 +5,15 @@
 //! half of source k), the high result half by OP_SEL_HI; NEG negates the low halves, NEG_HI the
 //! high ones (float opcodes).
 //!
-//! WMMA `v_wmma_f32_16x16x16_{f16,bf16}` D = A x B + C, 16x16x16, on all 32 lanes (EXEC is
+//! WMMA `v_wmma_f32_16x16x16_{f16,bf16}` and `v_wmma_f16_16x16x16_f16` D = A x B + C, 16x16x16, on all 32 lanes (EXEC is
 //! ignored, as on the hardware). Fragment layout: A: lane l holds row m = l % 16, its 16 K values
 //! two per VGPR (even k low half); B: lane l holds column n = l % 16 the same way; the upper 16
 //! lanes must repeat the lower 16 (the reference requires the replication: a difference is an
 //! error naming the lane, as a wrong fragment layout in the renderer would cause); C and D: VGPR
-//! j of lane l holds element (2j + l / 16, l % 16). Products are exact in f32, summed in k order
-//! onto C.
+//! j of lane l holds element (2j + l / 16, l % 16) (f16 C/D: in the half OP_SEL[2] picks, the
+//! other half kept). Products are exact in f32, summed in k order onto C, rounded once.
 //!
-//! Not guaranteed: the integer, f16-output and bf16-output WMMA variants, `v_dot*` and
+//! Not guaranteed: the integer and bf16-output WMMA variants, `v_dot*` and
 //! `v_fma_mix*` are refused by name.
 
 use half::{bf16, f16};
@@ -25,7 +25,7 @@ use crate::{bail, Result};
 /// Execute a VOP3P instruction.
 pub fn exec(w: &mut Wave, i: &Inst, pc: usize) -> Result<()> {
     match i.op {
-        64 | 65 => wmma(w, i, pc),
+        64..=66 => wmma(w, i, pc),
         1..=18 => packed(w, i, pc),
         _ => Err(i.unknown(pc)),
     }
@@ -51,7 +51,11 @@ fn packed(w: &mut Wave, i: &Inst, pc: usize) -> Result<()> {
             let mut x = [0u16; 3];
             for k in 0..n {
                 let v = w.get(srcs[k], lane);
-                let mut h = if sel >> k & 1 != 0 { (v >> 16) as u16 } else { v as u16 };
+                let mut h = if sel >> k & 1 != 0 {
+                    (v >> 16) as u16
+                } else {
+                    v as u16
+                };
                 if float && ng >> k & 1 != 0 {
                     h ^= 0x8000;
                 }
@@ -80,10 +84,8 @@ fn packed_op(op: u32, x: [u16; 3]) -> Option<u16> {
         8 => (a as i16).min(b as i16) as u16,
         12 => a.max(b),
         13 => a.min(b),
-        14 => f16::from_f64(
-            f64::from(fa).mul_add(f64::from(fb), f16::from_bits(x[2]).to_f64()),
-        )
-        .to_bits(),
+        14 => f16::from_f64(f64::from(fa).mul_add(f64::from(fb), f16::from_bits(x[2]).to_f64()))
+            .to_bits(),
         15 => hf(fa + fb),
         16 => hf(fa * fb),
         17 | 18 => {
@@ -150,6 +152,9 @@ fn wmma(w: &mut Wave, i: &Inst, pc: usize) -> Result<()> {
         );
     }
     let bf = i.op == 65;
+    // v_wmma_f16_16x16x16_f16: C and D are f16, in the VGPR half OP_SEL[2] picks.
+    let out16 = i.op == 66;
+    let hi = bits(w0, 13, 13) != 0;
     let a = fragment(w, (f[0] - 256) as usize, "A", pc, bf)?;
     let b = fragment(w, (f[1] - 256) as usize, "B", pc, bf)?;
     let c = (f[2] - 256) as usize;
@@ -159,11 +164,26 @@ fn wmma(w: &mut Wave, i: &Inst, pc: usize) -> Result<()> {
     for (j, row) in d.iter_mut().enumerate() {
         for (lane, out) in row.iter_mut().enumerate() {
             let (m, n) = (2 * j + lane / 16, lane % 16);
-            let mut acc = f32::from_bits(w.v[c + j][lane]);
+            let cv = w.v[c + j][lane];
+            let mut acc = if out16 {
+                f16::from_bits(if hi { (cv >> 16) as u16 } else { cv as u16 }).to_f32()
+            } else {
+                f32::from_bits(cv)
+            };
             for k in 0..16 {
                 acc += a[m][k] * b[n][k];
             }
-            *out = acc.to_bits();
+            *out = if out16 {
+                let h = u32::from(f16::from_f32(acc).to_bits());
+                let old = w.v[dst + j][lane];
+                if hi {
+                    (old & 0xffff) | h << 16
+                } else {
+                    (old & 0xffff_0000) | h
+                }
+            } else {
+                acc.to_bits()
+            };
         }
     }
     for (j, row) in d.iter().enumerate() {

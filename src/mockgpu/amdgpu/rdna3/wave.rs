@@ -42,8 +42,16 @@ pub enum Counter {
 /// A register write a load will make when it completes.
 #[derive(Clone, Debug)]
 pub enum Write {
-    Sgpr { reg: usize, val: u32 },
-    Vgpr { reg: usize, lane: usize, val: u32, mask: u32 },
+    Sgpr {
+        reg: usize,
+        val: u32,
+    },
+    Vgpr {
+        reg: usize,
+        lane: usize,
+        val: u32,
+        mask: u32,
+    },
 }
 
 /// A load in flight.
@@ -229,11 +237,18 @@ impl Wave {
                 self.check_v(r)?;
                 self.check_v(r + 1)?;
                 if r + 1 >= self.v.len() {
-                    bail!(Fault, "RDNA3: v[{r}:{}] is beyond the allocated VGPRs", r + 1);
+                    bail!(
+                        Fault,
+                        "RDNA3: v[{r}:{}] is beyond the allocated VGPRs",
+                        r + 1
+                    );
                 }
                 Src64::Vgpr(r)
             }
-            _ => bail!(Fault, "RDNA3: 64-bit source operand field {f} is not modelled"),
+            _ => bail!(
+                Fault,
+                "RDNA3: 64-bit source operand field {f} is not modelled"
+            ),
         })
     }
 

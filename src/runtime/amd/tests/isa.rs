@@ -39,9 +39,7 @@ fn run_add(dev: &Arc<AmdDevice>, prg: &dyn Program, groups: usize, local: usize)
     let n = groups * local;
     let a = HcqAllocator::new(dev.clone());
     let bufs: Vec<RawBuf> = (0..3)
-        .map(|_| {
-            a.alloc(4 * n, &BufferOptions::default()).unwrap()
-        })
+        .map(|_| a.alloc(4 * n, &BufferOptions::default()).unwrap())
         .collect();
     let x: Vec<f32> = (0..n).map(|i| i as f32 * 0.5 - 3.0).collect();
     let y: Vec<f32> = (0..n).map(|i| 1000.0 - i as f32).collect();
@@ -64,7 +62,10 @@ fn llvm_add_kernel_runs_on_the_rdna3_interpreter() {
     run_add(&dev, prg.as_ref(), 4, 40).unwrap();
     let seen = coverage();
     assert!(seen.contains(&(Enc::Sopp, 48)), "s_endpgm ran: {seen:?}");
-    assert!(seen.contains(&(Enc::Flat, 20)), "global_load_b32 ran: {seen:?}");
+    assert!(
+        seen.contains(&(Enc::Flat, 20)),
+        "global_load_b32 ran: {seen:?}"
+    );
 }
 
 /// `lib` with every `s_waitcnt` in `.text` replaced by `s_nop 0`.
@@ -102,11 +103,11 @@ fn a_missing_waitcnt_fails_with_a_clear_message() {
     let prg = load_lib(&dev, "E_add", &without_waitcnt(&lib));
     let e = run_add(&dev, prg.as_ref(), 2, 32).unwrap_err();
     assert!(
-        e.message().contains("is still in flight (a missing s_waitcnt"),
+        e.message()
+            .contains("is still in flight (a missing s_waitcnt"),
         "{e}"
     );
     // The unpatched object on the same device still runs.
     let prg = load_lib(&dev, "E_add", &lib);
     run_add(&dev, prg.as_ref(), 2, 32).unwrap();
 }
-
