@@ -33,7 +33,9 @@ use crate::device::Toolchain;
 use crate::driver::{Driver, RealDriver};
 use crate::helpers::getenv;
 use crate::mockgpu::amdgpu::attach::mock_driver as amd_mock_driver;
-use crate::mockgpu::amdgpu::compiler::{MockAmdCompiler, MockAmdRenderer, UnavailableAmdCompiler};
+use crate::mockgpu::amdgpu::compiler::{
+    amd_mock_code, AmdMockCode, MockAmdCompiler, MockAmdRenderer, UnavailableAmdCompiler,
+};
 use crate::mockgpu::nvgpu::attach::mock_driver as nv_mock_driver;
 use crate::mockgpu::nvgpu::compiler::{
     mock_code, mock_cubin, MockNvCompiler, MockNvRenderer, MockPtxCompiler,
@@ -137,15 +139,28 @@ pub fn nv_driver() -> Result<Arc<dyn Driver>> {
     }
 }
 
-/// An AMD device's compiler and renderer: the mock pair on the emulator; on hardware the libLLVM
-/// amdgcn compiler and its LLVM IR renderer, or a compiler slot that says why it is missing.
+/// An AMD device's compiler and renderer: on the emulator the mock pair (`MOCKGPU_CODE=uops`, the
+/// default) or, with `MOCKGPU_CODE=isa`, the hardware path (the software GPU then runs the RDNA3
+/// machine code); on hardware the libLLVM amdgcn compiler and its LLVM IR renderer, or a compiler
+/// slot that says why it is missing.
 pub fn amd_toolchain(dev: &AmdDevice) -> Toolchain {
     let target = dev.backend().target();
     if dev.backend().process().core().drv.name() == "emu" {
-        return Toolchain {
-            compiler: Arc::new(MockAmdCompiler::new(target)),
-            renderer: Arc::new(MockAmdRenderer::for_target(target)),
-        };
+        match amd_mock_code() {
+            Ok(AmdMockCode::Uops) => {
+                return Toolchain {
+                    compiler: Arc::new(MockAmdCompiler::new(target)),
+                    renderer: Arc::new(MockAmdRenderer::for_target(target)),
+                }
+            }
+            Ok(AmdMockCode::Isa) => {}
+            Err(e) => {
+                return Toolchain {
+                    compiler: Arc::new(UnavailableAmdCompiler::new(target, e.message().into())),
+                    renderer: Arc::new(MockAmdRenderer::new()),
+                }
+            }
+        }
     }
     match AMDCompiler::new(target) {
         Ok(c) => {

@@ -1,8 +1,8 @@
 //! `MOCKGPU=1` for AMD: the pieces that let the AMD backend run end to end on the emulated KFD.
 //!
 //! - [`object`]: the mock code object (a real amdhsa ELF whose `.text` holds serialized UOps);
-//! - [`executor`]: the software GPU's dispatch executor that runs such objects on the UOp
-//!   interpreter;
+//! - [`super::executor`]: the software GPU's dispatch executor that runs such objects on the UOp
+//!   interpreter; [`super::rdna3`]: the one that runs real gfx11 code objects (`MOCKGPU_CODE=isa`);
 //! - [`compiler`]: the renderer (UOps -> serialized text) and the compilers (text -> mock code
 //!   object; the real-hardware placeholder);
 //! - here: [`MockGpu`], the [`EmuGpu`] that attaches a software GPU
@@ -21,7 +21,8 @@ use std::sync::{Arc, Mutex};
 use crate::driver::{errno_error, QueueReport};
 use crate::hw::amd::targets;
 use crate::mockgpu::amdgpu::{
-    EventSink, Gpu, InterruptSource, QueueDesc, QueueId, QueueKind as GpuQueueKind,
+    DispatchExecutor, DispatchState, EventSink, Gpu, InterruptSource, QueueDesc, QueueId,
+    QueueKind as GpuQueueKind,
 };
 use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::mockgpu::GpuFactory;
@@ -84,6 +85,27 @@ impl EventSink for EmuEvents {
     }
 }
 
+/// The executor of the code at a dispatch's program address: a mock code object (its magic
+/// first) runs on the UOp interpreter, anything else is gfx11 machine code for the RDNA3
+/// interpreter (what `MOCKGPU_CODE` picked decides which of the two the compiler produced).
+#[derive(Default)]
+struct CodeExecutor {
+    uops: super::executor::UopExecutor,
+    isa: super::rdna3::Rdna3Executor,
+}
+
+impl DispatchExecutor for CodeExecutor {
+    fn dispatch(&self, mem: &dyn GpuMemory, st: &DispatchState) -> Result<()> {
+        let mut magic = [0u8; 12];
+        mem.read(st.pgm_addr, &mut magic)?;
+        if magic == *super::object::MOCK_MAGIC {
+            self.uops.dispatch(mem, st)
+        } else {
+            self.isa.dispatch(mem, st)
+        }
+    }
+}
+
 /// A software GPU attached to one emulated device.
 pub struct MockGpu {
     gpu: std::result::Result<Gpu, String>,
@@ -97,7 +119,7 @@ impl MockGpu {
             let target = targets::lookup(dev.props()?.gfx_target_version()?)?;
             Gpu::new(
                 Arc::new(EmuMemory { dev: dev.clone() }),
-                Arc::new(super::executor::UopExecutor::new()),
+                Arc::new(CodeExecutor::default()),
                 Arc::new(EmuEvents { dev: dev.clone() }),
                 target,
             )

@@ -14,6 +14,7 @@ use super::object::mock_code_object;
 use crate::codegen::uop_serial::serialize;
 use crate::codegen::uops::UOp;
 use crate::device::Compiler;
+use crate::helpers::getenv_str;
 use crate::hw::amd::targets::GfxTarget;
 use crate::renderer::{Renderer, RendererOpts};
 use crate::{bail, Result};
@@ -135,5 +136,27 @@ impl Compiler for UnavailableAmdCompiler {
             self.target.name,
             self.reason
         )
+    }
+}
+
+/// The code the emulated AMD device's compiler produces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AmdMockCode {
+    /// Serialized UOps in a mock code object (the UOp interpreter runs them).
+    Uops,
+    /// The hardware path's gfx code object from libLLVM (the RDNA3 interpreter runs it).
+    Isa,
+}
+
+/// `MOCKGPU_CODE` as the emulated AMD device reads it: `isa` for the real machine code, `uops`
+/// (the default) for the mock code object; `ptx` names the NV interpreter and leaves AMD on UOps.
+pub fn amd_mock_code() -> Result<AmdMockCode> {
+    match getenv_str("MOCKGPU_CODE").unwrap_or_default().trim() {
+        "" | "uops" | "ptx" => Ok(AmdMockCode::Uops),
+        "isa" => Ok(AmdMockCode::Isa),
+        v => bail!(
+            InvalidArgument,
+            "MOCKGPU_CODE={v:?}: the emulated AMD GPU runs `uops` or `isa`"
+        ),
     }
 }

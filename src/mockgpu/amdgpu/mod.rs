@@ -30,6 +30,7 @@ pub mod hooks;
 pub mod object;
 mod pm4;
 mod queue;
+pub mod rdna3;
 mod sdma;
 
 use crate::mockgpu::gpu_memory::GpuMemory;

@@ -8,6 +8,7 @@ mod faults;
 mod golden;
 pub(crate) mod graph;
 pub(crate) mod injected;
+mod isa;
 mod kernels;
 pub(crate) mod launch;
 pub(crate) mod multigraph;
