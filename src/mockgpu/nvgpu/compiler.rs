@@ -209,12 +209,15 @@ pub fn mock_ptx_cubin(ptx: &str, arch: &NvArch, sm: u32, real: Option<&[u8]>) ->
     write_mock_cubin_with(&m, arch, real)
 }
 
+/// PTX text to cubin bytes.
+pub type AssembleFn = dyn Fn(&str) -> Result<Vec<u8>> + Send + Sync;
+
 /// PTX text to a real cubin (ptxas for the device's SM): handed in by the one place that may name
 /// the backend's tools (`runtime::builtin`), with the tool's cache-key part.
 #[derive(Clone)]
 pub struct PtxAssembler {
     pub key: String,
-    pub assemble: Arc<dyn Fn(&str) -> Result<Vec<u8>> + Send + Sync>,
+    pub assemble: Arc<AssembleFn>,
 }
 
 /// NVPTX LLVM IR (or PTX) to a mock cubin holding the PTX LLVM writes.

@@ -134,12 +134,7 @@ fn ptx_kernel_runs_on_the_ptx_interpreter_with_variables() {
         "{ptx}"
     );
     let lib = c.compile(&src).unwrap();
-    let prg = NvRuntime::new(dev.clone()).load("E_axpb", &lib).unwrap();
-    let (a, bufs, x) = axpb_buffers(&dev);
-    prg.call(&bufs, &[-3, 5], Some([2, 1, 1]), Some([16, 1, 1]), true)
-        .unwrap();
-    let want: Vec<i32> = x.iter().map(|v| v * 5 - 3).collect();
-    assert_eq!(i32s_of(&a, &bufs[0]), want);
+    run_axpb_program(&dev, &lib);
 }
 
 /// The emulated device's default toolchain is the real code: LLVM's PTX in the program object
@@ -190,15 +185,20 @@ fn the_default_toolchain_carries_ptx_and_ptxas_cubin_and_refuses_an_unknown_code
             println!("no ptxas, PTX only: {e}");
         }
     }
-    let prg = NvRuntime::new(dev.clone()).load("E_axpb", &lib).unwrap();
-    let (a, bufs, x) = axpb_buffers(&dev);
+    run_axpb_program(&dev, &lib);
+    let _k = Context::with_str(&[("MOCKGPU_CODE", "sass")]);
+    let e = nv_toolchain(&dev).compiler.compile(&src).unwrap_err();
+    assert!(e.message().contains("MOCKGPU_CODE=\"sass\""), "{e}");
+}
+
+/// Loads the axpb program `lib` and checks `out = 5 in - 3` over 2 x 16 threads.
+fn run_axpb_program(dev: &Arc<NvDevice>, lib: &[u8]) {
+    let prg = NvRuntime::new(dev.clone()).load("E_axpb", lib).unwrap();
+    let (a, bufs, x) = axpb_buffers(dev);
     prg.call(&bufs, &[-3, 5], Some([2, 1, 1]), Some([16, 1, 1]), true)
         .unwrap();
     let want: Vec<i32> = x.iter().map(|v| v * 5 - 3).collect();
     assert_eq!(i32s_of(&a, &bufs[0]), want);
-    let _k = Context::with_str(&[("MOCKGPU_CODE", "sass")]);
-    let e = nv_toolchain(&dev).compiler.compile(&src).unwrap_err();
-    assert!(e.message().contains("MOCKGPU_CODE=\"sass\""), "{e}");
 }
 
 /// (allocator, [out, in], in's 32 int32 values) for the axpb kernel.
