@@ -306,6 +306,16 @@ fn check_on_device(dev: &Compiled, case: &Case, k: &mut Kernel, want: &Buffers) 
         .compiler
         .compile(&p.src)
         .unwrap_or_else(|e| panic!("{} {:?}: compile: {e}", case.name, k.applied_opts));
+    if k.tensor_core.is_some() && p.src.contains("nvptx64") {
+        // NV's real code: the PTX in the program object runs mma.sync on the PTX interpreter
+        let mma = b"mma.sync.aligned.m16n8k16.row.col.f32";
+        assert!(
+            lib.windows(mma.len()).any(|w| w == mma),
+            "{} {:?}: a tensor-core kernel without mma.sync in its PTX",
+            case.name,
+            k.applied_opts
+        );
+    }
     let prg = dev.runtime.load(&p.function_name, &lib).unwrap();
     let got = run_program(&*prg, case, &p, &*dev.allocator)
         .unwrap_or_else(|e| panic!("{} {:?}: {e}", case.name, k.applied_opts));

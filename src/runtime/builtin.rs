@@ -29,7 +29,7 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use crate::device::registry::{self, device_index, register_family_if_absent, Compiled};
-use crate::device::Toolchain;
+use crate::device::{Compiler, Toolchain};
 use crate::driver::{Driver, RealDriver};
 use crate::helpers::getenv;
 use crate::mockgpu::amdgpu::attach::mock_driver as amd_mock_driver;
@@ -38,7 +38,7 @@ use crate::mockgpu::amdgpu::compiler::{
 };
 use crate::mockgpu::nvgpu::attach::mock_driver as nv_mock_driver;
 use crate::mockgpu::nvgpu::compiler::{
-    mock_code, mock_cubin, MockNvCompiler, MockNvRenderer, MockPtxCompiler,
+    mock_code, mock_cubin, MockNvCompiler, MockNvRenderer, MockPtxCompiler, PtxAssembler,
 };
 use crate::mockgpu::nvgpu::cubin::MockCode;
 use crate::mockgpu::EmuConfig;
@@ -52,7 +52,11 @@ use crate::runtime::cpu::llvm::open_llvm;
 use crate::runtime::fallback::cuda::open_cuda;
 use crate::runtime::nv::compiler::UnavailableNvCompiler;
 use crate::runtime::nv::first_run::Kernels;
-use crate::runtime::nv::{self, compiler::NVCompiler, NvDevice};
+use crate::runtime::nv::{
+    self,
+    compiler::{NVCompiler, NvCompilerKind},
+    NvDevice,
+};
 use crate::Result;
 
 /// Families tried, in order, when nothing selects a device (families not registered are skipped).
@@ -177,9 +181,10 @@ pub fn amd_toolchain(dev: &AmdDevice) -> Toolchain {
     }
 }
 
-/// An NV device's compiler and renderer: on the emulator the mock pair (`MOCKGPU_CODE=uops`, the
-/// default) or the PTX path (`MOCKGPU_CODE=ptx`); on hardware the CUDA renderer and
-/// [`NVCompiler`]; else a compiler slot that says why no NVIDIA compiler is available.
+/// An NV device's compiler and renderer: on the emulator the PTX path (`MOCKGPU_CODE=ptx`, the
+/// default: with ptxas's cubin beside the PTX when ptxas is found) or the mock pair
+/// (`MOCKGPU_CODE=uops`); on hardware the CUDA renderer and [`NVCompiler`]; else a compiler slot
+/// that says why no NVIDIA compiler is available.
 pub fn nv_toolchain(dev: &NvDevice) -> Toolchain {
     let b = dev.backend();
     let (arch, sm) = (b.classes().arch, b.sm());
@@ -207,7 +212,7 @@ pub fn nv_toolchain(dev: &NvDevice) -> Toolchain {
     };
     match mock_code().and_then(|c| match c {
         MockCode::Uops => Ok(None),
-        MockCode::Ptx => MockPtxCompiler::new(arch, sm).map(Some),
+        MockCode::Ptx => MockPtxCompiler::new(arch, sm).map(|c| Some(with_ptxas(c, sm))),
     }) {
         Ok(None) => mock(),
         Ok(Some(c)) => {
@@ -218,6 +223,21 @@ pub fn nv_toolchain(dev: &NvDevice) -> Toolchain {
             }
         }
         Err(e) => unavailable(e, Arc::new(MockNvRenderer::for_sm(sm))),
+    }
+}
+
+/// The emulator's PTX compiler, also assembling each kernel with ptxas when this machine has it
+/// (the hardware path's assembler, [`NVCompiler::assemble`]); without ptxas, PTX only.
+fn with_ptxas(c: MockPtxCompiler, sm: u32) -> MockPtxCompiler {
+    match NVCompiler::with_kind("NV", sm, NvCompilerKind::Ptxas) {
+        Ok(nv) => {
+            let key = nv.cache_key().unwrap_or_default();
+            c.with_assembler(PtxAssembler {
+                key,
+                assemble: Arc::new(move |ptx: &str| nv.assemble(ptx)),
+            })
+        }
+        Err(_) => c,
     }
 }
 

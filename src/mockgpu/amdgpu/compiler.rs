@@ -148,15 +148,16 @@ pub enum AmdMockCode {
     Isa,
 }
 
-/// `MOCKGPU_CODE` as the emulated AMD device reads it: `isa` for the real machine code, `uops`
-/// (the default) for the mock code object; `ptx` names the NV interpreter and leaves AMD on UOps.
+/// `MOCKGPU_CODE` as the emulated AMD device reads it: `isa` or `real` for the real machine code,
+/// `uops` (the default: CI's libLLVM 14 has no gfx11 target) for the mock code object; `ptx`
+/// names the NV interpreter and leaves AMD on its default.
 pub fn amd_mock_code() -> Result<AmdMockCode> {
     match getenv_str("MOCKGPU_CODE").unwrap_or_default().trim() {
         "" | "uops" | "ptx" => Ok(AmdMockCode::Uops),
-        "isa" => Ok(AmdMockCode::Isa),
+        "isa" | "real" => Ok(AmdMockCode::Isa),
         v => bail!(
             InvalidArgument,
-            "MOCKGPU_CODE={v:?}: the emulated AMD GPU runs `uops` or `isa`"
+            "MOCKGPU_CODE={v:?}: the emulated AMD GPU runs `uops` or `isa` (`real`)"
         ),
     }
 }

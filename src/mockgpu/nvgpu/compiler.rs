@@ -6,11 +6,12 @@
 //! - [`MockNvCompiler`]: that source to a mock cubin for the device's arch and SM
 //!   ([`write_mock_cubin`]: parameters 8 bytes per buffer then 4 per variable, static shared
 //!   memory from the DEFINE_LOCALs);
-//! - [`MockPtxCompiler`] (`MOCKGPU_CODE=ptx`): the hardware path's code: NVPTX LLVM IR from the
+//! - [`MockPtxCompiler`] (`MOCKGPU_CODE=ptx`, the default): the hardware path's code: NVPTX LLVM IR from the
 //!   [`LLVMRenderer`] through libLLVM's NVPTX target to PTX (as the NV backend's PTX paths do
 //!   before ptxas), wrapped in a mock cubin whose blob is the PTX and whose parameters and
 //!   static shared memory are read from the PTX's `.entry` (the software GPU interprets it:
-//!   [`crate::mockgpu::nvgpu::ptx`]).
+//!   [`crate::mockgpu::nvgpu::ptx`]); with a [`PtxAssembler`] (ptxas, when the machine has it)
+//!   the mock cubin also carries ptxas's real cubin of that PTX.
 //!
 //! Not guaranteed: the mock compiler checks that the UOps deserialize, not that they verify.
 
@@ -24,7 +25,7 @@ use crate::ffi::llvm::Llvm;
 use crate::helpers::getenv_str;
 use crate::hw::nv::arch::NvArch;
 use crate::hw::nv::cubin::KParam;
-use crate::mockgpu::nvgpu::cubin::{write_mock_cubin, MockCode, MockCubin};
+use crate::mockgpu::nvgpu::cubin::{write_mock_cubin, write_mock_cubin_with, MockCode, MockCubin};
 use crate::mockgpu::nvgpu::ptx::parse_kernel;
 use crate::renderer::llvmir::nvptx::{ir_to_ptx, nvptx_target, NvptxTarget};
 use crate::renderer::llvmir::LLVMRenderer;
@@ -165,23 +166,26 @@ impl Compiler for MockNvCompiler {
     }
 }
 
-/// The code the emulated NV device's compiler produces: `MOCKGPU_CODE=uops` (the default:
-/// serialized UOps for the UOp interpreter) or `MOCKGPU_CODE=ptx` (LLVM's PTX for the PTX
-/// interpreter).
+/// The code the emulated NV device's compiler produces: `MOCKGPU_CODE=ptx` or `real` (and the
+/// default when the knob is unset or empty: LLVM's PTX for the PTX interpreter, the real code) or
+/// `MOCKGPU_CODE=uops` (serialized UOps for the UOp interpreter, the fast explicit choice);
+/// `isa` names the AMD emulator's real code and leaves NV on its default. Any other value is an
+/// error naming it.
 pub fn mock_code() -> crate::Result<MockCode> {
     match getenv_str("MOCKGPU_CODE").unwrap_or_default().trim() {
-        "" | "uops" => Ok(MockCode::Uops),
-        "ptx" => Ok(MockCode::Ptx),
+        "" | "ptx" | "real" | "isa" => Ok(MockCode::Ptx),
+        "uops" => Ok(MockCode::Uops),
         v => bail!(
             InvalidArgument,
-            "MOCKGPU_CODE={v:?}: the emulated NV GPU runs `uops` or `ptx`"
+            "MOCKGPU_CODE={v:?}: the emulated NV GPU runs `uops` or `ptx` (`real`)"
         ),
     }
 }
 
 /// The mock cubin of PTX text: the blob holds the PTX, the parameters and static shared memory
-/// are those of its `.entry` (the only one).
-pub fn mock_ptx_cubin(ptx: &str, arch: &NvArch, sm: u32) -> Result<Vec<u8>> {
+/// are those of its `.entry` (the only one); `real` is ptxas's cubin of the same PTX, carried
+/// beside it when given.
+pub fn mock_ptx_cubin(ptx: &str, arch: &NvArch, sm: u32, real: Option<&[u8]>) -> Result<Vec<u8>> {
     let k = parse_kernel(ptx, None)?;
     let params = k
         .params
@@ -203,7 +207,18 @@ pub fn mock_ptx_cubin(ptx: &str, arch: &NvArch, sm: u32) -> Result<Vec<u8>> {
         uops: ptx.to_string(),
         code: MockCode::Ptx,
     };
-    write_mock_cubin(&m, arch)
+    write_mock_cubin_with(&m, arch, real)
+}
+
+/// PTX text to cubin bytes.
+pub type AssembleFn = dyn Fn(&str) -> Result<Vec<u8>> + Send + Sync;
+
+/// PTX text to a real cubin (ptxas for the device's SM): handed in by the one place that may name
+/// the backend's tools (`runtime::builtin`), with the tool's cache-key part.
+#[derive(Clone)]
+pub struct PtxAssembler {
+    pub key: String,
+    pub assemble: Arc<AssembleFn>,
 }
 
 /// NVPTX LLVM IR (or PTX) to a mock cubin holding the PTX LLVM writes.
@@ -212,6 +227,7 @@ pub struct MockPtxCompiler {
     target: NvptxTarget,
     arch: &'static NvArch,
     sm: u32,
+    asm: Option<PtxAssembler>,
 }
 
 impl MockPtxCompiler {
@@ -224,7 +240,15 @@ impl MockPtxCompiler {
             target,
             arch,
             sm,
+            asm: None,
         })
+    }
+
+    /// Also assembles each kernel's PTX into a real cubin that the mock cubin carries beside the
+    /// PTX (ptxas's refusal is the compile's error, as on hardware).
+    pub fn with_assembler(mut self, asm: PtxAssembler) -> MockPtxCompiler {
+        self.asm = Some(asm);
+        self
     }
 
     /// The renderer whose output this compiler takes (the hardware PTX path's).
@@ -240,17 +264,23 @@ impl MockPtxCompiler {
 
 impl Compiler for MockPtxCompiler {
     fn cache_key(&self) -> Option<String> {
+        let asm = self.asm.as_ref().map(|a| format!("_{}", a.key));
         Some(format!(
-            "compile_nv_mockptx_llvm{}_{}{}_sm_{}",
+            "compile_nv_mockptx_llvm{}_{}{}_sm_{}{}",
             self.llvm.version(),
             self.target.cpu,
             self.target.features,
-            self.sm
+            self.sm,
+            asm.unwrap_or_default()
         ))
     }
     fn compile(&self, src: &str) -> Result<Vec<u8>> {
         let ptx = self.to_ptx(src)?;
-        mock_ptx_cubin(&ptx, self.arch, self.sm)
+        let real = match &self.asm {
+            Some(a) => Some((a.assemble)(&ptx)?),
+            None => None,
+        };
+        mock_ptx_cubin(&ptx, self.arch, self.sm, real.as_deref())
             .map_err(|e| crate::Error::Compile(format!("NV mock PTX compiler: {}", e.message())))
     }
 }

@@ -11,6 +11,10 @@
 //! length, u32 code length, the name, the code (the UOp text of
 //! [`crate::codegen::uop_serial::serialize`], or PTX).
 //!
+//! A PTX mock cubin may carry the real cubin ptxas made from the same PTX in a non-allocated
+//! section [`REAL_CUBIN_SECTION`] (the loader ignores non-allocated sections, as it ignores
+//! `.debug_frame`); the software GPU still runs the PTX ([`real_cubin`] reads it back).
+//!
 //! Not guaranteed: nothing executes a mock cubin but rawgrad's emulator.
 
 use crate::codegen::uops::UOp;
@@ -227,8 +231,26 @@ fn kernel_info_records(
     Ok(k)
 }
 
+/// The section of a PTX mock cubin that holds ptxas's cubin of the same PTX.
+pub const REAL_CUBIN_SECTION: &str = ".rawgrad.cubin";
+
+/// The real cubin a mock cubin carries ([`REAL_CUBIN_SECTION`]), if any.
+pub fn real_cubin(lib: &[u8]) -> Result<Option<Vec<u8>>> {
+    let e = Elf::parse(lib)?;
+    match e.section_named(REAL_CUBIN_SECTION) {
+        Some(s) => Ok(Some(e.section_data(s)?.to_vec())),
+        None => Ok(None),
+    }
+}
+
 /// Writes a mock cubin for `arch` (parameter base from its cbuf0 layout).
 pub fn write_mock_cubin(m: &MockCubin, arch: &NvArch) -> Result<Vec<u8>> {
+    write_mock_cubin_with(m, arch, None)
+}
+
+/// [`write_mock_cubin`], with ptxas's cubin of the same code in [`REAL_CUBIN_SECTION`] when
+/// `real` is given.
+pub fn write_mock_cubin_with(m: &MockCubin, arch: &NvArch, real: Option<&[u8]>) -> Result<Vec<u8>> {
     ensure!(
         arch.has_sm(m.sm),
         InvalidArgument,
@@ -253,7 +275,11 @@ pub fn write_mock_cubin(m: &MockCubin, arch: &NvArch) -> Result<Vec<u8>> {
         .unwrap_or(0);
     let code = blob(&m.name, param_base, param_bytes, &m.uops, m.code);
     let code_len = code.len() as u64;
-    let sections = mock_sections(m, param_base, param_bytes, code)?;
+    let mut sections = mock_sections(m, param_base, param_bytes, code)?;
+    if let Some(r) = real {
+        let s = NewSection::new(REAL_CUBIN_SECTION, SHT_PROGBITS, 0, 0, 0, 8, r.to_vec());
+        sections.push(s);
+    }
     let (text_idx, const_idx) = (WRITER_FIRST + 2, WRITER_FIRST + 3);
     let sym = |name: String, info: u8, other: u8, shndx: u32, size: u64| NewSymbol {
         name,

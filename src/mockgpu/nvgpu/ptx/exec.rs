@@ -16,10 +16,9 @@
 //! divergence-dependent results); a kernel that runs more than [`STEP_LIMIT`] instructions per
 //! launch is stopped with an error (a hung kernel on hardware).
 
-use super::alu;
 use super::isa::{Kind, Op, Space, Sreg, Ty};
-use super::mma;
 use super::parse::{Inst, Kernel, Opnd};
+use super::{alu, coverage, mma};
 use crate::mockgpu::gpu_memory::GpuMemory;
 use crate::{Error, Result};
 
@@ -59,6 +58,8 @@ pub(super) struct Cta<'a> {
     shared: Vec<u8>,
     local: Vec<u8>,
     steps: &'a mut u64,
+    /// Executions per instruction (empty unless coverage is on: [`coverage`]).
+    hits: &'a mut [u64],
 }
 
 /// Runs the whole grid.
@@ -81,6 +82,8 @@ pub fn run(k: &Kernel, l: &Launch) -> Result<()> {
             ))
         })?;
     let mut steps = 0u64;
+    let cov = coverage::target();
+    let mut hits = vec![0u64; if cov.is_some() { k.insts.len() } else { 0 }];
     for z in 0..l.grid[2] {
         for y in 0..l.grid[1] {
             for x in 0..l.grid[0] {
@@ -95,12 +98,16 @@ pub fn run(k: &Kernel, l: &Launch) -> Result<()> {
                     shared: vec![0; l.shared_bytes as usize],
                     local: vec![0; n * k.local_bytes as usize],
                     steps: &mut steps,
+                    hits: &mut hits,
                 };
                 cta.run()?;
             }
         }
     }
-    Ok(())
+    match cov {
+        Some(path) => coverage::append(&path, k, &hits),
+        None => Ok(()),
+    }
 }
 
 impl Cta<'_> {
@@ -204,6 +211,9 @@ impl Cta<'_> {
                     self.pc[t] += 1;
                     continue;
                 }
+            }
+            if let Some(h) = self.hits.get_mut(pc) {
+                *h += 1;
             }
             match i.op {
                 Op::Bar => {

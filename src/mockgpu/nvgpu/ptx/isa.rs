@@ -7,6 +7,17 @@
 //! Not guaranteed: the packed `.f16x2`/`.bf16x2` forms, texture/surface, warp shuffles, video and
 //! `.func` call instructions are errors (LLVM does not write them for rawgrad's kernels).
 
+/// The mnemonics [`decode`] knows (the first part of an opcode); `tools/ptx-coverage.sh` reads
+/// this list (the quoted strings between the markers) to name the ones a run never executed.
+// ptx-opcodes-begin
+pub const OPCODES: &[&str] = &[
+    "abs", "add", "and", "bar", "barrier", "bra", "brev", "clz", "cnot", "copysign", "cos", "cvt",
+    "cvta", "div", "ex2", "exit", "fma", "ld", "lg2", "mad", "max", "min", "mma", "mov", "mul",
+    "neg", "not", "or", "popc", "rcp", "rem", "ret", "rsqrt", "selp", "setp", "shf", "shl", "shr",
+    "sin", "sqrt", "st", "sub", "xor",
+];
+// ptx-opcodes-end
+
 /// Value class of a PTX type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Kind {

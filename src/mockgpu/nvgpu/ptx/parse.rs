@@ -39,6 +39,8 @@ pub struct Inst {
     /// `@%p` (false) / `@!%p` (true).
     pub guard: Option<(u32, bool)>,
     pub args: Vec<Opnd>,
+    /// The opcode as written (`ld.global.nc.v4.f32`), for coverage counts.
+    pub opcode: String,
     /// 1-based line in the PTX text.
     pub line: usize,
     /// The statement as written (for error messages).
@@ -524,6 +526,7 @@ fn instruction(line: usize, t: &str, scope: &Scope) -> Result<Inst> {
         op,
         guard,
         args,
+        opcode: opcode.to_string(),
         line,
         text: t.to_string(),
     })

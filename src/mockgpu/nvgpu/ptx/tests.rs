@@ -2,12 +2,12 @@
 //! semantics (integer and float edge cases), barriers, vector memory, faults and refusals.
 
 use super::alu;
-use super::isa::{decode, Bin, Cmp, FMods, Half, Kind, Op, Rnd, Space, Ty, Un};
+use super::isa::{decode, Bin, Cmp, FMods, Half, Kind, Op, Rnd, Space, Ty, Un, OPCODES};
 use super::{parse_kernel, run, Launch};
 use crate::mockgpu::gpu_memory::{GpuMemory, SparseMemory};
 
-const BUF: u64 = 0x10_0000;
-const OUT: u64 = 0x20_0000;
+pub(super) const BUF: u64 = 0x10_0000;
+pub(super) const OUT: u64 = 0x20_0000;
 
 fn ty(s: &str) -> Ty {
     Ty::parse(s).unwrap()
@@ -18,7 +18,7 @@ fn f32b(x: f32) -> u64 {
 }
 
 /// Runs `src` with `params` over `grid` x `block`; global memory at BUF and OUT (4 KiB each).
-fn launch(
+pub(super) fn launch(
     src: &str,
     params: &[u64],
     grid: [u32; 3],
@@ -45,20 +45,20 @@ fn launch(
     )
 }
 
-fn memory() -> SparseMemory {
+pub(super) fn memory() -> SparseMemory {
     let m = SparseMemory::new();
     m.map(BUF, 0x1000).unwrap();
     m.map(OUT, 0x1000).unwrap();
     m
 }
 
-fn words(m: &SparseMemory, at: u64, n: usize) -> Vec<u32> {
+pub(super) fn words(m: &SparseMemory, at: u64, n: usize) -> Vec<u32> {
     (0..n)
         .map(|i| m.read_u32(at + 4 * i as u64).unwrap())
         .collect()
 }
 
-const ADD_N: &str = include_str!("../../../../tests/fixtures/cubin/add_n.ptx");
+pub(super) const ADD_N: &str = include_str!("../../../../tests/fixtures/cubin/add_n.ptx");
 
 #[test]
 fn parses_directives_params_registers_and_labels() {
@@ -121,6 +121,20 @@ fn refuses_unknown_instructions_modifiers_and_registers() {
             f: FMods::default()
         }
     );
+}
+
+#[test]
+fn the_opcode_list_is_what_decode_knows() {
+    for op in OPCODES {
+        if let Err(e) = decode(&format!("{op}.b32")) {
+            assert!(!e.starts_with("unknown instruction"), "{op}: {e}");
+        }
+    }
+    for op in ["trap", "atom", "shfl", "vote", "call", "tex"] {
+        assert!(!OPCODES.contains(&op));
+        let e = decode(&format!("{op}.b32")).unwrap_err();
+        assert_eq!(e, format!("unknown instruction {op}.b32"));
+    }
 }
 
 #[test]

@@ -134,8 +134,67 @@ fn ptx_kernel_runs_on_the_ptx_interpreter_with_variables() {
         "{ptx}"
     );
     let lib = c.compile(&src).unwrap();
-    let prg = NvRuntime::new(dev.clone()).load("E_axpb", &lib).unwrap();
-    let (a, bufs, x) = axpb_buffers(&dev);
+    run_axpb_program(&dev, &lib);
+}
+
+/// The emulated device's default toolchain is the real code: LLVM's PTX in the program object
+/// (with ptxas's cubin of the same PTX beside it when this machine has ptxas: same kernel, same
+/// parameter layout), run by the PTX interpreter; `MOCKGPU_CODE` other than `ptx`/`uops` is a
+/// compile error naming the value.
+#[test]
+fn the_default_toolchain_carries_ptx_and_ptxas_cubin_and_refuses_an_unknown_code() {
+    use crate::helpers::Context;
+    use crate::mockgpu::nvgpu::cubin::real_cubin;
+    use crate::runtime::builtin::nv_toolchain;
+    use crate::runtime::nv::cubin::Cubin;
+    use crate::runtime::nv::toolchain::{find_tool, NvTool};
+    let (dev, _emu) = one_gpu();
+    let tc = {
+        let _k = Context::with_str(&[("MOCKGPU_CODE", "")]);
+        nv_toolchain(&dev)
+    };
+    let src = tc.renderer.render("E_axpb", &axpb_uops(2, 16)).unwrap();
+    let lib = match tc.compiler.compile(&src) {
+        Ok(l) => l,
+        Err(e) if e.message().contains("libLLVM") => {
+            println!("skipped: no libLLVM with NVPTX: {e}");
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let text = |needle: &[u8]| lib.windows(needle.len()).any(|w| w == needle);
+    assert!(
+        text(b".entry E_axpb") && text(b"%ctaid.x"),
+        "PTX in the program"
+    );
+    let (b, real) = (dev.backend(), real_cubin(&lib).unwrap());
+    match find_tool(NvTool::Ptxas) {
+        Ok(_) => {
+            let real = real.expect("ptxas is installed: the program carries its cubin");
+            let (arch, sm) = (b.classes().arch, b.sm());
+            let r = Cubin::parse(&real, Some("E_axpb"), arch, sm).unwrap();
+            let m = Cubin::parse(&lib, Some("E_axpb"), arch, sm).unwrap();
+            assert_eq!(
+                (r.sm, &r.kparams, r.param_size),
+                (sm, &m.kparams, m.param_size)
+            );
+            assert!(tc.compiler.cache_key().unwrap().contains("ptxas"));
+        }
+        Err(e) => {
+            assert_eq!(real, None);
+            println!("no ptxas, PTX only: {e}");
+        }
+    }
+    run_axpb_program(&dev, &lib);
+    let _k = Context::with_str(&[("MOCKGPU_CODE", "sass")]);
+    let e = nv_toolchain(&dev).compiler.compile(&src).unwrap_err();
+    assert!(e.message().contains("MOCKGPU_CODE=\"sass\""), "{e}");
+}
+
+/// Loads the axpb program `lib` and checks `out = 5 in - 3` over 2 x 16 threads.
+fn run_axpb_program(dev: &Arc<NvDevice>, lib: &[u8]) {
+    let prg = NvRuntime::new(dev.clone()).load("E_axpb", lib).unwrap();
+    let (a, bufs, x) = axpb_buffers(dev);
     prg.call(&bufs, &[-3, 5], Some([2, 1, 1]), Some([16, 1, 1]), true)
         .unwrap();
     let want: Vec<i32> = x.iter().map(|v| v * 5 - 3).collect();
