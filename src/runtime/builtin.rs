@@ -254,6 +254,14 @@ pub fn nv_first_run_kernels(fixtures: &Path) -> Kernels<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::device::registry::default_device_in;
+    use crate::device::testing::register_host_family;
+    use crate::helpers::Context;
+
+    #[test]
+    fn canonicalize_opt_drops_index_zero() {
+        assert_eq!(canonicalize_opt(Some("nv:0")).unwrap(), "NV");
+    }
 
     #[test]
     fn every_builtin_family_is_registered_and_ordered() {
@@ -267,5 +275,48 @@ mod tests {
         assert!(Arc::ptr_eq(&dev, &open_device("INTERP:0").unwrap()));
         let e = open_device("CLANG:x").unwrap_err();
         assert!(e.message().contains("\"x\" is not a device index"), "{e}");
+    }
+
+    #[test]
+    fn default_from_knobs() {
+        // (The registry's own rules, tested here beside the built-ins.) The built-ins first, so the families seen below do not change while the test runs.
+        register_builtin_families();
+        register_host_family("RGTEST_DEFA");
+        register_host_family("RGTEST_DEFB");
+        let order = ["RGTEST_DEFB"];
+        {
+            let _g = Context::with_str(&[("DEVICE", "rgtest_defb:1")]);
+            assert_eq!(default_device_in(&order).unwrap(), "RGTEST_DEFB:1");
+            assert_eq!(canonicalize_opt(None).unwrap(), "RGTEST_DEFB:1");
+        }
+        {
+            // Knobs of the other registered families from the environment (`AMD=1` in CI) are off.
+            let others: Vec<String> = registered_families()
+                .into_iter()
+                .filter(|f| !f.starts_with("RGTEST_DEF"))
+                .collect();
+            let off: Vec<(&str, i64)> = others.iter().map(|f| (f.as_str(), 0)).collect();
+            let _off = Context::new(&off);
+            let _g = Context::new(&[("RGTEST_DEFA", 1)]);
+            assert_eq!(default_device_in(&order).unwrap(), "RGTEST_DEFA");
+            // The order's knobs come before the other families' (by name).
+            let _b = Context::new(&[("RGTEST_DEFB", 1)]);
+            assert_eq!(default_device_in(&order).unwrap(), "RGTEST_DEFB");
+            drop(_b);
+            // DEVICE wins over family knobs.
+            let _h = Context::with_str(&[("DEVICE", "RGTEST_DEFB")]);
+            assert_eq!(default_device_in(&order).unwrap(), "RGTEST_DEFB");
+        }
+        {
+            let _g = Context::with_str(&[("DEVICE", "RGTEST_UNREGISTERED")]);
+            let e = default_device_in(&order).unwrap_err();
+            assert!(e.message().contains("DEVICE=RGTEST_UNREGISTERED"), "{e}");
+        }
+        {
+            // A family knob naming a family of the order that is not registered is an error.
+            let _g = Context::new(&[("RGTEST_DEF_UNREG", 1)]);
+            let e = default_device_in(&["RGTEST_DEF_UNREG"]).unwrap_err();
+            assert!(e.message().contains("RGTEST_DEF_UNREG=1"), "{e}");
+        }
     }
 }
