@@ -316,3 +316,39 @@ fn get_kernel_applies_them_unless_noopt() {
     assert!(k.tensor_core.is_none());
     assert!(!k.applied_opts.is_empty());
 }
+
+/// Beyond 0.9.1: on CLANG and LLVM, W2's row sum (4096x4096 over the last axis) gets the CPU
+/// reduce opts (8 rows at once, each its own accumulator, and 0.9.1's UNROLL of the reduce dim);
+/// `CPU_REDUCE=0` gives 0.9.1's lone UNROLL; a GPU renderer gets 0.9.1's opts either way.
+#[test]
+fn get_kernel_gives_cpu_reductions_several_accumulators() {
+    use rawgrad::engine::realize::get_kernel;
+    use rawgrad::helpers::Context;
+    let _d = clang();
+    let t = empty(&[4096, 4096])
+        .sum_axis(Axis::Dims(vec![-1]), false)
+        .unwrap();
+    let sched = check(&[&t], &[], true);
+    let opts = |k: &Kernel| {
+        let o: Vec<String> = k.applied_opts.iter().map(|x| x.to_string()).collect();
+        format!("[{}]", o.join(", "))
+    };
+    let shape =
+        |k: &Kernel| -> Vec<i64> { k.full_shape().iter().map(|s| s.as_int().unwrap()).collect() };
+    let cpu: [&dyn Renderer; 2] = [&ClangRenderer::new(), &LLVMRenderer::cpu(false)];
+    for r in cpu {
+        let k = get_kernel(r, &sched[0].ast).unwrap();
+        assert_eq!(opts(&k), list(&[u(0, 8), un(0, 4)]));
+        assert_eq!(shape(&k), [512, 1024, 8, 4]);
+        let _off = Context::new(&[("CPU_REDUCE", 0)]);
+        let k = get_kernel(r, &sched[0].ast).unwrap();
+        assert_eq!(opts(&k), list(&[un(0, 4)]));
+        assert_eq!(shape(&k), [4096, 1024, 4]);
+    }
+    let cuda = CUDARenderer::new(80);
+    let mut want = Kernel::new(&sched[0].ast, cuda.opts()).unwrap();
+    want.required_optimizations().unwrap();
+    want.apply_default_opts().unwrap();
+    let k = get_kernel(&cuda, &sched[0].ast).unwrap();
+    assert_eq!(opts(&k), opts(&want));
+}

@@ -449,22 +449,21 @@ fn tiled(case: &Case, o: &RendererOpts) -> Kernel {
     k
 }
 
-/// The tile's kernel gives the unoptimized kernel's bits on CLANG and on every libLLVM, and the
-/// reference within the suite's tolerance; its C source uses 8-lane vectors.
-#[test]
-fn cpu_tile_equals_unoptimized_on_clang_and_llvm() {
+/// A CPU device of these tests: name, renderer, compiler, runtime.
+type CpuDevice = (
+    String,
+    Box<dyn Renderer>,
+    Box<dyn Compiler>,
+    Box<dyn Runtime>,
+);
+
+/// CLANG (when a C compiler exists) and LLVM with every installed libLLVM.
+fn cpu_devices() -> Vec<CpuDevice> {
     use rawgrad::ffi::llvm::{find_libraries, Llvm, MIN_LLVM_MAJOR};
     use rawgrad::runtime::cpu::llvm::LLVMCompiler;
-    let cr = ClangRenderer::new();
-    type Device = (
-        String,
-        Box<dyn Renderer>,
-        Box<dyn Compiler>,
-        Box<dyn Runtime>,
-    );
-    let mut devices: Vec<Device> = vec![];
+    let mut devices: Vec<CpuDevice> = vec![];
     if let Some(cc) = clang() {
-        let (r, rt) = (Box::new(cr.clone()), Box::new(ClangRuntime));
+        let (r, rt) = (Box::new(ClangRenderer::new()), Box::new(ClangRuntime));
         devices.push(("CLANG".into(), r, Box::new(cc), rt));
     }
     for l in find_libraries()
@@ -476,6 +475,30 @@ fn cpu_tile_equals_unoptimized_on_clang_and_llvm() {
             devices.push((format!("LLVM {}", l.major), r, Box::new(c), rt));
         }
     }
+    devices
+}
+
+/// `k` compiled and run on `dev`: its outputs, checked against `want` within the tolerance.
+fn run_cpu(dev: &CpuDevice, case: &Case, k: &mut Kernel, want: &Buffers) -> Buffers {
+    let (name, r, c, rt) = dev;
+    let p = render(case, k, &**r);
+    let what = format!("{name} {:?}", k.applied_opts);
+    let lib = c
+        .compile(&p.src)
+        .unwrap_or_else(|e| panic!("{} {what}: compile: {e}", case.name));
+    let prg = rt.load(&p.function_name, &lib).unwrap();
+    let got = run_program(&*prg, case, &p, &rawgrad::device::HostAllocator)
+        .unwrap_or_else(|e| panic!("{} {what}: {e}", case.name));
+    assert_outputs(case, want, &got, rtol_for(case).max(1e-5), &what);
+    got
+}
+
+/// The tile's kernel gives the unoptimized kernel's bits on CLANG and on every libLLVM, and the
+/// reference within the suite's tolerance; its C source uses 8-lane vectors.
+#[test]
+fn cpu_tile_equals_unoptimized_on_clang_and_llvm() {
+    let cr = ClangRenderer::new();
+    let devices = cpu_devices();
     for case in tile_cases() {
         let want = case.reference();
         let mut k = tiled(&case, cr.opts());
@@ -484,24 +507,16 @@ fn cpu_tile_equals_unoptimized_on_clang_and_llvm() {
             "{}",
             case.name
         );
-        for (name, r, c, rt) in &devices {
-            let mut outs = vec![];
-            for mut k in [
-                tiled(&case, r.opts()),
-                Kernel::new(&case.ast, r.opts()).unwrap(),
-            ] {
-                let p = render(&case, &mut k, &**r);
-                let lib = c.compile(&p.src).unwrap();
-                let prg = rt.load(&p.function_name, &lib).unwrap();
-                let got = run_program(&*prg, &case, &p, &rawgrad::device::HostAllocator).unwrap();
-                let what = format!("{name} {:?}", k.applied_opts);
-                assert_outputs(&case, &want, &got, rtol_for(&case).max(1e-5), &what);
-                outs.push(got);
-            }
+        for dev in &devices {
+            let o = dev.1.opts();
+            let outs: Vec<Buffers> = [tiled(&case, o), Kernel::new(&case.ast, o).unwrap()]
+                .into_iter()
+                .map(|mut k| run_cpu(dev, &case, &mut k, &want))
+                .collect();
             assert_eq!(
                 outs[0], outs[1],
-                "{} on {name}: tile and unoptimized bits",
-                case.name
+                "{} on {}: tile and unoptimized bits",
+                case.name, dev.0
             );
         }
     }
@@ -550,4 +565,127 @@ fn cpu_tile_only_where_it_fits() {
         &catalogue::matmul_of("mm_small", dtypes::float32, (24, 16, 36), true),
         cr.opts(),
     );
+}
+
+// ------------------------------------------------------------------------------------------
+// The CPU reduce opts (beyond 0.9.1: `codegen::kernel::cpu_reduce`)
+
+/// Mostly `rounding_value`, with NaN, infinities and zeros of both signs mixed in (about one value
+/// in twelve), and every fourth row of 20 made of zeros of alternating sign.
+fn reduce_value(b: usize, i: usize, dt: rawgrad::dtype::DType) -> rawgrad::dtype::ConstValue {
+    use rawgrad::dtype::ConstValue::Float;
+    const V: [f64; 5] = [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -0.0];
+    let h = i.wrapping_mul(2_654_435_761) % 61;
+    if (i / 20) % 4 == 3 {
+        Float(if i % 2 == 0 { -0.0 } else { 0.0 })
+    } else if h < V.len() {
+        Float(V[h])
+    } else {
+        rounding_value(b, i, dt)
+    }
+}
+
+/// Reductions the CPU reduce opts fit: a row sum, a column sum, a row max over NaN, infinities
+/// and signed zeros, a sum of products over two of three axes with an epilogue, an int max, a
+/// row sum of a padded input and a matmul too small for 0.9.1's upcasts.
+fn reduce_cases() -> Vec<Case> {
+    use rawgrad::ops::{
+        BinaryOps::{ADD, MUL},
+        ReduceOps::{MAX, SUM},
+        UnaryOps::SQRT,
+    };
+    use rawgrad::shape::Node;
+    let f = dtypes::float32;
+    let (a, b) = (ld(1, f, st(&[4, 16, 6])), ld(2, f, st(&[4, 16, 6])));
+    let two_axes = red(SUM, bin(MUL, a, b), &[0, 2]);
+    let epilogue = un(SQRT, bin(ADD, two_axes, ld(3, f, st(&[1, 16, 1]))));
+    let z = |a: i64, b: i64| (Node::from(a), Node::from(b));
+    let padded = st(&[12, 6]).pad(&[z(0, 0), z(2, 1)]).unwrap();
+    let one = |name, x, dt, out: &[i64]| Case::new(name, vec![store(x, 0, dt, st(out))]);
+    let int = dtypes::int32;
+    vec![
+        one(
+            "row_sum",
+            red(SUM, ld(1, f, st(&[16, 36])), &[1]),
+            f,
+            &[16, 1],
+        ),
+        one(
+            "col_sum",
+            red(SUM, ld(1, f, st(&[36, 16])), &[0]),
+            f,
+            &[1, 16],
+        ),
+        one(
+            "row_max",
+            red(MAX, ld(1, f, st(&[24, 20])), &[1]),
+            f,
+            &[24, 1],
+        ),
+        one("sum_two_axes", epilogue, f, &[1, 16, 1]),
+        one(
+            "int_max",
+            red(MAX, ld(1, int, st(&[8, 12])), &[1]),
+            int,
+            &[8, 1],
+        ),
+        one(
+            "padded_row_sum",
+            red(SUM, ld(1, f, padded), &[1]),
+            f,
+            &[12, 1],
+        ),
+    ]
+    .into_iter()
+    .map(|c| {
+        if c.name == "int_max" {
+            c
+        } else {
+            c.with_data(reduce_value)
+        }
+    })
+    .collect()
+}
+
+/// The CPU reduce opts (the heuristic's pick for CLANG's renderer) give the unoptimized kernel's
+/// bits on INTERP, CLANG and every libLLVM, and the reference within the suite's tolerance; a
+/// matmul with an output large enough for 0.9.1's upcasts of broadcast axes keeps those.
+#[test]
+fn cpu_reduce_equals_unoptimized_on_interp_clang_and_llvm() {
+    let (cr, ir) = (ClangRenderer::new(), InterpRenderer::new());
+    let devices = cpu_devices();
+    for case in reduce_cases() {
+        let want = case.reference();
+        let mut k = Kernel::new(&case.ast, cr.opts()).unwrap();
+        assert!(k.apply_cpu_reduce().unwrap(), "{}: applies", case.name);
+        let opts = k.applied_opts.clone();
+        assert!(
+            opts.iter().any(|o| o.op == UPCAST && o.amt >= Some(4)),
+            "{} {opts:?}",
+            case.name
+        );
+        let mut runs: Vec<(String, Buffers)> = vec![];
+        for o in [opts.as_slice(), &[]] {
+            let mut k = optimized(&case, ir.opts(), o).unwrap();
+            check_interp(&case, &ir, &mut k, &want);
+            let p = render(&case, &mut k, &ir);
+            runs.push(("INTERP".into(), run_interp(&case, &p).unwrap()));
+        }
+        for dev in &devices {
+            for o in [opts.as_slice(), &[]] {
+                let mut k = optimized(&case, dev.1.opts(), o).unwrap();
+                runs.push((dev.0.clone(), run_cpu(dev, &case, &mut k, &want)));
+            }
+        }
+        for pair in runs.chunks(2) {
+            assert_eq!(
+                pair[0].1, pair[1].1,
+                "{} on {}: reduce opts and unoptimized bits",
+                case.name, pair[0].0
+            );
+        }
+    }
+    let mm = catalogue::matmul_of("mm_32x48", dtypes::float32, (32, 48, 16), true);
+    let mut k = Kernel::new(&mm.ast, cr.opts()).unwrap();
+    assert!(!k.apply_cpu_reduce().unwrap() && k.applied_opts.is_empty());
 }

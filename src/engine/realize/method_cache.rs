@@ -37,7 +37,7 @@ use super::runners::CompiledRunner;
 use super::Runner;
 
 /// The knobs that change which opts `get_kernel` applies, so each is part of the cache key.
-pub const OPT_KNOBS: [&str; 10] = [
+pub const OPT_KNOBS: [&str; 11] = [
     "BEAM",
     "NOOPT",
     "TC",
@@ -48,6 +48,7 @@ pub const OPT_KNOBS: [&str; 10] = [
     "MV_ROWS_PER_THREAD",
     "NOLOCALS",
     "CPU_TILE",
+    "CPU_REDUCE",
 ];
 
 /// The values of [`OPT_KNOBS`] now (an unset knob reads as `i64::MIN`).
@@ -157,8 +158,9 @@ pub fn get_kernel(renderer: &dyn Renderer, ast: &[LazyOp]) -> Result<Kernel> {
     let mut k = Kernel::new(ast, renderer.opts())?;
     k.required_optimizations()?;
     if getenv("NOOPT", 0) == 0 {
-        // beyond 0.9.1: a CPU matmul gets the CPU tile instead of the heuristics (`CPU_TILE=0`)
-        let used_tc = if k.apply_cpu_tile()? {
+        // beyond 0.9.1: a CPU matmul gets the CPU tile instead of the heuristics (`CPU_TILE=0`),
+        // a CPU reduction several accumulators (`CPU_REDUCE=0`)
+        let used_tc = if k.apply_cpu_tile()? || k.apply_cpu_reduce()? {
             false
         } else {
             k.apply_default_opts()?

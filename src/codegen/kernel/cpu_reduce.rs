@@ -1,0 +1,113 @@
+//! Independent accumulators for reduce kernels on CPU devices: beyond tinygrad 0.9.1, whose
+//! heuristics give a reduction that no buffer broadcasts (a row sum, softmax's max and sum,
+//! layernorm's mean and variance, argmax) one accumulator per output element and an `UNROLL` of
+//! the reduce dim whose lanes add into that one accumulator in order: a single chain of dependent
+//! adds (or maxes), bound by the float add's latency rather than by memory bandwidth.
+//!
+//! When it applies, `get_kernel` uses it instead of `hand_coded_optimizations` (`CPU_REDUCE=0`
+//! keeps 0.9.1's choice; `Kernel::apply_default_opts` itself stays 0.9.1's). The opts are legal
+//! 0.9.1 opts: `UPCAST(a, 8)` (or 4) of an output axis `a`, so that each of the 8 output elements
+//! keeps its own accumulator (8 independent chains, no reassociation: every element still adds
+//! its values in the unoptimized kernel's order, so the results are the same bits), then
+//! `UNROLL(r, 4)` of the last reduce dim when it divides (0.9.1's unroll). The output axis is one
+//! with unit stride in a buffer the reduce reads (a column sum: the 8 lanes are one contiguous
+//! load), else the innermost output axis that divides (a row sum: 8 rows at once).
+//!
+//! Applies only on a device without locals, with no tensor core and no opt applied yet, to a
+//! kernel with a reduce and an output axis of a size divisible by 4, where 0.9.1's heuristics
+//! would upcast no axis (kernels where some buffer broadcasts an output axis, a matmul or a
+//! conv, keep 0.9.1's opts or the CPU tile). Not guaranteed: the amounts are chosen for this
+//! machine (two FP add ports with 4 cycles of latency: 8 chains), not searched.
+
+use super::opts::{Opt, OptOps};
+use super::Kernel;
+use crate::helpers::getenv;
+use crate::shape::Node;
+use crate::{Error, Result};
+
+/// Output elements reduced at once (independent accumulator chains) by default; 4 where 8 does
+/// not divide.
+pub const REDUCE_ROWS: usize = 8;
+/// Unroll of the last reduce dim (0.9.1's).
+pub const REDUCE_UNROLL: usize = 4;
+
+impl Kernel {
+    /// Apply the CPU reduce opts (see the module doc) when they fit; true when they did.
+    /// `CPU_REDUCE=0` turns them off; `CPU_REDUCE=n` (2..=8) reduces `n` outputs at once.
+    pub fn apply_cpu_reduce(&mut self) -> Result<bool> {
+        let rows = getenv("CPU_REDUCE", REDUCE_ROWS as i64);
+        if !(2..=8).contains(&rows)
+            || self.opts.has_local
+            || !self.opts.tensor_cores.is_empty()
+            || self.reduceops.is_empty()
+            || !self.applied_opts.is_empty()
+            || self.upcasted > 0
+        {
+            return Ok(false);
+        }
+        // 0.9.1's heuristics upcast an axis only where a buffer broadcasts it or it is masked:
+        // then they already give several accumulators (or more reuse than this would)
+        let mut hco = self.clone();
+        if hco.apply_default_opts()? || hco.applied_opts.iter().any(|o| o.op == OptOps::UPCAST) {
+            return Ok(false);
+        }
+        let Some((axis, amt)) = self.cpu_reduce_axis(rows as usize)? else {
+            return Ok(false);
+        };
+        let before = self.clone();
+        let applied = self
+            .apply_opt(Opt::new(OptOps::UPCAST, axis, amt))
+            .and_then(|()| {
+                let unup = self.full_unupcasted_shape().to_vec();
+                let last = unup.len() - 1;
+                let divides = unup[last]
+                    .as_int()
+                    .is_some_and(|s| s % REDUCE_UNROLL as i64 == 0);
+                if divides && last >= self.first_reduce() {
+                    let opt = Opt::new(OptOps::UNROLL, last - self.first_reduce(), REDUCE_UNROLL);
+                    self.apply_opt(opt)
+                } else {
+                    Ok(())
+                }
+            });
+        match applied {
+            Ok(()) => Ok(true),
+            Err(Error::KernelOpt(_)) => {
+                *self = before;
+                Ok(false)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The output axis to upcast and by how much: an axis with unit stride in a buffer the
+    /// reduce reads first, else the innermost; by `rows`, or by 4 where `rows` does not divide.
+    fn cpu_reduce_axis(&self, rows: usize) -> Result<Option<(usize, usize)>> {
+        let fr = self.first_reduce();
+        let mut unit = vec![false; fr];
+        for (i, b) in self.bufs.iter().enumerate() {
+            if !self.earlybufs.contains(b) {
+                continue;
+            }
+            let strides = self.st(i)?.real_strides(false)?;
+            for (a, s) in strides.iter().take(fr).enumerate() {
+                unit[a] |= *s == Some(Node::Num(1));
+            }
+        }
+        let amts = if rows > 4 { vec![rows, 4] } else { vec![rows] };
+        for amt in amts {
+            let fits: Vec<usize> = (0..fr)
+                .filter(|&a| {
+                    self.full_shape()[a]
+                        .as_int()
+                        .is_some_and(|s| s % amt as i64 == 0)
+                })
+                .collect();
+            let pick = fits.iter().rev().find(|&&a| unit[a]).or(fits.last());
+            if let Some(&a) = pick {
+                return Ok(Some((a, amt)));
+            }
+        }
+        Ok(None)
+    }
+}
