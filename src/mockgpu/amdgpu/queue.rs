@@ -271,6 +271,12 @@ impl EngineRunner for Runner {
             }
         }
         if progressed && error.is_none() {
+            // The doorbell's ring-overrun check (`bad_wptr`) reads the slot's rptr: it moves
+            // before the host can read the new rptr from memory, so a host that computed its room
+            // from memory never fails that check against a stale slot rptr.
+            if let Ok(mut s) = lock(&self.slot.state) {
+                s.rptr = self.rptr;
+            }
             if let Err(e) = self.shared.mem.write_u64(self.slot.desc.rptr_va, self.rptr) {
                 error = Some(format!("publishing rptr: {}", e.message()));
             }

@@ -191,22 +191,40 @@ impl HwRing {
             );
         }
         let start = Instant::now();
+        let mut tries = 0u32;
         loop {
             let rptr = self.rptr()?;
             if self.wptr + need - rptr.min(self.wptr) <= self.units() {
                 return Ok(());
             }
+            tries = tries.saturating_add(1);
+            // A queue that faulted never frees room: say so at once, with the driver's report.
+            let report = self.core.drv.queue_report(self.args.gpu_id, self.queue_id);
+            if let Some(f) = report.as_ref().and_then(|r| r.fault.as_ref()) {
+                bail!(
+                    Fault,
+                    "{:?} queue {}: ring full (wptr {} rptr {rptr}, {need} more units) and the queue faulted: {f}",
+                    self.kind,
+                    self.queue_id,
+                    self.wptr
+                );
+            }
             if start.elapsed() > device_wait_timeout() {
+                let seen = report.map_or_else(String::new, |r| format!(" [driver: {r}]"));
                 bail!(
                     Timeout,
-                    "{:?} queue {}: ring full: wptr {} rptr {rptr}, {need} more units do not fit the {}-unit ring",
+                    "{:?} queue {}: ring full: wptr {} rptr {rptr}, {need} more units do not fit the {}-unit ring{seen}",
                     self.kind,
                     self.queue_id,
                     self.wptr,
                     self.units()
                 );
             }
-            std::thread::yield_now();
+            if tries < 64 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
         }
     }
 

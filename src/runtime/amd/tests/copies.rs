@@ -152,20 +152,32 @@ fn parallel_threads_share_one_device() {
     let threads: Vec<_> = (0..4)
         .map(|t| {
             let dev = dev.clone();
-            std::thread::spawn(move || {
-                let (a, b) = alloc(&dev, 3000);
+            // Each thread says what failed (a join error alone hides it).
+            std::thread::spawn(move || -> Result<(), String> {
+                let a = HcqAllocator::new(dev.clone());
+                let b = a
+                    .alloc(3000, &BufferOptions::default())
+                    .map_err(|e| format!("thread {t}: alloc: {e}"))?;
                 for round in 0..5 {
                     let data = pattern(3000, t * 100 + round);
-                    a.copyin(&b, &data).unwrap();
+                    a.copyin(&b, &data)
+                        .map_err(|e| format!("thread {t} round {round}: copyin: {e}"))?;
                     let mut out = vec![0u8; 3000];
-                    a.copyout(&mut out, &b).unwrap();
-                    assert_eq!(out, data, "thread {t} round {round}");
+                    a.copyout(&mut out, &b)
+                        .map_err(|e| format!("thread {t} round {round}: copyout: {e}"))?;
+                    if let Some(i) = out.iter().zip(&data).position(|(x, y)| x != y) {
+                        return Err(format!("thread {t} round {round}: byte {i} differs"));
+                    }
                 }
+                Ok(())
             })
         })
         .collect();
     for t in threads {
-        t.join().unwrap();
+        match t.join() {
+            Ok(r) => r.unwrap(),
+            Err(_) => panic!("a copy thread panicked (its message is above)"),
+        }
     }
     dev.synchronize().unwrap();
 }

@@ -35,13 +35,6 @@ fn both_rings_wrap_many_times() {
             false,
         )
         .unwrap();
-        // At most four kernels in flight (about 430 of the ring's 1024 units): the rings wrap by
-        // the volume that passes through them; a full ring's wait is the next test's subject.
-        // (Left to fill, this test timed out twice on loaded machines with the ring full and
-        // rptr still; the cause was not found, see the 2026-12-02 session note.)
-        if k % 4 == 3 {
-            dev.synchronize().unwrap();
-        }
     }
     let mut o = vec![0u8; 32];
     a.copyout(&mut o, &out).unwrap();
@@ -105,4 +98,30 @@ fn a_full_ring_waits_for_room_and_times_out_when_blocked() {
     q.submit(dev.backend()).unwrap();
     dev.wait_signal(&done, sent + 1, "after room").unwrap();
     assert_eq!(done.value().unwrap(), sent + 1);
+}
+
+#[test]
+fn a_full_ring_on_a_stopped_queue_is_a_fault_naming_it_not_a_timeout() {
+    let (dev, emu) = small_rings();
+    let (gate, done) = (dev.new_signal(0).unwrap(), dev.new_signal(0).unwrap());
+    let mut q = dev.backend().compute_queue();
+    q.wait(&gate, 1).unwrap();
+    q.submit(dev.backend()).unwrap();
+    // The reset stops the queues where they are: the ring never drains again.
+    emu.reset_gpu(dev.backend().gpu_id()).unwrap();
+    let mut sent = 0;
+    let err = loop {
+        let mut q = dev.backend().compute_queue();
+        q.signal(&done, sent + 1).unwrap();
+        match q.submit(dev.backend()) {
+            Ok(()) => sent += 1,
+            Err(e) => break e,
+        }
+        assert!(sent < 1000, "a 4 KiB ring never filled");
+    };
+    let text = err.to_string();
+    assert!(
+        matches!(&err, Error::Fault(_)) && text.contains("ring full") && text.contains("GPU reset"),
+        "{text}"
+    );
 }

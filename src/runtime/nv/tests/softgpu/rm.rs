@@ -166,7 +166,12 @@ fn a_channel_fault_reaches_the_error_notifiers() {
         31,
         "ROBUST_CHANNEL_FIFO_ERROR_MMU_ERR_FLT"
     );
+    // RM notifies the TSG's channels one after another: the DMA channel's may land later.
     let dma = r.q.dma.notifier.cpu.as_ref().unwrap();
+    while dma.read_u32(8).unwrap() == 0 {
+        assert!(Instant::now() < deadline, "no RC error in the DMA notifier");
+        std::thread::sleep(std::time::Duration::from_micros(100));
+    }
     assert_eq!(dma.read_u32(8).unwrap(), 31, "every channel of the TSG");
 }
 
