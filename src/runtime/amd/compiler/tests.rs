@@ -115,14 +115,22 @@ fn pick_llvm_takes_the_newest_that_knows_the_target() {
     let ci = [v15.clone(), v14.clone()];
     assert_eq!(pick_llvm(&GFX1100, &ci, None).unwrap(), &v15);
     // gfx1030 is known from LLVM 14 on: the default library serves it
-    assert_eq!(pick_llvm(&GFX1030, &[v14.clone()], None).unwrap(), &v14);
+    assert_eq!(
+        pick_llvm(&GFX1030, std::slice::from_ref(&v14), None).unwrap(),
+        &v14
+    );
     // a name without a version (only under LLVM_LIB) is tried, its loaded version checked later
     let unnamed = lib(0, "/opt/llvm/libLLVM.so");
     assert_eq!(
-        pick_llvm(&GFX1100, &[unnamed.clone()], Some("/opt/llvm/libLLVM.so")).unwrap(),
+        pick_llvm(
+            &GFX1100,
+            std::slice::from_ref(&unnamed),
+            Some("/opt/llvm/libLLVM.so")
+        )
+        .unwrap(),
         &unnamed
     );
-    let e = pick_llvm(&GFX1100, &[v14.clone()], None).unwrap_err();
+    let e = pick_llvm(&GFX1100, std::slice::from_ref(&v14), None).unwrap_err();
     let m = e.message();
     for part in [
         "gfx1100",
