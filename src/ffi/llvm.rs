@@ -19,7 +19,10 @@
 //! Not guaranteed: LLVM prints "'gfxNNNN' is not a recognized processor for this target" to
 //! stderr itself when asked for a processor it lacks; [`Llvm::amdgpu_mach`] detects that case from
 //! the object it produced, not from the message. Two different libLLVM versions can be loaded in
-//! one process (their symbols are versioned), which is how the tests compare them.
+//! one process: each is opened `RTLD_LOCAL` (its symbols never bind another library's, and
+//! Debian's are versioned, `LLVM_14`, `LLVM_15`) and keeps its own global state (option and
+//! target registries), which is how the tests compare them and how the AMD compiler runs a newer
+//! one than the CPU LLVM device (`runtime::amd::compiler`).
 
 mod api;
 
@@ -65,7 +68,7 @@ pub fn parse_library_name(name: &str) -> Option<u32> {
 }
 
 /// The directories searched for libLLVM, in order.
-fn search_dirs() -> Vec<PathBuf> {
+pub fn search_dirs() -> Vec<PathBuf> {
     let mut dirs = vec![];
     if let Ok(entries) = std::fs::read_dir("/usr/lib") {
         let mut versioned: Vec<(u32, PathBuf)> = entries
@@ -101,11 +104,22 @@ fn libraries_in(dir: &Path, out: &mut Vec<LlvmLibrary>) {
     }
 }
 
+/// `LLVM_LIB` when set (not empty): the libLLVM file or folder every user in the process loads.
+pub fn llvm_lib_forced() -> Option<String> {
+    getenv_str("LLVM_LIB").filter(|s| !s.trim().is_empty())
+}
+
 /// Every libLLVM shared library found (newest major first, one path per distinct file). With
 /// `LLVM_LIB` set, only what it names: a file, or a folder to search.
 pub fn find_libraries() -> Vec<LlvmLibrary> {
+    find_libraries_also_in(&[])
+}
+
+/// As [`find_libraries`], also searching the folders `extra` after the usual places (not when
+/// `LLVM_LIB` is set); of the same major, a library of the usual places comes first.
+pub fn find_libraries_also_in(extra: &[PathBuf]) -> Vec<LlvmLibrary> {
     let mut found = vec![];
-    match getenv_str("LLVM_LIB").filter(|s| !s.trim().is_empty()) {
+    match llvm_lib_forced() {
         Some(forced) => {
             let p = PathBuf::from(forced.trim());
             if p.is_dir() {
@@ -117,8 +131,8 @@ pub fn find_libraries() -> Vec<LlvmLibrary> {
             }
         }
         None => {
-            for d in search_dirs() {
-                libraries_in(&d, &mut found);
+            for d in search_dirs().iter().chain(extra) {
+                libraries_in(d, &mut found);
             }
         }
     }

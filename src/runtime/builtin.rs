@@ -12,9 +12,10 @@
 //! - `NV`: the RM/UVM backend ([`nv::open_nv`]); likewise lazy.
 //!
 //! This is also the one place that picks the emulator: under `MOCKGPU=1` the GPU backends get the
-//! emulated KFD or RM/UVM ([`amd_driver`], [`nv_driver`]) and, on an emulated device, the mock
-//! renderers and compilers (`MOCKGPU_CODE=ptx`: NV's PTX path); on real hardware the libLLVM
-//! amdgcn compiler, NVRTC/ptxas/nvJitLink, or a compiler slot that reports why it is missing.
+//! emulated KFD or RM/UVM ([`amd_driver`], [`nv_driver`]) and, on an emulated device, the real
+//! code by default (AMD's gfx11 code objects from libLLVM 15+, NV's PTX) or, with
+//! `MOCKGPU_CODE=uops`, the mock renderers and compilers; on real hardware the libLLVM amdgcn
+//! compiler, NVRTC/ptxas/nvJitLink, or a compiler slot that reports why it is missing.
 //!
 //! The upper layers (lazy, engine, tensor) and users open devices through [`open_device`] and
 //! [`default_device`] (tinygrad's `Device[name]` and `Device.DEFAULT`), which register the
@@ -34,7 +35,8 @@ use crate::driver::{Driver, RealDriver};
 use crate::helpers::getenv;
 use crate::mockgpu::amdgpu::attach::mock_driver as amd_mock_driver;
 use crate::mockgpu::amdgpu::compiler::{
-    amd_mock_code, AmdMockCode, MockAmdCompiler, MockAmdRenderer, UnavailableAmdCompiler,
+    amd_mock_code, isa_unavailable, AmdMockCode, MockAmdCompiler, MockAmdRenderer,
+    UnavailableAmdCompiler,
 };
 use crate::mockgpu::nvgpu::attach::mock_driver as nv_mock_driver;
 use crate::mockgpu::nvgpu::compiler::{
@@ -143,14 +145,16 @@ pub fn nv_driver() -> Result<Arc<dyn Driver>> {
     }
 }
 
-/// An AMD device's compiler and renderer: on the emulator the mock pair (`MOCKGPU_CODE=uops`, the
-/// default) or, with `MOCKGPU_CODE=isa`, the hardware path (the software GPU then runs the RDNA3
-/// machine code); on hardware the libLLVM amdgcn compiler and its LLVM IR renderer, or a compiler
-/// slot that says why it is missing.
+/// An AMD device's compiler and renderer: on the emulator the hardware path (`MOCKGPU_CODE=isa`,
+/// the default on gfx11: the software GPU runs the RDNA3 machine code; without a libLLVM that
+/// knows the target a compiler slot that says so and how to get out, never the UOps) or the mock
+/// pair (`MOCKGPU_CODE=uops`); on hardware the libLLVM amdgcn compiler and its LLVM IR renderer,
+/// or a compiler slot that says why it is missing.
 pub fn amd_toolchain(dev: &AmdDevice) -> Toolchain {
     let target = dev.backend().target();
-    if dev.backend().process().core().drv.name() == "emu" {
-        match amd_mock_code() {
+    let emu = dev.backend().process().core().drv.name() == "emu";
+    if emu {
+        match amd_mock_code(target) {
             Ok(AmdMockCode::Uops) => {
                 return Toolchain {
                     compiler: Arc::new(MockAmdCompiler::new(target)),
@@ -160,7 +164,10 @@ pub fn amd_toolchain(dev: &AmdDevice) -> Toolchain {
             Ok(AmdMockCode::Isa) => {}
             Err(e) => {
                 return Toolchain {
-                    compiler: Arc::new(UnavailableAmdCompiler::new(target, e.message().into())),
+                    compiler: Arc::new(UnavailableAmdCompiler::on_emulator(
+                        target,
+                        e.message().into(),
+                    )),
                     renderer: Arc::new(MockAmdRenderer::new()),
                 }
             }
@@ -175,7 +182,11 @@ pub fn amd_toolchain(dev: &AmdDevice) -> Toolchain {
             }
         }
         Err(e) => Toolchain {
-            compiler: Arc::new(UnavailableAmdCompiler::new(target, e.message().to_string())),
+            compiler: Arc::new(if emu {
+                UnavailableAmdCompiler::on_emulator(target, isa_unavailable(target, e.message()))
+            } else {
+                UnavailableAmdCompiler::new(target, e.message().to_string())
+            }),
             renderer: Arc::new(MockAmdRenderer::new()),
         },
     }

@@ -5,8 +5,10 @@
 //!   `uop_serial::serialize(uops)`; GPU-like options (locals, shared memory, local_max 1024^3,
 //!   shared_max 65536, global_max (2^31-1, 65535, 65535), no float4 for now).
 //! - [`MockAmdCompiler`]: that source to a mock code object for one gfx target (`object.rs`).
-//! - [`UnavailableAmdCompiler`]: what a real device uses when its libLLVM compiler cannot be set up
-//!   wired in: every compile fails with `Error::Compile` saying so.
+//! - [`UnavailableAmdCompiler`]: what a device uses when its libLLVM compiler cannot be set up:
+//!   every compile fails with `Error::Compile` saying so.
+//! - [`amd_mock_code`]: which of the two an emulated device gets (`MOCKGPU_CODE`; the real code
+//!   by default on gfx11, and an error, never the UOps, when no libLLVM can compile it).
 //!
 //! Not guaranteed: the mock compiler checks that the UOps deserialize, not that they verify.
 
@@ -112,16 +114,32 @@ impl Compiler for MockAmdCompiler {
     }
 }
 
-/// The compiler slot of a real device whose amdgcn compiler could not be set up (no libLLVM, or
-/// one too old for the target): every compile reports why.
+/// The compiler slot of a device whose amdgcn compiler could not be set up (no libLLVM, or one
+/// too old for the target; on the emulator also a bad `MOCKGPU_CODE`): every compile reports why.
 pub struct UnavailableAmdCompiler {
     target: &'static GfxTarget,
     reason: String,
+    /// The way out the message offers.
+    hint: &'static str,
 }
 
 impl UnavailableAmdCompiler {
+    /// The slot of a real device (the message points at the emulator).
     pub fn new(target: &'static GfxTarget, reason: String) -> UnavailableAmdCompiler {
-        UnavailableAmdCompiler { target, reason }
+        UnavailableAmdCompiler {
+            target,
+            reason,
+            hint: " (set MOCKGPU=1 to run kernels on the emulator)",
+        }
+    }
+
+    /// The slot of an emulated device; `reason` already says what to do.
+    pub fn on_emulator(target: &'static GfxTarget, reason: String) -> UnavailableAmdCompiler {
+        UnavailableAmdCompiler {
+            target,
+            reason,
+            hint: "",
+        }
     }
 }
 
@@ -132,9 +150,10 @@ impl Compiler for UnavailableAmdCompiler {
     fn compile(&self, _src: &str) -> Result<Vec<u8>> {
         bail!(
             Compile,
-            "AMD compiler for {} is unavailable: {} (set MOCKGPU=1 to run kernels on the emulator)",
+            "AMD compiler for {} is unavailable: {}{}",
             self.target.name,
-            self.reason
+            self.reason,
+            self.hint
         )
     }
 }
@@ -148,16 +167,46 @@ pub enum AmdMockCode {
     Isa,
 }
 
-/// `MOCKGPU_CODE` as the emulated AMD device reads it: `isa` or `real` for the real machine code,
-/// `uops` (the default: CI's libLLVM 14 has no gfx11 target) for the mock code object; `ptx`
-/// names the NV interpreter and leaves AMD on its default.
-pub fn amd_mock_code() -> Result<AmdMockCode> {
-    match getenv_str("MOCKGPU_CODE").unwrap_or_default().trim() {
-        "" | "uops" | "ptx" => Ok(AmdMockCode::Uops),
-        "isa" | "real" => Ok(AmdMockCode::Isa),
-        v => bail!(
+/// `MOCKGPU_CODE` as the emulated AMD device of `target` reads it (see [`parse_amd_mock_code`]).
+pub fn amd_mock_code(target: &GfxTarget) -> Result<AmdMockCode> {
+    parse_amd_mock_code(getenv_str("MOCKGPU_CODE").as_deref(), target)
+}
+
+/// The code of an emulated `target` for a `MOCKGPU_CODE` value: unset, empty, `ptx` (which names
+/// the NV interpreter) or `isa`/`real`: the real machine code when the RDNA3 interpreter runs
+/// the target (gfx11: the default, whatever is installed; without a libLLVM that knows it the
+/// compiler fails, see [`isa_unavailable`]); `uops`: the mock code object. Other targets
+/// (gfx1030) run UOps only: `isa` names an error there, the default is `uops`.
+pub fn parse_amd_mock_code(value: Option<&str>, target: &GfxTarget) -> Result<AmdMockCode> {
+    let v = value.unwrap_or_default().trim();
+    let isa = target.generation == 11;
+    match v {
+        "uops" => Ok(AmdMockCode::Uops),
+        "" | "ptx" if !isa => Ok(AmdMockCode::Uops),
+        "" | "ptx" | "isa" | "real" if isa => Ok(AmdMockCode::Isa),
+        "isa" | "real" => bail!(
+            InvalidArgument,
+            "MOCKGPU_CODE={v:?}: the emulated {} runs UOps only (the RDNA3 interpreter runs gfx11); \
+             use MOCKGPU_CODE=uops or MOCKGPU_ARCH=gfx1100",
+            target.name
+        ),
+        _ => bail!(
             InvalidArgument,
             "MOCKGPU_CODE={v:?}: the emulated AMD GPU runs `uops` or `isa` (`real`)"
         ),
     }
+}
+
+/// Why the emulated `target`'s real code cannot be compiled (`why`: the compiler's error, such as
+/// no libLLVM 15), with the two ways out. Under `AMD=1 MOCKGPU=1` this fails every compile: the
+/// UOp path is never taken silently (the suite must test the same code on every machine).
+pub fn isa_unavailable(target: &GfxTarget, why: &str) -> String {
+    format!(
+        "the emulated {t} runs the real {t} code by default (MOCKGPU_CODE=isa), which needs \
+         libLLVM {m} or newer: {why}. Set LLVM_LIB to a libLLVM-{m}.so.1 (or newer; Debian's \
+         libllvm{m}, which .ci/run unpacks without root), or set MOCKGPU_CODE=uops to run \
+         serialized UOps on the UOp interpreter instead",
+        t = target.name,
+        m = target.min_llvm.max(15)
+    )
 }

@@ -1,6 +1,7 @@
 use super::*;
-use crate::ffi::llvm::find_libraries;
+use crate::ffi::llvm::{find_libraries, LlvmLibrary};
 use crate::hw::amd::targets::{GFX1030, GFX1100, GFX90A};
+use std::path::PathBuf;
 
 /// Every installed libLLVM (newest first).
 fn all_llvms() -> Vec<Arc<Llvm>> {
@@ -90,4 +91,74 @@ fn too_old_llvm_is_refused_by_name() {
             );
         }
     }
+}
+
+fn lib(major: u32, path: &str) -> LlvmLibrary {
+    LlvmLibrary {
+        path: PathBuf::from(path),
+        major,
+    }
+}
+
+/// The lookup on injected libraries (newest first, as `find_libraries_also_in` lists them): the
+/// first that knows the processor, else an error naming what is needed, found and searched.
+#[test]
+fn pick_llvm_takes_the_newest_that_knows_the_target() {
+    let v19 = lib(19, "/usr/lib/llvm-19/lib/libLLVM.so.19.1");
+    let v15 = lib(
+        15,
+        "/tmp/rawgrad-llvm15/root/usr/lib/x86_64-linux-gnu/libLLVM-15.so.1",
+    );
+    let v14 = lib(14, "/usr/lib/llvm-14/lib/libLLVM-14.so.1");
+    let all = [v19.clone(), v15.clone(), v14.clone()];
+    assert_eq!(pick_llvm(&GFX1100, &all, None).unwrap(), &v19);
+    let ci = [v15.clone(), v14.clone()];
+    assert_eq!(pick_llvm(&GFX1100, &ci, None).unwrap(), &v15);
+    // gfx1030 is known from LLVM 14 on: the default library serves it
+    assert_eq!(
+        pick_llvm(&GFX1030, std::slice::from_ref(&v14), None).unwrap(),
+        &v14
+    );
+    // a name without a version (only under LLVM_LIB) is tried, its loaded version checked later
+    let unnamed = lib(0, "/opt/llvm/libLLVM.so");
+    assert_eq!(
+        pick_llvm(
+            &GFX1100,
+            std::slice::from_ref(&unnamed),
+            Some("/opt/llvm/libLLVM.so")
+        )
+        .unwrap(),
+        &unnamed
+    );
+    let e = pick_llvm(&GFX1100, std::slice::from_ref(&v14), None).unwrap_err();
+    let m = e.message();
+    for part in [
+        "gfx1100",
+        "no libLLVM 15 or newer",
+        "libLLVM 14 (/usr/lib/llvm-14/lib/libLLVM-14.so.1)",
+        "rawgrad-llvm15",
+        "LLVM_LIB",
+    ] {
+        assert!(m.contains(part), "{part:?} missing: {m}");
+    }
+    let e = pick_llvm(&GFX1100, &[v14], Some("/usr/lib/llvm-14/lib")).unwrap_err();
+    assert!(
+        e.message()
+            .contains("looked in LLVM_LIB=\"/usr/lib/llvm-14/lib\""),
+        "{e}"
+    );
+    let e = pick_llvm(&GFX1100, &[], None).unwrap_err();
+    assert!(e.message().contains("found: none"), "{e}");
+}
+
+#[test]
+fn ci_llvm_dir_is_where_ci_unpacks_libllvm15() {
+    let d = ci_llvm_dir();
+    let arch = format!("{}-linux-gnu", std::env::consts::ARCH);
+    assert!(d.starts_with(std::env::temp_dir()), "{}", d.display());
+    assert!(
+        d.ends_with(PathBuf::from("rawgrad-llvm15/root/usr/lib").join(arch)),
+        "{}",
+        d.display()
+    );
 }

@@ -1,11 +1,15 @@
 //! The `AMD` family through the device registry (`MOCKGPU=1`): allocator, renderer, compiler,
-//! runtime and program of `AMD:1` working together; the real-hardware compiler slot says it is
-//! not wired in yet.
+//! runtime and program of `AMD:1` working together; which code the emulated device runs
+//! (`MOCKGPU_CODE`) and the compiler slot that says why a compiler is missing.
 
 use super::*;
 use crate::helpers::Context;
+use crate::hw::amd::targets::GFX1030;
 use crate::hw::amd::targets::GFX1100;
-use crate::mockgpu::amdgpu::compiler::{amd_mock_code, AmdMockCode, UnavailableAmdCompiler};
+use crate::mockgpu::amdgpu::compiler::{
+    amd_mock_code, isa_unavailable, parse_amd_mock_code, AmdMockCode, UnavailableAmdCompiler,
+};
+use crate::runtime::builtin::amd_toolchain;
 
 use crate::runtime::builtin::open_device;
 use crate::Error;
@@ -22,7 +26,7 @@ fn registry_opens_amd_under_mockgpu_and_runs_a_kernel() {
     );
     let uops = add_uops(2, 8, dtypes::float32);
     let src = dev.renderer.render("E_reg", &uops).unwrap();
-    match amd_mock_code().unwrap() {
+    match amd_mock_code(&GFX1100).unwrap() {
         AmdMockCode::Uops => assert!(
             src.starts_with("//! rawgrad-amd-mock E_reg\nrawgrad-uops v1"),
             "{src}"
@@ -78,4 +82,80 @@ fn visible_devices_selects_and_orders_gpus() {
     let _g = Context::with_str(&[("HIP_VISIBLE_DEVICES", "5")]);
     let e = AmdProcess::new(drv).err().unwrap();
     assert!(e.message().contains("VISIBLE_DEVICES names GPU 5"), "{e}");
+}
+
+#[test]
+fn mockgpu_code_defaults_to_the_real_code_on_gfx11() {
+    use AmdMockCode::{Isa, Uops};
+    for (value, want) in [
+        (None, Isa),
+        (Some(""), Isa),
+        (Some(" isa "), Isa),
+        (Some("real"), Isa),
+        (Some("ptx"), Isa),
+        (Some("uops"), Uops),
+    ] {
+        assert_eq!(
+            parse_amd_mock_code(value, &GFX1100).unwrap(),
+            want,
+            "{value:?}"
+        );
+    }
+    // the RDNA3 interpreter runs gfx11 only: gfx1030 defaults to UOps and refuses `isa`
+    assert_eq!(parse_amd_mock_code(None, &GFX1030).unwrap(), Uops);
+    assert_eq!(parse_amd_mock_code(Some("uops"), &GFX1030).unwrap(), Uops);
+    let e = parse_amd_mock_code(Some("isa"), &GFX1030).unwrap_err();
+    assert!(
+        e.message().contains("gfx1030 runs UOps only") && e.message().contains("MOCKGPU_CODE=uops"),
+        "{e}"
+    );
+    let e = parse_amd_mock_code(Some("sass"), &GFX1100).unwrap_err();
+    assert!(e.message().contains("MOCKGPU_CODE=\"sass\""), "{e}");
+}
+
+#[test]
+fn missing_gfx11_libllvm_message_names_it_and_both_ways_out() {
+    let why = "no libLLVM 15 or newer; found: libLLVM 14 (/usr/lib/llvm-14/lib/libLLVM-14.so.1)";
+    let e = UnavailableAmdCompiler::on_emulator(&GFX1100, isa_unavailable(&GFX1100, why))
+        .compile("x")
+        .unwrap_err();
+    let m = e.message();
+    for part in [
+        why,
+        "libLLVM-15.so.1",
+        "Set LLVM_LIB",
+        "MOCKGPU_CODE=uops",
+        "gfx1100",
+    ] {
+        assert!(m.contains(part), "{part:?} missing: {m}");
+    }
+    assert!(!m.contains("set MOCKGPU=1"), "{m}");
+}
+
+/// An emulated gfx1100 whose only libLLVM is too old (injected through `LLVM_LIB`, so the test
+/// does not depend on what is installed): every compile fails naming the library and both ways
+/// out, never falling back to UOps; `MOCKGPU_CODE=uops` is the explicit way to the UOps.
+#[test]
+fn emulated_gfx11_without_a_gfx11_libllvm_fails_every_compile() {
+    let old = "/nonexistent/rawgrad-test/libLLVM-14.so.1";
+    let _k = Context::with_str(&[("MOCKGPU_CODE", ""), ("LLVM_LIB", old)]);
+    let (dev, _emu) = one_gpu();
+    let tc = amd_toolchain(&dev);
+    let uops = add_uops(2, 8, dtypes::float32);
+    let src = tc.renderer.render("E_reg", &uops).unwrap();
+    let e = tc.compiler.compile(&src).unwrap_err();
+    let m = e.message();
+    for part in [
+        "no libLLVM 15 or newer",
+        &format!("libLLVM 14 ({old})"),
+        "Set LLVM_LIB",
+        "MOCKGPU_CODE=uops",
+    ] {
+        assert!(m.contains(part), "{part:?} missing: {m}");
+    }
+    let _u = Context::with_str(&[("MOCKGPU_CODE", "uops")]);
+    let tc = amd_toolchain(&dev);
+    let src = tc.renderer.render("E_reg", &uops).unwrap();
+    assert!(src.starts_with("//! rawgrad-amd-mock E_reg\n"), "{src}");
+    assert_eq!(&tc.compiler.compile(&src).unwrap()[..4], b"\x7fELF");
 }
