@@ -1,7 +1,8 @@
 //! TinyJit on CLANG, INTERP and the default device (`AMD=1 MOCKGPU=1` / `NV=1 MOCKGPU=1` add the
 //! emulated GPU): the rules and errors of tinygrad 0.9.1's test_jit.py (cache lengths, kwargs and
 //! their order, shape and view mismatches, duplicate inputs, random regeneration, multiple
-//! outputs, batch splitting, views of inputs), plus the memory planner over captured items.
+//! outputs, batch splitting, views of inputs), plus the memory planner over captured items and
+//! the CPU batch graph of CLANG and LLVM (one call per replay).
 
 mod realize_common;
 

@@ -287,19 +287,12 @@ impl CpuGraph {
             }
         };
         let entry = compile(&src)?;
-        let mut table = Table {
-            bufs: Vec::new(),
+        // every address is 0 until `refresh` writes (and checks) it
+        let nbufs = slots.last().map_or(0, |s| s.bufs + s.nbufs);
+        let table = Table {
+            bufs: vec![0; nbufs],
             vals: vec![0; nvals + 2],
         };
-        for c in calls {
-            let l = c
-                .launch()
-                .ok_or_else(|| Error::Internal("a CPU batch with a transfer".into()))?;
-            for r in &l.raws {
-                host_memory(r)?;
-                table.bufs.push(r.addr);
-            }
-        }
         let g = CpuGraph {
             entry,
             slots,

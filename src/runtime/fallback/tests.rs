@@ -343,8 +343,8 @@ fn a_graph_replays_with_one_graph_launch_and_the_eager_results() {
             let raw = std::slice::from_ref(&bufs[b + 3]);
             prg.call(raw, &[v], Some([1, 1, 1]), None, false).unwrap();
         }
-        for i in 0..3 {
-            assert_eq!(read(&bufs[i]), read(&bufs[i + 3]), "replay {r} buffer {i}");
+        for (i, (g, e)) in bufs[..3].iter().zip(&bufs[3..]).enumerate() {
+            assert_eq!(read(g), read(e), "replay {r} buffer {i}");
         }
     }
     assert_eq!(read(&bufs[0]), [4; 4]);
