@@ -169,6 +169,7 @@ impl CudaContext {
                 g.nodes.len()
             ))
         })?;
+        self.current()?;
         let api = graph_api(&self.lib)?;
         // SAFETY: both handles come from `graph_build`; the params live for the call.
         let rc = with_params(n, |p| unsafe {
@@ -189,6 +190,7 @@ impl CudaContext {
 
     /// Destroy the executable graph and the graph.
     pub fn graph_destroy(&self, g: &CudaGraph) -> Result<()> {
+        self.current()?;
         let api = graph_api(&self.lib)?;
         // SAFETY: both handles come from `graph_build` and are destroyed once, by the owner.
         let rc = unsafe { (api.exec_destroy)(g.exec as Ptr) };

@@ -92,7 +92,7 @@ pub struct CpuGraph {
 }
 
 /// The function name and source of a program that can join a batch.
-fn member<'a>(p: &'a dyn Program) -> Option<(&'a str, &'a str, &'a ClangProgram)> {
+fn member(p: &dyn Program) -> Option<(&str, &str, &ClangProgram)> {
     let c = p.as_any()?.downcast_ref::<ClangProgram>()?;
     Some((c.name(), c.source()?, c))
 }
