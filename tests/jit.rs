@@ -1,7 +1,8 @@
 //! TinyJit on CLANG, INTERP and the default device (`AMD=1 MOCKGPU=1` / `NV=1 MOCKGPU=1` add the
 //! emulated GPU): the rules and errors of tinygrad 0.9.1's test_jit.py (cache lengths, kwargs and
 //! their order, shape and view mismatches, duplicate inputs, random regeneration, multiple
-//! outputs, batch splitting, views of inputs), plus the memory planner over captured items.
+//! outputs, batch splitting, views of inputs), plus the memory planner over captured items and
+//! the CPU batch graph of CLANG and LLVM (one call per replay).
 
 mod realize_common;
 
@@ -9,7 +10,7 @@ use std::collections::HashSet;
 
 use rawgrad::device::BufferRef;
 use rawgrad::dtype::dtypes;
-use rawgrad::engine::jit::{graph_items, JitArg, JitArgs, TinyJit};
+use rawgrad::engine::jit::{graph_items, graph_runner, JitArg, JitArgs, TinyJit};
 use rawgrad::engine::realize::ExecItem;
 use rawgrad::helpers::Context;
 use rawgrad::runtime::builtin::open_device;
@@ -541,4 +542,71 @@ fn a_function_across_two_devices_replays_with_the_transfer() {
             assert_eq!(cache.len(), 3, "{from} -> {to}: {cache:?}");
         }
     }
+}
+
+/// CLANG, and LLVM where its library loads: the devices of the CPU batch graph.
+fn batch_graph_devices() -> Vec<String> {
+    let mut out = vec!["CLANG".to_string()];
+    if open_device("LLVM").is_ok() {
+        out.push("LLVM".into());
+    }
+    out
+}
+
+/// A step with an input that is a view, a view taken inside, a variable, a large kernel between
+/// small ones (`big`: 2^16 elements, split over cores by the launch policy) and three outputs.
+fn batch_step(a: &JitArgs) -> Result<(Tensor, Tensor, Tensor)> {
+    let (x, y, big) = (a.t(0)?, a.t(1)?, a.t(2)?);
+    let p = x.shrink(&[Some((2, 10))])?.mul(y)?.realize()?;
+    let head = x.lazydata().shrink(&[(Node::Num(0), a.v(3)?.clone())])?;
+    let s = Tensor::from_lazybuffer(head, None).sum()?.realize()?;
+    let b = big.mul(2.0f32)?.realize()?;
+    let q = p.add(1.0f32)?.realize()?.mul(y)?.realize()?;
+    let r = q.sub(p.mul(s.reshape(&[1])?)?)?.realize()?;
+    Ok((b, q, r))
+}
+
+/// The CPU batch graph (runtime/cpu/graph.rs): every replay of the batch is one call into the
+/// compiled batch (two when a kernel that is split over cores sits inside it), with the results
+/// of an eager run; with `CPU_GRAPH=0` the host-call graph replays and counts no such calls.
+#[test]
+fn the_cpu_batch_graph_replays_with_one_call_and_eager_results() {
+    let i = Node::var("i", 1, 16).unwrap();
+    for dev in batch_graph_devices() {
+        for (cpu_graph, big_n, calls) in [(1, 8, Some(1)), (1, 1 << 16, Some(2)), (0, 8, None)] {
+            let _c = Context::new(&[("CPU_GRAPH", cpu_graph)]);
+            let mut f = TinyJit::new(batch_step);
+            for call in 0..6u32 {
+                let base = tensor(&dev, &values(20, call));
+                let x = base.shrink(&[Some((3, 19))]).unwrap(); // an input that is a view
+                let y = tensor(&dev, &values(8, call + 50));
+                let big = tensor(&dev, &values(big_n, call + 9));
+                let args = || {
+                    let v = i.bind(i64::from(call % 5 + 2)).unwrap();
+                    JitArgs::new().tensor(&x).tensor(&y).tensor(&big).var(&v)
+                };
+                let eager = batch_step(&args()).unwrap();
+                let graph = graph_calls(f.jit_cache());
+                let got = f.call(&args()).unwrap();
+                let what = format!("{dev} CPU_GRAPH={cpu_graph} big={big_n} call {call}");
+                assert_eq!(vals(&got.0), vals(&eager.0), "{what}");
+                assert_eq!(vals(&got.1), vals(&eager.1), "{what}");
+                assert_eq!(vals(&got.2), vals(&eager.2), "{what}");
+                if call >= 2 {
+                    let after = graph_calls(f.jit_cache());
+                    let per_replay = graph.zip(after).map(|(a, b)| b - a);
+                    assert_eq!(per_replay, calls, "{what}");
+                }
+            }
+            let cache = f.jit_cache();
+            assert_eq!(cache.len(), 1, "{dev}: one graph");
+            assert_eq!(jit_cache_len(cache), 6, "{dev}: the kernels in the graph");
+        }
+    }
+}
+
+/// The entry calls of the lone graph of a cache (`None`: none counted).
+fn graph_calls(cache: &[ExecItem]) -> Option<u64> {
+    let [one] = cache else { return None };
+    graph_runner(&*one.runner)?.device_graph().entry_calls()
 }

@@ -3,9 +3,11 @@
 //! ([`crate::device::Runtime::graph`]) and run many times with new buffer addresses, variable
 //! values and launch dims ([`DeviceGraph::run`]).
 //!
-//! [`CallGraph`] is the graph of devices whose launches are synchronous host calls (CLANG, LLVM):
-//! it calls the programs back to back and takes kernels only. The HCQ devices build
-//! `hcq::graph::HcqGraph`, which also takes transfers between devices of its family.
+//! [`CallGraph`] is the host-call graph of devices whose launches are synchronous host calls: it
+//! calls the programs back to back and takes kernels only. CLANG and LLVM build
+//! `runtime::cpu::graph::CpuGraph` (the batch compiled into one program) and fall back to it;
+//! the HCQ devices build `hcq::graph::HcqGraph`, which also takes transfers between devices of
+//! its family.
 //!
 //! Not guaranteed: a graph checks the number and kinds of the calls it is run with, not that the
 //! programs are the ones it was built from (its owner keeps them together).
@@ -61,6 +63,12 @@ pub trait DeviceGraph: Send + Sync {
     /// dims may differ). `prgs` holds the program of every kernel call, in order. With `wait`,
     /// block until done and return the elapsed seconds.
     fn run(&self, prgs: &[&dyn Program], calls: &[GraphCall], wait: bool) -> Result<Option<f64>>;
+
+    /// How many calls into compiled code the runs made so far, for a graph that compiles its
+    /// batch into one program (`None`: the graph does not count them).
+    fn entry_calls(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// The host-call graph: every launch is one synchronous call of its program.

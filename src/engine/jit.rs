@@ -33,7 +33,7 @@ use crate::{bail, ensure, Error, Result, Tensor};
 
 mod batch;
 
-pub use batch::{apply_graph_to_jit, get_input_replace, graph_items, GraphRunner};
+pub use batch::{apply_graph_to_jit, get_input_replace, graph_items, graph_runner, GraphRunner};
 
 /// The name of an argument: its position, or its keyword.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -28,6 +28,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use super::nvlib::{c_str, VendorLib};
 use crate::{bail, Error, Result};
 
+mod graph;
+pub use graph::{CudaGraph, KernelNode, KernelNodeParams};
+
 type CuResult = c_int;
 type CuDevice = c_int;
 type Ptr = *mut c_void;

@@ -511,13 +511,23 @@ impl Llvm {
 
     /// Parse, verify, optimize and emit `ir` as `opts` say.
     pub fn compile(&self, ir: &str, opts: &CompileOptions, emit: Emit) -> Result<Vec<u8>> {
+        self.compile_linked(&[ir], opts, emit)
+    }
+
+    /// [`Llvm::compile`] of several modules linked into the first (`LLVMLinkModules2`).
+    pub fn compile_linked(
+        &self,
+        irs: &[&str],
+        opts: &CompileOptions,
+        emit: Emit,
+    ) -> Result<Vec<u8>> {
         self.init_target(&opts.triple)?;
         let what = format!(
             "LLVM {} compiling for {} (cpu {:?}, features {:?})",
             self.version, opts.triple, opts.cpu, opts.features
         );
         let ctx = Context::new(&self.api)?;
-        let out = self.compile_in(&ctx, ir, opts, emit);
+        let out = self.compile_in(&ctx, irs, opts, emit);
         let (errors, warnings) = ctx.diagnostics();
         if debug() >= 2 && !warnings.is_empty() {
             println!("{what}: warnings:\n  {}", warnings.join("\n  "));
@@ -531,11 +541,17 @@ impl Llvm {
     fn compile_in(
         &self,
         ctx: &Context<'_>,
-        ir: &str,
+        irs: &[&str],
         opts: &CompileOptions,
         emit: Emit,
     ) -> Result<Vec<u8>> {
-        let module = Module::parse(&self.api, ctx, ir)?;
+        let Some((first, rest)) = irs.split_first() else {
+            bail!(Compile, "LLVM: no module to compile");
+        };
+        let module = Module::parse(&self.api, ctx, first)?;
+        for ir in rest {
+            module.link(Module::parse(&self.api, ctx, ir)?)?;
+        }
         module.verify()?;
         let raw = self.machine(opts)?;
         let tm = TargetMachine::borrowed(&self.api, raw);

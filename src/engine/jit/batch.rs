@@ -1,7 +1,7 @@
 //! Batching captured items into device graphs (tinygrad 0.9.1 `apply_graph_to_jit`,
 //! `get_input_replace`, `GraphRunner`): a [`GraphRunner`] is the runner of one batch over the
-//! device's [`DeviceGraph`] (`Runtime::graph`: the host-call graph on CLANG and LLVM, `HcqGraph`
-//! on AMD and NV).
+//! device's [`DeviceGraph`] (`Runtime::graph`: the batch compiled into one program on CLANG and
+//! LLVM, `runtime/cpu/graph.rs`; `HcqGraph` on AMD and NV).
 //!
 //! Batching: skip EmptyOp and ViewOp items; consecutive items that can be graphed form a batch of
 //! at most `JIT_BATCH_SIZE` (32) items, and the limit doubles after every batch built, so later
@@ -16,9 +16,8 @@
 //! for kernels with variables, recomputes their values and dims, then hands all calls to the
 //! device graph: no allocation, no counters and no DEBUG lines per kernel.
 //!
-//! Not guaranteed: the host-call graph still makes one call per kernel (tinygrad's ClangGraph
-//! compiles one C function calling them all; this one costs nothing to build); devices without a
-//! graph (INTERP, the vendor fallback) replay item by item.
+//! Not guaranteed: where the CPU batch graph does not apply the host-call graph makes one call per
+//! kernel; devices without a graph (INTERP, the vendor fallback) replay item by item.
 
 use std::any::Any;
 use std::sync::{Arc, Mutex};
@@ -57,6 +56,11 @@ pub fn graph_items(runner: &dyn Runner) -> Option<&[ExecItem]> {
         .as_any()
         .downcast_ref::<GraphRunner>()
         .map(|g| g.jit_cache.as_slice())
+}
+
+/// The graph runner of `runner` (`None` for any other runner).
+pub fn graph_runner(runner: &dyn Runner) -> Option<&GraphRunner> {
+    runner.as_any().downcast_ref::<GraphRunner>()
 }
 
 /// Where an item would be graphed: its device, and whether that device's graph spans devices.
@@ -255,6 +259,13 @@ impl GraphRunner {
             swaps,
             with_vars,
         }))
+    }
+}
+
+impl GraphRunner {
+    /// The device graph the batch replays through.
+    pub fn device_graph(&self) -> &dyn DeviceGraph {
+        &*self.graph
     }
 }
 

@@ -83,6 +83,7 @@ llvm_api! {
     LLVMDisposeMemoryBuffer: fn(MemoryBufferRef);
     LLVMParseIRInContext: fn(ContextRef, MemoryBufferRef, *mut ModuleRef, *mut *mut c_char) -> Bool;
     LLVMDisposeModule: fn(ModuleRef);
+    LLVMLinkModules2: fn(ModuleRef, ModuleRef) -> Bool;
     LLVMVerifyModule: fn(ModuleRef, c_int, *mut *mut c_char) -> Bool;
     LLVMSetTarget: fn(ModuleRef, *const c_char);
     LLVMSetModuleDataLayout: fn(ModuleRef, TargetDataRef);
@@ -321,6 +322,21 @@ impl<'a> Module<'a> {
                 "LLVM IR verifier: {}",
                 msg.text().trim_end()
             )));
+        }
+        Ok(())
+    }
+
+    /// Link `src` into this module (`LLVMLinkModules2`, which destroys `src`); the linker's
+    /// errors arrive through the context's diagnostics as well.
+    pub fn link(&self, src: Module<'a>) -> Result<()> {
+        let raw = src.raw;
+        // `LLVMLinkModules2` takes `src` over and destroys it: it must not be disposed again.
+        std::mem::forget(src);
+        // SAFETY: both modules are live and belong to the same context (`Module<'a>` borrows
+        // it); `raw` is owned by nobody else after the `forget` above and is not used again.
+        let failed = unsafe { (self.api.LLVMLinkModules2)(self.raw, raw) } != 0;
+        if failed {
+            return Err(Error::Compile("LLVM could not link the modules".into()));
         }
         Ok(())
     }

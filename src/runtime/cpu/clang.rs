@@ -25,14 +25,14 @@ use std::time::Instant;
 
 use crate::codegen::program::ProgramSpec;
 use crate::device::allocator::{host_memory, HostAllocator, LruAllocator};
+use crate::device::compiler::compile_cached;
 use crate::device::registry::Compiled;
-use crate::device::{
-    CallGraph, Compiler, DeviceGraph, GraphCall, LaunchDims, Program, RawBuf, Runtime,
-};
+use crate::device::{Compiler, DeviceGraph, GraphCall, LaunchDims, Program, RawBuf, Runtime};
 use crate::driver::dl::{KernelFn, Library};
 use crate::driver::process::{run_with_stdin, which, TempPath};
 use crate::helpers::{debug, getenv, getenv_str, to_function_name};
 use crate::renderer::Renderer;
+use crate::runtime::cpu::graph::{BatchLang, CpuGraph, BATCH_NAME};
 use crate::runtime::cpu::launch::CpuLaunch;
 use crate::{bail, Error, Result};
 
@@ -167,10 +167,14 @@ impl Runtime for ClangRuntime {
     }
     fn graph(
         &self,
-        _: &[&dyn Program],
+        prgs: &[&dyn Program],
         calls: &[GraphCall],
     ) -> Result<Option<Box<dyn DeviceGraph>>> {
-        Ok(CallGraph::build(calls).map(|g| Box::new(g) as Box<dyn DeviceGraph>))
+        let compile = |src: &str| {
+            let lib = compile_cached(&ClangCompiler::new()?, src)?;
+            ClangProgram::new(BATCH_NAME, &lib)
+        };
+        CpuGraph::build_or_call(prgs, calls, BatchLang::C, "\n", &compile)
     }
 }
 
@@ -181,6 +185,8 @@ pub struct ClangProgram {
     kernel: Arc<KernelFn>,
     /// How to split a call that passes no launch dims over cores.
     launch: Option<CpuLaunch>,
+    /// The kernel's source, for the batch graph (`runtime/cpu/graph.rs`).
+    source: Option<Arc<str>>,
 }
 
 impl ClangProgram {
@@ -206,18 +212,37 @@ impl ClangProgram {
             name: name.to_string(),
             kernel: Arc::new(kernel),
             launch: None,
+            source: None,
         }
     }
 
-    /// Keep the launch policy of `p` (a program without launch dims; one with them keeps none).
+    /// Keep the launch policy of `p` (a program without launch dims; one with them keeps none)
+    /// and its source (which a batch graph compiles again with the other kernels of the batch).
     pub fn with_launch(mut self, p: &ProgramSpec) -> ClangProgram {
         self.launch = p.global_size.is_none().then(|| CpuLaunch::of(p));
+        self.source = Some(Arc::from(p.src.as_str()));
         self
     }
 
     /// The kernel name.
     pub fn name(&self) -> &str {
         &self.name
+    }
+
+    /// The launch policy, when the program was loaded with it.
+    pub fn launch(&self) -> Option<&CpuLaunch> {
+        self.launch.as_ref()
+    }
+
+    /// The kernel's source, when the program was loaded with it.
+    pub fn source(&self) -> Option<&str> {
+        self.source.as_deref()
+    }
+
+    /// One call of the entry on the calling thread as share 0 of 1, with the addresses and
+    /// values as they are (the batch graph checked them when it wrote them).
+    pub(crate) fn call_entry(&self, addrs: &[u64], vals: &[i32]) -> Result<()> {
+        self.kernel.call(addrs, vals, 0, 1)
     }
 }
 
@@ -264,6 +289,10 @@ impl ClangProgram {
 }
 
 impl Program for ClangProgram {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn call(
         &self,
         bufs: &[RawBuf],

@@ -9,7 +9,9 @@
 //!   none, light, `default<O2>`, `default<O3>`; see the README for the measurements behind the
 //!   default).
 //! - [`LLVMRuntime`]: object bytes -> program; external calls (libm, half conversions) resolve
-//!   through [`libcalls`].
+//!   through [`libcalls`]. Its graph is the CPU batch graph (`runtime/cpu/graph.rs`): the kernels'
+//!   modules and the batch entry's, joined by [`MODULE_SEPARATOR`], which [`LLVMCompiler`] parses
+//!   one by one and links into one module before it optimizes and emits it.
 //! - [`open_llvm`]: the device record for the registry.
 //!
 //! Floats: the renderer's CPU flavour puts no fast-math flags on instructions and no pipeline
@@ -25,11 +27,14 @@ use std::sync::Arc;
 use crate::codegen::program::ProgramSpec;
 use crate::device::allocator::{HostAllocator, LruAllocator};
 use crate::device::registry::Compiled;
-use crate::device::{Compiler, Program, Runtime};
+use crate::device::{
+    compile_cached, CallGraph, Compiler, DeviceGraph, GraphCall, Program, Runtime,
+};
 use crate::ffi::llvm::{CompileOptions, Emit, Llvm};
 use crate::helpers::{getenv, to_function_name};
 use crate::renderer::llvmir::LLVMRenderer;
 use crate::runtime::cpu::clang::ClangProgram;
+use crate::runtime::cpu::graph::{BatchLang, CpuGraph, BATCH_NAME};
 use crate::runtime::cpu::objload;
 use crate::{bail, Result};
 
@@ -40,6 +45,10 @@ use crate::{bail, Result};
 /// later.
 pub const LIGHT_PASSES: &str =
     "function(early-cse,loop-mssa(licm),instcombine,simplifycfg,slp-vectorizer)";
+
+/// Between the modules of a source that holds several (an IR comment line): [`LLVMCompiler`]
+/// links them into one.
+pub const MODULE_SEPARATOR: &str = "\n; rawgrad: next module\n";
 
 /// The optimisation pipeline of the LLVM device (`LLVMOPT`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -130,10 +139,11 @@ impl LLVMCompiler {
         LLVMRenderer::cpu_for(&self.llvm)
     }
 
-    /// The runtime that loads this compiler's objects.
+    /// The runtime that loads this compiler's objects (and compiles its batch graphs with it).
     pub fn runtime(&self) -> LLVMRuntime {
         LLVMRuntime {
             major: self.llvm.version().major,
+            compiler: Some(Arc::new(self.clone())),
         }
     }
 
@@ -157,15 +167,18 @@ impl Compiler for LLVMCompiler {
     }
 
     fn compile(&self, src: &str) -> Result<Vec<u8>> {
-        self.llvm.compile(src, &self.opts, Emit::Object)
+        let modules: Vec<&str> = src.split(MODULE_SEPARATOR).collect();
+        self.llvm.compile_linked(&modules, &self.opts, Emit::Object)
     }
 }
 
 /// Loads the LLVM device's objects with rawgrad's ELF loader.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct LLVMRuntime {
     /// The major version of the LLVM that compiled the objects (it decides the helper ABI).
     pub major: u32,
+    /// The compiler of the batch graphs (none: the host-call graph).
+    pub compiler: Option<Arc<LLVMCompiler>>,
 }
 
 impl LLVMRuntime {
@@ -185,6 +198,23 @@ impl Runtime for LLVMRuntime {
         Ok(Box::new(
             self.load_kernel(&p.function_name, lib)?.with_launch(p),
         ))
+    }
+    fn has_graph(&self) -> bool {
+        true
+    }
+    fn graph(
+        &self,
+        prgs: &[&dyn Program],
+        calls: &[GraphCall],
+    ) -> Result<Option<Box<dyn DeviceGraph>>> {
+        let Some(c) = &self.compiler else {
+            return Ok(CallGraph::build(calls).map(|g| Box::new(g) as Box<dyn DeviceGraph>));
+        };
+        let lang = BatchLang::LlvmIr {
+            opaque: c.llvm.opaque_pointers(),
+        };
+        let compile = |src: &str| self.load_kernel(BATCH_NAME, &compile_cached(&**c, src)?);
+        CpuGraph::build_or_call(prgs, calls, lang, MODULE_SEPARATOR, &compile)
     }
 }
 

@@ -10,11 +10,12 @@
 //!
 //! Not guaranteed: the LRU cache holds freed device memory for reuse like tinygrad's.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use super::{pack_params, DevPtr, VendorAllocator, VendorDevice, VendorRuntime};
+use super::{pack_params, DevPtr, KernelNode, VendorAllocator, VendorDevice, VendorRuntime};
 use crate::device::{Compiled, LruAllocator};
-use crate::ffi::cuda::{CudaContext, CudaLib};
+use crate::ffi::cuda::{CudaContext, CudaGraph, CudaLib};
 use crate::runtime::nv::compiler::NVCompiler;
 use crate::{Error, Result};
 
@@ -22,6 +23,8 @@ use crate::{Error, Result};
 #[derive(Debug)]
 pub struct CudaDevice {
     ctx: CudaContext,
+    /// The built CUDA graphs by their executable graph's handle.
+    graphs: Mutex<HashMap<u64, CudaGraph>>,
 }
 
 impl CudaDevice {
@@ -30,6 +33,7 @@ impl CudaDevice {
         let lib = CudaLib::load()?;
         Ok(CudaDevice {
             ctx: CudaContext::open(&lib, ordinal)?,
+            graphs: Mutex::new(HashMap::new()),
         })
     }
 
@@ -102,6 +106,40 @@ impl VendorDevice for CudaDevice {
     fn event_destroy(&self, event: u64) -> Result<()> {
         self.ctx.event_destroy(event)
     }
+    fn has_graph(&self) -> bool {
+        true
+    }
+    fn graph_build(&self, nodes: &[KernelNode]) -> Result<u64> {
+        let g = self.ctx.graph_build(nodes)?;
+        let h = g.exec;
+        self.graphs_lock().insert(h, g);
+        Ok(h)
+    }
+    fn graph_set_node(&self, graph: u64, i: usize, node: &KernelNode) -> Result<()> {
+        let graphs = self.graphs_lock();
+        self.ctx.graph_set_node(known(&graphs, graph)?, i, node)
+    }
+    fn graph_launch(&self, graph: u64) -> Result<()> {
+        let graphs = self.graphs_lock();
+        self.ctx.graph_launch(known(&graphs, graph)?)
+    }
+    fn graph_destroy(&self, graph: u64) -> Result<()> {
+        let g = self.graphs_lock().remove(&graph);
+        let g = g.ok_or_else(|| Error::Device(format!("CUDA: no graph {graph:#x}")))?;
+        self.ctx.graph_destroy(&g)
+    }
+}
+
+impl CudaDevice {
+    fn graphs_lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, CudaGraph>> {
+        self.graphs.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn known(graphs: &HashMap<u64, CudaGraph>, h: u64) -> Result<&CudaGraph> {
+    graphs
+        .get(&h)
+        .ok_or_else(|| Error::Device(format!("CUDA: no graph {h:#x}")))
 }
 
 /// The device ordinal of `CUDA[:n]`.

@@ -13,18 +13,23 @@
 //! [`pack_params`]), Metal binds them as buffers and `setBytes` values.
 //!
 //! Implementations: [`cuda`] (the `CUDA` family, libcuda through dlopen) and, on macOS only,
-//! `metal` (the Metal framework through the Objective-C runtime).
+//! `metal` (the Metal framework through the Objective-C runtime). [`graph`]: the JIT's graph
+//! where the vendor has graphs (CUDA graphs: [`VendorDevice::has_graph`]).
 //!
 //! Not guaranteed: copies are ordered with launches only through the device's single stream or
 //! queue; a buffer freed while a kernel still uses it is the caller's bug (tinygrad's too).
 
 pub mod cuda;
+pub mod graph;
 #[cfg(target_os = "macos")]
 pub mod metal;
 
 use std::sync::Arc;
 
-use crate::device::{Allocator, BufferOptions, LaunchDims, Program, RawBuf, Runtime};
+use crate::device::{
+    Allocator, BufferOptions, DeviceGraph, GraphCall, LaunchDims, Program, RawBuf, Runtime,
+};
+pub use crate::ffi::cuda::KernelNode;
 use crate::{bail, Error, Result};
 
 /// A device address (CUDA `CUdeviceptr`, Metal buffer GPU address or handle).
@@ -77,6 +82,47 @@ pub trait VendorDevice: Send + Sync {
     fn event_elapsed(&self, start: u64, end: u64) -> Result<f64>;
     /// Release an event.
     fn event_destroy(&self, event: u64) -> Result<()>;
+
+    /// Whether the vendor has graphs of kernel launches (the graph methods below work).
+    fn has_graph(&self) -> bool {
+        false
+    }
+    /// Build a graph of `nodes`, each after the one before, ready to launch; its handle.
+    fn graph_build(&self, nodes: &[KernelNode]) -> Result<u64> {
+        let _ = nodes;
+        bail!(
+            Device,
+            "{}: the vendor runtime has no graphs",
+            self.family()
+        )
+    }
+    /// Replace the parameters and dims of node `i` of a built graph.
+    fn graph_set_node(&self, graph: u64, i: usize, node: &KernelNode) -> Result<()> {
+        let _ = (graph, i, node);
+        bail!(
+            Device,
+            "{}: the vendor runtime has no graphs",
+            self.family()
+        )
+    }
+    /// Enqueue one launch of a built graph.
+    fn graph_launch(&self, graph: u64) -> Result<()> {
+        let _ = graph;
+        bail!(
+            Device,
+            "{}: the vendor runtime has no graphs",
+            self.family()
+        )
+    }
+    /// Release a built graph.
+    fn graph_destroy(&self, graph: u64) -> Result<()> {
+        let _ = graph;
+        bail!(
+            Device,
+            "{}: the vendor runtime has no graphs",
+            self.family()
+        )
+    }
 }
 
 /// The kernel parameter buffer: each buffer address as 8 bytes, then each value as a 4-byte int.
@@ -233,6 +279,17 @@ impl Runtime for VendorRuntime {
             function,
         }))
     }
+    fn has_graph(&self) -> bool {
+        self.dev.has_graph()
+    }
+    fn graph(
+        &self,
+        prgs: &[&dyn Program],
+        calls: &[GraphCall],
+    ) -> Result<Option<Box<dyn DeviceGraph>>> {
+        let g = graph::VendorGraph::build(&self.dev, prgs, calls)?;
+        Ok(g.map(|g| Box::new(g) as Box<dyn DeviceGraph>))
+    }
 }
 
 /// One loaded kernel.
@@ -280,6 +337,10 @@ impl VendorProgram {
 }
 
 impl Program for VendorProgram {
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+
     fn call(
         &self,
         bufs: &[RawBuf],

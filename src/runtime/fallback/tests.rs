@@ -6,12 +6,15 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 /// A vendor device whose "device memory" is host vectors and whose one kernel, `add1`, adds the
-/// 4-byte int parameter to every byte of the first buffer; it logs every call.
+/// 4-byte int parameter to every byte of the first buffer; it logs every call. Its graphs (as
+/// CUDA's: kernel nodes in order, node parameters replaced in the executable graph, one launch
+/// running every node) run each node as `launch` runs a kernel.
 #[derive(Default)]
 struct HostDevice {
     mem: Mutex<HashMap<u64, Vec<u8>>>,
     log: Mutex<Vec<String>>,
     next: Mutex<u64>,
+    graphs: Mutex<HashMap<u64, Vec<KernelNode>>>,
 }
 
 impl HostDevice {
@@ -27,6 +30,25 @@ impl HostDevice {
             }
         }
         Err(Error::Device(format!("no allocation at {ptr:#x}")))
+    }
+}
+
+impl HostDevice {
+    /// Run `add1` with its packed parameters (an 8-byte address, a 4-byte int).
+    fn add1(&self, function: u64, params: &[u8]) -> Result<()> {
+        if function != 7 || params.len() != 12 {
+            return Err(Error::Device(format!(
+                "no kernel {function} of {} param bytes",
+                params.len()
+            )));
+        }
+        let ptr = u64::from_le_bytes(params[0..8].try_into().unwrap());
+        let add = i32::from_le_bytes(params[8..12].try_into().unwrap());
+        let (base, off) = self.find(ptr)?;
+        for b in &mut self.mem.lock().unwrap().get_mut(&base).unwrap()[off..] {
+            *b = b.wrapping_add(add as u8);
+        }
+        Ok(())
     }
 }
 
@@ -103,12 +125,7 @@ impl VendorDevice for HostDevice {
             "launch {function} {} {grid:?} {block:?}",
             params.len()
         ));
-        let (ptr, add) = (bufs[0], vals[0]);
-        let (base, off) = self.find(ptr)?;
-        for b in &mut self.mem.lock().unwrap().get_mut(&base).unwrap()[off..] {
-            *b = b.wrapping_add(add as u8);
-        }
-        Ok(())
+        self.add1(function, &params)
     }
     fn synchronize(&self) -> Result<()> {
         self.note("sync".into());
@@ -127,6 +144,48 @@ impl VendorDevice for HostDevice {
     }
     fn event_destroy(&self, _event: u64) -> Result<()> {
         Ok(())
+    }
+    fn has_graph(&self) -> bool {
+        true
+    }
+    fn graph_build(&self, nodes: &[KernelNode]) -> Result<u64> {
+        self.note("cuGraphCreate".into());
+        for _ in nodes {
+            self.note("cuGraphAddKernelNode".into());
+        }
+        self.note("cuGraphInstantiateWithFlags".into());
+        let mut g = self.graphs.lock().unwrap();
+        let h = 0x900 + g.len() as u64;
+        g.insert(h, nodes.to_vec());
+        Ok(h)
+    }
+    fn graph_set_node(&self, graph: u64, i: usize, node: &KernelNode) -> Result<()> {
+        self.note(format!("cuGraphExecKernelNodeSetParams {i}"));
+        let mut g = self.graphs.lock().unwrap();
+        let nodes = g
+            .get_mut(&graph)
+            .ok_or_else(|| Error::Device("no graph".into()))?;
+        *nodes
+            .get_mut(i)
+            .ok_or_else(|| Error::Device("no node".into()))? = node.clone();
+        Ok(())
+    }
+    fn graph_launch(&self, graph: u64) -> Result<()> {
+        self.note("cuGraphLaunch".into());
+        let nodes = self.graphs.lock().unwrap().get(&graph).cloned();
+        for n in nodes.ok_or_else(|| Error::Device("no graph".into()))? {
+            self.add1(n.function, &n.params)?;
+        }
+        Ok(())
+    }
+    fn graph_destroy(&self, graph: u64) -> Result<()> {
+        self.note("cuGraphDestroy".into());
+        self.graphs
+            .lock()
+            .unwrap()
+            .remove(&graph)
+            .map(drop)
+            .ok_or_else(|| Error::Device("no graph".into()))
     }
 }
 
@@ -203,4 +262,96 @@ fn allocator_runtime_and_program_over_a_vendor_device() {
         .map(|(i, _)| i)
         .collect();
     assert_eq!(ev.len(), 2, "{log:?}");
+}
+
+/// The launches of a batch as `GraphCall`s: `add1` on each (buffer, value).
+fn add1_calls(bufs: &[RawBuf], batch: &[(usize, i64)]) -> Vec<crate::device::GraphCall> {
+    batch
+        .iter()
+        .map(|&(b, v)| crate::device::GraphCall::Kernel {
+            launch: crate::device::Launch {
+                raws: vec![bufs[b].clone()],
+                vals: vec![v],
+                global: Some([1, 1, 1]),
+                local: None,
+            },
+            writes: vec![0],
+        })
+        .collect()
+}
+
+/// The vendor graph (fallback/graph.rs) over the double's CUDA-like graphs: built once, each
+/// replay is one graph launch (no kernel launch), only the nodes whose buffers or values changed
+/// get new parameters, and the buffers hold what the same launches give run one by one.
+#[test]
+fn a_graph_replays_with_one_graph_launch_and_the_eager_results() {
+    let host = Arc::new(HostDevice::default());
+    let dev: Arc<dyn VendorDevice> = host.clone();
+    let alloc = VendorAllocator::new(Arc::clone(&dev));
+    let opts = BufferOptions::default();
+    // buffers 0-2 for the graph, 3-5 for the eager launches
+    let bufs: Vec<RawBuf> = (0..6).map(|_| alloc.alloc(4, &opts).unwrap()).collect();
+    let rt = VendorRuntime::new(Arc::clone(&dev));
+    assert!(rt.has_graph());
+    let prg = rt.load("add1", b"module").unwrap();
+    let prgs: Vec<&dyn Program> = vec![&*prg; 3];
+    let read = |b: &RawBuf| {
+        let mut out = [0u8; 4];
+        alloc.copyout(&mut out, b).unwrap();
+        out
+    };
+    let first = [(0, 1), (1, 2), (0, 3)];
+    let graph = rt
+        .graph(&prgs, &add1_calls(&bufs, &first))
+        .unwrap()
+        .expect("a vendor with graphs builds one");
+    let built = host.log.lock().unwrap().clone();
+    assert_eq!(
+        built,
+        [
+            "cuGraphCreate",
+            "cuGraphAddKernelNode",
+            "cuGraphAddKernelNode",
+            "cuGraphAddKernelNode",
+            "cuGraphInstantiateWithFlags"
+        ]
+    );
+    // three replays, the last two with buffer 0 swapped for buffer 2 and a new value
+    let batches = [first, [(2, 1), (1, 2), (2, 5)], [(2, 1), (1, 2), (2, 5)]];
+    for (r, batch) in batches.iter().enumerate() {
+        host.log.lock().unwrap().clear();
+        let t = graph.run(&prgs, &add1_calls(&bufs, batch), r == 0).unwrap();
+        assert_eq!(t.is_some(), r == 0);
+        let log = host.log.lock().unwrap().clone();
+        assert_eq!(
+            log.iter().filter(|l| *l == "cuGraphLaunch").count(),
+            1,
+            "{log:?}"
+        );
+        assert!(!log.iter().any(|l| l.starts_with("launch")), "{log:?}");
+        let swaps: Vec<&String> = log.iter().filter(|l| l.contains("SetParams")).collect();
+        let want: &[&str] = match r {
+            1 => &[
+                "cuGraphExecKernelNodeSetParams 0",
+                "cuGraphExecKernelNodeSetParams 2",
+            ],
+            _ => &[],
+        };
+        assert_eq!(swaps, want, "replay {r}");
+        assert_eq!(graph.entry_calls(), Some(r as u64 + 1));
+        for &(b, v) in batch {
+            let raw = std::slice::from_ref(&bufs[b + 3]);
+            prg.call(raw, &[v], Some([1, 1, 1]), None, false).unwrap();
+        }
+        for (i, (g, e)) in bufs[..3].iter().zip(&bufs[3..]).enumerate() {
+            assert_eq!(read(g), read(e), "replay {r} buffer {i}");
+        }
+    }
+    assert_eq!(read(&bufs[0]), [4; 4]);
+    drop(graph);
+    assert!(host
+        .log
+        .lock()
+        .unwrap()
+        .contains(&"cuGraphDestroy".to_string()));
 }

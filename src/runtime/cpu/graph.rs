@@ -1,0 +1,399 @@
+//! The CPU batch graph of CLANG and LLVM (tinygrad 0.9.1's `ClangGraph`, and the same for LLVM,
+//! which 0.9.1 does not graph): the kernels of a JIT batch and one more function, the batch
+//! entry, compiled together into one program, so that a replay is one call into compiled code.
+//!
+//! - CLANG: one C translation unit, every distinct kernel's source (the C renderer's sources join:
+//!   its helpers sit under include guards) and the entry `rg_batch_rg`, which calls each kernel's
+//!   `NAME_rg` in order with its slice of one address table and one value table.
+//! - LLVM: every distinct kernel's module and a module holding the entry, parsed and linked into
+//!   one module in process (`LLVMLinkModules2`), optimized and emitted as one object.
+//!
+//! The entry has the kernel ABI (`driver::dl`); `vals` holds every kernel's values, then the
+//! range `[from, to)` of kernels to run. Unlike tinygrad, addresses are not baked into the source:
+//! the graph owns the address table, so the source depends only on the kernels and their order
+//! and the compile cache serves a capture of the same batch again. The build resolves every
+//! address once; a replay compares each call's addresses and values with the table and writes the
+//! ones that changed (the JIT's input swaps, checked to be host memory), then calls the entry.
+//!
+//! Cores: the kernels the entry runs each run on one core, as [`Program::call`] would run a kernel
+//! whose launch policy gives `[1, 1, 1]` (`runtime/cpu/launch.rs`: small kernels). A kernel that
+//! would be split over cores (its policy gives more than one, or leaves it to `CLANG_THREADS`) is
+//! called through its own program and the worker pool, between two ranges of the entry; for
+//! kernels with variables the split is decided per replay from the values. So a batch of small
+//! kernels replays as one call, and large kernels keep their split.
+//!
+//! Not built (the device falls back to the host-call [`CallGraph`]): `CPU_GRAPH=0`; a program
+//! loaded without its source (`Runtime::load` rather than `load_program`); two kernels of one
+//! name with different sources; a batch that fails to compile (reported at `DEBUG>=2`).
+//!
+//! Not guaranteed: the capture compiles the batch (a compiler run over every kernel's source, or
+//! an LLVM link and codegen), served from the compile cache when the same batch was compiled
+//! before; the entry trusts the kernels' indexing as the single-kernel programs do.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use crate::device::allocator::host_memory;
+use crate::device::{CallGraph, DeviceGraph, GraphCall, Launch, Program};
+use crate::helpers::{debug, getenv, to_function_name};
+use crate::runtime::cpu::clang::ClangProgram;
+use crate::runtime::cpu::launch::CpuLaunch;
+use crate::{ensure, Error, Result};
+
+/// The batch entry's name (its symbol is `rg_batch_rg`).
+pub const BATCH_NAME: &str = "rg_batch";
+
+/// The language the batch is compiled from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BatchLang {
+    /// One C translation unit.
+    C,
+    /// LLVM IR modules to link; `opaque`: `ptr` pointers (LLVM >= 15), else typed ones.
+    LlvmIr { opaque: bool },
+}
+
+/// How many cores a kernel of the batch runs on.
+#[derive(Clone, Debug)]
+enum Cores {
+    /// One: the entry runs it.
+    One,
+    /// Split by its own program (the pool).
+    Split,
+    /// Decided per replay from its variable values.
+    PerCall(CpuLaunch),
+}
+
+/// Where one kernel's arguments sit in the tables.
+#[derive(Clone, Debug)]
+struct Slot {
+    bufs: usize,
+    nbufs: usize,
+    vals: usize,
+    nvals: usize,
+    cores: Cores,
+}
+
+/// The argument tables the entry reads (addresses, then values and the range).
+struct Table {
+    bufs: Vec<u64>,
+    vals: Vec<i32>,
+}
+
+/// The compiled batch (see the module doc).
+pub struct CpuGraph {
+    entry: ClangProgram,
+    slots: Vec<Slot>,
+    table: Mutex<Table>,
+    entry_calls: AtomicU64,
+    /// The batch source (for tests and DEBUG output).
+    pub src: String,
+}
+
+/// The function name and source of a program that can join a batch.
+fn member(p: &dyn Program) -> Option<(&str, &str, &ClangProgram)> {
+    let c = p.as_any()?.downcast_ref::<ClangProgram>()?;
+    Some((c.name(), c.source()?, c))
+}
+
+fn cores_of(c: &ClangProgram, l: &Launch) -> Result<Cores> {
+    let Some(policy) = c.launch() else {
+        return Ok(Cores::Split);
+    };
+    if l.global.is_some() {
+        return Ok(if one_core(l.global) {
+            Cores::One
+        } else {
+            Cores::Split
+        });
+    }
+    if !l.vals.is_empty() {
+        return Ok(Cores::PerCall(policy.clone()));
+    }
+    Ok(if one_core(policy.dims(&[])?) {
+        Cores::One
+    } else {
+        Cores::Split
+    })
+}
+
+fn one_core(global: Option<crate::device::LaunchDims>) -> bool {
+    global.is_some_and(|g| g[0] <= 1)
+}
+
+fn int_val(v: i64, k: usize) -> Result<i32> {
+    i32::try_from(v).map_err(|_| {
+        Error::Runtime(format!(
+            "batch kernel {k}: variable value {v} does not fit the kernel's int"
+        ))
+    })
+}
+
+/// The kernels' sources (each distinct one once) and per kernel its entry symbol and slot, or
+/// `None` when the batch cannot be one program.
+type Plan = (Vec<String>, Vec<String>, Vec<Slot>);
+
+fn plan(prgs: &[&dyn Program], calls: &[GraphCall]) -> Result<Option<Plan>> {
+    if prgs.len() != calls.len() || prgs.is_empty() {
+        return Ok(None);
+    }
+    let (mut sources, mut names, mut slots) = (Vec::new(), Vec::new(), Vec::new());
+    let mut seen: HashMap<&str, &str> = HashMap::new();
+    let (mut nb, mut nv) = (0usize, 0usize);
+    for (p, c) in prgs.iter().zip(calls) {
+        let (Some((name, src, prg)), Some(l)) = (member(*p), c.launch()) else {
+            return Ok(None);
+        };
+        match seen.get(name) {
+            Some(s) if *s != src => return Ok(None),
+            Some(_) => {}
+            None => {
+                seen.insert(name, src);
+                sources.push(src.to_string());
+            }
+        }
+        names.push(format!("{}_rg", to_function_name(name)));
+        slots.push(Slot {
+            bufs: nb,
+            nbufs: l.raws.len(),
+            vals: nv,
+            nvals: l.vals.len(),
+            cores: cores_of(prg, l)?,
+        });
+        nb += l.raws.len();
+        nv += l.vals.len();
+    }
+    Ok(Some((sources, names, slots)))
+}
+
+/// The C entry: kernel `k` runs when `from <= k < to` (`vals[nvals]`, `vals[nvals + 1]`).
+fn render_c(names: &[String], slots: &[Slot], nvals: usize) -> String {
+    let mut l = vec![format!(
+        "void {BATCH_NAME}_rg(void **bufs, const int *vals, int core, int ncores) {{"
+    )];
+    l.push("  if (core != 0 || ncores < 1) return;".into());
+    l.push(format!(
+        "  const int from = vals[{nvals}], to = vals[{}];",
+        nvals + 1
+    ));
+    for (k, (n, s)) in names.iter().zip(slots).enumerate() {
+        l.push(format!(
+            "  if (from <= {k} && {k} < to) {n}(bufs + {}, vals + {}, 0, 1);",
+            s.bufs, s.vals
+        ));
+    }
+    l.push("}".into());
+    l.join("\n")
+}
+
+/// The LLVM module of the entry (the kernels' entries declared; the link resolves them).
+fn render_llvm(names: &[String], slots: &[Slot], nvals: usize, opaque: bool) -> String {
+    let (pp, p8, p32) = if opaque {
+        ("ptr", "ptr", "ptr")
+    } else {
+        ("i8**", "i8*", "i32*")
+    };
+    let mut l = Vec::new();
+    let mut declared = std::collections::HashSet::new();
+    for n in names {
+        if declared.insert(n) {
+            l.push(format!("declare void @{n}({pp}, {p32}, i32, i32)"));
+        }
+    }
+    l.push(format!(
+        "define void @{BATCH_NAME}_rg({pp} %bufs, {p32} %vals, i32 %core, i32 %ncores) {{"
+    ));
+    l.push("entry:".into());
+    for (v, i) in [("from", nvals), ("to", nvals + 1)] {
+        l.push(format!(
+            "  %{v}.p = getelementptr inbounds i32, {p32} %vals, i64 {i}"
+        ));
+        l.push(format!("  %{v} = load i32, {p32} %{v}.p, align 4"));
+    }
+    l.push("  br label %k0".into());
+    for (k, (n, s)) in names.iter().zip(slots).enumerate() {
+        l.extend([
+            format!("k{k}:"),
+            format!("  %a{k} = icmp sle i32 %from, {k}"),
+            format!("  %b{k} = icmp sgt i32 %to, {k}"),
+            format!("  %c{k} = and i1 %a{k}, %b{k}"),
+            format!("  br i1 %c{k}, label %run{k}, label %k{}", k + 1),
+            format!("run{k}:"),
+            format!(
+                "  %bp{k} = getelementptr inbounds {p8}, {pp} %bufs, i64 {}",
+                s.bufs
+            ),
+            format!(
+                "  %vp{k} = getelementptr inbounds i32, {p32} %vals, i64 {}",
+                s.vals
+            ),
+            format!("  call void @{n}({pp} %bp{k}, {p32} %vp{k}, i32 0, i32 1)"),
+            format!("  br label %k{}", k + 1),
+        ]);
+    }
+    l.extend([
+        format!("k{}:", names.len()),
+        "  ret void".into(),
+        "}".into(),
+    ]);
+    l.join("\n")
+}
+
+impl CpuGraph {
+    /// The batch graph of `calls` (see the module doc), or the host-call graph where it does not
+    /// apply. `compile` turns the batch source (C, or LLVM modules joined by `join`) into the
+    /// loaded entry.
+    pub fn build_or_call(
+        prgs: &[&dyn Program],
+        calls: &[GraphCall],
+        lang: BatchLang,
+        join: &str,
+        compile: &dyn Fn(&str) -> Result<ClangProgram>,
+    ) -> Result<Option<Box<dyn DeviceGraph>>> {
+        if getenv("CPU_GRAPH", 1) != 0 {
+            match CpuGraph::build(prgs, calls, lang, join, compile) {
+                Ok(Some(g)) => return Ok(Some(Box::new(g))),
+                Ok(None) => {}
+                Err(e) if debug() >= 2 => {
+                    println!("\tCPU batch graph not built, calling kernels one by one: {e}")
+                }
+                Err(_) => {}
+            }
+        }
+        Ok(CallGraph::build(calls).map(|g| Box::new(g) as Box<dyn DeviceGraph>))
+    }
+
+    /// The batch graph of `calls`, `None` where it does not apply (see the module doc).
+    pub fn build(
+        prgs: &[&dyn Program],
+        calls: &[GraphCall],
+        lang: BatchLang,
+        join: &str,
+        compile: &dyn Fn(&str) -> Result<ClangProgram>,
+    ) -> Result<Option<CpuGraph>> {
+        let Some((mut sources, names, slots)) = plan(prgs, calls)? else {
+            return Ok(None);
+        };
+        let nvals = slots.last().map_or(0, |s| s.vals + s.nvals);
+        let src = match lang {
+            BatchLang::C => {
+                sources.push(render_c(&names, &slots, nvals));
+                sources.join("\n")
+            }
+            BatchLang::LlvmIr { opaque } => {
+                sources.push(render_llvm(&names, &slots, nvals, opaque));
+                sources.join(join)
+            }
+        };
+        let entry = compile(&src)?;
+        // every address is 0 until `refresh` writes (and checks) it
+        let nbufs = slots.last().map_or(0, |s| s.bufs + s.nbufs);
+        let table = Table {
+            bufs: vec![0; nbufs],
+            vals: vec![0; nvals + 2],
+        };
+        let g = CpuGraph {
+            entry,
+            slots,
+            table: Mutex::new(table),
+            entry_calls: AtomicU64::new(0),
+            src,
+        };
+        g.refresh(&mut g.lock(), calls)?;
+        Ok(Some(g))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
+        self.table.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Write the addresses and values of `calls` that differ from the table's.
+    fn refresh(&self, t: &mut Table, calls: &[GraphCall]) -> Result<()> {
+        for (k, (s, c)) in self.slots.iter().zip(calls).enumerate() {
+            let l = c
+                .launch()
+                .ok_or_else(|| Error::Runtime("a CPU batch graph run with a transfer".into()))?;
+            ensure!(
+                l.raws.len() == s.nbufs && l.vals.len() == s.nvals,
+                Runtime,
+                "batch kernel {k}: built with {} buffers and {} values, run with {} and {}",
+                s.nbufs,
+                s.nvals,
+                l.raws.len(),
+                l.vals.len()
+            );
+            for (slot, r) in t.bufs[s.bufs..s.bufs + s.nbufs].iter_mut().zip(&l.raws) {
+                if *slot != r.addr {
+                    host_memory(r).map_err(|e| {
+                        Error::Runtime(format!("batch kernel {k}: {}", e.message()))
+                    })?;
+                    *slot = r.addr;
+                }
+            }
+            for (slot, &v) in t.vals[s.vals..s.vals + s.nvals].iter_mut().zip(&l.vals) {
+                *slot = int_val(v, k)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Run kernels `[from, to)` through the entry.
+    fn call_range(&self, t: &mut Table, from: usize, to: usize) -> Result<()> {
+        let n = t.vals.len();
+        t.vals[n - 2] = int_val(from as i64, from)?;
+        t.vals[n - 1] = int_val(to as i64, to)?;
+        self.entry_calls.fetch_add(1, Ordering::Relaxed);
+        self.entry.call_entry(&t.bufs, &t.vals)
+    }
+
+    fn runs_in_entry(s: &Slot, l: &Launch) -> Result<bool> {
+        Ok(match &s.cores {
+            Cores::One => true,
+            Cores::Split => false,
+            Cores::PerCall(policy) => one_core(
+                l.global
+                    .map_or_else(|| policy.dims(&l.vals), |g| Ok(Some(g)))?,
+            ),
+        })
+    }
+}
+
+impl DeviceGraph for CpuGraph {
+    fn run(&self, prgs: &[&dyn Program], calls: &[GraphCall], wait: bool) -> Result<Option<f64>> {
+        ensure!(
+            prgs.len() == self.slots.len() && calls.len() == self.slots.len(),
+            Runtime,
+            "batch graph of {} kernels run with {} programs and {} calls",
+            self.slots.len(),
+            prgs.len(),
+            calls.len()
+        );
+        let start = Instant::now();
+        let mut t = self.lock();
+        self.refresh(&mut t, calls)?;
+        let mut from = 0;
+        for (k, (s, c)) in self.slots.iter().zip(calls).enumerate() {
+            let Some(l) = c.launch() else { continue };
+            if CpuGraph::runs_in_entry(s, l)? {
+                continue;
+            }
+            if from < k {
+                self.call_range(&mut t, from, k)?;
+            }
+            prgs[k].call(&l.raws, &l.vals, l.global, l.local, false)?;
+            from = k + 1;
+        }
+        if from < self.slots.len() {
+            self.call_range(&mut t, from, self.slots.len())?;
+        }
+        Ok(wait.then(|| start.elapsed().as_secs_f64()))
+    }
+
+    fn entry_calls(&self) -> Option<u64> {
+        Some(self.entry_calls.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests;
