@@ -410,7 +410,8 @@ fn rounding_value(b: usize, i: usize, _dt: rawgrad::dtype::DType) -> rawgrad::dt
     rawgrad::dtype::ConstValue::Float(x as f64 / 77_777.7 - 6.3)
 }
 
-/// Matmuls the tile fits: plain, and with a bias and ReLU after the reduce.
+/// Matmuls the tile fits: plain, with a bias and ReLU after the reduce, and batched (an outer
+/// output axis stays outside the swapped `n`, `m`).
 fn tile_cases() -> Vec<Case> {
     use rawgrad::ops::{BinaryOps::*, ReduceOps::SUM};
     use rawgrad::shape::sints;
@@ -424,12 +425,48 @@ fn tile_cases() -> Vec<Case> {
         "matmul_bias_relu_tile",
         vec![store(relu, 0, dtypes::float32, st(&[16, 32, 1]))],
     );
+    // (3, 16, 20) @ (3, 20, 48)
+    let full = sints(&[3, 16, 48, 20]);
+    let va = st(&[3, 16, 20]).reshape(&sints(&[3, 16, 1, 20])).unwrap();
+    let vb = st(&[3, 20, 48]).permute(&[0, 2, 1]).unwrap();
+    let vb = vb.reshape(&sints(&[3, 1, 48, 20])).unwrap();
+    let (va, vb) = (va.expand(&full).unwrap(), vb.expand(&full).unwrap());
+    let mul = bin(MUL, ld(1, dtypes::float32, va), ld(2, dtypes::float32, vb));
+    let batched = Case::new(
+        "batched_matmul_tile",
+        vec![store(
+            red(SUM, mul, &[3]),
+            0,
+            dtypes::float32,
+            st(&[3, 16, 48, 1]),
+        )],
+    );
+    // a left-hand side behind two views (heads moved next to their width, as attention's output
+    // before its projection): (4, 16, 5) -> (16, 4, 5) -> (16, 20), @ (20, 32)
+    let va = st(&[4, 16, 5]).permute(&[1, 0, 2]).unwrap();
+    let va = va.reshape(&sints(&[16, 1, 20])).unwrap();
+    let va = va.expand(&sints(&[16, 32, 20])).unwrap();
+    assert_eq!(va.views.len(), 2);
+    let (_, vb) = catalogue::matmul_views(16, 32, 20);
+    let mul = bin(MUL, ld(1, dtypes::float32, va), ld(2, dtypes::float32, vb));
+    let two_view = Case::new(
+        "two_view_lhs_matmul_tile",
+        vec![store(
+            red(SUM, mul, &[2]),
+            0,
+            dtypes::float32,
+            st(&[16, 32, 1]),
+        )],
+    );
     vec![
         plain.with_data(rounding_value),
         epilogue.with_data(rounding_value),
+        batched.with_data(rounding_value),
+        two_view.with_data(rounding_value),
     ]
 }
 
+/// The kernel under this host's tile (`cpu_tile_of_this_host_on_a_1024_matmul` pins the opts).
 fn tiled(case: &Case, o: &RendererOpts) -> Kernel {
     let mut k = Kernel::new(&case.ast, o).unwrap();
     assert!(
@@ -438,13 +475,14 @@ fn tiled(case: &Case, o: &RendererOpts) -> Kernel {
         case.name
     );
     assert!(k.wide_vectors);
-    let mr = rawgrad::codegen::kernel::cpu_tile::tile_m();
-    let want = vec![
-        Opt::new(UPCAST, 1, 8),
-        Opt::new(UPCAST, 1, 2),
-        Opt::new(UPCAST, 0, mr),
-        Opt::new(UNROLL, 0, 4),
-    ];
+    let want = rawgrad::codegen::kernel::cpu_tile::host_tile().opts();
+    let outer = usize::from(case.name.starts_with("batched"));
+    let want: Vec<Opt> = (want.into_iter())
+        .map(|o| match (o.op, o.axis, o.amt) {
+            (UPCAST, Some(a), Some(amt)) => Opt::new(UPCAST, a + outer, amt),
+            _ => o,
+        })
+        .collect();
     assert_eq!(k.applied_opts, want, "{}", case.name);
     k
 }
@@ -493,20 +531,42 @@ fn run_cpu(dev: &CpuDevice, case: &Case, k: &mut Kernel, want: &Buffers) -> Buff
     got
 }
 
-/// The tile's kernel gives the unoptimized kernel's bits on CLANG and on every libLLVM, and the
-/// reference within the suite's tolerance; its C source uses 8-lane vectors.
+/// The tile's kernel gives the unoptimized kernel's bits on INTERP, on CLANG and on every
+/// libLLVM, and the reference within the suite's tolerance; its C source uses the tile's vectors.
 #[test]
-fn cpu_tile_equals_unoptimized_on_clang_and_llvm() {
+fn cpu_tile_equals_unoptimized_on_interp_clang_and_llvm() {
     let cr = ClangRenderer::new();
+    let ir = InterpRenderer::new();
+    let ir_cpu = InterpRenderer(RendererOpts {
+        has_local: false,
+        has_shared: false,
+        ..interp_opts()
+    });
+    let lanes = rawgrad::codegen::kernel::cpu_tile::host_tile().lanes;
     let devices = cpu_devices();
     for case in tile_cases() {
         let want = case.reference();
         let mut k = tiled(&case, cr.opts());
         assert!(
-            render(&case, &mut k, &cr).src.contains("float8"),
+            render(&case, &mut k, &cr)
+                .src
+                .contains(&format!("float{lanes} ")),
             "{}",
             case.name
         );
+        // INTERP runs the tiled kernel's UOps (built for a CPU's capabilities: no locals)
+        let mut interp_outs = vec![];
+        for mut k in [
+            tiled(&case, ir_cpu.opts()),
+            Kernel::new(&case.ast, ir.opts()).unwrap(),
+        ] {
+            let ir: &dyn Renderer = if k.wide_vectors { &ir_cpu } else { &ir };
+            let p = render(&case, &mut k, ir);
+            let got = run_interp(&case, &p).unwrap();
+            assert_outputs(&case, &want, &got, rtol_for(&case), "INTERP");
+            interp_outs.push(got);
+        }
+        assert_eq!(interp_outs[0], interp_outs[1], "{} on INTERP", case.name);
         for dev in &devices {
             let o = dev.1.opts();
             let outs: Vec<Buffers> = [tiled(&case, o), Kernel::new(&case.ast, o).unwrap()]
@@ -516,6 +576,11 @@ fn cpu_tile_equals_unoptimized_on_clang_and_llvm() {
             assert_eq!(
                 outs[0], outs[1],
                 "{} on {}: tile and unoptimized bits",
+                case.name, dev.0
+            );
+            assert_eq!(
+                outs[0], interp_outs[0],
+                "{} on {}: INTERP's bits",
                 case.name, dev.0
             );
         }

@@ -119,7 +119,7 @@ pub struct Kernel {
     pub tensor_core_opts: Option<TensorCoreOptions>,
     /// Per reduce op, the two buffers the tensor core multiplies.
     pub bufs_for_tensor_core: Vec<(LazyOp, (usize, usize))>,
-    /// Group unit-stride upcast dims of 8 lanes into vectors too (set by the CPU tile,
+    /// Group unit-stride upcast dims of 8 or 16 lanes into vectors too (set by the CPU tile,
     /// `cpu_tile.rs`; 0.9.1 groups only 2 or 4).
     pub wide_vectors: bool,
     pub(crate) linearized: Option<Linearized>,

@@ -480,3 +480,62 @@ fn tc_axes_follow_removed_dims() {
     o.fix_axes(4);
     assert_eq!((o.axes, o.axes_exist), ([0, 2, 5], [true, false]));
 }
+
+/// The CPU tile (beyond 0.9.1, `cpu_tile.rs`) of this host, and what it makes of a 1024^3
+/// matmul on CLANG: the output axes swapped (the unit-stride `n` outside, `m` inside), then the
+/// tile's opts.
+#[test]
+fn cpu_tile_of_this_host_on_a_1024_matmul() {
+    use super::cpu_tile::{host_tile, Tile};
+    let avx512 = {
+        #[cfg(target_arch = "x86_64")]
+        {
+            std::arch::is_x86_feature_detected!("avx512f")
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    };
+    let (tile, opts, want_shape) = if avx512 {
+        let t = Tile {
+            lanes: 16,
+            vecs: 1,
+            rows: 8,
+            unroll: 1,
+        };
+        (
+            t,
+            vec![Opt::new(UPCAST, 0, 16), Opt::new(UPCAST, 1, 8)],
+            vec![64, 128, 1024, 16, 8],
+        )
+    } else {
+        let t = Tile {
+            lanes: 8,
+            vecs: 2,
+            rows: 4,
+            unroll: 4,
+        };
+        let o = vec![
+            Opt::new(UPCAST, 0, 8),
+            Opt::new(UPCAST, 0, 2),
+            Opt::new(UPCAST, 1, 4),
+            Opt::new(UNROLL, 0, 4),
+        ];
+        (t, o, vec![64, 256, 256, 8, 2, 4, 4])
+    };
+    assert_eq!(host_tile(), tile);
+    assert_eq!(tile.opts(), opts);
+    let mut kk = k(&matmul(1024), &clang());
+    assert!(kk.apply_cpu_tile().unwrap());
+    assert!(kk.wide_vectors);
+    assert_eq!(kk.applied_opts, opts);
+    assert_eq!(shape(&kk), want_shape);
+    // the unit-stride axis is the outer loop now: the output's strides follow the new order
+    let out = kk.st(0).unwrap().real_strides(false).unwrap();
+    let out: Vec<Option<i64>> = out
+        .into_iter()
+        .map(|s| s.and_then(|s| s.as_int()))
+        .collect();
+    assert_eq!(out[..2], [Some(16), Some(1024 * tile.rows as i64)]);
+}

@@ -43,7 +43,7 @@ struct Float4 {
 
 impl Lin {
     /// The float4 dim of buffer `i` for these indices, if there is exactly one candidate with 2
-    /// or 4 lanes (or 8 in a kernel with `wide_vectors`, beyond 0.9.1: the CPU tile).
+    /// or 4 lanes (or 8 or 16 in a kernel with `wide_vectors`, beyond 0.9.1: the CPU tile).
     fn float4_dim(&self, i: usize, idxs: &[Node]) -> Result<Option<Float4>> {
         let dims = self.k.get_float4_upcast_dim(i)?;
         let [dim] = dims.as_slice() else {
@@ -53,7 +53,8 @@ impl Lin {
             return Ok(None);
         };
         let lanes = expand_node(idx, None)?;
-        if !(matches!(lanes.len(), 2 | 4) || (self.k.wide_vectors && lanes.len() == 8)) {
+        if !(matches!(lanes.len(), 2 | 4) || (self.k.wide_vectors && matches!(lanes.len(), 8 | 16)))
+        {
             return Ok(None);
         }
         Ok(Some(Float4 {

@@ -40,9 +40,9 @@ use crate::{bail, Result};
 
 /// The function passes of [`LlvmOpt::Light`]: redundancy elimination, loop-invariant code motion,
 /// peepholes, CFG cleanup and the SLP vectorizer (lane-wise operations of one vector, as the CPU
-/// tile's 8-lane accumulators, become vector instructions; it regroups nothing, as the IR has no
-/// fast-math flags); no loop unrolling or loop vectorizing. Valid pipeline text for LLVM 14 and
-/// later.
+/// tile's 8- or 16-lane accumulators, become vector instructions; it regroups nothing, as the IR
+/// has no fast-math flags); no loop unrolling or loop vectorizing. Valid pipeline text for LLVM 14
+/// and later.
 pub const LIGHT_PASSES: &str =
     "function(early-cse,loop-mssa(licm),instcombine,simplifycfg,slp-vectorizer)";
 
