@@ -18,7 +18,7 @@ mod clang;
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::codegen::uops::{UArg, UOp, UOps};
+use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
 use crate::dtype::{ConstValue, DType, Scalar};
 use crate::helpers::float_repr;
 use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
@@ -372,7 +372,7 @@ struct State {
     lines: Vec<String>,
     depth: usize,
     counters: HashMap<&'static str, usize>,
-    r: HashMap<UOp, String>,
+    r: UOpMap<String>,
     params: Vec<Param>,
     needs: Needs,
 }
@@ -474,14 +474,14 @@ pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Res
         lines: vec![],
         depth: 1,
         counters: HashMap::new(),
-        r: HashMap::new(),
+        r: UOpMap::default(),
         params: vec![],
         needs: Needs::default(),
     };
-    let mut child_count: HashMap<&UOp, usize> = HashMap::new();
+    let mut child_count: UOpMap<usize> = UOpMap::default();
     for u in uops {
         for s in u.src() {
-            *child_count.entry(s).or_insert(0) += 1;
+            *child_count.entry(s.clone()).or_insert(0) += 1;
         }
     }
     let split = if l.lang().split_outer_loop {

@@ -4,10 +4,13 @@
 //! - `workloads`: issue 10's W1..W12 on the CPU devices, one thread and all threads, against the
 //!   machine's FMA and copy ceilings measured in the same run (see `workloads.rs`, `ceilings.rs`);
 //! - `beam`: BEAM search time and picks on a matmul and a reduction (see `beam.rs`);
-//! - `jit`: eager vs TinyJit replay of a kernel chain, with and without graphs (see `jit.rs`).
+//! - `jit`: eager vs TinyJit replay of a kernel chain, with and without graphs (see `jit.rs`);
+//! - `codegen`: get_kernel, linearizer and renderer time per kernel of the workloads, and their
+//!   rendered sources for a byte-for-byte comparison of two builds (see `codegen.rs`).
 
 mod beam;
 mod ceilings;
+mod codegen;
 mod dispatch;
 mod jit;
 mod workloads;
@@ -20,7 +23,8 @@ const USAGE: &str = "usage: bench dispatch [--devices CLANG,NV,CUDA] [--n 1000] 
        bench workloads [--workloads W1,W3] [--devices CLANG,LLVM] [--threads 1,all] \
 [--repeats 11] [--budget-s 10] [--copy-mib 256]
        bench beam [--device CLANG] [--amt 2] [--repeats 3] [--n 256] [--rows 1024] [--cols 1024]
-       bench jit [--devices CLANG,LLVM] [--kernels 64] [--n 1024] [--repeats 21]";
+       bench jit [--devices CLANG,LLVM] [--kernels 64] [--n 1024] [--repeats 21]
+       bench codegen [--workloads W3,W7] [--devices CLANG,LLVM] [--repeats 5] [--dump DIR]";
 
 /// Print a subcommand's table, or its error under its name.
 fn report<T: Display>(name: &str, result: rawgrad::Result<T>) -> ExitCode {
@@ -53,6 +57,10 @@ fn main() -> ExitCode {
             beam::Config::parse(rest).and_then(|c| beam::run(&c)),
         ),
         Some("jit") => report("jit", jit::Config::parse(rest).and_then(|c| jit::run(&c))),
+        Some("codegen") => report(
+            "codegen",
+            codegen::Config::parse(rest).and_then(|c| codegen::run(&c)),
+        ),
         _ => {
             eprintln!("{USAGE}");
             ExitCode::from(2)

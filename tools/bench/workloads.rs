@@ -12,7 +12,7 @@
 //! 64 eager steps (build, schedule, look up, run one 1024-element kernel each); its time is per
 //! kernel. No thresholds: the numbers are for people.
 
-mod defs;
+pub(crate) mod defs;
 
 use std::collections::BTreeSet;
 use std::fmt::Write as _;
@@ -62,6 +62,18 @@ impl Default for Config {
     }
 }
 
+/// The workloads named in a comma-separated list (`W1,w3`).
+pub(crate) fn pick_workloads(list: &str) -> Result<Vec<&'static Workload>> {
+    list.split(',')
+        .map(|id| {
+            let id = id.trim().to_uppercase();
+            ALL.iter()
+                .find(|w| w.id == id)
+                .ok_or_else(|| Error::InvalidArgument(format!("no workload {id} (W1..W12)")))
+        })
+        .collect()
+}
+
 impl Config {
     /// Parse `--workloads W1,W3 --devices CLANG,LLVM --threads 1,all --repeats N --budget-s S
     /// --copy-mib M`.
@@ -84,17 +96,7 @@ impl Config {
                     .ok_or_else(|| Error::InvalidArgument(format!("{a} {v}: not a number")))
             };
             match a.as_str() {
-                "--workloads" => {
-                    c.workloads = v
-                        .split(',')
-                        .map(|id| {
-                            let id = id.trim().to_uppercase();
-                            ALL.iter().find(|w| w.id == id).ok_or_else(|| {
-                                Error::InvalidArgument(format!("no workload {id} (W1..W12)"))
-                            })
-                        })
-                        .collect::<Result<_>>()?
-                }
+                "--workloads" => c.workloads = pick_workloads(v)?,
                 "--devices" => c.devices = v.split(',').map(|s| s.trim().to_uppercase()).collect(),
                 "--threads" => {
                     c.threads = v

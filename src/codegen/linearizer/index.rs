@@ -213,8 +213,103 @@ pub fn iter_idxs(idxs: &[Node]) -> Result<Vec<Vec<i64>>> {
     Ok(out)
 }
 
+/// The combinations of [`iter_idxs`] (not materialized: combination `j` gives variable `d` the
+/// value `lo[d] + (j / stride[d]) % size[d]`) grouped by the values they give the variables of
+/// `idxs` that occur in any of `nodes` (the others cannot change a substitution's result): each
+/// combination's group in `group`, and the first combination of each group in `firsts`, in order
+/// of first occurrence.
+pub(crate) struct Expansion {
+    /// (lo, size, stride) per variable.
+    dims: Vec<(i64, i64, i64)>,
+    pub(crate) group: Vec<usize>,
+    pub(crate) firsts: Vec<usize>,
+}
+
+impl Expansion {
+    pub(crate) fn new(nodes: &[&Node], idxs: &[Node]) -> Result<Expansion> {
+        let mut dims = Vec::with_capacity(idxs.len());
+        let mut count = 1i64;
+        for v in idxs {
+            let (Some(lo), Some(hi)) = (v.min().as_int(), v.max().as_int()) else {
+                bail!(Codegen, "iter_idxs: {v:?} has symbolic bounds");
+            };
+            let size = (hi - lo + 1).max(0);
+            dims.push((lo, size, count));
+            count = count
+                .checked_mul(size)
+                .ok_or_else(|| Error::Codegen("iter_idxs: too many combinations".into()))?;
+        }
+        let mut seen: std::collections::HashSet<Node> = std::collections::HashSet::new();
+        let mut vars = Vec::new();
+        for n in nodes {
+            n.collect_vars(&mut vars, &mut seen);
+        }
+        // the variables that matter, as (position, size, stride): a combination's group key is
+        // its mixed-radix number over them alone
+        let present: Vec<(i64, i64)> = idxs
+            .iter()
+            .zip(&dims)
+            .filter(|(k, _)| k.is_var() && seen.contains(k))
+            .map(|(_, &(_, size, stride))| (size, stride))
+            .collect();
+        let mut ids: HashMap<i64, usize> = HashMap::new();
+        let count = usize::try_from(count).unwrap_or(0);
+        let (mut group, mut firsts) = (Vec::with_capacity(count), vec![]);
+        for j in 0..count as i64 {
+            let (mut key, mut radix) = (0i64, 1i64);
+            for &(size, stride) in &present {
+                key += (j / stride) % size * radix;
+                radix *= size;
+            }
+            let next = firsts.len();
+            let id = *ids.entry(key).or_insert(next);
+            if id == next {
+                firsts.push(j as usize);
+            }
+            group.push(id);
+        }
+        Ok(Expansion {
+            dims,
+            group,
+            firsts,
+        })
+    }
+
+    /// The value combination `j` gives variable `d`.
+    pub(crate) fn value(&self, j: usize, d: usize) -> i64 {
+        let (lo, size, stride) = self.dims[d];
+        lo + (j as i64 / stride) % size
+    }
+
+    /// `node` with `idxs` replaced by the values of combination `j`.
+    pub(crate) fn substitute(&self, node: &Node, idxs: &[Node], j: usize) -> Result<Node> {
+        let map: HashMap<Node, Node> = idxs
+            .iter()
+            .enumerate()
+            .filter(|(_, k)| k.is_var())
+            .map(|(d, k)| (k.clone(), Node::Num(self.value(j, d))))
+            .collect();
+        if map.is_empty() {
+            Ok(node.clone())
+        } else {
+            node.substitute(&map)
+        }
+    }
+
+    /// `node` substituted once per group, handed out per combination.
+    pub(crate) fn expand(&self, node: &Node, idxs: &[Node]) -> Result<Vec<Node>> {
+        let distinct = self
+            .firsts
+            .iter()
+            .map(|&j| self.substitute(node, idxs, j))
+            .collect::<Result<Vec<Node>>>()?;
+        Ok(self.group.iter().map(|&g| distinct[g].clone()).collect())
+    }
+}
+
 /// `node` with the variables `idxs` (default: its own expand variable) replaced by every
-/// combination of their values, the first varying fastest.
+/// combination of their values, the first varying fastest. Combinations that agree on the
+/// variables `node` holds share one substitution.
 pub fn expand_node(node: &Node, idxs: Option<&[Node]>) -> Result<Vec<Node>> {
     let own;
     let idxs = match idxs {
@@ -224,22 +319,7 @@ pub fn expand_node(node: &Node, idxs: Option<&[Node]>) -> Result<Vec<Node>> {
             &own
         }
     };
-    let combos = iter_idxs(idxs)?;
-    let mut out = Vec::with_capacity(combos.len());
-    for rep in combos {
-        let map: HashMap<Node, Node> = idxs
-            .iter()
-            .zip(rep)
-            .filter(|(k, _)| k.is_var())
-            .map(|(k, v)| (k.clone(), Node::Num(v)))
-            .collect();
-        out.push(if map.is_empty() {
-            node.clone()
-        } else {
-            node.substitute(&map)?
-        });
-    }
-    Ok(out)
+    Expansion::new(&[node], idxs)?.expand(node, idxs)
 }
 
 /// Lower a symbolic node to int32 UOps (tinygrad's `render_ops`): numbers become CONSTs,

@@ -13,7 +13,7 @@
 
 use indexmap::IndexMap;
 
-use super::index::{expand_idxs, expand_node, iter_idxs, render_node};
+use super::index::{expand_idxs, expand_node, render_node, Expansion};
 use super::{acc_init, Lin};
 use crate::codegen::kernel::KernelBuf;
 use crate::codegen::uops::UOp;
@@ -110,9 +110,9 @@ impl Lin {
         if let Some(f) = &f4 {
             dtype = dtype.vec(f.amt as u16);
         }
-        let e_idxs = expand_node(&g_idx, Some(&expand_vars))?;
-        let e_valids = expand_node(&g_valid, Some(&expand_vars))?;
-        let reps = iter_idxs(&expand_vars)?;
+        // one access per distinct (index, validity): combinations that differ only in variables
+        // neither holds share it (later lookups of the same key would hit the load cache anyway)
+        let ex = Expansion::new(&[&g_idx, &g_valid], &expand_vars)?;
         let ctx = LoadCtx {
             i,
             buf,
@@ -123,12 +123,18 @@ impl Lin {
             loop_ctx,
         };
         let mut acc_count = 0usize;
-        let mut ret = Vec::with_capacity(reps.len());
-        for ((idx, valid), rep) in e_idxs.into_iter().zip(e_valids).zip(reps) {
-            let u = self.load_cached(&ctx, idx, valid, &mut acc_count)?;
+        let mut accesses = Vec::with_capacity(ex.firsts.len());
+        for &j in &ex.firsts {
+            let idx = ex.substitute(&g_idx, &expand_vars, j)?;
+            let valid = ex.substitute(&g_valid, &expand_vars, j)?;
+            accesses.push(self.load_cached(&ctx, idx, valid, &mut acc_count)?);
+        }
+        let mut ret = Vec::with_capacity(ex.group.len());
+        for (j, &g) in ex.group.iter().enumerate() {
+            let u = accesses[g].clone();
             ret.push(match &f4 {
                 Some(f) => {
-                    let lane = usize::try_from(rep[f.dim])
+                    let lane = usize::try_from(ex.value(j, f.dim))
                         .map_err(|_| Error::Internal("global_load: negative float4 lane".into()))?;
                     UOp::gep(&u, lane, dtype.scalar())
                 }

@@ -2,7 +2,7 @@
 //! and the upcast expansion (`expand_node`, `expand_idxs`, TestLinearizerHelper).
 
 use super::index::*;
-use crate::shape::{sints, Node};
+use crate::shape::{create_lt_node, sints, Node};
 
 fn v(name: &str, lo: i64, hi: i64) -> Node {
     Node::var(name, lo, hi).unwrap()
@@ -137,4 +137,60 @@ fn expand_idxs_keeps_first_occurrence() {
         iter_idxs(&[v("_uidx0", 0, 1), v("_uidx1", 0, 1)]).unwrap()[1],
         vec![1, 0]
     );
+}
+
+/// `node` substituted once per combination of `iter_idxs` (the expansion without sharing).
+fn expand_naive(node: &Node, idxs: &[Node]) -> Vec<Node> {
+    iter_idxs(idxs)
+        .unwrap()
+        .into_iter()
+        .map(|rep| {
+            let map: std::collections::HashMap<Node, Node> = idxs
+                .iter()
+                .zip(rep)
+                .filter(|(k, _)| k.is_var())
+                .map(|(k, x)| (k.clone(), Node::Num(x)))
+                .collect();
+            if map.is_empty() {
+                node.clone()
+            } else {
+                node.substitute(&map).unwrap()
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn expand_node_shares_substitutions_without_changing_them() {
+    // a CPU-tile-like upcast: two unit-stride dims, a row dim and an unroll dim, and a number
+    let (n0, n1, m, k) = (
+        v("_uidx0", 0, 7),
+        v("_uidx1", 0, 1),
+        v("_uidx2", 0, 3),
+        v("_uidx3", 1, 3),
+    );
+    let idxs = [n0.clone(), n1.clone(), Node::Num(0), m.clone(), k.clone()];
+    let g = v("gidx0", 0, 127);
+    let rows = g.try_mul(&Node::Num(4096)).unwrap();
+    let a_idx = rows
+        .try_add(&m.try_mul(&Node::Num(1024)).unwrap())
+        .unwrap()
+        .try_add(&k)
+        .unwrap();
+    let b_idx = n0
+        .try_add(&n1.try_mul(&Node::Num(8)).unwrap())
+        .unwrap()
+        .try_add(&k.try_mul(&Node::Num(1024)).unwrap())
+        .unwrap();
+    let valid = create_lt_node(&m.try_add(&k).unwrap(), &Node::Num(5)).unwrap();
+    for node in [a_idx, b_idx, valid, g, Node::Num(7)] {
+        let got = expand_node(&node, Some(&idxs)).unwrap();
+        assert_eq!(got.len(), 8 * 2 * 4 * 3, "{node:?}");
+        let want = expand_naive(&node, &idxs);
+        let (gk, wk): (Vec<String>, Vec<String>) = (
+            got.iter().map(|x| x.key().into_owned()).collect(),
+            want.iter().map(|x| x.key().into_owned()).collect(),
+        );
+        assert_eq!(gk, wk, "{node:?}");
+    }
 }

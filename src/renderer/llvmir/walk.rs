@@ -14,7 +14,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 
-use crate::codegen::uops::{UArg, UOp, UOps};
+use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
 use crate::dtype::{DType, Scalar};
 use crate::helpers::to_function_name;
 use crate::{bail, ensure, Error, Result};
@@ -60,14 +60,14 @@ pub(super) struct Walk<'a> {
     pub local_threads: i64,
     /// The list position of the RANGE split across cores (CPU).
     pub split: Option<usize>,
-    pub(super) r: HashMap<UOp, String>,
+    pub(super) r: UOpMap<String>,
     counters: HashMap<&'static str, usize>,
     cur_block: String,
     loops: Vec<Loop>,
     ifs: Vec<(UOp, usize)>,
     carried: HashMap<usize, Vec<UOp>>,
-    acc_phis: HashMap<UOp, Vec<UOp>>,
-    acc_ids: HashMap<UOp, usize>,
+    acc_phis: UOpMap<Vec<UOp>>,
+    acc_ids: UOpMap<usize>,
 }
 
 /// Accumulators each loop must carry: for every PHI, the loops open at the PHI that were opened
@@ -160,14 +160,14 @@ impl<'a> Walk<'a> {
             decls: BTreeSet::new(),
             local_threads: 1,
             split: None,
-            r: HashMap::new(),
+            r: UOpMap::default(),
             counters: HashMap::new(),
             cur_block: "entry".into(),
             loops: vec![],
             ifs: vec![],
             carried: carried_accs(uops)?,
-            acc_phis: HashMap::new(),
-            acc_ids: HashMap::new(),
+            acc_phis: UOpMap::default(),
+            acc_ids: UOpMap::default(),
         })
     }
 
