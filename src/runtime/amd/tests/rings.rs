@@ -5,6 +5,7 @@
 use super::*;
 use crate::hcq::{HcqBackend, HcqDevice, HcqSignal, HwQueue};
 use crate::helpers::Context;
+use crate::runtime::amd::signal::AmdSignal;
 use crate::runtime::amd::AmdBackend;
 use crate::Error;
 
@@ -12,6 +13,21 @@ fn small_rings() -> (Arc<AmdDevice>, EmuDriver) {
     let (p, e) = mock_process(1, "gfx1100");
     let dev = HcqDevice::new(AmdBackend::open(&p, 0, "AMD", 4096).unwrap()).unwrap();
     (dev, e)
+}
+
+/// Submits one signal of `done` after another (values 1, 2, ...) until a submission fails: the
+/// signals that went in and the error.
+fn fill_with_signals(dev: &Arc<AmdDevice>, done: &AmdSignal) -> (u64, Error) {
+    let mut sent = 0;
+    loop {
+        let mut q = dev.backend().compute_queue();
+        q.signal(done, sent + 1).unwrap();
+        match q.submit(dev.backend()) {
+            Ok(()) => sent += 1,
+            Err(e) => return (sent, e),
+        }
+        assert!(sent < 1000, "a 4 KiB ring never filled");
+    }
 }
 
 #[test]
@@ -73,18 +89,9 @@ fn a_full_ring_waits_for_room_and_times_out_when_blocked() {
     let mut q = dev.backend().compute_queue();
     q.wait(&gate, 1).unwrap();
     q.submit(dev.backend()).unwrap();
-    let mut sent = 0;
     // Short timeout for the submission that must fail only.
     let short = Context::new(&[("HCQDEV_WAIT_TIMEOUT_MS", 300)]);
-    let err = loop {
-        let mut q = dev.backend().compute_queue();
-        q.signal(&done, sent + 1).unwrap();
-        match q.submit(dev.backend()) {
-            Ok(()) => sent += 1,
-            Err(e) => break e,
-        }
-        assert!(sent < 1000, "a 4 KiB ring never filled");
-    };
+    let (sent, err) = fill_with_signals(&dev, &done);
     assert!(
         matches!(&err, Error::Timeout(m) if m.contains("ring full")),
         "{err}"
@@ -109,16 +116,7 @@ fn a_full_ring_on_a_stopped_queue_is_a_fault_naming_it_not_a_timeout() {
     q.submit(dev.backend()).unwrap();
     // The reset stops the queues where they are: the ring never drains again.
     emu.reset_gpu(dev.backend().gpu_id()).unwrap();
-    let mut sent = 0;
-    let err = loop {
-        let mut q = dev.backend().compute_queue();
-        q.signal(&done, sent + 1).unwrap();
-        match q.submit(dev.backend()) {
-            Ok(()) => sent += 1,
-            Err(e) => break e,
-        }
-        assert!(sent < 1000, "a 4 KiB ring never filled");
-    };
+    let (_, err) = fill_with_signals(&dev, &done);
     let text = err.to_string();
     assert!(
         matches!(&err, Error::Fault(_)) && text.contains("ring full") && text.contains("GPU reset"),
