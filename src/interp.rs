@@ -9,7 +9,8 @@
 //! their global dims); IF masks the threads whose condition is false. ALU results are exactly
 //! [`crate::ops::exec_alu`]'s (see `value`); loads and stores go through a [`Memory`] the caller
 //! provides, with every access bounds-checked (an out-of-bounds access is an error naming the
-//! buffer, the element index and the size). WMMA follows the CUDA, AMD and Metal lane layouts.
+//! buffer, the element index and the size). WMMA follows the CUDA, AMD (gfx11, gfx12) and Metal
+//! lane layouts.
 //!
 //! Not guaranteed: speed (it is the reference); loops whose bounds differ between the threads of a
 //! workgroup are refused rather than run divergently.

@@ -1,7 +1,9 @@
 //! Tensor-core kernels through the real renderers and, where the tools are installed, their
 //! compilers: CUDA-C (the `mma.sync` helper; NVRTC when present), the LLVM NVPTX path (IR to
 //! PTX with every installed libLLVM; ptxas when present) and the LLVM amdgcn path (gfx1100 with
-//! every libLLVM that has gfx11's WMMA intrinsics; the assembly must hold `v_wmma`).
+//! every libLLVM that has gfx11's WMMA intrinsics; the assembly must hold `v_wmma`; gfx1201's
+//! 8-wide WMMA calls against goldens written from LLVM's gfx12 intrinsic signatures, parsed and
+//! verified by every installed libLLVM).
 //! The numbers these kernels compute are checked by tests/kernel_opts_diff.rs (interpreter and
 //! emulated GPUs, in each vendor's lane layout).
 
@@ -12,8 +14,8 @@ use linearizer_support::*;
 use rawgrad::codegen::kernel::Kernel;
 use rawgrad::device::Compiler;
 use rawgrad::dtype::{dtypes, DType};
-use rawgrad::ffi::llvm::{find_libraries, Emit, Llvm, MIN_LLVM_MAJOR};
-use rawgrad::hw::amd::targets::GFX1100;
+use rawgrad::ffi::llvm::{find_libraries, CompileOptions, Emit, Llvm, MIN_LLVM_MAJOR};
+use rawgrad::hw::amd::targets::{GFX1100, GFX1201};
 use rawgrad::renderer::cuda::CUDARenderer;
 use rawgrad::renderer::llvmir::LLVMRenderer;
 use rawgrad::renderer::Renderer;
@@ -135,4 +137,49 @@ fn llvm_amdgcn_calls_wmma() {
         }
         println!("{f}: compiled with {compiled} libLLVM(s)");
     }
+}
+
+/// gfx12's WMMA: the 8-wide overloads of LLVM's `test/CodeGen/AMDGPU/wmma-gfx12-w32.ll`, no
+/// 16-wide operand and no half-wave shuffle. No installed libLLVM knows gfx1201 (LLVM 18+ does),
+/// so the IR is parsed and verified (no codegen) under each one for a generic amdgcn target.
+#[test]
+fn llvm_amdgcn_gfx12_calls_8_wide_wmma() {
+    let cases = [
+        (
+            dtypes::float16,
+            false,
+            "declare <8 x float> @llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v8f16(<8 x half>, <8 x half>, <8 x float>)",
+            "call <8 x float> @llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v8f16(<8 x half> %",
+        ),
+        (
+            dtypes::float16,
+            true,
+            "declare <8 x half> @llvm.amdgcn.wmma.f16.16x16x16.f16.v8f16.v8f16(<8 x half>, <8 x half>, <8 x half>, i1 immarg)",
+            "call <8 x half> @llvm.amdgcn.wmma.f16.16x16x16.f16.v8f16.v8f16(<8 x half> %",
+        ),
+        (
+            dtypes::bfloat16,
+            false,
+            "declare <8 x float> @llvm.amdgcn.wmma.f32.16x16x16.bf16.v8f32.v8i16(<8 x i16>, <8 x i16>, <8 x float>)",
+            "call <8 x float> @llvm.amdgcn.wmma.f32.16x16x16.bf16.v8f32.v8i16(<8 x i16> %",
+        ),
+    ];
+    let libs = llvms();
+    for (dt, same, decl, call) in cases {
+        for opaque in [true, false] {
+            let ir = render_tc(&matmul(dt, same), &LLVMRenderer::amdgpu(&GFX1201, opaque));
+            assert!(ir.contains(decl), "{decl}\n{ir}");
+            assert!(ir.contains(call), "{call}\n{ir}");
+            if same {
+                assert!(ir.contains(", i1 false)"), "{ir}");
+            }
+            assert!(!ir.contains("16 x half") && !ir.contains("shufflevector"), "{ir}");
+            for llvm in libs.iter().filter(|l| l.opaque_pointers() == opaque) {
+                let opts = CompileOptions::new("amdgcn-amd-amdhsa", "", "", false);
+                llvm.compile(&ir, &opts, Emit::Ir)
+                    .unwrap_or_else(|e| panic!("LLVM {}: {e}\n{ir}", llvm.version()));
+            }
+        }
+    }
+    println!("gfx12 WMMA IR verified by {} libLLVM(s)", libs.len());
 }

@@ -488,7 +488,7 @@ impl Lower<'_> {
                 let UArg::Wmma(w) = u.arg() else {
                     bail!(Codegen, "INTERP: WMMA without its arg")
                 };
-                let layout = WmmaLayout::for_device(&w.device)?;
+                let layout = WmmaLayout::for_arg(&w.device, &w.upcast_sizes)?;
                 let (a, b, c) = (self.src(u, 0)?, self.src(u, 1)?, self.src(u, 2)?);
                 let dst = self.fresh(scalar_dtype(u)?);
                 self.regs[i] = Some(dst);

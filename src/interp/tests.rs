@@ -491,6 +491,18 @@ fn rdna3_b(e: usize, l: usize) -> (usize, usize) {
 fn rdna3_c(e: usize, l: usize) -> (usize, usize) {
     (2 * e + l / 16, l % 16)
 }
+// RDNA4 ISA guide, "Wave Matrix Multiply Accumulate" (16-bit A/B and 32-bit C/D tables), AMD
+// GPUOpen "Using the Matrix Cores of AMD RDNA 4 architecture GPUs": lanes 0-15 hold K 0-7 of A
+// (rows) and B (columns), lanes 16-31 K 8-15; D rows 0-7 in lanes 0-15, rows 8-15 in 16-31.
+fn rdna4_a(e: usize, l: usize) -> (usize, usize) {
+    (l % 16, 8 * (l / 16) + e)
+}
+fn rdna4_b(e: usize, l: usize) -> (usize, usize) {
+    (8 * (l / 16) + e, l % 16)
+}
+fn rdna4_c(e: usize, l: usize) -> (usize, usize) {
+    (8 * (l / 16) + e, l % 16)
+}
 
 fn wmma_case(
     device: &str,
@@ -579,4 +591,42 @@ fn wmma_cuda_m16n8k16_layout() {
 #[test]
 fn wmma_amd_16x16x16_layout() {
     wmma_case("AMD", (16, 16, 16), 16, 16, 8, [rdna3_a, rdna3_b, rdna3_c]);
+}
+
+#[test]
+fn wmma_amd_gfx12_16x16x16_layout() {
+    wmma_case("AMD", (16, 16, 16), 8, 8, 8, [rdna4_a, rdna4_b, rdna4_c]);
+}
+
+/// gfx12's WMMA lane table at single points, worked out by hand from the RDNA4 ISA guide's
+/// register tables (not from the interpreter): (lane, element) -> A[m][k], B[k][n], D[m][n].
+#[test]
+fn wmma_gfx12_lane_table_by_hand() {
+    let l = super::WmmaLayout::for_arg("AMD", &[8, 8, 8]).unwrap();
+    assert_eq!(l, super::WmmaLayout::AmdGfx12);
+    // A[m][k] lives in (element, lane): A[5][2] in lane 5 element 2, A[5][10] in lane 21
+    // element 2 (lanes 16-31 hold K 8-15), A[15][15] in lane 31 element 7
+    for ((m, k), at) in [((5, 2), (2, 5)), ((5, 10), (2, 21)), ((15, 15), (7, 31)), ((0, 8), (0, 16))] {
+        assert_eq!(l.a_elem(k, m), at, "A[{m}][{k}]");
+    }
+    // B[k][n]: B[3][9] in lane 9 element 3, B[12][9] in lane 25 element 4
+    for ((k, n), at) in [((3, 9), (3, 9)), ((12, 9), (4, 25)), ((7, 0), (7, 0))] {
+        assert_eq!(l.b_elem(n, k), at, "B[{k}][{n}]");
+    }
+    // D (as (n, m)): lane 17 element 3 is D[11][1]; lane 4 element 6 is D[6][4]
+    assert_eq!(l.c_map(17, 3), (1, 11));
+    assert_eq!(l.c_map(4, 6), (4, 6));
+    assert_eq!(l.c_map(31, 7), (15, 15));
+    // A = identity, B[k][n] = 16k + n: D = B, so lane 17 element 3 ends with 16 * 11 + 1 = 177
+    let a = |e: usize, ln: usize| f64::from(u8::from(8 * (ln / 16) + e == ln % 16));
+    let b = |e: usize, ln: usize| (16 * (8 * (ln / 16) + e) + ln % 16) as f64;
+    let mut d = [[0.0f64; 8]; 32];
+    super::wmma::run(l, 32, &a, &b, &|_, _| 0.5, &mut |e, ln, v| d[ln][e] = v).unwrap();
+    assert_eq!(d[17][3], 177.5);
+    assert_eq!(d[4][6], 100.5);
+    assert_eq!(d[0][0], 0.5);
+    // gfx12 has no duplicated half-wave: lanes 0 and 16 differ in A and B and that is fine;
+    // other per-lane counts name the two AMD layouts in the error
+    let e = super::WmmaLayout::for_arg("AMD", &[8, 8, 4]).unwrap_err();
+    assert!(e.message().contains("[16, 16, 8]") && e.message().contains("[8, 8, 8]"), "{e}");
 }

@@ -3,8 +3,15 @@
 //!
 //! Supported: CUDA/NV `mma.sync m16n8k16` (A 8, B 4, C 4 elements per thread), AMD RDNA3
 //! `wmma 16x16x16` (A 16, B 16, C 8 elements per thread; lanes 16..31 duplicate lanes 0..15 for A
-//! and B), and Metal `simdgroup 8x8x8` (2 elements each). Warps are 32 threads; the workgroup's
-//! threads are taken 32 at a time.
+//! and B), AMD RDNA4 (gfx12) `wmma 16x16x16` (A, B and C 8 elements per thread, no duplicated
+//! lanes; beyond tinygrad 0.9.1), and Metal `simdgroup 8x8x8` (2 elements each). Warps are 32
+//! threads; the workgroup's threads are taken 32 at a time.
+//!
+//! The gfx12 layout (RDNA4 ISA guide, "Wave Matrix Multiply Accumulate"; AMD GPUOpen, "Using the
+//! Matrix Cores of AMD RDNA 4 architecture GPUs"): lane `l`, element `e` holds
+//! A[l % 16][8 * (l / 16) + e], B[8 * (l / 16) + e][l % 16] and D[8 * (l / 16) + e][l % 16]. An
+//! AMD WMMA arg names which one by its per-lane element counts (16/16/8 on gfx11, 8/8/8 on gfx12),
+//! the operand widths of the two instruction sets.
 //!
 //! Not guaranteed: the accumulation order of real hardware; sums are formed in f64 and rounded to
 //! the output dtype once.
@@ -15,6 +22,7 @@ use crate::{bail, Result};
 pub enum WmmaLayout {
     Cuda,
     Amd,
+    AmdGfx12,
     Metal,
 }
 
@@ -28,13 +36,20 @@ pub struct Shape {
 }
 
 impl WmmaLayout {
-    /// The layout for a WMMA arg's device name.
-    pub fn for_device(device: &str) -> Result<WmmaLayout> {
-        Ok(match device {
-            "CUDA" | "NV" => WmmaLayout::Cuda,
-            "AMD" | "HIP" => WmmaLayout::Amd,
-            "METAL" => WmmaLayout::Metal,
-            d => bail!(Codegen, "INTERP: no WMMA lane layout for device {d:?}"),
+    /// The layout for a WMMA arg's device name and per-thread element counts of A, B and C
+    /// (AMD: gfx11's 16/16/8 or gfx12's 8/8/8).
+    pub fn for_arg(device: &str, upcast_sizes: &[usize]) -> Result<WmmaLayout> {
+        Ok(match (device, upcast_sizes) {
+            ("CUDA" | "NV", _) => WmmaLayout::Cuda,
+            ("AMD" | "HIP", [16, 16, 8]) => WmmaLayout::Amd,
+            ("AMD" | "HIP", [8, 8, 8]) => WmmaLayout::AmdGfx12,
+            ("AMD" | "HIP", s) => bail!(
+                Codegen,
+                "INTERP: no AMD WMMA takes {s:?} elements per lane for A/B/C (gfx11: [16, 16, 8], \
+                 gfx12: [8, 8, 8])"
+            ),
+            ("METAL", _) => WmmaLayout::Metal,
+            (d, _) => bail!(Codegen, "INTERP: no WMMA lane layout for device {d:?}"),
         })
     }
 
@@ -42,6 +57,7 @@ impl WmmaLayout {
         let (warp, k, na, nb, nc) = match self {
             WmmaLayout::Cuda => (32, 16, 8, 4, 4),
             WmmaLayout::Amd => (32, 16, 16, 16, 8),
+            WmmaLayout::AmdGfx12 => (32, 16, 8, 8, 8),
             WmmaLayout::Metal => (32, 8, 2, 2, 2),
         };
         Shape {
@@ -61,6 +77,7 @@ impl WmmaLayout {
                 ((i / 2) % 4) + (j % 8) * 4,
             ),
             WmmaLayout::Amd => (i, j),
+            WmmaLayout::AmdGfx12 => (i % 8, j + (i / 8) * 16),
             WmmaLayout::Metal => metal_elem(i, j),
         }
     }
@@ -70,6 +87,7 @@ impl WmmaLayout {
         match self {
             WmmaLayout::Cuda => ((j % 2) + (j / 8) * 2, (j / 2) % 4 + i * 4),
             WmmaLayout::Amd => (j, i),
+            WmmaLayout::AmdGfx12 => (j % 8, i + (j / 8) * 16),
             WmmaLayout::Metal => metal_elem(i, j),
         }
     }
@@ -79,6 +97,7 @@ impl WmmaLayout {
         match self {
             WmmaLayout::Cuda => ((elem % 2) + (lane % 4) * 2, (lane / 4) + (elem / 2) * 8),
             WmmaLayout::Amd => (lane % 16, lane / 16 + elem * 2),
+            WmmaLayout::AmdGfx12 => (lane % 16, (lane / 16) * 8 + elem),
             WmmaLayout::Metal => (
                 elem + (lane % 2) * 2 + ((lane / 8) % 2) * 4,
                 ((lane / 2) % 4) + (lane / 16) * 4,
@@ -86,7 +105,8 @@ impl WmmaLayout {
         }
     }
 
-    /// AMD feeds A and B through both half-warps: lane j and lane j+16 must agree.
+    /// AMD gfx11 feeds A and B through both half-warps: lane j and lane j+16 must agree (gfx12
+    /// gives the two half-waves different K values instead).
     pub fn duplicated_half_warps(self) -> bool {
         self == WmmaLayout::Amd
     }

@@ -36,8 +36,8 @@
 //! on the CPU, and `contract` fused a multiply-add into an fma on NVPTX), so every device gives
 //! the interpreter's bits ([`LLVMRenderer::with_fast_math`] puts tinygrad's flags back).
 //!
-//! Tensor cores: WMMA UOps become `llvm.amdgcn.wmma.*` calls (gfx11) or inline `mma.sync` PTX
-//! (sm_80+), see `llvmir/wmma.rs`.
+//! Tensor cores: WMMA UOps become `llvm.amdgcn.wmma.*` calls (gfx11, gfx12) or inline `mma.sync`
+//! PTX (sm_80+), see `llvmir/wmma.rs`.
 //!
 //! Not guaranteed: image dtypes are refused; lists that did not pass
 //! `type_verify` give an `Error::Codegen` or IR the LLVM verifier refuses.
@@ -126,7 +126,7 @@ impl LLVMRenderer {
         }
     }
 
-    /// The AMD GPU flavour for `target` (tinygrad's AMD renderer limits; no tensor cores).
+    /// The AMD GPU flavour for `target` (tinygrad's AMD renderer limits; the target's WMMA).
     pub fn amdgpu(target: &'static GfxTarget, opaque_pointers: bool) -> LLVMRenderer {
         LLVMRenderer {
             opts: RendererOpts {
@@ -138,7 +138,7 @@ impl LLVMRenderer {
                 global_max: Some([i32::MAX as i64, 65535, 65535]),
                 local_max: Some([1024, 1024, 1024]),
                 shared_max: target.lds_max_bytes as usize,
-                tensor_cores: crate::renderer::tensor_cores::amd(target.name),
+                tensor_cores: crate::renderer::tensor_cores::amd_target(target),
             },
             flavour: Flavour::Amdgpu { target },
             opaque_pointers,

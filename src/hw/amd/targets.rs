@@ -104,6 +104,21 @@ pub struct SdmaInfo {
     pub fence_mtype: Option<u32>,
 }
 
+/// The wave32 WMMA (matrix multiply-accumulate) instructions a chip has and the operand
+/// layout they use (the renderers' tensor cores and the emulator follow it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Wmma {
+    /// None that rawgrad uses: gfx10.3 has no WMMA; gfx9's CDNA MFMA has no renderer here.
+    None,
+    /// RDNA3 (gfx11), RDNA3 ISA section 7.9 "Wave Matrix Multiply Accumulate": A and B 16
+    /// 16-bit values per lane (lanes 16-31 repeat lanes 0-15), C/D 8 per lane.
+    Rdna3,
+    /// RDNA4 (gfx12), RDNA4 ISA guide ("Wave Matrix Multiply Accumulate") and AMD GPUOpen
+    /// "Using the Matrix Cores of AMD RDNA 4 architecture GPUs": A and B 8 16-bit values per
+    /// lane with no repeated lanes, C/D 8 per lane; not backward compatible with RDNA3.
+    Rdna4,
+}
+
 /// How the CWSR wave count is derived (kfd_queue.c `kfd_queue_ctx_save_restore_size`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CwsrWaves {
@@ -188,6 +203,8 @@ pub struct GfxTarget {
     pub hdp_flush: Option<HdpFlushRegs>,
     /// Oldest LLVM major version whose AMDGPU backend knows this processor.
     pub min_llvm: u32,
+    /// The WMMA instructions and their register layout.
+    pub wmma: Wmma,
 }
 
 /// HDP flush registers on NBIO segment 2 base 0xD20 (tinygrad's `nbioreg`, gfx11).
@@ -267,6 +284,7 @@ pub static GFX90A: GfxTarget = GfxTarget {
     // other NBIO versions (NOT CONFIRMED for nbio 7.4).
     hdp_flush: Some(HDP_SEG2_D20),
     min_llvm: 14,
+    wmma: Wmma::None,
 };
 
 /// MI300 (CDNA3).
@@ -316,6 +334,7 @@ pub static GFX942: GfxTarget = GfxTarget {
     // NBIO 7.9's segment base comes from ip_discovery; not in this table.
     hdp_flush: None,
     min_llvm: 17, // LLVM `GCNProcessors.td`: 17+ (NOT CONFIRMED), 19 observed
+    wmma: Wmma::None,
 };
 
 /// RDNA2 (Navi 21).
@@ -357,6 +376,7 @@ pub static GFX1030: GfxTarget = GfxTarget {
     // NBIO 2.3 (BIF_BX_PF_GPU_HDP_FLUSH_REQ/DONE, no PF digit) on segment 2 at 0xD20: NOT CONFIRMED.
     hdp_flush: Some(HDP_SEG2_D20),
     min_llvm: 14,
+    wmma: Wmma::None,
 };
 
 const fn gfx11(
@@ -397,6 +417,7 @@ const fn gfx11(
         // NBIO 4.3 BIF_BX_PF1_GPU_HDP_FLUSH_REQ/DONE = 0x106/0x107 + seg2 0xD20 (tinygrad).
         hdp_flush: Some(HDP_SEG2_D20),
         min_llvm: 15,
+        wmma: Wmma::Rdna3,
     }
 }
 
@@ -421,6 +442,7 @@ pub static GFX1201: GfxTarget = GfxTarget {
     // NBIF 6.3.1 BIF_BX_PF0_GPU_HDP_FLUSH_REQ/DONE = 0x106/0x107; segment base NOT CONFIRMED.
     hdp_flush: Some(HDP_SEG2_D20),
     min_llvm: 18, // LLVM `GCNProcessors.td`: 18 (NOT CONFIRMED), 19 observed
+    wmma: Wmma::Rdna4,
     ..gfx11(120001, "gfx1201", 0x4E, 0x60000, 0)
 };
 

@@ -54,11 +54,12 @@ impl MockAmdRenderer {
 
     /// The renderer of an emulated `target`: as [`MockAmdRenderer::new`] plus what the target's
     /// real (LLVM amdgcn) renderer offers to the optimizer: float4 grouping and the target's
-    /// tensor cores (WMMA on gfx11), so the emulator runs the kernels the real device would get.
+    /// tensor cores (WMMA on gfx11 and gfx12), so the emulator runs the kernels the real device
+    /// would get.
     pub fn for_target(target: &GfxTarget) -> MockAmdRenderer {
         let mut r = MockAmdRenderer::new();
         r.opts.supports_float4 = true;
-        r.opts.tensor_cores = crate::renderer::tensor_cores::amd(target.name);
+        r.opts.tensor_cores = crate::renderer::tensor_cores::amd_target(target);
         r
     }
 }

@@ -5,6 +5,13 @@
 //!   i1 false)`, whose C/D keep one value in the low half of each 32-bit register (`opsel`
 //!   false), so C's 8 values go to the even lanes of a 16-lane vector and D is read back from
 //!   them (the layout tinygrad's HIP helper uses).
+//! - AMD (gfx12, wave32; beyond tinygrad 0.9.1): the same intrinsics overloaded on 8-wide
+//!   operands, spelled with their mangled names as LLVM's `test/CodeGen/AMDGPU/wmma-gfx12-w32.ll`
+//!   does: `llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v8f16(<8 x half> A, <8 x half> B,
+//!   <8 x float> C)`, `llvm.amdgcn.wmma.f16.16x16x16.f16.v8f16.v8f16(A, B, <8 x half> C,
+//!   i1 false)` (C/D densely packed, no opsel) and `llvm.amdgcn.wmma.f32.16x16x16.bf16.v8f32.v8i16
+//!   (<8 x i16> A, <8 x i16> B, <8 x float> C)` (bfloat16 as its raw bits, rounded from the float
+//!   registers). No half-wave duplication: each lane passes its own 8 values.
 //! - NVPTX (sm_80+): `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` as inline PTX: A's
 //!   8 halves as four and B's 4 halves as two 32-bit registers (lower half = lower lane), C and D
 //!   as four floats; the call is `convergent` (the whole warp takes part).
@@ -13,9 +20,10 @@
 
 use crate::codegen::uops::{UArg, UOp};
 use crate::dtype::Scalar;
+use crate::hw::amd::targets::Wmma;
 use crate::{bail, Result};
 
-use super::types::reg;
+use super::types::{float_to_bf16, reg};
 use super::walk::{dtype_of, Walk};
 use super::Flavour;
 
@@ -29,6 +37,9 @@ impl Walk<'_> {
         let name = self.ssa("wmma");
         let half_in = w.dtype_in.scalar == Scalar::Float16;
         match (self.flavour, w.dims, half_in) {
+            (Flavour::Amdgpu { target }, [16, 16, 16], _) if target.wmma == Wmma::Rdna4 => {
+                self.wmma_gfx12(&name, (&a, &b, &c), w.dtype_in.scalar, out.scalar)?
+            }
             (Flavour::Amdgpu { .. }, [16, 16, 16], true) => {
                 self.wmma_amd(&name, (&a, &b, &c), out.scalar)?
             }
@@ -79,6 +90,61 @@ impl Walk<'_> {
             }
             s => bail!(Codegen, "AMD WMMA to {}", s.long_name()),
         }
+        Ok(())
+    }
+
+    /// gfx12's WMMA: 8 values of A, B and C per lane, each lane its own.
+    fn wmma_gfx12(
+        &mut self,
+        name: &str,
+        (a, b, c): (&str, &str, &str),
+        din: Scalar,
+        out: Scalar,
+    ) -> Result<()> {
+        let (f, ab, cd, opsel) = match (din, out) {
+            (Scalar::Float16, Scalar::Float32) => (
+                "llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v8f16",
+                "<8 x half>",
+                "<8 x float>",
+                false,
+            ),
+            (Scalar::Float16, Scalar::Float16) => (
+                "llvm.amdgcn.wmma.f16.16x16x16.f16.v8f16.v8f16",
+                "<8 x half>",
+                "<8 x half>",
+                true,
+            ),
+            (Scalar::BFloat16, Scalar::Float32) => (
+                "llvm.amdgcn.wmma.f32.16x16x16.bf16.v8f32.v8i16",
+                "<8 x i16>",
+                "<8 x float>",
+                false,
+            ),
+            (i, o) => bail!(
+                Codegen,
+                "gfx12 WMMA from {} to {}",
+                i.long_name(),
+                o.long_name()
+            ),
+        };
+        let (a, b) = if din == Scalar::BFloat16 {
+            (
+                float_to_bf16(a, &format!("{name}.a"), 8, &mut self.lines),
+                float_to_bf16(b, &format!("{name}.b"), 8, &mut self.lines),
+            )
+        } else {
+            (a.to_string(), b.to_string())
+        };
+        let (decl_opsel, call_opsel) = if opsel {
+            (", i1 immarg", ", i1 false")
+        } else {
+            ("", "")
+        };
+        self.decls
+            .insert(format!("declare {cd} @{f}({ab}, {ab}, {cd}{decl_opsel})"));
+        self.emit(format!(
+            "  {name} = call {cd} @{f}({ab} {a}, {ab} {b}, {cd} {c}{call_opsel})"
+        ));
         Ok(())
     }
 
