@@ -6,7 +6,8 @@
 //!   and bfloat16 matmuls with pseudo-random inputs, against the same matmul without tensor
 //!   cores (unoptimized, and the hand-coded heuristics under `TC=0`) and against the exact
 //!   product within the error bound of summing in the accumulation dtype;
-//! - the kernel the heuristics pick for a half matmul uses gfx12's 8-wide WMMA.
+//! - the kernel the default opts (TC, then the heuristics) pick for a half matmul uses gfx12's
+//!   8-wide WMMA.
 //!
 //! The knobs are this thread's (`Context`) and the device is opened once per process, so every
 //! test of this file sees the same emulated gfx1201 whatever the environment says.
@@ -162,15 +163,15 @@ fn tc_variants(case: &Case, o: &RendererOpts) -> Vec<Kernel> {
     out
 }
 
-/// The same matmul without tensor cores: unoptimized and the heuristics under `TC=0`; their
-/// outputs and bounds.
+/// The same matmul without tensor cores: unoptimized and the engine's default opts under `TC=0`
+/// (the hand-coded heuristics); their outputs and bounds.
 fn without_tc(dev: &Compiled, mm: &Mm) -> Vec<(Buffers, Vec<f64>)> {
     let o = dev.renderer.opts();
     let plain = Kernel::new(&mm.case.ast, o).unwrap();
     let mut heur = Kernel::new(&mm.case.ast, o).unwrap();
     {
         let _tc = Context::new(&[("TC", 0)]);
-        heur.hand_coded_optimizations().unwrap();
+        assert!(!heur.apply_default_opts().unwrap(), "TC=0 used tensor cores");
     }
     let mut out = vec![];
     for (what, mut k) in [("unoptimized", plain), ("TC=0 heuristics", heur)] {
@@ -231,7 +232,8 @@ fn gfx12_heuristics_pick_wmma_for_a_half_matmul() {
     let (_ctx, dev) = gfx1201();
     let mm = mm("gfx12_heuristic", dtypes::float16, (64, 64, 64), false);
     let mut k = Kernel::new(&mm.case.ast, dev.renderer.opts()).unwrap();
-    k.hand_coded_optimizations().unwrap();
+    // the engine's choice (0.9.1 `get_linearizer`): tensor cores first, else the heuristics
+    assert!(k.apply_default_opts().unwrap(), "{:?}", k.applied_opts);
     assert!(k.tensor_core.is_some(), "{:?}", k.applied_opts);
     assert_eq!(k.applied_opts.first().map(|o| o.op), Some(OptOps::TC));
     let (p, got) = run_on(&dev, &mm.case, &mut k);
