@@ -175,7 +175,10 @@ fn llvm_amdgcn_gfx12_calls_8_wide_wmma() {
             if same {
                 assert!(ir.contains(", i1 false)"), "{ir}");
             }
-            assert!(!ir.contains("16 x half") && !ir.contains("shufflevector"), "{ir}");
+            assert!(
+                !ir.contains("16 x half") && !ir.contains("shufflevector"),
+                "{ir}"
+            );
             for llvm in libs.iter().filter(|l| l.opaque_pointers() == opaque) {
                 verify_gfx12(llvm, &ir);
             }

@@ -171,7 +171,10 @@ fn without_tc(dev: &Compiled, mm: &Mm) -> Vec<(Buffers, Vec<f64>)> {
     let mut heur = Kernel::new(&mm.case.ast, o).unwrap();
     {
         let _tc = Context::new(&[("TC", 0)]);
-        assert!(!heur.apply_default_opts().unwrap(), "TC=0 used tensor cores");
+        assert!(
+            !heur.apply_default_opts().unwrap(),
+            "TC=0 used tensor cores"
+        );
     }
     let mut out = vec![];
     for (what, mut k) in [("unoptimized", plain), ("TC=0 heuristics", heur)] {
@@ -241,4 +244,28 @@ fn gfx12_heuristics_pick_wmma_for_a_half_matmul() {
     assert!(n > 0, "the heuristic kernel has no WMMA UOp");
     check_bound(&mm, &got, "heuristics");
     println!("gfx1201 heuristics {:?}: {n} WMMA UOps", k.applied_opts);
+}
+
+#[test]
+fn gfx12_offers_three_8_wide_wmma_and_the_other_targets_keep_theirs() {
+    let names =
+        |g: &str| -> Vec<String> { tensor_cores::amd(g).iter().map(|t| t.name()).collect() };
+    assert_eq!(
+        names("gfx1201"),
+        [
+            "WMMA_16_16_16_half_float",
+            "WMMA_16_16_16_half_half",
+            "WMMA_16_16_16___bf16_float"
+        ]
+    );
+    for tc in tensor_cores::amd("gfx1201") {
+        assert_eq!(tc.thread_local_sizes, vec![vec![8], vec![8], vec![8]]);
+        assert_eq!(tc.threads.iter().map(|t| t.1).product::<usize>(), 32);
+    }
+    assert_eq!(
+        names("gfx1100"),
+        ["WMMA_16_16_16_half_float", "WMMA_16_16_16_half_half"]
+    );
+    assert!(names("gfx1030").is_empty() && names("gfx942").is_empty());
+    assert!(names("gfx9999").is_empty());
 }

@@ -606,7 +606,12 @@ fn wmma_gfx12_lane_table_by_hand() {
     assert_eq!(l, super::WmmaLayout::AmdGfx12);
     // A[m][k] lives in (element, lane): A[5][2] in lane 5 element 2, A[5][10] in lane 21
     // element 2 (lanes 16-31 hold K 8-15), A[15][15] in lane 31 element 7
-    for ((m, k), at) in [((5, 2), (2, 5)), ((5, 10), (2, 21)), ((15, 15), (7, 31)), ((0, 8), (0, 16))] {
+    for ((m, k), at) in [
+        ((5, 2), (2, 5)),
+        ((5, 10), (2, 21)),
+        ((15, 15), (7, 31)),
+        ((0, 8), (0, 16)),
+    ] {
         assert_eq!(l.a_elem(k, m), at, "A[{m}][{k}]");
     }
     // B[k][n]: B[3][9] in lane 9 element 3, B[12][9] in lane 25 element 4
@@ -628,5 +633,8 @@ fn wmma_gfx12_lane_table_by_hand() {
     // gfx12 has no duplicated half-wave: lanes 0 and 16 differ in A and B and that is fine;
     // other per-lane counts name the two AMD layouts in the error
     let e = super::WmmaLayout::for_arg("AMD", &[8, 8, 4]).unwrap_err();
-    assert!(e.message().contains("[16, 16, 8]") && e.message().contains("[8, 8, 8]"), "{e}");
+    assert!(
+        e.message().contains("[16, 16, 8]") && e.message().contains("[8, 8, 8]"),
+        "{e}"
+    );
 }
