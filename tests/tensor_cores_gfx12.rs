@@ -23,7 +23,6 @@ use rawgrad::codegen::kernel::{Kernel, Opt, OptOps};
 use rawgrad::codegen::program::ProgramSpec;
 use rawgrad::codegen::uops::{UArg, UOp, UOps};
 use rawgrad::device::registry::Compiled;
-use rawgrad::device::{Compiler, Runtime};
 use rawgrad::dtype::{dtypes, ConstValue, DType, Scalar};
 use rawgrad::helpers::Context;
 use rawgrad::renderer::{tensor_cores, RendererOpts};
