@@ -165,6 +165,12 @@ fn llvm_amdgcn_gfx12_calls_8_wide_wmma() {
             "declare <8 x float> @llvm.amdgcn.wmma.f32.16x16x16.bf16.v8f32.v8i16(<8 x i16>, <8 x i16>, <8 x float>)",
             "call <8 x float> @llvm.amdgcn.wmma.f32.16x16x16.bf16.v8f32.v8i16(<8 x i16> %",
         ),
+        (
+            dtypes::bfloat16,
+            true,
+            "declare <8 x i16> @llvm.amdgcn.wmma.bf16.16x16x16.bf16.v8i16.v8i16(<8 x i16>, <8 x i16>, <8 x i16>, i1 immarg)",
+            "call <8 x i16> @llvm.amdgcn.wmma.bf16.16x16x16.bf16.v8i16.v8i16(<8 x i16> %",
+        ),
     ];
     let libs = llvms();
     for (dt, same, decl, call) in cases {

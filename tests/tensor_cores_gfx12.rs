@@ -196,6 +196,7 @@ fn gfx12_tensor_cores_match_the_kernels_without_them() {
         mm("gfx12_half_64x16", dtypes::float16, (64, 16, 48), false),
         mm("gfx12_half_out", dtypes::float16, (32, 16, 32), true),
         mm("gfx12_bf16", dtypes::bfloat16, (32, 16, 32), false),
+        mm("gfx12_bf16_out", dtypes::bfloat16, (32, 16, 32), true),
     ];
     for mm in &cases {
         let base = without_tc(&dev, mm);
@@ -254,7 +255,8 @@ fn gfx12_offers_three_8_wide_wmma_and_the_other_targets_keep_theirs() {
         [
             "WMMA_16_16_16_half_float",
             "WMMA_16_16_16_half_half",
-            "WMMA_16_16_16___bf16_float"
+            "WMMA_16_16_16___bf16_float",
+            "WMMA_16_16_16___bf16___bf16"
         ]
     );
     for tc in tensor_cores::amd("gfx1201") {

@@ -10,9 +10,10 @@
 //!   (16, 16, 16), half -> float and half -> half; 32 threads as (8, 2, 2), A and B 16 halves per
 //!   lane (lanes 16-31 repeat lanes 0-15), C 8 values per lane (RDNA3 ISA, section 7.9 "Wave
 //!   Matrix Multiply Accumulate").
-//! - AMD RDNA4 (gfx12) `v_wmma_f32_16x16x16_{f16,bf16}` / `v_wmma_f16_16x16x16_f16` in wave32:
-//!   dims (16, 16, 16), half -> float, half -> half and bfloat16 -> float (beyond tinygrad
-//!   0.9.1, which has no gfx12 tensor core); the same 32 threads, but A, B and C 8 values per
+//! - AMD RDNA4 (gfx12) `v_wmma_f32_16x16x16_{f16,bf16}`, `v_wmma_f16_16x16x16_f16` and
+//!   `v_wmma_bf16_16x16x16_bf16` in wave32: dims (16, 16, 16), half -> float, half -> half,
+//!   bfloat16 -> float and bfloat16 -> bfloat16 (beyond tinygrad 0.9.1, which has no gfx12
+//!   tensor core); the same 32 threads, but A, B and C 8 values per
 //!   lane and no repeated half-wave (RDNA4 ISA guide, "Wave Matrix Multiply Accumulate"; AMD
 //!   GPUOpen, "Using the Matrix Cores of AMD RDNA 4 architecture GPUs"; LLVM
 //!   `test/CodeGen/AMDGPU/wmma-gfx12-w32.ll`): for lane `l` and element `e`, A holds
@@ -21,7 +22,8 @@
 //!
 //! Which AMD chip has which is the target table's `wmma` column (`hw::amd::targets`).
 //!
-//! Not guaranteed: gfx12's bf16 -> bf16 WMMA and the integer/fp8 variants are not offered;
+//! Not guaranteed: gfx12's integer and fp8 WMMA variants are not offered; bfloat16 -> bfloat16
+//! rounds once per WMMA in the emulator (the hardware's internal rounding is not documented);
 //! Metal's simdgroup tensor core has no renderer here.
 
 use crate::dtype::{dtypes, DType};
@@ -127,6 +129,7 @@ pub fn amd_target(target: &GfxTarget) -> Vec<TensorCore> {
             rdna4(dtypes::float16, dtypes::float32),
             rdna4(dtypes::float16, dtypes::float16),
             rdna4(dtypes::bfloat16, dtypes::float32),
+            rdna4(dtypes::bfloat16, dtypes::bfloat16),
         ],
         Wmma::None => vec![],
     }

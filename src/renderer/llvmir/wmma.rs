@@ -9,9 +9,10 @@
 //!   operands, spelled with their mangled names as LLVM's `test/CodeGen/AMDGPU/wmma-gfx12-w32.ll`
 //!   does: `llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v8f16(<8 x half> A, <8 x half> B,
 //!   <8 x float> C)`, `llvm.amdgcn.wmma.f16.16x16x16.f16.v8f16.v8f16(A, B, <8 x half> C,
-//!   i1 false)` (C/D densely packed, no opsel) and `llvm.amdgcn.wmma.f32.16x16x16.bf16.v8f32.v8i16
-//!   (<8 x i16> A, <8 x i16> B, <8 x float> C)` (bfloat16 as its raw bits, rounded from the float
-//!   registers). No half-wave duplication: each lane passes its own 8 values.
+//!   i1 false)` (C/D densely packed, no opsel), `llvm.amdgcn.wmma.f32.16x16x16.bf16.v8f32.v8i16
+//!   (<8 x i16> A, <8 x i16> B, <8 x float> C)` and `llvm.amdgcn.wmma.bf16.16x16x16.bf16.v8i16
+//!   .v8i16(A, B, <8 x i16> C, i1 false)` (bfloat16 as its raw bits, rounded from the float
+//!   registers and widened back). No half-wave duplication: each lane passes its own 8 values.
 //! - NVPTX (sm_80+): `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32` as inline PTX: A's
 //!   8 halves as four and B's 4 halves as two 32-bit registers (lower half = lower lane), C and D
 //!   as four floats; the call is `convergent` (the whole warp takes part).
@@ -23,7 +24,7 @@ use crate::dtype::Scalar;
 use crate::hw::amd::targets::Wmma;
 use crate::{bail, Result};
 
-use super::types::{float_to_bf16, reg};
+use super::types::{bf16_to_float, float_to_bf16, reg};
 use super::walk::{dtype_of, Walk};
 use super::Flavour;
 
@@ -101,40 +102,21 @@ impl Walk<'_> {
         din: Scalar,
         out: Scalar,
     ) -> Result<()> {
-        let (f, ab, cd, opsel) = match (din, out) {
-            (Scalar::Float16, Scalar::Float32) => (
-                "llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v8f16",
-                "<8 x half>",
-                "<8 x float>",
-                false,
-            ),
-            (Scalar::Float16, Scalar::Float16) => (
-                "llvm.amdgcn.wmma.f16.16x16x16.f16.v8f16.v8f16",
-                "<8 x half>",
-                "<8 x half>",
-                true,
-            ),
-            (Scalar::BFloat16, Scalar::Float32) => (
-                "llvm.amdgcn.wmma.f32.16x16x16.bf16.v8f32.v8i16",
-                "<8 x i16>",
-                "<8 x float>",
-                false,
-            ),
-            (i, o) => bail!(
-                Codegen,
-                "gfx12 WMMA from {} to {}",
-                i.long_name(),
-                o.long_name()
-            ),
+        let (f, ab, cd, opsel) = gfx12_intrinsic(din, out)?;
+        let mut bits = |x: &str, tag: &str, is_bf16: bool| {
+            if is_bf16 {
+                float_to_bf16(x, &format!("{name}.{tag}"), 8, &mut self.lines)
+            } else {
+                x.to_string()
+            }
         };
-        let (a, b) = if din == Scalar::BFloat16 {
-            (
-                float_to_bf16(a, &format!("{name}.a"), 8, &mut self.lines),
-                float_to_bf16(b, &format!("{name}.b"), 8, &mut self.lines),
-            )
-        } else {
-            (a.to_string(), b.to_string())
-        };
+        let bf16_in = din == Scalar::BFloat16;
+        let bf16_out = out == Scalar::BFloat16;
+        let (a, b, c) = (
+            bits(a, "a", bf16_in),
+            bits(b, "b", bf16_in),
+            bits(c, "c", bf16_out),
+        );
         let (decl_opsel, call_opsel) = if opsel {
             (", i1 immarg", ", i1 false")
         } else {
@@ -142,9 +124,17 @@ impl Walk<'_> {
         };
         self.decls
             .insert(format!("declare {cd} @{f}({ab}, {ab}, {cd}{decl_opsel})"));
+        let d = if bf16_out {
+            format!("{name}.d")
+        } else {
+            name.to_string()
+        };
         self.emit(format!(
-            "  {name} = call {cd} @{f}({ab} {a}, {ab} {b}, {cd} {c}{call_opsel})"
+            "  {d} = call {cd} @{f}({ab} {a}, {ab} {b}, {cd} {c}{call_opsel})"
         ));
+        if bf16_out {
+            bf16_to_float(&d, name, 8, &mut self.lines);
+        }
         Ok(())
     }
 
@@ -181,4 +171,45 @@ impl Walk<'_> {
         }
         self.build_vector(name, crate::dtype::dtypes::float32.vec(4), &lanes);
     }
+}
+
+/// gfx12's WMMA intrinsic for (A/B, C/D) dtypes: (name, A/B type, C/D type, has the opsel
+/// operand), as LLVM's `wmma-gfx12-w32.ll` calls them (bfloat16 as `i16` bits).
+fn gfx12_intrinsic(
+    din: Scalar,
+    out: Scalar,
+) -> Result<(&'static str, &'static str, &'static str, bool)> {
+    let (h8, f8, i8x) = ("<8 x half>", "<8 x float>", "<8 x i16>");
+    Ok(match (din, out) {
+        (Scalar::Float16, Scalar::Float32) => (
+            "llvm.amdgcn.wmma.f32.16x16x16.f16.v8f32.v8f16",
+            h8,
+            f8,
+            false,
+        ),
+        (Scalar::Float16, Scalar::Float16) => (
+            "llvm.amdgcn.wmma.f16.16x16x16.f16.v8f16.v8f16",
+            h8,
+            h8,
+            true,
+        ),
+        (Scalar::BFloat16, Scalar::Float32) => (
+            "llvm.amdgcn.wmma.f32.16x16x16.bf16.v8f32.v8i16",
+            i8x,
+            f8,
+            false,
+        ),
+        (Scalar::BFloat16, Scalar::BFloat16) => (
+            "llvm.amdgcn.wmma.bf16.16x16x16.bf16.v8i16.v8i16",
+            i8x,
+            i8x,
+            true,
+        ),
+        (i, o) => bail!(
+            Codegen,
+            "gfx12 WMMA from {} to {}",
+            i.long_name(),
+            o.long_name()
+        ),
+    })
 }
