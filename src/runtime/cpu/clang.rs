@@ -174,7 +174,7 @@ impl Runtime for ClangRuntime {
             let lib = compile_cached(&ClangCompiler::new()?, src)?;
             ClangProgram::new(BATCH_NAME, &lib)
         };
-        CpuGraph::build_or_call(prgs, calls, BatchLang::C, "\n", &compile)
+        CpuGraph::build_or_call(prgs, calls, BatchLang::C, "\n", Box::new(compile))
     }
 }
 

@@ -213,8 +213,9 @@ impl Runtime for LLVMRuntime {
         let lang = BatchLang::LlvmIr {
             opaque: c.llvm.opaque_pointers(),
         };
-        let compile = |src: &str| self.load_kernel(BATCH_NAME, &compile_cached(&**c, src)?);
-        CpuGraph::build_or_call(prgs, calls, lang, MODULE_SEPARATOR, &compile)
+        let (rt, c) = (self.clone(), c.clone());
+        let compile = move |src: &str| rt.load_kernel(BATCH_NAME, &compile_cached(&*c, src)?);
+        CpuGraph::build_or_call(prgs, calls, lang, MODULE_SEPARATOR, Box::new(compile))
     }
 }
 
