@@ -650,10 +650,12 @@ fn checked_step(f: &mut TinyJit<(Tensor, Tensor, Tensor)>, dev: &str, call: u32)
     before.zip(graph_calls(f.jit_cache())).map(|(a, b)| b - a)
 }
 
-/// While the batch build is held, the graph replays through host calls (no entry call) with eager
-/// results; once released and built, the next replay swaps to the entry: one call per replay.
+/// While the batch build is held (the compile cache off, so the batch is compiled on the build
+/// thread), the graph replays through host calls (no entry call) with eager results; once released
+/// and built, the next replay swaps to the entry: one call per replay.
 #[test]
 fn the_cpu_batch_graph_calls_kernels_one_by_one_until_its_build_is_done() {
+    let _c = Context::new(&[("CACHELEVEL", 0)]);
     for dev in batch_graph_devices() {
         let held = hold_builds();
         let mut f = TinyJit::new(batch_step);
@@ -689,6 +691,7 @@ fn the_cpu_batch_graph_calls_kernels_one_by_one_until_its_build_is_done() {
 /// a released one compiles or is cancelled, and either way the drop has ended the build thread.
 #[test]
 fn dropping_a_jit_while_its_batch_builds_ends_the_build() {
+    let _c = Context::new(&[("CACHELEVEL", 0)]);
     for dev in batch_graph_devices() {
         for release in [false, true] {
             let held = hold_builds();
@@ -752,5 +755,32 @@ fn a_batch_that_fails_to_compile_stays_on_host_calls() {
                 }
             }
         }
+    }
+}
+
+/// A batch the compile cache holds is loaded at capture: the graph is ready when the capture
+/// returns (no build thread, even with builds held) and the first replay is one call.
+#[test]
+fn a_cached_batch_is_loaded_at_capture() {
+    if rawgrad::helpers::getenv("CACHELEVEL", 2) == 0 {
+        return; // the disk cache is off in this environment
+    }
+    for dev in batch_graph_devices() {
+        let mut first = TinyJit::new(batch_step);
+        checked_step(&mut first, &dev, 0);
+        checked_step(&mut first, &dev, 1);
+        assert_eq!(first.wait_graphs(BUILD_WAIT), GraphBuild::Ready, "{dev}");
+        drop(first);
+        let held = hold_builds();
+        let mut f = TinyJit::new(batch_step);
+        checked_step(&mut f, &dev, 0);
+        checked_step(&mut f, &dev, 1);
+        assert_eq!(f.wait_graphs(Duration::ZERO), GraphBuild::Ready, "{dev}");
+        assert_eq!(checked_step(&mut f, &dev, 2), Some(1), "{dev}");
+        assert_eq!(
+            held.passed() + held.cancelled(),
+            0,
+            "{dev}: no build thread"
+        );
     }
 }

@@ -5,7 +5,8 @@
 //!
 //! [`CallGraph`] is the host-call graph of devices whose launches are synchronous host calls: it
 //! calls the programs back to back and takes kernels only. CLANG and LLVM build
-//! `runtime::cpu::graph::CpuGraph` (the batch compiled into one program) and fall back to it;
+//! `runtime::cpu::graph::CpuGraph` (the batch compiled into one program, on a build thread while
+//! it replays through host calls: [`DeviceGraph::wait_built`]) and fall back to it;
 //! the HCQ devices build `hcq::graph::HcqGraph`, which also takes transfers between devices of
 //! its family.
 //!

@@ -176,7 +176,7 @@ fn measure(dev: &str, cfg: &Config) -> Result<Vec<(&'static str, Vec<f64>)>> {
         }
         rows.push((metric, per_kernel(replay)));
         rows.push((capture, captures));
-        if cpu && cpu_graph == 1 && sync == 0 {
+        if cpu && jit == 1 && cpu_graph == 1 && sync == 0 {
             rows.push(("graph ready (ms)", ready));
         }
     }
@@ -192,12 +192,12 @@ pub fn run(cfg: &Config) -> Result<String> {
     );
     let _ = writeln!(
         out,
-        "| {:<9} | {:<22} | {:>10} | {:>21} | {:>10} |",
+        "| {:<9} | {:<24} | {:>10} | {:>21} | {:>10} |",
         "device", "metric", "median", "p10 - p90", "vs eager"
     );
     let _ = writeln!(
         out,
-        "|{:-<11}|{:-<24}|{:-<12}|{:-<23}|{:-<12}|",
+        "|{:-<11}|{:-<26}|{:-<12}|{:-<23}|{:-<12}|",
         "", "", "", "", ""
     );
     let mut notes = String::new();
@@ -222,7 +222,7 @@ pub fn run(cfg: &Config) -> Result<String> {
             let spread = format!("{} - {}", fmt_num(s.p10), fmt_num(s.p90));
             let _ = writeln!(
                 out,
-                "| {:<9} | {:<22} | {:>10} | {:>21} | {:>10} |",
+                "| {:<9} | {:<24} | {:>10} | {:>21} | {:>10} |",
                 dev,
                 metric,
                 fmt_num(s.median),

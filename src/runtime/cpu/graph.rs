@@ -23,8 +23,10 @@
 //! kernels replays as one call, and large kernels keep their split.
 //!
 //! Build (`graph/build.rs`): the capture plans the batch, renders its source and fills the
-//! tables, then returns at once; a build thread compiles the source (through the compile cache)
-//! while replays call the kernels one by one as the host-call [`CallGraph`] does. The first replay
+//! tables. When the compile cache holds the batch, the capture loads it (as fast as starting a
+//! thread, measured by `bench jit`, and the first replay is already one call). Otherwise the
+//! capture returns at once and a build thread compiles the source while replays call the kernels
+//! one by one as the host-call [`CallGraph`] does. The first replay
 //! after the build is done swaps the entry in, under the graph's lock (never inside a replay);
 //! [`DeviceGraph::wait_built`] waits for it with a timeout. A build that fails keeps the host-call
 //! path (reported at `DEBUG>=2`). `CPU_GRAPH_SYNC=1` compiles at capture instead, as tinygrad
@@ -47,7 +49,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::device::allocator::host_memory;
-use crate::device::{CallGraph, DeviceGraph, GraphBuild, GraphCall, Launch, Program};
+use crate::device::compiler::{cached_binary, compile_cached};
+use crate::device::{CallGraph, Compiler, DeviceGraph, GraphBuild, GraphCall, Launch, Program};
 use crate::helpers::{debug, getenv, to_function_name};
 use crate::runtime::cpu::clang::ClangProgram;
 use crate::runtime::cpu::launch::CpuLaunch;
@@ -56,7 +59,15 @@ use crate::{ensure, Error, Result};
 mod build;
 
 use build::Build;
-pub use build::{hold_builds, BatchCompile, HeldBuilds};
+pub use build::{hold_builds, HeldBuilds};
+
+/// How a batch source becomes its loaded entry: the compiler (through the compile cache) and the
+/// loader of the binary it makes.
+#[derive(Clone)]
+pub struct BatchCompiler {
+    pub compiler: Arc<dyn Compiler>,
+    pub load: Arc<dyn Fn(&[u8]) -> Result<ClangProgram> + Send + Sync>,
+}
 
 /// The batch entry's name (its symbol is `rg_batch_rg`).
 pub const BATCH_NAME: &str = "rg_batch";
@@ -277,13 +288,14 @@ fn render_llvm(names: &[String], slots: &[Slot], nvals: usize, opaque: bool) -> 
 impl CpuGraph {
     /// The batch graph of `calls` (see the module doc), or the host-call graph where it does not
     /// apply. `compile` turns the batch source (C, or LLVM modules joined by `join`) into the
-    /// loaded entry, on the build thread unless `CPU_GRAPH_SYNC=1`.
+    /// loaded entry: at once when the compile cache holds it or with `CPU_GRAPH_SYNC=1`, else on
+    /// the build thread.
     pub fn build_or_call(
         prgs: &[&dyn Program],
         calls: &[GraphCall],
         lang: BatchLang,
         join: &str,
-        compile: BatchCompile,
+        compile: BatchCompiler,
     ) -> Result<Option<Box<dyn DeviceGraph>>> {
         if getenv("CPU_GRAPH", 1) != 0 {
             match CpuGraph::build(prgs, calls, lang, join, compile) {
@@ -299,13 +311,14 @@ impl CpuGraph {
     }
 
     /// The batch graph of `calls`, `None` where it does not apply (see the module doc): its
-    /// entry compiled now with `CPU_GRAPH_SYNC=1`, else on a build thread.
+    /// entry loaded now from the compile cache when it holds it, compiled now with
+    /// `CPU_GRAPH_SYNC=1`, else compiled on a build thread.
     pub fn build(
         prgs: &[&dyn Program],
         calls: &[GraphCall],
         lang: BatchLang,
         join: &str,
-        compile: BatchCompile,
+        compile: BatchCompiler,
     ) -> Result<Option<CpuGraph>> {
         let Some((mut sources, names, slots)) = plan(prgs, calls)? else {
             return Ok(None);
@@ -329,10 +342,15 @@ impl CpuGraph {
         };
         refresh(&slots, &mut table, calls)?;
         let src: Arc<str> = Arc::from(src);
-        let (entry, build) = if getenv("CPU_GRAPH_SYNC", 0) != 0 {
-            (Entry::Ready(compile(&src)?), None)
+        let (entry, build) = if let Some(lib) = cached_binary(&*compile.compiler, &src) {
+            (Entry::Ready((compile.load)(&lib)?), None)
+        } else if getenv("CPU_GRAPH_SYNC", 0) != 0 {
+            let lib = compile_cached(&*compile.compiler, &src)?;
+            (Entry::Ready((compile.load)(&lib)?), None)
         } else {
-            (Entry::Building, Some(Build::spawn(src.clone(), compile)?))
+            let src = src.clone();
+            let job = move || (compile.load)(&compile_cached(&*compile.compiler, &src)?);
+            (Entry::Building, Some(Build::spawn(Box::new(job))?))
         };
         Ok(Some(CpuGraph {
             host: CallGraph { len: slots.len() },

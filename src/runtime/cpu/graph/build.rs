@@ -28,7 +28,7 @@ use crate::runtime::cpu::clang::ClangProgram;
 use crate::{Error, Result};
 
 /// The compile of a batch source into its loaded entry, run on the build thread.
-pub type BatchCompile = Box<dyn FnOnce(&str) -> Result<ClangProgram> + Send>;
+pub type Job = Box<dyn FnOnce() -> Result<ClangProgram> + Send>;
 
 /// Where a build stands.
 enum Outcome {
@@ -57,8 +57,8 @@ pub struct Build {
 }
 
 impl Build {
-    /// Start compiling `src` with `compile` on a new thread.
-    pub fn spawn(src: Arc<str>, compile: BatchCompile) -> Result<Build> {
+    /// Start `job` (the compile of a batch) on a new thread.
+    pub fn spawn(job: Job) -> Result<Build> {
         let shared = Arc::new(Shared {
             outcome: Mutex::new(Outcome::Running),
             done: Condvar::new(),
@@ -76,7 +76,7 @@ impl Build {
                     .as_ref()
                     .map_or(true, |g| g.pass(&theirs.cancelled));
                 let r = if go && !theirs.cancelled.load(Ordering::Relaxed) {
-                    compile(&src)
+                    job()
                 } else {
                     Err(Error::Runtime("the batch build was cancelled".into()))
                 };
