@@ -61,12 +61,15 @@ mod build;
 use build::Build;
 pub use build::{hold_builds, HeldBuilds};
 
+/// Loads a compiled batch (its binary) as the program of the entry.
+pub type BatchLoad = Arc<dyn Fn(&[u8]) -> Result<ClangProgram> + Send + Sync>;
+
 /// How a batch source becomes its loaded entry: the compiler (through the compile cache) and the
 /// loader of the binary it makes.
 #[derive(Clone)]
 pub struct BatchCompiler {
     pub compiler: Arc<dyn Compiler>,
-    pub load: Arc<dyn Fn(&[u8]) -> Result<ClangProgram> + Send + Sync>,
+    pub load: BatchLoad,
 }
 
 /// The batch entry's name (its symbol is `rg_batch_rg`).
