@@ -8,12 +8,15 @@ mod realize_common;
 
 use std::collections::HashSet;
 
-use rawgrad::device::BufferRef;
+use std::time::Duration;
+
+use rawgrad::device::{BufferRef, GraphBuild};
 use rawgrad::dtype::dtypes;
 use rawgrad::engine::jit::{graph_items, graph_runner, JitArg, JitArgs, TinyJit};
 use rawgrad::engine::realize::ExecItem;
 use rawgrad::helpers::Context;
 use rawgrad::runtime::builtin::open_device;
+use rawgrad::runtime::cpu::graph::hold_builds;
 use rawgrad::shape::Node;
 use rawgrad::{Result, Tensor};
 use realize_common::{devices, values};
@@ -568,13 +571,20 @@ fn batch_step(a: &JitArgs) -> Result<(Tensor, Tensor, Tensor)> {
 
 /// The CPU batch graph (runtime/cpu/graph.rs): every replay of the batch is one call into the
 /// compiled batch (two when a kernel that is split over cores sits inside it), with the results
-/// of an eager run; with `CPU_GRAPH=0` the host-call graph replays and counts no such calls.
+/// of an eager run once its build is done (on the build thread, or at capture with
+/// `CPU_GRAPH_SYNC=1`); with `CPU_GRAPH=0` the host-call graph replays and counts no such calls.
 #[test]
 fn the_cpu_batch_graph_replays_with_one_call_and_eager_results() {
     let i = Node::var("i", 1, 16).unwrap();
     for dev in batch_graph_devices() {
-        for (cpu_graph, big_n, calls) in [(1, 8, Some(1)), (1, 1 << 16, Some(2)), (0, 8, None)] {
-            let _c = Context::new(&[("CPU_GRAPH", cpu_graph)]);
+        let cases = [
+            (1, 0, 8, Some(1)),
+            (1, 0, 1 << 16, Some(2)),
+            (1, 1, 8, Some(1)),
+            (0, 0, 8, None),
+        ];
+        for (cpu_graph, sync, big_n, calls) in cases {
+            let _c = Context::new(&[("CPU_GRAPH", cpu_graph), ("CPU_GRAPH_SYNC", sync)]);
             let mut f = TinyJit::new(batch_step);
             for call in 0..6u32 {
                 let base = tensor(&dev, &values(20, call));
@@ -588,10 +598,14 @@ fn the_cpu_batch_graph_replays_with_one_call_and_eager_results() {
                 let eager = batch_step(&args()).unwrap();
                 let graph = graph_calls(f.jit_cache());
                 let got = f.call(&args()).unwrap();
-                let what = format!("{dev} CPU_GRAPH={cpu_graph} big={big_n} call {call}");
+                let what =
+                    format!("{dev} CPU_GRAPH={cpu_graph} sync={sync} big={big_n} call {call}");
                 assert_eq!(vals(&got.0), vals(&eager.0), "{what}");
                 assert_eq!(vals(&got.1), vals(&eager.1), "{what}");
                 assert_eq!(vals(&got.2), vals(&eager.2), "{what}");
+                if call == 1 {
+                    assert_eq!(f.wait_graphs(BUILD_WAIT), GraphBuild::Ready, "{what}");
+                }
                 if call >= 2 {
                     let after = graph_calls(f.jit_cache());
                     let per_replay = graph.zip(after).map(|(a, b)| b - a);
@@ -609,4 +623,164 @@ fn the_cpu_batch_graph_replays_with_one_call_and_eager_results() {
 fn graph_calls(cache: &[ExecItem]) -> Option<u64> {
     let [one] = cache else { return None };
     graph_runner(&*one.runner)?.device_graph().entry_calls()
+}
+
+/// How long a test waits for a batch build (a bound for a stuck build, not a timing claim).
+const BUILD_WAIT: Duration = Duration::from_secs(600);
+
+/// Call the batch step (inputs from `call`), check the results against an eager run, and return
+/// how many entry calls the call made (`None`: none counted).
+fn checked_step(f: &mut TinyJit<(Tensor, Tensor, Tensor)>, dev: &str, call: u32) -> Option<u64> {
+    let i = Node::var("i", 1, 16).unwrap();
+    let base = tensor(dev, &values(20, call));
+    let x = base.shrink(&[Some((3, 19))]).unwrap();
+    let y = tensor(dev, &values(8, call + 50));
+    let big = tensor(dev, &values(8, call + 9));
+    let args = || {
+        let v = i.bind(i64::from(call % 5 + 2)).unwrap();
+        JitArgs::new().tensor(&x).tensor(&y).tensor(&big).var(&v)
+    };
+    let eager = batch_step(&args()).unwrap();
+    let before = graph_calls(f.jit_cache());
+    let got = f.call(&args()).unwrap();
+    let what = format!("{dev} call {call}");
+    assert_eq!(vals(&got.0), vals(&eager.0), "{what}");
+    assert_eq!(vals(&got.1), vals(&eager.1), "{what}");
+    assert_eq!(vals(&got.2), vals(&eager.2), "{what}");
+    before.zip(graph_calls(f.jit_cache())).map(|(a, b)| b - a)
+}
+
+/// While the batch build is held (the compile cache off, so the batch is compiled on the build
+/// thread), the graph replays through host calls (no entry call) with eager results; once released
+/// and built, the next replay swaps to the entry: one call per replay.
+#[test]
+fn the_cpu_batch_graph_calls_kernels_one_by_one_until_its_build_is_done() {
+    let _c = Context::new(&[("CACHELEVEL", 0)]);
+    for dev in batch_graph_devices() {
+        let held = hold_builds();
+        let mut f = TinyJit::new(batch_step);
+        checked_step(&mut f, &dev, 0);
+        checked_step(&mut f, &dev, 1);
+        assert_eq!(
+            graph_calls(f.jit_cache()),
+            Some(0),
+            "{dev}: nothing built yet"
+        );
+        for call in 2..5 {
+            assert_eq!(
+                checked_step(&mut f, &dev, call),
+                Some(0),
+                "{dev} call {call}"
+            );
+            assert_eq!(f.wait_graphs(Duration::ZERO), GraphBuild::Building, "{dev}");
+        }
+        held.release();
+        assert_eq!(f.wait_graphs(BUILD_WAIT), GraphBuild::Ready, "{dev}");
+        assert_eq!(held.passed(), 1, "{dev}");
+        for call in 5..8 {
+            assert_eq!(
+                checked_step(&mut f, &dev, call),
+                Some(1),
+                "{dev} call {call}"
+            );
+        }
+    }
+}
+
+/// Dropping a JIT whose batch is still building: a held build is cancelled before it compiles,
+/// a released one compiles or is cancelled, and either way the drop has ended the build thread.
+#[test]
+fn dropping_a_jit_while_its_batch_builds_ends_the_build() {
+    let _c = Context::new(&[("CACHELEVEL", 0)]);
+    for dev in batch_graph_devices() {
+        for release in [false, true] {
+            let held = hold_builds();
+            let mut f = TinyJit::new(batch_step);
+            checked_step(&mut f, &dev, 0);
+            checked_step(&mut f, &dev, 1);
+            if release {
+                held.release();
+            }
+            drop(f);
+            let what = format!("{dev} release={release}");
+            assert_eq!(held.waiting(), 0, "{what}");
+            assert_eq!(held.passed() + held.cancelled(), 1, "{what}");
+            if !release {
+                assert_eq!(held.cancelled(), 1, "{what}");
+            }
+        }
+        // the device still captures and builds
+        let mut f = TinyJit::new(batch_step);
+        checked_step(&mut f, &dev, 0);
+        checked_step(&mut f, &dev, 1);
+        assert_eq!(f.wait_graphs(BUILD_WAIT), GraphBuild::Ready, "{dev}");
+        assert_eq!(checked_step(&mut f, &dev, 2), Some(1), "{dev}");
+    }
+}
+
+/// A batch whose compile fails (no compile cache, compiling forbidden by `ASSERT_COMPILE`; the
+/// kernels were compiled by the first call) stays on host calls with eager results: built in the
+/// background it reports `Failed` and counts no entry call; built at capture
+/// (`CPU_GRAPH_SYNC=1`) the device falls back to the host-call graph.
+#[test]
+fn a_batch_that_fails_to_compile_stays_on_host_calls() {
+    for dev in batch_graph_devices() {
+        for sync in [0, 1] {
+            let mut f = TinyJit::new(batch_step);
+            checked_step(&mut f, &dev, 0);
+            {
+                let _c = Context::new(&[
+                    ("CACHELEVEL", 0),
+                    ("ASSERT_COMPILE", 1),
+                    ("CPU_GRAPH_SYNC", sync),
+                ]);
+                checked_step(&mut f, &dev, 1);
+            }
+            let what = format!("{dev} sync={sync}");
+            let cache = f.jit_cache();
+            assert_eq!(cache.len(), 1, "{what}: one graph");
+            if sync == 0 {
+                assert_eq!(f.wait_graphs(BUILD_WAIT), GraphBuild::Failed, "{what}");
+                for call in 2..5 {
+                    assert_eq!(checked_step(&mut f, &dev, call), Some(0), "{what} {call}");
+                }
+            } else {
+                assert_eq!(
+                    graph_calls(f.jit_cache()),
+                    None,
+                    "{what}: the host-call graph"
+                );
+                for call in 2..5 {
+                    assert_eq!(checked_step(&mut f, &dev, call), None, "{what} {call}");
+                }
+            }
+        }
+    }
+}
+
+/// A batch the compile cache holds is loaded at capture: the graph is ready when the capture
+/// returns (no build thread, even with builds held) and the first replay is one call.
+#[test]
+fn a_cached_batch_is_loaded_at_capture() {
+    if rawgrad::helpers::getenv("CACHELEVEL", 2) == 0 {
+        return; // the disk cache is off in this environment
+    }
+    for dev in batch_graph_devices() {
+        let mut first = TinyJit::new(batch_step);
+        checked_step(&mut first, &dev, 0);
+        checked_step(&mut first, &dev, 1);
+        assert_eq!(first.wait_graphs(BUILD_WAIT), GraphBuild::Ready, "{dev}");
+        drop(first);
+        let held = hold_builds();
+        let mut f = TinyJit::new(batch_step);
+        checked_step(&mut f, &dev, 0);
+        checked_step(&mut f, &dev, 1);
+        assert_eq!(f.wait_graphs(Duration::ZERO), GraphBuild::Ready, "{dev}");
+        assert_eq!(checked_step(&mut f, &dev, 2), Some(1), "{dev}");
+        assert_eq!(
+            held.passed() + held.cancelled(),
+            0,
+            "{dev}: no build thread"
+        );
+    }
 }

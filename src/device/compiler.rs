@@ -33,6 +33,13 @@ fn cache_enabled(compiler: &dyn Compiler) -> Option<String> {
     compiler.cache_key()
 }
 
+/// The binary [`compile_cached`] would return for `src` without compiling, if the disk cache
+/// holds it (and is in use).
+pub fn cached_binary(compiler: &dyn Compiler, src: &str) -> Option<Vec<u8>> {
+    let key = cache_enabled(compiler)?;
+    read_entry(&compile_cache_path(&key, src))
+}
+
 /// Compile `src`, or return the cached binary of an earlier compile of the same source with the
 /// same cache key.
 pub fn compile_cached(compiler: &dyn Compiler, src: &str) -> Result<Vec<u8>> {

@@ -5,14 +5,15 @@
 //!
 //! [`CallGraph`] is the host-call graph of devices whose launches are synchronous host calls: it
 //! calls the programs back to back and takes kernels only. CLANG and LLVM build
-//! `runtime::cpu::graph::CpuGraph` (the batch compiled into one program) and fall back to it;
+//! `runtime::cpu::graph::CpuGraph` (the batch compiled into one program, on a build thread while
+//! it replays through host calls: [`DeviceGraph::wait_built`]) and fall back to it;
 //! the HCQ devices build `hcq::graph::HcqGraph`, which also takes transfers between devices of
 //! its family.
 //!
 //! Not guaranteed: a graph checks the number and kinds of the calls it is run with, not that the
 //! programs are the ones it was built from (its owner keeps them together).
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use super::{LaunchDims, Program, RawBuf};
 use crate::{ensure, Error, Result};
@@ -69,6 +70,24 @@ pub trait DeviceGraph: Send + Sync {
     fn entry_calls(&self) -> Option<u64> {
         None
     }
+
+    /// Wait up to `timeout` for the program of a graph that builds it in the background (the
+    /// CPU batch graph); where the build stands then. A graph built at once is [`GraphBuild::Ready`].
+    fn wait_built(&self, timeout: Duration) -> GraphBuild {
+        let _ = timeout;
+        GraphBuild::Ready
+    }
+}
+
+/// Where the background build of a graph's program stands ([`DeviceGraph::wait_built`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphBuild {
+    /// Built: replays use it (from the next replay on).
+    Ready,
+    /// Still building: replays use the graph's fallback.
+    Building,
+    /// Failed or cancelled: replays keep the fallback.
+    Failed,
 }
 
 /// The host-call graph: every launch is one synchronous call of its program.

@@ -32,7 +32,7 @@ pub(crate) mod testing;
 pub use allocator::{HostAllocator, LruAllocator};
 pub use buffer::{Buffer, BufferRef};
 pub use compiler::compile_cached;
-pub use graph::{CallGraph, DeviceGraph, GraphCall, Launch, Xfer};
+pub use graph::{CallGraph, DeviceGraph, GraphBuild, GraphCall, Launch, Xfer};
 pub use registry::{canonicalize, register_family, Compiled, DeviceOpener};
 
 use std::any::Any;

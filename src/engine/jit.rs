@@ -22,8 +22,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::fmt;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
-use crate::device::{Buffer, BufferRef};
+use crate::device::{Buffer, BufferRef, GraphBuild};
 use crate::dtype::DType;
 use crate::engine::memory::internal_memory_planner;
 use crate::engine::realize::{CaptureGuard, ExecItem, RunOptions};
@@ -270,6 +271,26 @@ impl<R: JitReturn> TinyJit<R> {
     /// The captured items (graph runners stand for their batches; see [`graph_items`]).
     pub fn jit_cache(&self) -> &[ExecItem] {
         &self.jit_cache
+    }
+
+    /// Wait up to `timeout` (in all) for the graphs of the capture whose programs build in the
+    /// background (the CPU batch graph, `runtime/cpu/graph.rs`): [`GraphBuild::Building`] if one
+    /// still builds, else [`GraphBuild::Failed`] if one failed, else [`GraphBuild::Ready`].
+    pub fn wait_graphs(&self, timeout: Duration) -> GraphBuild {
+        let deadline = Instant::now() + timeout;
+        let mut out = GraphBuild::Ready;
+        for ji in &self.jit_cache {
+            let Some(g) = graph_runner(&*ji.runner) else {
+                continue;
+            };
+            let left = deadline.saturating_duration_since(Instant::now());
+            match g.device_graph().wait_built(left) {
+                GraphBuild::Ready => {}
+                GraphBuild::Failed => out = GraphBuild::Failed,
+                GraphBuild::Building => return GraphBuild::Building,
+            }
+        }
+        out
     }
 
     /// How many times the jit was called.

@@ -1,10 +1,13 @@
 //! `bench jit`: host time per kernel of a chain of small kernels (`x*1.0001+0.0001` over 1024
 //! float32, each step realized: one kernel each), run eagerly, replayed by a TinyJit without
 //! graphs (`JIT=2`) and with graphs (`JIT=1`), and the capture call's cost, on every device that
-//! opens. On CLANG and LLVM the graph row is the batch compiled into one program and the `call
-//! graph` row the host-call graph (`CPU_GRAPH=0`); the capture of the first is a compile of the
-//! batch unless the compile cache holds it (`CACHELEVEL=0` measures the cold compile). Ratios are against eager on the same device in the same run (>1: faster than eager;
-//! for capture, how many eager steps one capture costs).
+//! opens. On CLANG and LLVM the graph row is the batch compiled into one program, built on a
+//! background thread after the capture returns (`graph ready`: from the capture call's start until
+//! the build is done), the `call graph` row the host-call graph (`CPU_GRAPH=0`) and the `graph
+//! sync` row the batch compiled inside the capture (`CPU_GRAPH_SYNC=1`). The batch compile is
+//! served by the compile cache when it holds the batch (`CACHELEVEL=0` measures the cold
+//! compile). Ratios are against eager on the same device in the same run (>1: faster than eager;
+//! for the ms rows, how many eager steps the time is).
 //!
 //! A device entry `A+B` (default `AMD+AMD:1` and `NV+NV:1` next to the single GPUs) runs the
 //! chain's first half on `A`, moves the tensor to `B` and runs the second half there: on the HCQ
@@ -16,8 +19,9 @@
 //! the timing. No thresholds: the numbers are for people.
 
 use std::fmt::Write as _;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use rawgrad::device::GraphBuild;
 use rawgrad::engine::jit::{JitArgs, TinyJit};
 use rawgrad::helpers::Context;
 use rawgrad::runtime::builtin::open_device;
@@ -128,17 +132,22 @@ fn measure(dev: &str, cfg: &Config) -> Result<Vec<(&'static str, Vec<f64>)>> {
     let mut rows = vec![("eager", per_kernel(eager))];
     let cpu = matches!(devs[0].split(':').next(), Some("CLANG" | "LLVM"));
     let mut kinds = vec![
-        ("jit, no graph", "capture, no graph (ms)", 2, 1),
-        ("jit, graph", "capture, graph (ms)", 1, 1),
+        ("jit, no graph", "capture, no graph (ms)", 2, 1, 0),
+        ("jit, graph", "capture, graph (ms)", 1, 1, 0),
     ];
     if cpu {
-        kinds.insert(1, ("jit, call graph", "capture, call graph (ms)", 1, 0));
+        kinds.insert(1, ("jit, call graph", "capture, call graph (ms)", 1, 0, 0));
+        kinds.push(("jit, graph sync", "capture, graph sync (ms)", 1, 1, 1));
     }
-    for (metric, capture, jit, cpu_graph) in kinds {
-        let _c = Context::new(&[("JIT", jit), ("CPU_GRAPH", cpu_graph)]);
+    for (metric, capture, jit, cpu_graph, sync) in kinds {
+        let _c = Context::new(&[
+            ("JIT", jit),
+            ("CPU_GRAPH", cpu_graph),
+            ("CPU_GRAPH_SYNC", sync),
+        ]);
         let x = input()?;
         let args = std::slice::from_ref(&x);
-        let mut captures = Vec::new();
+        let (mut captures, mut ready) = (Vec::new(), Vec::new());
         let mut last = None;
         for _ in 0..3 {
             let devs = devs.clone();
@@ -147,9 +156,15 @@ fn measure(dev: &str, cfg: &Config) -> Result<Vec<(&'static str, Vec<f64>)>> {
             let t = Instant::now();
             f.call_tensors(args)?;
             captures.push(t.elapsed().as_secs_f64() * 1e3);
+            let built = f.wait_graphs(Duration::from_secs(600));
+            ready.push(t.elapsed().as_secs_f64() * 1e3);
+            if built != GraphBuild::Ready {
+                return Err(Error::Runtime(format!("{dev} {metric}: graph {built:?}")));
+            }
             last = Some(f);
         }
         let mut f = last.ok_or_else(|| Error::Internal("no capture".into()))?;
+        f.call_tensors(args)?; // the replay that swaps a background-built entry in
         let replay = samples(&devs, cfg.repeats, || f.call_tensors(args).map(drop))?;
         let got = f.call_tensors(args)?.to_vec::<f32>()?;
         let host = (0..k).fold(1.0f32, |v, _| v * 1.0001 + 0.0001);
@@ -161,6 +176,9 @@ fn measure(dev: &str, cfg: &Config) -> Result<Vec<(&'static str, Vec<f64>)>> {
         }
         rows.push((metric, per_kernel(replay)));
         rows.push((capture, captures));
+        if cpu && jit == 1 && cpu_graph == 1 && sync == 0 {
+            rows.push(("graph ready (ms)", ready));
+        }
     }
     Ok(rows)
 }
@@ -174,12 +192,12 @@ pub fn run(cfg: &Config) -> Result<String> {
     );
     let _ = writeln!(
         out,
-        "| {:<9} | {:<22} | {:>10} | {:>21} | {:>10} |",
+        "| {:<9} | {:<24} | {:>10} | {:>21} | {:>10} |",
         "device", "metric", "median", "p10 - p90", "vs eager"
     );
     let _ = writeln!(
         out,
-        "|{:-<11}|{:-<24}|{:-<12}|{:-<23}|{:-<12}|",
+        "|{:-<11}|{:-<26}|{:-<12}|{:-<23}|{:-<12}|",
         "", "", "", "", ""
     );
     let mut notes = String::new();
@@ -194,7 +212,7 @@ pub fn run(cfg: &Config) -> Result<String> {
         let eager = Stats::of(&rows[0].1).median;
         for (metric, v) in rows {
             let s = Stats::of(&v);
-            let ratio = if metric.starts_with("capture") {
+            let ratio = if metric.ends_with("(ms)") {
                 // one eager step (eager per-kernel µs * kernels) in ms
                 let step_ms = eager * cfg.kernels as f64 / 1e3;
                 format!("{:.1} steps", s.median / step_ms)
@@ -204,7 +222,7 @@ pub fn run(cfg: &Config) -> Result<String> {
             let spread = format!("{} - {}", fmt_num(s.p10), fmt_num(s.p90));
             let _ = writeln!(
                 out,
-                "| {:<9} | {:<22} | {:>10} | {:>21} | {:>10} |",
+                "| {:<9} | {:<24} | {:>10} | {:>21} | {:>10} |",
                 dev,
                 metric,
                 fmt_num(s.median),

@@ -25,14 +25,13 @@ use std::time::Instant;
 
 use crate::codegen::program::ProgramSpec;
 use crate::device::allocator::{host_memory, HostAllocator, LruAllocator};
-use crate::device::compiler::compile_cached;
 use crate::device::registry::Compiled;
 use crate::device::{Compiler, DeviceGraph, GraphCall, LaunchDims, Program, RawBuf, Runtime};
 use crate::driver::dl::{KernelFn, Library};
 use crate::driver::process::{run_with_stdin, which, TempPath};
 use crate::helpers::{debug, getenv, getenv_str, to_function_name};
 use crate::renderer::Renderer;
-use crate::runtime::cpu::graph::{BatchLang, CpuGraph, BATCH_NAME};
+use crate::runtime::cpu::graph::{BatchCompiler, BatchLang, CpuGraph, BATCH_NAME};
 use crate::runtime::cpu::launch::CpuLaunch;
 use crate::{bail, Error, Result};
 
@@ -170,11 +169,11 @@ impl Runtime for ClangRuntime {
         prgs: &[&dyn Program],
         calls: &[GraphCall],
     ) -> Result<Option<Box<dyn DeviceGraph>>> {
-        let compile = |src: &str| {
-            let lib = compile_cached(&ClangCompiler::new()?, src)?;
-            ClangProgram::new(BATCH_NAME, &lib)
+        let compile = BatchCompiler {
+            compiler: Arc::new(ClangCompiler::new()?),
+            load: Arc::new(|lib: &[u8]| ClangProgram::new(BATCH_NAME, lib)),
         };
-        CpuGraph::build_or_call(prgs, calls, BatchLang::C, "\n", &compile)
+        CpuGraph::build_or_call(prgs, calls, BatchLang::C, "\n", compile)
     }
 }
 

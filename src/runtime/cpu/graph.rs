@@ -22,25 +22,55 @@
 //! kernels with variables the split is decided per replay from the values. So a batch of small
 //! kernels replays as one call, and large kernels keep their split.
 //!
+//! Build (`graph/build.rs`): the capture plans the batch, renders its source and fills the
+//! tables. When the compile cache holds the batch, the capture loads it (as fast as starting a
+//! thread, measured by `bench jit`, and the first replay is already one call). Otherwise the
+//! capture returns at once and a build thread compiles the source while replays call the kernels
+//! one by one as the host-call [`CallGraph`] does. The first replay
+//! after the build is done swaps the entry in, under the graph's lock (never inside a replay);
+//! [`DeviceGraph::wait_built`] waits for it with a timeout. A build that fails keeps the host-call
+//! path (reported at `DEBUG>=2`). `CPU_GRAPH_SYNC=1` compiles at capture instead, as tinygrad
+//! does. Dropping the graph cancels a build that has not started compiling and waits for one that
+//! has (the thread holds the source and the compiler, never a program of the batch).
+//!
 //! Not built (the device falls back to the host-call [`CallGraph`]): `CPU_GRAPH=0`; a program
 //! loaded without its source (`Runtime::load` rather than `load_program`); two kernels of one
-//! name with different sources; a batch that fails to compile (reported at `DEBUG>=2`).
+//! name with different sources; with `CPU_GRAPH_SYNC=1`, a batch that fails to compile (reported
+//! at `DEBUG>=2`).
 //!
-//! Not guaranteed: the capture compiles the batch (a compiler run over every kernel's source, or
-//! an LLVM link and codegen), served from the compile cache when the same batch was compiled
-//! before; the entry trusts the kernels' indexing as the single-kernel programs do.
+//! Not guaranteed: when the entry is ready (a compiler run over every kernel's source, or an LLVM
+//! link and codegen, unless the compile cache holds the batch); the replays before it cost what
+//! the host-call graph costs. The entry trusts the kernels' indexing as the single-kernel programs
+//! do.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
-use std::time::Instant;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::device::allocator::host_memory;
-use crate::device::{CallGraph, DeviceGraph, GraphCall, Launch, Program};
+use crate::device::compiler::{cached_binary, compile_cached};
+use crate::device::{CallGraph, Compiler, DeviceGraph, GraphBuild, GraphCall, Launch, Program};
 use crate::helpers::{debug, getenv, to_function_name};
 use crate::runtime::cpu::clang::ClangProgram;
 use crate::runtime::cpu::launch::CpuLaunch;
 use crate::{ensure, Error, Result};
+
+mod build;
+
+use build::Build;
+pub use build::{hold_builds, HeldBuilds};
+
+/// Loads a compiled batch (its binary) as the program of the entry.
+pub type BatchLoad = Arc<dyn Fn(&[u8]) -> Result<ClangProgram> + Send + Sync>;
+
+/// How a batch source becomes its loaded entry: the compiler (through the compile cache) and the
+/// loader of the binary it makes.
+#[derive(Clone)]
+pub struct BatchCompiler {
+    pub compiler: Arc<dyn Compiler>,
+    pub load: BatchLoad,
+}
 
 /// The batch entry's name (its symbol is `rg_batch_rg`).
 pub const BATCH_NAME: &str = "rg_batch";
@@ -81,14 +111,32 @@ struct Table {
     vals: Vec<i32>,
 }
 
-/// The compiled batch (see the module doc).
+/// The batch's compiled entry.
+enum Entry {
+    /// On the build thread: replays call the kernels one by one.
+    Building,
+    Ready(ClangProgram),
+    /// The build failed: replays call the kernels one by one.
+    Failed,
+}
+
+/// What a replay holds the graph's lock over.
+struct State {
+    table: Table,
+    entry: Entry,
+}
+
+/// The batch graph (see the module doc).
 pub struct CpuGraph {
-    entry: ClangProgram,
     slots: Vec<Slot>,
-    table: Mutex<Table>,
+    state: Mutex<State>,
+    /// The host-call path, while the entry builds or where it failed.
+    host: CallGraph,
+    /// The background build (`None`: built at capture).
+    build: Option<Build>,
     entry_calls: AtomicU64,
     /// The batch source (for tests and DEBUG output).
-    pub src: String,
+    pub src: Arc<str>,
 }
 
 /// The function name and source of a program that can join a batch.
@@ -243,13 +291,14 @@ fn render_llvm(names: &[String], slots: &[Slot], nvals: usize, opaque: bool) -> 
 impl CpuGraph {
     /// The batch graph of `calls` (see the module doc), or the host-call graph where it does not
     /// apply. `compile` turns the batch source (C, or LLVM modules joined by `join`) into the
-    /// loaded entry.
+    /// loaded entry: at once when the compile cache holds it or with `CPU_GRAPH_SYNC=1`, else on
+    /// the build thread.
     pub fn build_or_call(
         prgs: &[&dyn Program],
         calls: &[GraphCall],
         lang: BatchLang,
         join: &str,
-        compile: &dyn Fn(&str) -> Result<ClangProgram>,
+        compile: BatchCompiler,
     ) -> Result<Option<Box<dyn DeviceGraph>>> {
         if getenv("CPU_GRAPH", 1) != 0 {
             match CpuGraph::build(prgs, calls, lang, join, compile) {
@@ -264,13 +313,15 @@ impl CpuGraph {
         Ok(CallGraph::build(calls).map(|g| Box::new(g) as Box<dyn DeviceGraph>))
     }
 
-    /// The batch graph of `calls`, `None` where it does not apply (see the module doc).
+    /// The batch graph of `calls`, `None` where it does not apply (see the module doc): its
+    /// entry loaded now from the compile cache when it holds it, compiled now with
+    /// `CPU_GRAPH_SYNC=1`, else compiled on a build thread.
     pub fn build(
         prgs: &[&dyn Program],
         calls: &[GraphCall],
         lang: BatchLang,
         join: &str,
-        compile: &dyn Fn(&str) -> Result<ClangProgram>,
+        compile: BatchCompiler,
     ) -> Result<Option<CpuGraph>> {
         let Some((mut sources, names, slots)) = plan(prgs, calls)? else {
             return Ok(None);
@@ -286,65 +337,51 @@ impl CpuGraph {
                 sources.join(join)
             }
         };
-        let entry = compile(&src)?;
         // every address is 0 until `refresh` writes (and checks) it
         let nbufs = slots.last().map_or(0, |s| s.bufs + s.nbufs);
-        let table = Table {
+        let mut table = Table {
             bufs: vec![0; nbufs],
             vals: vec![0; nvals + 2],
         };
-        let g = CpuGraph {
-            entry,
+        refresh(&slots, &mut table, calls)?;
+        let src: Arc<str> = Arc::from(src);
+        let (entry, build) = if let Some(lib) = cached_binary(&*compile.compiler, &src) {
+            (Entry::Ready((compile.load)(&lib)?), None)
+        } else if getenv("CPU_GRAPH_SYNC", 0) != 0 {
+            let lib = compile_cached(&*compile.compiler, &src)?;
+            (Entry::Ready((compile.load)(&lib)?), None)
+        } else {
+            let src = src.clone();
+            let job = move || (compile.load)(&compile_cached(&*compile.compiler, &src)?);
+            (Entry::Building, Some(Build::spawn(Box::new(job))?))
+        };
+        Ok(Some(CpuGraph {
+            host: CallGraph { len: slots.len() },
             slots,
-            table: Mutex::new(table),
+            state: Mutex::new(State { table, entry }),
+            build,
             entry_calls: AtomicU64::new(0),
             src,
-        };
-        g.refresh(&mut g.lock(), calls)?;
-        Ok(Some(g))
+        }))
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Table> {
-        self.table.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// Write the addresses and values of `calls` that differ from the table's.
-    fn refresh(&self, t: &mut Table, calls: &[GraphCall]) -> Result<()> {
-        for (k, (s, c)) in self.slots.iter().zip(calls).enumerate() {
-            let l = c
-                .launch()
-                .ok_or_else(|| Error::Runtime("a CPU batch graph run with a transfer".into()))?;
-            ensure!(
-                l.raws.len() == s.nbufs && l.vals.len() == s.nvals,
-                Runtime,
-                "batch kernel {k}: built with {} buffers and {} values, run with {} and {}",
-                s.nbufs,
-                s.nvals,
-                l.raws.len(),
-                l.vals.len()
-            );
-            for (slot, r) in t.bufs[s.bufs..s.bufs + s.nbufs].iter_mut().zip(&l.raws) {
-                if *slot != r.addr {
-                    host_memory(r).map_err(|e| {
-                        Error::Runtime(format!("batch kernel {k}: {}", e.message()))
-                    })?;
-                    *slot = r.addr;
-                }
-            }
-            for (slot, &v) in t.vals[s.vals..s.vals + s.nvals].iter_mut().zip(&l.vals) {
-                *slot = int_val(v, k)?;
-            }
-        }
-        Ok(())
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Run kernels `[from, to)` through the entry.
-    fn call_range(&self, t: &mut Table, from: usize, to: usize) -> Result<()> {
+    fn call_range(
+        &self,
+        entry: &ClangProgram,
+        t: &mut Table,
+        from: usize,
+        to: usize,
+    ) -> Result<()> {
         let n = t.vals.len();
         t.vals[n - 2] = int_val(from as i64, from)?;
         t.vals[n - 1] = int_val(to as i64, to)?;
         self.entry_calls.fetch_add(1, Ordering::Relaxed);
-        self.entry.call_entry(&t.bufs, &t.vals)
+        entry.call_entry(&t.bufs, &t.vals)
     }
 
     fn runs_in_entry(s: &Slot, l: &Launch) -> Result<bool> {
@@ -357,6 +394,63 @@ impl CpuGraph {
             ),
         })
     }
+
+    /// A replay through the compiled entry: the ranges of kernels it runs, and between them the
+    /// kernels split over cores, each through its own program.
+    fn run_entry(
+        &self,
+        entry: &ClangProgram,
+        t: &mut Table,
+        prgs: &[&dyn Program],
+        calls: &[GraphCall],
+    ) -> Result<()> {
+        refresh(&self.slots, t, calls)?;
+        let mut from = 0;
+        for (k, (s, c)) in self.slots.iter().zip(calls).enumerate() {
+            let Some(l) = c.launch() else { continue };
+            if CpuGraph::runs_in_entry(s, l)? {
+                continue;
+            }
+            if from < k {
+                self.call_range(entry, t, from, k)?;
+            }
+            prgs[k].call(&l.raws, &l.vals, l.global, l.local, false)?;
+            from = k + 1;
+        }
+        if from < self.slots.len() {
+            self.call_range(entry, t, from, self.slots.len())?;
+        }
+        Ok(())
+    }
+}
+
+/// Write the addresses and values of `calls` that differ from the table's.
+fn refresh(slots: &[Slot], t: &mut Table, calls: &[GraphCall]) -> Result<()> {
+    for (k, (s, c)) in slots.iter().zip(calls).enumerate() {
+        let l = c
+            .launch()
+            .ok_or_else(|| Error::Runtime("a CPU batch graph run with a transfer".into()))?;
+        ensure!(
+            l.raws.len() == s.nbufs && l.vals.len() == s.nvals,
+            Runtime,
+            "batch kernel {k}: built with {} buffers and {} values, run with {} and {}",
+            s.nbufs,
+            s.nvals,
+            l.raws.len(),
+            l.vals.len()
+        );
+        for (slot, r) in t.bufs[s.bufs..s.bufs + s.nbufs].iter_mut().zip(&l.raws) {
+            if *slot != r.addr {
+                host_memory(r)
+                    .map_err(|e| Error::Runtime(format!("batch kernel {k}: {}", e.message())))?;
+                *slot = r.addr;
+            }
+        }
+        for (slot, &v) in t.vals[s.vals..s.vals + s.nvals].iter_mut().zip(&l.vals) {
+            *slot = int_val(v, k)?;
+        }
+    }
+    Ok(())
 }
 
 impl DeviceGraph for CpuGraph {
@@ -370,28 +464,34 @@ impl DeviceGraph for CpuGraph {
             calls.len()
         );
         let start = Instant::now();
-        let mut t = self.lock();
-        self.refresh(&mut t, calls)?;
-        let mut from = 0;
-        for (k, (s, c)) in self.slots.iter().zip(calls).enumerate() {
-            let Some(l) = c.launch() else { continue };
-            if CpuGraph::runs_in_entry(s, l)? {
-                continue;
+        let mut st = self.lock();
+        if matches!(st.entry, Entry::Building) {
+            // the swap: under the lock, between two replays
+            match self.build.as_ref().and_then(Build::take) {
+                Some(Ok(p)) => st.entry = Entry::Ready(p),
+                Some(Err(_)) => st.entry = Entry::Failed,
+                None => {}
             }
-            if from < k {
-                self.call_range(&mut t, from, k)?;
-            }
-            prgs[k].call(&l.raws, &l.vals, l.global, l.local, false)?;
-            from = k + 1;
         }
-        if from < self.slots.len() {
-            self.call_range(&mut t, from, self.slots.len())?;
+        let State { table, entry } = &mut *st;
+        match entry {
+            Entry::Ready(p) => self.run_entry(p, table, prgs, calls)?,
+            Entry::Building | Entry::Failed => {
+                self.host.run(prgs, calls, false)?;
+            }
         }
         Ok(wait.then(|| start.elapsed().as_secs_f64()))
     }
 
     fn entry_calls(&self) -> Option<u64> {
         Some(self.entry_calls.load(Ordering::Relaxed))
+    }
+
+    fn wait_built(&self, timeout: Duration) -> GraphBuild {
+        match &self.build {
+            Some(b) => b.wait(timeout),
+            None => GraphBuild::Ready,
+        }
     }
 }
 

@@ -27,14 +27,12 @@ use std::sync::Arc;
 use crate::codegen::program::ProgramSpec;
 use crate::device::allocator::{HostAllocator, LruAllocator};
 use crate::device::registry::Compiled;
-use crate::device::{
-    compile_cached, CallGraph, Compiler, DeviceGraph, GraphCall, Program, Runtime,
-};
+use crate::device::{CallGraph, Compiler, DeviceGraph, GraphCall, Program, Runtime};
 use crate::ffi::llvm::{CompileOptions, Emit, Llvm};
 use crate::helpers::{getenv, to_function_name};
 use crate::renderer::llvmir::LLVMRenderer;
 use crate::runtime::cpu::clang::ClangProgram;
-use crate::runtime::cpu::graph::{BatchLang, CpuGraph, BATCH_NAME};
+use crate::runtime::cpu::graph::{BatchCompiler, BatchLang, CpuGraph, BATCH_NAME};
 use crate::runtime::cpu::objload;
 use crate::{bail, Result};
 
@@ -213,8 +211,12 @@ impl Runtime for LLVMRuntime {
         let lang = BatchLang::LlvmIr {
             opaque: c.llvm.opaque_pointers(),
         };
-        let compile = |src: &str| self.load_kernel(BATCH_NAME, &compile_cached(&**c, src)?);
-        CpuGraph::build_or_call(prgs, calls, lang, MODULE_SEPARATOR, &compile)
+        let rt = self.clone();
+        let compile = BatchCompiler {
+            compiler: c.clone(),
+            load: Arc::new(move |lib: &[u8]| rt.load_kernel(BATCH_NAME, lib)),
+        };
+        CpuGraph::build_or_call(prgs, calls, lang, MODULE_SEPARATOR, compile)
     }
 }
 

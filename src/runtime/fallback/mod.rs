@@ -90,39 +90,28 @@ pub trait VendorDevice: Send + Sync {
     /// Build a graph of `nodes`, each after the one before, ready to launch; its handle.
     fn graph_build(&self, nodes: &[KernelNode]) -> Result<u64> {
         let _ = nodes;
-        bail!(
-            Device,
-            "{}: the vendor runtime has no graphs",
-            self.family()
-        )
+        Err(no_graphs(self.family()))
     }
     /// Replace the parameters and dims of node `i` of a built graph.
     fn graph_set_node(&self, graph: u64, i: usize, node: &KernelNode) -> Result<()> {
         let _ = (graph, i, node);
-        bail!(
-            Device,
-            "{}: the vendor runtime has no graphs",
-            self.family()
-        )
+        Err(no_graphs(self.family()))
     }
     /// Enqueue one launch of a built graph.
     fn graph_launch(&self, graph: u64) -> Result<()> {
         let _ = graph;
-        bail!(
-            Device,
-            "{}: the vendor runtime has no graphs",
-            self.family()
-        )
+        Err(no_graphs(self.family()))
     }
     /// Release a built graph.
     fn graph_destroy(&self, graph: u64) -> Result<()> {
         let _ = graph;
-        bail!(
-            Device,
-            "{}: the vendor runtime has no graphs",
-            self.family()
-        )
+        Err(no_graphs(self.family()))
     }
+}
+
+/// The error of a graph method on a vendor runtime without graphs.
+fn no_graphs(family: &str) -> Error {
+    Error::Device(format!("{family}: the vendor runtime has no graphs"))
 }
 
 /// The kernel parameter buffer: each buffer address as 8 bytes, then each value as a 4-byte int.
