@@ -20,9 +20,10 @@
 //! [`MAX_REWRITE_DEPTH`] is reported as an error instead of looping forever.
 
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
 
-use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
+use crate::codegen::uops::{FastHasher, UArg, UOp, UOpMap, UOps};
 use crate::dtype::{ConstValue, DType};
 use crate::ops::Op;
 use crate::Result;
@@ -328,9 +329,9 @@ fn arg_key(a: &UArg) -> ArgKey {
         UArg::Const(v) => ArgKey::Int(v.as_i128()),
         UArg::Alu(op) => ArgKey::Alu(*op),
         other => {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            std::hash::Hash::hash(other, &mut h);
-            ArgKey::Other(std::hash::Hasher::finish(&h))
+            let mut h = FastHasher::default();
+            other.hash(&mut h);
+            ArgKey::Other(h.finish())
         }
     }
 }
@@ -341,15 +342,18 @@ fn arg_key(a: &UArg) -> ArgKey {
 pub struct PatternMatcher {
     rules: Vec<(UPat, RewriteFn)>,
     /// (op, arg) -> rule indices, for rules with an arg.
-    by_arg: HashMap<(UOps, ArgKey), Vec<usize>>,
-    /// op -> rule indices, for rules without an arg.
-    by_op: HashMap<UOps, Vec<usize>>,
+    by_arg: HashMap<(UOps, ArgKey), Vec<usize>, BuildHasherDefault<FastHasher>>,
+    /// op (by its enum position) -> rule indices, for rules without an arg.
+    by_op: Vec<Vec<usize>>,
 }
 
 impl PatternMatcher {
     /// Index `rules`. A rule whose pattern has no op can never be found and is reported.
     pub fn new(rules: Vec<(UPat, RewriteFn)>) -> Result<PatternMatcher> {
-        let mut pm = PatternMatcher::default();
+        let mut pm = PatternMatcher {
+            by_op: vec![vec![]; UOps::ALL.len()],
+            ..PatternMatcher::default()
+        };
         for (i, (p, _)) in rules.iter().enumerate() {
             let Some(ops) = &p.op else {
                 crate::bail!(
@@ -364,7 +368,7 @@ impl PatternMatcher {
                             pm.by_arg.entry((op, arg_key(a))).or_default().push(i);
                         }
                     }
-                    None => pm.by_op.entry(op).or_default().push(i),
+                    None => pm.by_op[op as usize].push(i),
                 }
             }
         }
@@ -386,8 +390,12 @@ impl PatternMatcher {
 
     /// The first rule result for `u` (rules for `u`'s arg first, then arg-agnostic ones).
     pub fn rewrite(&self, u: &UOp) -> Option<UOp> {
-        let specific = self.by_arg.get(&(u.op(), arg_key(u.arg())));
-        let generic = self.by_op.get(&u.op());
+        let specific = if self.by_arg.is_empty() {
+            None
+        } else {
+            self.by_arg.get(&(u.op(), arg_key(u.arg())))
+        };
+        let generic = self.by_op.get(u.op() as usize);
         let ids = specific
             .into_iter()
             .flatten()
@@ -459,7 +467,13 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
                         None => crate::bail!(Internal, "graph_rewrite: source not rewritten"),
                     }
                 }
-                let x = UOp::new(n.op(), n.dtype(), src, n.arg().clone());
+                // sources that came back as the very same nodes rebuild `n` itself
+                let unchanged = src.iter().zip(n.src()).all(|(a, b)| a.ptr_eq(b));
+                let x = if unchanged {
+                    n.clone()
+                } else {
+                    UOp::new(n.op(), n.dtype(), src, n.arg().clone())
+                };
                 if let Some(found) = nodes.get(&x) {
                     replace.insert(n, found.clone());
                     continue;
