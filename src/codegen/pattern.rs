@@ -20,11 +20,12 @@
 //! [`MAX_REWRITE_DEPTH`] is reported as an error instead of looping forever.
 
 use std::collections::HashMap;
-use std::hash::{BuildHasherDefault, Hash, Hasher};
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use crate::codegen::uops::{FastHasher, UArg, UOp, UOpMap, UOps};
+use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
 use crate::dtype::{ConstValue, DType};
+use crate::helpers::{FxBuild, FxHasher};
 use crate::ops::Op;
 use crate::Result;
 
@@ -329,7 +330,7 @@ fn arg_key(a: &UArg) -> ArgKey {
         UArg::Const(v) => ArgKey::Int(v.as_i128()),
         UArg::Alu(op) => ArgKey::Alu(*op),
         other => {
-            let mut h = FastHasher::default();
+            let mut h = FxHasher::default();
             other.hash(&mut h);
             ArgKey::Other(h.finish())
         }
@@ -342,9 +343,31 @@ fn arg_key(a: &UArg) -> ArgKey {
 pub struct PatternMatcher {
     rules: Vec<(UPat, RewriteFn)>,
     /// (op, arg) -> rule indices, for rules with an arg.
-    by_arg: HashMap<(UOps, ArgKey), Vec<usize>, BuildHasherDefault<FastHasher>>,
+    by_arg: HashMap<(UOps, ArgKey), Vec<usize>, FxBuild>,
     /// op (by its enum position) -> rule indices, for rules without an arg.
     by_op: Vec<Vec<usize>>,
+    /// Per rule, the ops (bit `1 << op`) its pattern needs among a node's direct sources: a
+    /// node whose sources lack one cannot match, so the rule is skipped without matching.
+    need: Vec<u32>,
+}
+
+// `needed_src_ops` keeps one bit per op kind in a u32.
+const _: () = assert!(UOps::ALL.len() <= 32);
+
+/// The source ops a match of `p` implies (see `PatternMatcher::need`): with an exact source
+/// count (no `allow_len`), every tuple or permutation entry that accepts exactly one op is
+/// matched against some source, so that op must be among them.
+fn needed_src_ops(p: &UPat) -> u32 {
+    let pats = match &p.src {
+        Some(SrcPat::Tuple(v) | SrcPat::Perm(v)) if p.allow_len.is_empty() => v,
+        _ => return 0,
+    };
+    pats.iter()
+        .filter_map(|sp| match sp.op.as_deref() {
+            Some([op]) => Some(1u32 << (*op as u32)),
+            _ => None,
+        })
+        .fold(0, |m, b| m | b)
 }
 
 impl PatternMatcher {
@@ -372,6 +395,7 @@ impl PatternMatcher {
                 }
             }
         }
+        pm.need = rules.iter().map(|(p, _)| needed_src_ops(p)).collect();
         pm.rules = rules;
         Ok(pm)
     }
@@ -400,8 +424,12 @@ impl PatternMatcher {
             .into_iter()
             .flatten()
             .chain(generic.into_iter().flatten());
+        let have = u.src().iter().fold(0u32, |m, s| m | 1 << (s.op() as u32));
         let mut m = Match::default();
         for &i in ids {
+            if self.need.get(i).is_some_and(|&n| n & !have != 0) {
+                continue;
+            }
             let (pat, f) = &self.rules[i];
             m.binds.clear();
             if match_pat(u, pat, &mut m) {

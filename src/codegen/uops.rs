@@ -15,6 +15,7 @@ use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
 
 use crate::dtype::dtypes;
+use crate::helpers::FxHasher;
 use crate::dtype::{ConstValue, DType};
 use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
 
@@ -196,69 +197,14 @@ impl Hasher for UOpHasher {
     }
 }
 
-/// A fast, deterministic hasher for small keys (a node's fields, the rule index of a
-/// [`PatternMatcher`](crate::codegen::pattern::PatternMatcher)): each word is folded in with a
-/// rotate-xor-multiply step and `finish` mixes the state (a murmur3 finalizer), so the result is
-/// well spread for [`UOpHasher`], which uses it unchanged. Not for keys an adversary picks.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct FastHasher(u64);
-
-impl FastHasher {
-    #[inline]
-    fn add(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(5) ^ v).wrapping_mul(0x51_7cc1_b727_220a_95);
-    }
-}
-
-impl Hasher for FastHasher {
-    #[inline]
-    fn finish(&self) -> u64 {
-        let mut x = self.0;
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-        x ^= x >> 33;
-        x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-        x ^ (x >> 33)
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            let mut w = [0u8; 8];
-            w.copy_from_slice(c);
-            self.add(u64::from_le_bytes(w));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(w) ^ ((rest.len() as u64) << 59));
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, v: u8) {
-        self.add(v as u64);
-    }
-    #[inline]
-    fn write_u16(&mut self, v: u16) {
-        self.add(v as u64);
-    }
-    #[inline]
-    fn write_u32(&mut self, v: u32) {
-        self.add(v as u64);
-    }
-    #[inline]
-    fn write_u64(&mut self, v: u64) {
-        self.add(v);
-    }
-    #[inline]
-    fn write_u128(&mut self, v: u128) {
-        self.add(v as u64);
-        self.add((v >> 64) as u64);
-    }
-    #[inline]
-    fn write_usize(&mut self, v: usize) {
-        self.add(v as u64);
-    }
+/// The murmur3 finalizer: spreads an FxHasher state over all 64 bits, so the structural hash can
+/// serve [`UOpHasher`] unchanged (hashbrown reads both its low and its high bits).
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
 }
 
 /// A `HashMap` keyed by UOp with [`UOpHasher`].
@@ -268,8 +214,15 @@ pub type UOpMap<V> = HashMap<UOp, V, BuildHasherDefault<UOpHasher>>;
 /// stack): sources whose last reference goes away here are taken apart in a loop.
 impl Drop for UOpInner {
     fn drop(&mut self) {
+        if self.src.is_empty() {
+            return;
+        }
         let mut stack = std::mem::take(&mut self.src);
         while let Some(u) = stack.pop() {
+            // a shared source only loses one reference (one atomic decrement, no failed unwrap)
+            if Arc::strong_count(&u.0) > 1 {
+                continue;
+            }
             if let Ok(mut inner) = Arc::try_unwrap(u.0) {
                 stack.append(&mut inner.src);
             }
@@ -283,7 +236,7 @@ pub struct UOp(Arc<UOpInner>);
 
 impl UOp {
     pub fn new(op: UOps, dtype: Option<DType>, src: Vec<UOp>, arg: UArg) -> UOp {
-        let mut h = FastHasher::default();
+        let mut h = FxHasher::default();
         op.hash(&mut h);
         dtype.hash(&mut h);
         h.write_usize(src.len());
@@ -291,7 +244,7 @@ impl UOp {
             h.write_u64(s.0.hash);
         }
         arg.hash(&mut h);
-        let hash = h.finish();
+        let hash = mix(h.finish());
         UOp(Arc::new(UOpInner {
             op,
             dtype,
@@ -672,7 +625,7 @@ impl UOp {
 
     /// Is `target` among the transitive sources of `self` (tinygrad's `target in self.parents`)?
     pub fn has_parent(&self, target: &UOp) -> bool {
-        let mut seen: HashSet<*const UOpInner> = HashSet::new();
+        let mut seen: HashSet<*const UOpInner, crate::helpers::FxBuild> = HashSet::default();
         let mut stack: Vec<&UOp> = self.src().iter().collect();
         while let Some(u) = stack.pop() {
             if u == target {
