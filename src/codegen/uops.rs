@@ -15,8 +15,8 @@ use std::hash::{BuildHasherDefault, Hash, Hasher};
 use std::sync::Arc;
 
 use crate::dtype::dtypes;
-use crate::helpers::FxHasher;
 use crate::dtype::{ConstValue, DType};
+use crate::helpers::FxHasher;
 use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
 
 /// The UOp kinds of 0.9.1, in their enum order.
