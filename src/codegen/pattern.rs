@@ -20,10 +20,12 @@
 //! [`MAX_REWRITE_DEPTH`] is reported as an error instead of looping forever.
 
 use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
 use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
 use crate::dtype::{ConstValue, DType};
+use crate::helpers::{FxBuild, FxHasher};
 use crate::ops::Op;
 use crate::Result;
 
@@ -328,9 +330,9 @@ fn arg_key(a: &UArg) -> ArgKey {
         UArg::Const(v) => ArgKey::Int(v.as_i128()),
         UArg::Alu(op) => ArgKey::Alu(*op),
         other => {
-            let mut h = std::collections::hash_map::DefaultHasher::new();
-            std::hash::Hash::hash(other, &mut h);
-            ArgKey::Other(std::hash::Hasher::finish(&h))
+            let mut h = FxHasher::default();
+            other.hash(&mut h);
+            ArgKey::Other(h.finish())
         }
     }
 }
@@ -341,15 +343,40 @@ fn arg_key(a: &UArg) -> ArgKey {
 pub struct PatternMatcher {
     rules: Vec<(UPat, RewriteFn)>,
     /// (op, arg) -> rule indices, for rules with an arg.
-    by_arg: HashMap<(UOps, ArgKey), Vec<usize>>,
-    /// op -> rule indices, for rules without an arg.
-    by_op: HashMap<UOps, Vec<usize>>,
+    by_arg: HashMap<(UOps, ArgKey), Vec<usize>, FxBuild>,
+    /// op (by its enum position) -> rule indices, for rules without an arg.
+    by_op: Vec<Vec<usize>>,
+    /// Per rule, the ops (bit `1 << op`) its pattern needs among a node's direct sources: a
+    /// node whose sources lack one cannot match, so the rule is skipped without matching.
+    need: Vec<u32>,
+}
+
+// `needed_src_ops` keeps one bit per op kind in a u32.
+const _: () = assert!(UOps::ALL.len() <= 32);
+
+/// The source ops a match of `p` implies (see `PatternMatcher::need`): with an exact source
+/// count (no `allow_len`), every tuple or permutation entry that accepts exactly one op is
+/// matched against some source, so that op must be among them.
+fn needed_src_ops(p: &UPat) -> u32 {
+    let pats = match &p.src {
+        Some(SrcPat::Tuple(v) | SrcPat::Perm(v)) if p.allow_len.is_empty() => v,
+        _ => return 0,
+    };
+    pats.iter()
+        .filter_map(|sp| match sp.op.as_deref() {
+            Some([op]) => Some(1u32 << (*op as u32)),
+            _ => None,
+        })
+        .fold(0, |m, b| m | b)
 }
 
 impl PatternMatcher {
     /// Index `rules`. A rule whose pattern has no op can never be found and is reported.
     pub fn new(rules: Vec<(UPat, RewriteFn)>) -> Result<PatternMatcher> {
-        let mut pm = PatternMatcher::default();
+        let mut pm = PatternMatcher {
+            by_op: vec![vec![]; UOps::ALL.len()],
+            ..PatternMatcher::default()
+        };
         for (i, (p, _)) in rules.iter().enumerate() {
             let Some(ops) = &p.op else {
                 crate::bail!(
@@ -364,10 +391,11 @@ impl PatternMatcher {
                             pm.by_arg.entry((op, arg_key(a))).or_default().push(i);
                         }
                     }
-                    None => pm.by_op.entry(op).or_default().push(i),
+                    None => pm.by_op[op as usize].push(i),
                 }
             }
         }
+        pm.need = rules.iter().map(|(p, _)| needed_src_ops(p)).collect();
         pm.rules = rules;
         Ok(pm)
     }
@@ -386,14 +414,22 @@ impl PatternMatcher {
 
     /// The first rule result for `u` (rules for `u`'s arg first, then arg-agnostic ones).
     pub fn rewrite(&self, u: &UOp) -> Option<UOp> {
-        let specific = self.by_arg.get(&(u.op(), arg_key(u.arg())));
-        let generic = self.by_op.get(&u.op());
+        let specific = if self.by_arg.is_empty() {
+            None
+        } else {
+            self.by_arg.get(&(u.op(), arg_key(u.arg())))
+        };
+        let generic = self.by_op.get(u.op() as usize);
         let ids = specific
             .into_iter()
             .flatten()
             .chain(generic.into_iter().flatten());
+        let have = u.src().iter().fold(0u32, |m, s| m | 1 << (s.op() as u32));
         let mut m = Match::default();
         for &i in ids {
+            if self.need.get(i).is_some_and(|&n| n & !have != 0) {
+                continue;
+            }
             let (pat, f) = &self.rules[i];
             m.binds.clear();
             if match_pat(u, pat, &mut m) {
@@ -459,7 +495,13 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
                         None => crate::bail!(Internal, "graph_rewrite: source not rewritten"),
                     }
                 }
-                let x = UOp::new(n.op(), n.dtype(), src, n.arg().clone());
+                // sources that came back as the very same nodes rebuild `n` itself
+                let unchanged = src.iter().zip(n.src()).all(|(a, b)| a.ptr_eq(b));
+                let x = if unchanged {
+                    n.clone()
+                } else {
+                    UOp::new(n.op(), n.dtype(), src, n.arg().clone())
+                };
                 if let Some(found) = nodes.get(&x) {
                     replace.insert(n, found.clone());
                     continue;

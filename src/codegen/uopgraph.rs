@@ -156,19 +156,19 @@ impl Graph {
         let root = visit(sink, &mut g, &mut index);
         let mut stack: Vec<(usize, usize)> = vec![(root, 0)];
         while let Some(&mut (id, ref mut i)) = stack.last_mut() {
-            let u = g.nodes[id].clone();
-            if let Some(x) = u.src().get(*i) {
+            if let Some(x) = g.nodes[id].src().get(*i) {
                 if let Some(&xid) = index.get(x) {
                     g.children[xid].push(id);
                     *i += 1;
                 } else {
-                    let xid = visit(x, &mut g, &mut index);
+                    let x = x.clone();
+                    let xid = visit(&x, &mut g, &mut index);
                     stack.push((xid, 0));
                 }
                 continue;
             }
             stack.pop();
-            g.in_degree[id] = u.src().len();
+            g.in_degree[id] = g.nodes[id].src().len();
             g.post.push(id);
             if let Some((pid, pi)) = stack.last_mut() {
                 g.children[id].push(*pid);

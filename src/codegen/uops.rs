@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use crate::dtype::dtypes;
 use crate::dtype::{ConstValue, DType};
+use crate::helpers::FxHasher;
 use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
 
 /// The UOp kinds of 0.9.1, in their enum order.
@@ -196,6 +197,16 @@ impl Hasher for UOpHasher {
     }
 }
 
+/// The murmur3 finalizer: spreads an FxHasher state over all 64 bits, so the structural hash can
+/// serve [`UOpHasher`] unchanged (hashbrown reads both its low and its high bits).
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
 /// A `HashMap` keyed by UOp with [`UOpHasher`].
 pub type UOpMap<V> = HashMap<UOp, V, BuildHasherDefault<UOpHasher>>;
 
@@ -203,8 +214,15 @@ pub type UOpMap<V> = HashMap<UOp, V, BuildHasherDefault<UOpHasher>>;
 /// stack): sources whose last reference goes away here are taken apart in a loop.
 impl Drop for UOpInner {
     fn drop(&mut self) {
+        if self.src.is_empty() {
+            return;
+        }
         let mut stack = std::mem::take(&mut self.src);
         while let Some(u) = stack.pop() {
+            // a shared source only loses one reference (one atomic decrement, no failed unwrap)
+            if Arc::strong_count(&u.0) > 1 {
+                continue;
+            }
             if let Ok(mut inner) = Arc::try_unwrap(u.0) {
                 stack.append(&mut inner.src);
             }
@@ -218,14 +236,15 @@ pub struct UOp(Arc<UOpInner>);
 
 impl UOp {
     pub fn new(op: UOps, dtype: Option<DType>, src: Vec<UOp>, arg: UArg) -> UOp {
-        let mut h = std::collections::hash_map::DefaultHasher::new();
+        let mut h = FxHasher::default();
         op.hash(&mut h);
         dtype.hash(&mut h);
+        h.write_usize(src.len());
         for s in &src {
-            s.0.hash.hash(&mut h);
+            h.write_u64(s.0.hash);
         }
         arg.hash(&mut h);
-        let hash = h.finish();
+        let hash = mix(h.finish());
         UOp(Arc::new(UOpInner {
             op,
             dtype,
@@ -606,7 +625,7 @@ impl UOp {
 
     /// Is `target` among the transitive sources of `self` (tinygrad's `target in self.parents`)?
     pub fn has_parent(&self, target: &UOp) -> bool {
-        let mut seen: HashSet<*const UOpInner> = HashSet::new();
+        let mut seen: HashSet<*const UOpInner, crate::helpers::FxBuild> = HashSet::default();
         let mut stack: Vec<&UOp> = self.src().iter().collect();
         while let Some(u) = stack.pop() {
             if u == target {

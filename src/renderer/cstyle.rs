@@ -379,7 +379,12 @@ struct State {
 
 impl State {
     fn kk(&mut self, s: &str) {
-        self.lines.push(format!("{}{s}", "  ".repeat(self.depth)));
+        let mut line = String::with_capacity(2 * self.depth + s.len());
+        for _ in 0..self.depth {
+            line.push_str("  ");
+        }
+        line.push_str(s);
+        self.lines.push(line);
     }
     fn ssa(&mut self, prefix: &'static str, u: Option<&UOp>) -> String {
         let c = self.counters.entry(prefix).or_insert(0);

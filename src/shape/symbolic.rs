@@ -20,7 +20,6 @@
 //! as an int here (tinygrad distinguishes them in a few corner paths that no caller reaches).
 
 use std::borrow::Cow;
-use std::collections::hash_map::DefaultHasher;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -216,7 +215,7 @@ impl Node {
     /// Build an op node with its bounds (no simplification, no collapsing).
     fn mk(kind: Kind, min: Node, max: Node) -> Node {
         let key = compute_key(&kind, &min, &max);
-        let mut h = DefaultHasher::new();
+        let mut h = crate::helpers::FxHasher::default();
         key.hash(&mut h);
         Node::Op(Arc::new(NodeData {
             kind,
