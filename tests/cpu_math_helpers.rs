@@ -96,7 +96,12 @@ const EXP2_EDGES: [f32; 26] = [
 #[test]
 fn exp2_edges_give_interps_bits() {
     let mut xs = EXP2_EDGES.to_vec();
-    xs.extend([f32::NAN, -f32::NAN, f32::from_bits(1), f32::from_bits(0x8000_0001)]);
+    xs.extend([
+        f32::NAN,
+        -f32::NAN,
+        f32::from_bits(1),
+        f32::from_bits(0x8000_0001),
+    ]);
     let want = exp2_on(&xs, "INTERP").unwrap();
     for d in devices() {
         let got = exp2_on(&xs, d).unwrap();
@@ -108,20 +113,26 @@ fn exp2_edges_give_interps_bits() {
 
 #[test]
 fn exp2_sweep_within_libms_error() {
-    let xs: Vec<f32> = (0..=u32::MAX)
-        .step_by(65521)
-        .map(f32::from_bits)
-        .collect();
+    let xs: Vec<f32> = (0..=u32::MAX).step_by(65521).map(f32::from_bits).collect();
     let want = exp2_on(&xs, "INTERP").unwrap();
     let libm: Vec<f32> = xs.iter().map(|x| x.exp2()).collect();
     let (libm_n, libm_max) = compare(&libm, &want);
-    println!("libm exp2f: {libm_n} of {} differ, max {libm_max} ulp", xs.len());
+    println!(
+        "libm exp2f: {libm_n} of {} differ, max {libm_max} ulp",
+        xs.len()
+    );
     for d in devices() {
         let got = exp2_on(&xs, d).unwrap();
         let (n, max) = compare(&got, &want);
         println!("{d}: {n} differ, max {max} ulp");
-        assert!(max <= 1 && n <= libm_n, "{d}: {n} differ (libm {libm_n}), max {max}");
-        assert_eq!(n, 0, "{d}: the inline exp2 no longer matches INTERP on the sweep");
+        assert!(
+            max <= 1 && n <= libm_n,
+            "{d}: {n} differ (libm {libm_n}), max {max}"
+        );
+        assert_eq!(
+            n, 0,
+            "{d}: the inline exp2 no longer matches INTERP on the sweep"
+        );
     }
 }
 
@@ -179,7 +190,13 @@ fn max_reduce_with_specials_gives_interps_bits() {
         .map(|i| {
             let (r, c) = (i / cols, i % cols);
             match r % 8 {
-                0 => if c % 2 == 0 { 0.0 } else { -0.0 },
+                0 => {
+                    if c % 2 == 0 {
+                        0.0
+                    } else {
+                        -0.0
+                    }
+                }
                 1 => -0.0,
                 2 => 3.25,
                 _ if (c * 7 + r) % 13 == 0 => SPECIALS[(c + r) % SPECIALS.len()],

@@ -669,7 +669,9 @@ fn reduce_cases() -> Vec<Case> {
     let padded = st(&[12, 6]).pad(&[z(0, 0), z(2, 1)]).unwrap();
     let one = |name, x, dt, out: &[i64]| Case::new(name, vec![store(x, 0, dt, st(out))]);
     let int = dtypes::int32;
-    let bcast = st(&[1, 1]).expand(&[Node::from(1024), Node::from(1)]).unwrap();
+    let bcast = st(&[1, 1])
+        .expand(&[Node::from(1024), Node::from(1)])
+        .unwrap();
     let scale = cst(1.0 / 12.0, f, bcast);
     vec![
         one(
@@ -741,7 +743,10 @@ fn cpu_reduce_equals_unoptimized_on_interp_clang_and_llvm() {
         );
         if case.name == "scaled_row_sum" {
             // 8 rows, not 0.9.1's 4 for the constant
-            assert!(opts.iter().any(|o| o.op == UPCAST && o.amt == Some(8)), "{opts:?}");
+            assert!(
+                opts.iter().any(|o| o.op == UPCAST && o.amt == Some(8)),
+                "{opts:?}"
+            );
         }
         let mut runs: Vec<(String, Buffers)> = vec![];
         for o in [opts.as_slice(), &[]] {
