@@ -36,35 +36,36 @@ pub const HI: f64 = 129.0;
 pub const ROUNDER: f64 = 6755399441055744.0;
 /// The exponent bias of a double.
 pub const BIAS: i64 = 1023;
-/// `q(r)`'s coefficients, highest degree first (Horner order); `2^r = 1 + r·q(r)`.
-pub const Q: [f64; 9] = [
-    f64::from_bits(0x3e7b_6388_0a30_e9ff),
-    f64::from_bits(0x3eb6_3d13_6366_db24),
-    f64::from_bits(0x3eef_fcb9_515a_8016),
-    f64::from_bits(0x3f24_308a_c85a_a947),
-    f64::from_bits(0x3f55_d87f_e86f_e88e),
-    f64::from_bits(0x3f83_b2ab_7181_b755),
-    f64::from_bits(0x3fac_6b08_d704_7e52),
-    f64::from_bits(0x3fce_bfbd_ff82_3ced),
-    f64::from_bits(0x3fe6_2e42_fefa_39ef),
+/// `q(r)`'s coefficients as double bit patterns, highest degree first (Horner order);
+/// `2^r = 1 + r·q(r)`. [`q`] gives the values.
+pub const Q_BITS: [u64; 9] = [
+    0x3e7b_6388_0a30_e9ff,
+    0x3eb6_3d13_6366_db24,
+    0x3eef_fcb9_515a_8016,
+    0x3f24_308a_c85a_a947,
+    0x3f55_d87f_e86f_e88e,
+    0x3f83_b2ab_7181_b755,
+    0x3fac_6b08_d704_7e52,
+    0x3fce_bfbd_ff82_3ced,
+    0x3fe6_2e42_fefa_39ef,
 ];
+
+/// `q(r)`'s coefficients (see [`Q_BITS`]).
+pub fn q() -> [f64; 9] {
+    Q_BITS.map(f64::from_bits)
+}
 
 /// The algorithm in Rust, step for step as the renderers emit it (for tests and for comparing
 /// against the interpreter without a compiler).
 pub fn exp2f(x: f32) -> f32 {
     let d = x as f64;
-    let c = if d < LO {
-        LO
-    } else if d > HI {
-        HI
-    } else {
-        d
-    };
+    // NaN stays NaN, as through the renderers' two selects
+    let c = d.clamp(LO, HI);
     let t = c + ROUNDER;
     let n = t - ROUNDER;
     let r = c - n;
     let s = f64::from_bits((t.to_bits() as i64).wrapping_add(BIAS).wrapping_shl(52) as u64);
-    let q = Q[1..].iter().fold(Q[0], |q, &k| q.mul_add(r, k));
+    let q = q()[1..].iter().fold(q()[0], |q, &k| q.mul_add(r, k));
     if x.is_nan() {
         x
     } else {
@@ -90,8 +91,9 @@ pub fn c_hex(v: f64) -> String {
 /// blend. `__builtin_fma` is the IEEE fused multiply-add (one rounding; an instruction with
 /// `-march=native` on x86-64 with FMA, else libm's `fma`), the same on every compiler.
 pub fn c_helper() -> String {
-    let mut horner = format!("double q = {};", c_hex(Q[0]));
-    for k in &Q[1..] {
+    let q = q();
+    let mut horner = format!("double q = {};", c_hex(q[0]));
+    for k in &q[1..] {
         horner.push_str(&format!(" q = __builtin_fma(q, r, {});", c_hex(*k)));
     }
     let bits = |v: f64| format!("{}LL", v.to_bits() as i64);
@@ -129,7 +131,7 @@ mod tests {
         assert_eq!(c_hex(ROUNDER), "0x1.8000000000000p52");
         assert_eq!(c_hex(LO), "-0x1.3000000000000p7");
         assert_eq!(c_hex(1.0), "0x1.0000000000000p0");
-        assert_eq!(c_hex(Q[8]), "0x1.62e42fefa39efp-1");
+        assert_eq!(c_hex(q()[8]), "0x1.62e42fefa39efp-1");
     }
 
     #[test]

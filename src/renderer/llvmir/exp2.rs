@@ -7,7 +7,7 @@
 //! (the C helper's `__builtin_fma`: one rounding, the same bits on both devices).
 
 use crate::dtype::{ConstValue, DType, Scalar};
-use crate::renderer::exp2::{BIAS, HI, LO, Q, ROUNDER};
+use crate::renderer::exp2::{q, BIAS, HI, LO, ROUNDER};
 use crate::Result;
 
 use super::types::{literal, mangle, reg};
@@ -46,8 +46,9 @@ impl Walk<'_> {
         let fma = format!("@llvm.fma.{}", mangle(dd)?);
         self.decls
             .insert(format!("declare {td} {fma}({td}, {td}, {td})"));
-        let mut q = f(Q[0]);
-        for (k, c) in Q[1..].iter().enumerate() {
+        let coef = q();
+        let mut q = f(coef[0]);
+        for (k, c) in coef[1..].iter().enumerate() {
             lines.push(format!(
                 "  {name}.q{k} = call {td} {fma}({td} {q}, {td} {name}.r, {td} {})",
                 f(*c)
