@@ -652,7 +652,8 @@ fn reduce_value(b: usize, i: usize, dt: rawgrad::dtype::DType) -> rawgrad::dtype
 
 /// Reductions the CPU reduce opts fit: a row sum, a column sum, a row max over NaN, infinities
 /// and signed zeros, a sum of products over two of three axes with an epilogue, an int max, a
-/// row sum of a padded input and a matmul too small for 0.9.1's upcasts.
+/// row sum of a padded input, a matmul too small for 0.9.1's upcasts and a mean (a row sum times
+/// a broadcast constant, which 0.9.1 upcasts by 4).
 fn reduce_cases() -> Vec<Case> {
     use rawgrad::ops::{
         BinaryOps::{ADD, MUL},
@@ -668,6 +669,10 @@ fn reduce_cases() -> Vec<Case> {
     let padded = st(&[12, 6]).pad(&[z(0, 0), z(2, 1)]).unwrap();
     let one = |name, x, dt, out: &[i64]| Case::new(name, vec![store(x, 0, dt, st(out))]);
     let int = dtypes::int32;
+    let bcast = st(&[1, 1])
+        .expand(&[Node::from(1024), Node::from(1)])
+        .unwrap();
+    let scale = cst(1.0 / 12.0, f, bcast);
     vec![
         one(
             "row_sum",
@@ -700,6 +705,13 @@ fn reduce_cases() -> Vec<Case> {
             f,
             &[12, 1],
         ),
+        // a mean: 0.9.1 upcasts the rows by 4 only because the constant broadcasts them
+        one(
+            "scaled_row_sum",
+            bin(MUL, red(SUM, ld(1, f, st(&[1024, 12])), &[1]), scale),
+            f,
+            &[1024, 1],
+        ),
     ]
     .into_iter()
     .map(|c| {
@@ -729,6 +741,13 @@ fn cpu_reduce_equals_unoptimized_on_interp_clang_and_llvm() {
             "{} {opts:?}",
             case.name
         );
+        if case.name == "scaled_row_sum" {
+            // 8 rows, not 0.9.1's 4 for the constant
+            assert!(
+                opts.iter().any(|o| o.op == UPCAST && o.amt == Some(8)),
+                "{opts:?}"
+            );
+        }
         let mut runs: Vec<(String, Buffers)> = vec![];
         for o in [opts.as_slice(), &[]] {
             let mut k = optimized(&case, ir.opts(), o).unwrap();

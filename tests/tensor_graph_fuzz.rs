@@ -6,8 +6,9 @@
 //! 1e-5 relative (4e-5 absolute) instead: those that sum (the summation order differs per device:
 //! each renderer's opts split the reduce differently) and those with a transcendental op (`exp2`,
 //! `log2`, `sin`, `sigmoid`): INTERP computes them in f64 and rounds, as tinygrad's `python_alu`
-//! does, while CLANG calls libm's `sinf`/`exp2f`/`log2f`, as tinygrad's CLANG does through
-//! `tgmath.h`, and those are not correctly rounded (1 ulp apart at times).
+//! does, while CLANG calls libm's `sinf`/`log2f`, as tinygrad's CLANG does through `tgmath.h`,
+//! and those are not correctly rounded (1 ulp apart at times); float `exp2` on CLANG and LLVM is
+//! rawgrad's inline one (`renderer::exp2`, also at most 1 ulp away).
 //!
 //! Devices: CLANG and LLVM, plus the default device when it is another one (`AMD=1 MOCKGPU=1`,
 //! `NV=1 MOCKGPU=1`). `GRAPH_FUZZ_CASES=n` runs `n` graphs (default 40), `GRAPH_FUZZ_SEED=s`

@@ -43,6 +43,7 @@
 //! `type_verify` give an `Error::Codegen` or IR the LLVM verifier refuses.
 
 mod alu;
+mod exp2;
 mod memory;
 pub mod nvptx;
 mod types;

@@ -1,6 +1,6 @@
 //! Renderers: a linear UOp list to source text for one device family. tinygrad 0.9.1
 //! `renderer/__init__.py` and its subclasses: [`cstyle`] (C for CLANG, the shared C-style core),
-//! [`cuda`] (CUDA C), [`llvmir`] (LLVM IR for LLVM, AMD and NVPTX) and [`tensor_cores`] (the
+//! [`cuda`] (CUDA C), [`exp2`] (the CPU renderers' inline float exp2), [`llvmir`] (LLVM IR for LLVM, AMD and NVPTX) and [`tensor_cores`] (the
 //! tensor cores each GPU renderer offers).
 //!
 //! The [`Renderer`] trait and the capability record the optimizer reads ([`RendererOpts`],
@@ -14,6 +14,7 @@
 
 pub mod cstyle;
 pub mod cuda;
+pub mod exp2;
 pub mod llvmir;
 pub mod tensor_cores;
 

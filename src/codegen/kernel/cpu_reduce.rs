@@ -15,12 +15,14 @@
 //!
 //! Applies only on a device without locals, with no tensor core and no opt applied yet, to a
 //! kernel with a reduce and an output axis of a size divisible by 4, where 0.9.1's heuristics
-//! would upcast no axis (kernels where some buffer broadcasts an output axis, a matmul or a
-//! conv, keep 0.9.1's opts or the CPU tile). Not guaranteed: the amounts are chosen for this
+//! would upcast no axis, or only one axis by less than the rows here that no buffer but a
+//! constant broadcasts (0.9.1 counts a `CONST` with stride 0 as a broadcast buffer: a mean's
+//! `1/n` or softmax's `log2(e)` got an UPCAST by 4 that reuses nothing); kernels where some
+//! buffer broadcasts an output axis, a matmul or a conv, keep 0.9.1's opts or the CPU tile. Not guaranteed: the amounts are chosen for this
 //! machine (two FP add ports with 4 cycles of latency: 8 chains), not searched.
 
 use super::opts::{Opt, OptOps};
-use super::Kernel;
+use super::{Kernel, KernelBuf};
 use crate::helpers::getenv;
 use crate::shape::Node;
 use crate::{Error, Result};
@@ -46,9 +48,27 @@ impl Kernel {
             return Ok(false);
         }
         // 0.9.1's heuristics upcast an axis only where a buffer broadcasts it or it is masked:
-        // then they already give several accumulators (or more reuse than this would)
+        // then they already give several accumulators (or more reuse than this would), except
+        // where only a constant "broadcasts" it (a mean's 1/n, softmax's log2(e)): that UPCAST
+        // by 3 or 4 reuses nothing and gives fewer chains than this
         let mut hco = self.clone();
-        if hco.apply_default_opts()? || hco.applied_opts.iter().any(|o| o.op == OptOps::UPCAST) {
+        if hco.apply_default_opts()? {
+            return Ok(false);
+        }
+        let upcasts: Vec<&Opt> = hco
+            .applied_opts
+            .iter()
+            .filter(|o| o.op == OptOps::UPCAST)
+            .collect();
+        let replaceable = match upcasts.as_slice() {
+            [] => true,
+            [one] => match (one.axis, one.amt) {
+                (Some(a), Some(amt)) if amt < rows as usize => self.only_constants_broadcast(a)?,
+                _ => false,
+            },
+            _ => false,
+        };
+        if !replaceable {
             return Ok(false);
         }
         let Some((axis, amt)) = self.cpu_reduce_axis(rows as usize)? else {
@@ -78,6 +98,24 @@ impl Kernel {
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Output axis `axis` has stride 0 in some buffer, and every such buffer is a constant.
+    fn only_constants_broadcast(&self, axis: usize) -> Result<bool> {
+        if axis >= self.first_reduce() {
+            return Ok(false);
+        }
+        let mut any = false;
+        for (i, b) in self.bufs.iter().enumerate() {
+            let strides = self.st(i)?.real_strides(false)?;
+            if strides.get(axis) == Some(&Some(Node::Num(0))) {
+                if !matches!(b, KernelBuf::Const(_)) {
+                    return Ok(false);
+                }
+                any = true;
+            }
+        }
+        Ok(any)
     }
 
     /// The output axis to upcast and by how much: an axis with unit stride in a buffer the

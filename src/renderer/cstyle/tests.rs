@@ -89,7 +89,7 @@ fn alu_inlining_and_chains() {
         "{src}"
     );
     assert!(
-        src.contains("static inline float rg_fmax_float(float a, float b) { return (a != a || b != b) ? a + b : (a > b ? a : (b > a ? b : (a == 0 ? a + b : a))); }"),
+        src.contains("static inline float rg_fmax_float(float a, float b) { return __builtin_islessgreater(a, b) ? (a > b ? a : b) : ((a != a || b != b || a == 0) ? a + b : a); }"),
         "{src}"
     );
     assert!(src.contains("data0[0] = ((val0+val1+val2)*alu0);"), "{src}");

@@ -5,8 +5,10 @@
 //!   guarded so that `x/0 = x%0 = 0`, `x/-1 = -x` and `x%-1 = 0` (no trap, no poison).
 //! - Float MAX is `ops::float_max` (NaN propagates, +0 above -0; `fcmp` + `select`, not `maxnum`); CMPLT is ordered (`olt`, false
 //!   on NaN), CMPNE unordered (`une`, true on NaN), as in C.
-//! - EXP2/LOG2/SIN/SQRT are `llvm.*` intrinsics; RECIP is `fdiv 1.0, x`; float MOD goes through
-//!   64-bit integers like the C renderer; bool ADD/MUL/MAX are or/and/or.
+//! - EXP2/LOG2/SIN/SQRT are `llvm.*` intrinsics, except float EXP2 on the CPU: inline IR
+//!   ([`super::exp2`], vectorizable; the intrinsic is a libm call per lane there); RECIP is
+//!   `fdiv 1.0, x`; float MOD goes through 64-bit integers like the C renderer; bool ADD/MUL/MAX
+//!   are or/and/or.
 //! - Float instructions carry the renderer's fast-math flags (none by default on every flavour;
 //!   tinygrad's `nsz arcp contract afn reassoc` only through `with_fast_math`).
 //!
@@ -124,6 +126,11 @@ impl Walk<'_> {
                 Codegen,
                 "{o:?} of double: AMD GPUs have no such instruction (LLVM would call libm)"
             ),
+            UnaryOps::EXP2
+                if matches!(self.flavour, Flavour::Cpu) && d.scalar != Scalar::Float64 =>
+            {
+                return self.inline_exp2(d, x, name);
+            }
             UnaryOps::EXP2 => return self.intrinsic("exp2", d, x, name),
             UnaryOps::LOG2 => return self.intrinsic("log2", d, x, name),
             UnaryOps::SIN => return self.intrinsic("sin", d, x, name),

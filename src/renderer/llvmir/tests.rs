@@ -222,3 +222,23 @@ fn renders_ir_that_libllvm_compiles() {
         println!("skipped: no libLLVM found");
     }
 }
+
+#[test]
+fn float_exp2_is_inline_on_the_cpu_only() {
+    let x = c(dtypes::float32, 0.5);
+    let e2 = alu(UnaryOps::EXP2, dtypes::float32, &[&x]);
+    let d0 = global(dtypes::float32, 0, true);
+    let st = store(&d0, &ci(0), &e2);
+    let uops = [d0, x, ci(0), e2, st];
+    let ir = LLVMRenderer::cpu(true).render("x", &uops).unwrap();
+    assert!(!ir.contains("@llvm.exp2"), "{ir}");
+    assert!(
+        ir.contains("declare double @llvm.fma.f64(double, double, double)"),
+        "{ir}"
+    );
+    assert!(ir.contains("fptrunc double"), "{ir}");
+    let ir = LLVMRenderer::amdgpu(&GFX1030, true)
+        .render("x", &uops)
+        .unwrap();
+    assert!(ir.contains("@llvm.exp2.f32"), "{ir}");
+}
