@@ -16,7 +16,10 @@
 //!
 //! Host time: the call returns when the work is submitted (GPU devices) or done (CPU devices,
 //! whose kernels run synchronously); the device is synchronized after each timed call, outside
-//! the timing. No thresholds: the numbers are for people.
+//! the timing. The `(cpu)` rows time the same calls by the calling thread's CPU time, against
+//! eager's: on the emulated GPUs the software GPU's threads share the machine's cores with the
+//! host, and wall time counts the moments they take the host's core. No thresholds: the numbers
+//! are for people.
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -101,23 +104,49 @@ fn chain(x: &Tensor, kernels: usize, devs: &[String]) -> Result<Tensor> {
     Ok(x)
 }
 
-/// Seconds of each of `repeats` timed calls of `f` (the devices synchronized after each).
-fn samples(devs: &[String], repeats: usize, mut f: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
+/// Seconds of each of `repeats` timed calls of `f` (the devices synchronized after each): wall
+/// time, and the calling thread's CPU time (`CLOCK_THREAD_CPUTIME_ID`), which on the emulated
+/// GPUs leaves out the time the software GPU's threads take the shared cores from the host.
+fn samples(
+    devs: &[String],
+    repeats: usize,
+    mut f: impl FnMut() -> Result<()>,
+) -> Result<(Vec<f64>, Vec<f64>)> {
     let ds = devs
         .iter()
         .map(|d| open_device(d))
         .collect::<Result<Vec<_>>>()?;
-    (0..repeats)
-        .map(|_| {
-            let t = Instant::now();
-            f()?;
-            let s = t.elapsed().as_secs_f64();
-            for d in &ds {
-                d.synchronize()?;
-            }
-            Ok(s)
-        })
-        .collect()
+    let mut out = (Vec::new(), Vec::new());
+    for _ in 0..repeats {
+        let t = Instant::now();
+        let c0 = thread_cpu_s();
+        f()?;
+        out.1
+            .push(thread_cpu_s().zip(c0).map_or(f64::NAN, |(b, a)| b - a));
+        out.0.push(t.elapsed().as_secs_f64());
+        for d in &ds {
+            d.synchronize()?;
+        }
+    }
+    Ok(out)
+}
+
+/// Seconds this thread has run on a CPU, where the clock answers.
+fn thread_cpu_s() -> Option<f64> {
+    rawgrad::driver::os::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+        .ok()
+        .map(|ns| ns as f64 * 1e-9)
+}
+
+/// The thread-CPU row of a timed metric.
+fn cpu_row(metric: &str) -> &'static str {
+    match metric {
+        "eager" => "eager (thread cpu)",
+        "jit, no graph" => "jit, no graph (cpu)",
+        "jit, call graph" => "jit, call graph (cpu)",
+        "jit, graph" => "jit, graph (cpu)",
+        _ => "jit, graph sync (cpu)",
+    }
 }
 
 /// One device's rows: (metric, µs samples per kernel or ms per capture).
@@ -128,8 +157,9 @@ fn measure(dev: &str, cfg: &Config) -> Result<Vec<(&'static str, Vec<f64>)>> {
     let x = input()?;
     chain(&x, k, &devs)?; // compile once
     let per_kernel = |v: Vec<f64>| v.into_iter().map(|s| s * 1e6 / k as f64).collect();
-    let eager = samples(&devs, cfg.repeats, || chain(&x, k, &devs).map(drop))?;
+    let (eager, eager_cpu) = samples(&devs, cfg.repeats, || chain(&x, k, &devs).map(drop))?;
     let mut rows = vec![("eager", per_kernel(eager))];
+    let mut cpu_rows = vec![(cpu_row("eager"), per_kernel(eager_cpu))];
     let cpu = matches!(devs[0].split(':').next(), Some("CLANG" | "LLVM"));
     let mut kinds = vec![
         ("jit, no graph", "capture, no graph (ms)", 2, 1, 0),
@@ -165,7 +195,7 @@ fn measure(dev: &str, cfg: &Config) -> Result<Vec<(&'static str, Vec<f64>)>> {
         }
         let mut f = last.ok_or_else(|| Error::Internal("no capture".into()))?;
         f.call_tensors(args)?; // the replay that swaps a background-built entry in
-        let replay = samples(&devs, cfg.repeats, || f.call_tensors(args).map(drop))?;
+        let (replay, replay_cpu) = samples(&devs, cfg.repeats, || f.call_tensors(args).map(drop))?;
         let got = f.call_tensors(args)?.to_vec::<f32>()?;
         let host = (0..k).fold(1.0f32, |v, _| v * 1.0001 + 0.0001);
         if got.first().map_or(true, |g| (g - host).abs() > 1e-4) {
@@ -175,11 +205,13 @@ fn measure(dev: &str, cfg: &Config) -> Result<Vec<(&'static str, Vec<f64>)>> {
             )));
         }
         rows.push((metric, per_kernel(replay)));
+        cpu_rows.push((cpu_row(metric), per_kernel(replay_cpu)));
         rows.push((capture, captures));
         if cpu && jit == 1 && cpu_graph == 1 && sync == 0 {
             rows.push(("graph ready (ms)", ready));
         }
     }
+    rows.extend(cpu_rows);
     Ok(rows)
 }
 
@@ -210,9 +242,15 @@ pub fn run(cfg: &Config) -> Result<String> {
             }
         };
         let eager = Stats::of(&rows[0].1).median;
+        let eager_cpu = rows
+            .iter()
+            .find(|r| r.0 == cpu_row("eager"))
+            .map_or(f64::NAN, |r| Stats::of(&r.1).median);
         for (metric, v) in rows {
             let s = Stats::of(&v);
-            let ratio = if metric.ends_with("(ms)") {
+            let ratio = if metric.ends_with("cpu)") {
+                format!("{:.2}x", eager_cpu / s.median)
+            } else if metric.ends_with("(ms)") {
                 // one eager step (eager per-kernel µs * kernels) in ms
                 let step_ms = eager * cfg.kernels as f64 / 1e3;
                 format!("{:.1} steps", s.median / step_ms)
