@@ -8,7 +8,8 @@
 //! - Every allocation adds WRITABLE | EXECUTABLE | NO_SUBSTITUTE; uncached GTT adds COHERENT |
 //!   UNCACHED; host-visible VRAM adds PUBLIC.
 //!
-//! [`AmdBuffer`] frees itself in `Drop` (UNMAP from every GPU it was mapped on, munmap, FREE);
+//! [`AmdBuffer`] frees itself in `Drop` (UNMAP from every GPU it was mapped on, FREE, then munmap,
+//! so the VA range is not handed out again while KFD still holds the BO there);
 //! failures there are recorded on the [`KfdCore`] and reported at the next synchronize.
 //!
 //! Not guaranteed: host-visible VRAM needs a large BAR (ALLOC fails with EINVAL otherwise; callers
@@ -231,27 +232,20 @@ impl Drop for AmdBuffer {
                 errs.push(e.to_string());
             }
         }
-        let free = |errs: &mut Vec<String>| {
-            if let Err(e) = ops::free_memory_of_gpu(drv, self.core.kfd, self.handle) {
-                errs.push(e.to_string());
-            }
+        // FREE before the address range goes back to the host: a range unmapped first could be
+        // handed out by the next mmap (another thread's allocation) while KFD still holds the BO
+        // at that VA, and ALLOC there would fail with an overlap (tinygrad's `_gpu_free` frees
+        // first too). The CPU mapping of a VRAM/GTT BO keeps the BO alive until its munmap.
+        if let Err(e) = ops::free_memory_of_gpu(drv, self.core.kfd, self.handle) {
+            errs.push(e.to_string());
+        }
+        let unmapped = match self.cpu.take() {
+            Some(m) => m.unmap(),
+            None if self.kind == MemKind::Userptr => Ok(()),
+            None => drv.munmap(self.va, self.size),
         };
-        if self.kind == MemKind::Userptr {
-            free(&mut errs);
-            if let Some(m) = self.cpu.take() {
-                if let Err(e) = m.unmap() {
-                    errs.push(e.to_string());
-                }
-            }
-        } else {
-            let unmapped = match self.cpu.take() {
-                Some(m) => m.unmap(),
-                None => drv.munmap(self.va, self.size),
-            };
-            if let Err(e) = unmapped {
-                errs.push(e.to_string());
-            }
-            free(&mut errs);
+        if let Err(e) = unmapped {
+            errs.push(e.to_string());
         }
         if !errs.is_empty() {
             self.core
