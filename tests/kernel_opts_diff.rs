@@ -410,21 +410,28 @@ fn rounding_value(b: usize, i: usize, _dt: rawgrad::dtype::DType) -> rawgrad::dt
     rawgrad::dtype::ConstValue::Float(x as f64 / 77_777.7 - 6.3)
 }
 
-/// Matmuls the tile fits: plain, with a bias and ReLU after the reduce, and batched (an outer
-/// output axis stays outside the swapped `n`, `m`).
-fn tile_cases() -> Vec<Case> {
+/// `relu((m, k) @ (k, n) + bias)`: an epilogue after the reduce.
+fn matmul_bias_relu(name: &'static str, m: i64, n: i64, k: i64) -> Case {
+    use rawgrad::ops::{BinaryOps::*, ReduceOps::SUM};
+    use rawgrad::shape::sints;
+    let (va, vb) = catalogue::matmul_views(m, n, k);
+    let mul = bin(MUL, ld(1, dtypes::float32, va), ld(2, dtypes::float32, vb));
+    let bias_st = st(&[1, n, 1]).expand(&sints(&[m, n, 1])).unwrap();
+    let biased = bin(ADD, red(SUM, mul, &[2]), ld(3, dtypes::float32, bias_st));
+    let relu = bin(MAX, biased, cst(0.0, dtypes::float32, st(&[m, n, 1])));
+    Case::new(name, vec![store(relu, 0, dtypes::float32, st(&[m, n, 1]))])
+}
+
+/// Matmuls the tile fits, with their output width `n`: plain, with a bias and ReLU after the
+/// reduce, and batched (an outer output axis stays outside the swapped `n`, `m`); the `wide`
+/// ones take 32 columns a row (AVX-512's first tile), the others 16 (its second).
+fn tile_cases() -> Vec<(Case, usize)> {
     use rawgrad::ops::{BinaryOps::*, ReduceOps::SUM};
     use rawgrad::shape::sints;
     let plain = catalogue::matmul_of("matmul_tile", dtypes::float32, (24, 48, 36), true);
-    let (va, vb) = catalogue::matmul_views(16, 32, 20);
-    let mul = bin(MUL, ld(1, dtypes::float32, va), ld(2, dtypes::float32, vb));
-    let bias_st = st(&[1, 32, 1]).expand(&sints(&[16, 32, 1])).unwrap();
-    let biased = bin(ADD, red(SUM, mul, &[2]), ld(3, dtypes::float32, bias_st));
-    let relu = bin(MAX, biased, cst(0.0, dtypes::float32, st(&[16, 32, 1])));
-    let epilogue = Case::new(
-        "matmul_bias_relu_tile",
-        vec![store(relu, 0, dtypes::float32, st(&[16, 32, 1]))],
-    );
+    let wide = catalogue::matmul_of("matmul_wide_tile", dtypes::float32, (24, 96, 36), true);
+    let epilogue = matmul_bias_relu("matmul_bias_relu_tile", 16, 32, 20);
+    let epilogue_wide = matmul_bias_relu("matmul_bias_relu_wide_tile", 16, 64, 20);
     // (3, 16, 20) @ (3, 20, 48)
     let full = sints(&[3, 16, 48, 20]);
     let va = st(&[3, 16, 20]).reshape(&sints(&[3, 16, 1, 20])).unwrap();
@@ -459,15 +466,25 @@ fn tile_cases() -> Vec<Case> {
         )],
     );
     vec![
-        plain.with_data(rounding_value),
-        epilogue.with_data(rounding_value),
-        batched.with_data(rounding_value),
-        two_view.with_data(rounding_value),
+        (plain.with_data(rounding_value), 48),
+        (wide.with_data(rounding_value), 96),
+        (epilogue.with_data(rounding_value), 32),
+        (epilogue_wide.with_data(rounding_value), 64),
+        (batched.with_data(rounding_value), 48),
+        (two_view.with_data(rounding_value), 32),
     ]
 }
 
-/// The kernel under this host's tile (`cpu_tile_of_this_host_on_a_1024_matmul` pins the opts).
-fn tiled(case: &Case, o: &RendererOpts) -> Kernel {
+/// This host's first tile that takes `n` output columns (more than one tile's worth).
+fn tile_for(n: usize) -> rawgrad::codegen::kernel::cpu_tile::Tile {
+    let tiles = rawgrad::codegen::kernel::cpu_tile::host_tiles();
+    let fits = tiles.iter().find(|t| n % t.cols() == 0 && n > t.cols());
+    *fits.unwrap_or_else(|| panic!("no tile of {tiles:?} takes {n} columns"))
+}
+
+/// The kernel under this host's tile for `n` columns (`cpu_tile_of_this_host_on_a_1024_matmul`
+/// pins the opts).
+fn tiled(case: &Case, n: usize, o: &RendererOpts) -> Kernel {
     let mut k = Kernel::new(&case.ast, o).unwrap();
     assert!(
         k.apply_cpu_tile().unwrap(),
@@ -475,7 +492,7 @@ fn tiled(case: &Case, o: &RendererOpts) -> Kernel {
         case.name
     );
     assert!(k.wide_vectors);
-    let want = rawgrad::codegen::kernel::cpu_tile::host_tile().opts();
+    let want = tile_for(n).opts();
     let outer = usize::from(case.name.starts_with("batched"));
     let want: Vec<Opt> = (want.into_iter())
         .map(|o| match (o.op, o.axis, o.amt) {
@@ -542,11 +559,11 @@ fn cpu_tile_equals_unoptimized_on_interp_clang_and_llvm() {
         has_shared: false,
         ..interp_opts()
     });
-    let lanes = rawgrad::codegen::kernel::cpu_tile::host_tile().lanes;
     let devices = cpu_devices();
-    for case in tile_cases() {
+    for (case, n) in tile_cases() {
         let want = case.reference();
-        let mut k = tiled(&case, cr.opts());
+        let mut k = tiled(&case, n, cr.opts());
+        let lanes = tile_for(n).lanes;
         assert!(
             render(&case, &mut k, &cr)
                 .src
@@ -557,7 +574,7 @@ fn cpu_tile_equals_unoptimized_on_interp_clang_and_llvm() {
         // INTERP runs the tiled kernel's UOps (built for a CPU's capabilities: no locals)
         let mut interp_outs = vec![];
         for mut k in [
-            tiled(&case, ir_cpu.opts()),
+            tiled(&case, n, ir_cpu.opts()),
             Kernel::new(&case.ast, ir.opts()).unwrap(),
         ] {
             let ir: &dyn Renderer = if k.wide_vectors { &ir_cpu } else { &ir };
@@ -569,7 +586,7 @@ fn cpu_tile_equals_unoptimized_on_interp_clang_and_llvm() {
         assert_eq!(interp_outs[0], interp_outs[1], "{} on INTERP", case.name);
         for dev in &devices {
             let o = dev.1.opts();
-            let outs: Vec<Buffers> = [tiled(&case, o), Kernel::new(&case.ast, o).unwrap()]
+            let outs: Vec<Buffers> = [tiled(&case, n, o), Kernel::new(&case.ast, o).unwrap()]
                 .into_iter()
                 .map(|mut k| run_cpu(dev, &case, &mut k, &want))
                 .collect();

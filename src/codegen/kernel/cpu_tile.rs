@@ -4,11 +4,17 @@
 //! a cache line of the right-hand side, one 4 KiB row apart).
 //!
 //! When it applies, `get_kernel` uses it instead of `hand_coded_optimizations` (`CPU_TILE=0`
-//! keeps 0.9.1's choice; `Kernel::apply_default_opts` itself stays 0.9.1's). The tile
-//! ([`host_tile`]) is `rows` rows of `vecs` vectors of `lanes` lanes: with AVX-512 (32 vector
-//! registers) 8 rows of one 16-lane vector (`UPCAST(n, 16)`, `UPCAST(m, 8)`), else 4 rows of two
-//! 8-lane vectors unrolled by 4 (`UPCAST(n, 8)`, `UPCAST(n, 2)`, `UPCAST(m, 4)`, `UNROLL(0, 4)`);
-//! either way one 64-byte line of the right-hand side per row and reduce step. `n` is an output
+//! keeps 0.9.1's choice; `Kernel::apply_default_opts` itself stays 0.9.1's). A tile
+//! ([`host_tiles`]: the first that fits applies) is `rows` rows of `vecs` vectors of `lanes`
+//! lanes: with AVX-512 (32 vector registers) 8 rows of two 16-lane vectors (`UPCAST(n, 16)`,
+//! `UPCAST(n, 2)`, `UPCAST(m, 8)`: 16 accumulators), or of one where `n` does not take 32
+//! columns; else 4 rows of two 8-lane vectors unrolled by 4 (`UPCAST(n, 8)`, `UPCAST(n, 2)`,
+//! `UPCAST(m, 4)`, `UNROLL(0, 4)`). The right-hand side's rows are 4 KiB apart in a 1024-wide
+//! matmul, so its column strip maps to a few cache sets and comes from L3 on every pass: the
+//! wider the strip (two 64-byte lines a row rather than one), the more multiply-adds each of
+//! those fetches (and page walks) feeds; on an AVX-512 Zen 5 host a 1024^3 matmul measured
+//! 30-35% of the FMA ceiling with one 16-lane vector a row and 60-69% with two (`bench
+//! workloads --workloads W3`, thread CPU time and wall time alike). `n` is an output
 //! axis with unit stride in the output and in every buffer that does not broadcast it, `m`
 //! another output axis some input broadcasts. Before the opts the output axes are permuted (the
 //! others, then `n`, then `m`) so that the loop over `m` runs inside the loop over `n`: one column
@@ -66,53 +72,59 @@ impl Tile {
     }
 }
 
-/// With AVX-512 (32 vector registers): 8 rows of one 16-lane vector, not unrolled (8 accumulators;
-/// the compilers fold the left-hand side's broadcast into the multiply; an unroll by 2 makes
-/// LLVM load those as pairs and shuffle them). Otherwise (16 registers): 4 rows of two 8-lane
-/// vectors, unrolled by 4. Either way a row is one 64-byte line of the right-hand side.
-pub fn host_tile() -> Tile {
+/// The tiles of this host, the preferred first. With AVX-512 (32 vector registers): 8 rows of
+/// two 16-lane vectors (16 accumulators; the compilers fold the left-hand side's broadcast into
+/// the multiply; an unroll by 2 makes LLVM load those as pairs and shuffle them), then 8 rows of
+/// one (where `n` does not take 32 columns). Otherwise (16 registers): 4 rows of two 8-lane
+/// vectors, unrolled by 4.
+pub fn host_tiles() -> Vec<Tile> {
     #[cfg(target_arch = "x86_64")]
     {
         if std::arch::is_x86_feature_detected!("avx512f") {
-            return Tile {
+            let wide = Tile {
                 lanes: 16,
-                vecs: 1,
+                vecs: 2,
                 rows: 8,
                 unroll: 1,
             };
+            return vec![wide, Tile { vecs: 1, ..wide }];
         }
     }
-    Tile {
+    vec![Tile {
         lanes: 8,
         vecs: 2,
         rows: 4,
         unroll: 4,
-    }
+    }]
+}
+
+/// The preferred tile of this host (the first of [`host_tiles`]).
+pub fn host_tile() -> Tile {
+    host_tiles()[0]
 }
 
 impl Kernel {
-    /// Apply the CPU tile (see the module doc) when it fits; true when it did. `CPU_TILE=0`
-    /// turns it off.
+    /// Apply the first of the host's CPU tiles (see the module doc) that fits; true when one
+    /// did. `CPU_TILE=0` turns them off.
     pub fn apply_cpu_tile(&mut self) -> Result<bool> {
         if getenv("CPU_TILE", 1) == 0 {
             return Ok(false);
         }
-        let tile = host_tile();
-        let Some((n, m)) = self.cpu_tile_axes(&tile)? else {
-            return Ok(false);
-        };
-        let before = self.clone();
-        match self.apply_tile(&tile, n, m) {
-            Ok(()) => {
-                self.wide_vectors = true;
-                Ok(true)
+        for tile in host_tiles() {
+            let Some((n, m)) = self.cpu_tile_axes(&tile)? else {
+                continue;
+            };
+            let before = self.clone();
+            match self.apply_tile(&tile, n, m) {
+                Ok(()) => {
+                    self.wide_vectors = true;
+                    return Ok(true);
+                }
+                Err(Error::KernelOpt(_)) => *self = before,
+                Err(e) => return Err(e),
             }
-            Err(Error::KernelOpt(_)) => {
-                *self = before;
-                Ok(false)
-            }
-            Err(e) => Err(e),
         }
+        Ok(false)
     }
 
     /// Loop order: the other output axes (in order), then `n`, then `m`, so one column strip of

@@ -67,6 +67,18 @@ fn matmul(n: i64) -> Vec<LazyOp> {
     matmul_dt(n, dtypes::float32)
 }
 
+/// A float32 (m, k) @ (k, n).
+fn matmul_mnk(m: i64, n: i64, kk: i64) -> Vec<LazyOp> {
+    let a = st(&[m, kk]).reshape(&sints(&[m, 1, kk])).unwrap();
+    let a = a.expand(&sints(&[m, n, kk])).unwrap();
+    let b = st(&[kk, n]).permute(&[1, 0]).unwrap();
+    let b = b.reshape(&sints(&[1, n, kk])).unwrap();
+    let b = b.expand(&sints(&[m, n, kk])).unwrap();
+    let l = |i, s| LazyOp::load(i, dtypes::float32, s);
+    let mul = LazyOp::new(BinaryOps::MUL, vec![l(1, a), l(2, b)], LazyOpArg::None);
+    vec![store(sum(mul, &[2]), 0, st(&[m, n, 1]))]
+}
+
 fn sum_rows(rows: i64, cols: i64) -> Vec<LazyOp> {
     vec![store(
         sum(ld(1, st(&[rows, cols])), &[1]),
@@ -486,7 +498,7 @@ fn tc_axes_follow_removed_dims() {
 /// tile's opts.
 #[test]
 fn cpu_tile_of_this_host_on_a_1024_matmul() {
-    use super::cpu_tile::{host_tile, Tile};
+    use super::cpu_tile::{host_tile, host_tiles, Tile};
     let avx512 = {
         #[cfg(target_arch = "x86_64")]
         {
@@ -500,15 +512,16 @@ fn cpu_tile_of_this_host_on_a_1024_matmul() {
     let (tile, opts, want_shape) = if avx512 {
         let t = Tile {
             lanes: 16,
-            vecs: 1,
+            vecs: 2,
             rows: 8,
             unroll: 1,
         };
-        (
-            t,
-            vec![Opt::new(UPCAST, 0, 16), Opt::new(UPCAST, 1, 8)],
-            vec![64, 128, 1024, 16, 8],
-        )
+        let o = vec![
+            Opt::new(UPCAST, 0, 16),
+            Opt::new(UPCAST, 0, 2),
+            Opt::new(UPCAST, 1, 8),
+        ];
+        (t, o, vec![32, 128, 1024, 16, 2, 8])
     } else {
         let t = Tile {
             lanes: 8,
@@ -537,5 +550,33 @@ fn cpu_tile_of_this_host_on_a_1024_matmul() {
         .into_iter()
         .map(|s| s.and_then(|s| s.as_int()))
         .collect();
-    assert_eq!(out[..2], [Some(16), Some(1024 * tile.rows as i64)]);
+    assert_eq!(
+        out[..2],
+        [Some(tile.cols() as i64), Some(1024 * tile.rows as i64)]
+    );
+    assert_eq!(host_tiles()[0], tile);
+}
+
+/// With AVX-512 an output too narrow for two 16-lane vectors a row (48 columns) gets the next of
+/// the host's tiles: one 16-lane vector a row.
+#[test]
+fn cpu_tile_falls_back_to_one_vector_a_row() {
+    use super::cpu_tile::host_tiles;
+    let tiles = host_tiles();
+    let mut kk = k(&matmul_mnk(64, 48, 32), &clang());
+    assert!(kk.apply_cpu_tile().unwrap());
+    match tiles[..] {
+        [wide, narrow] => {
+            assert_eq!(
+                (wide.lanes, wide.vecs, narrow.lanes, narrow.vecs),
+                (16, 2, 16, 1)
+            );
+            assert_eq!(
+                kk.applied_opts,
+                vec![Opt::new(UPCAST, 0, 16), Opt::new(UPCAST, 1, 8)]
+            );
+            assert_eq!(shape(&kk), vec![3, 8, 32, 16, 8]);
+        }
+        _ => assert_eq!(kk.applied_opts, tiles[0].opts()),
+    }
 }
