@@ -580,3 +580,26 @@ fn cpu_tile_falls_back_to_one_vector_a_row() {
         _ => assert_eq!(kk.applied_opts, tiles[0].opts()),
     }
 }
+
+/// A weight gradient's shape (MLP backward: `g.T @ x`, g (256, 512), x (256, 784), out
+/// (512, 784)): the unit-stride output axis (784) takes 16 columns but not 32, so with AVX-512
+/// the second tile applies (one 16-lane vector a row, 8 rows).
+#[test]
+fn cpu_tile_on_a_weight_gradient_shape() {
+    use super::cpu_tile::host_tiles;
+    let (m, n, kk) = (512, 784, 256);
+    let a = st(&[kk, m]).permute(&[1, 0]).unwrap();
+    let a = a.reshape(&sints(&[m, 1, kk])).unwrap();
+    let a = a.expand(&sints(&[m, n, kk])).unwrap();
+    let b = st(&[kk, n]).permute(&[1, 0]).unwrap();
+    let b = b.reshape(&sints(&[1, n, kk])).unwrap();
+    let b = b.expand(&sints(&[m, n, kk])).unwrap();
+    let l = |i, s| LazyOp::load(i, dtypes::float32, s);
+    let mul = LazyOp::new(BinaryOps::MUL, vec![l(1, a), l(2, b)], LazyOpArg::None);
+    let ast = vec![store(sum(mul, &[2]), 0, st(&[m, n, 1]))];
+    let mut kk = k(&ast, &clang());
+    assert!(kk.apply_cpu_tile().unwrap(), "{:?}", shape(&kk));
+    let tiles = host_tiles();
+    let want = tiles.iter().find(|t| 784 % t.cols() == 0).unwrap();
+    assert_eq!(kk.applied_opts, want.opts());
+}
