@@ -13,8 +13,10 @@
 //! matmul, so its column strip maps to a few cache sets and comes from L3 on every pass: the
 //! wider the strip (two 64-byte lines a row rather than one), the more multiply-adds each of
 //! those fetches (and page walks) feeds; on an AVX-512 Zen 5 host a 1024^3 matmul measured
-//! 30-35% of the FMA ceiling with one 16-lane vector a row and 60-69% with two (`bench
-//! workloads --workloads W3`, thread CPU time and wall time alike). `n` is an output
+//! 32-39% of the FMA ceiling with one 16-lane vector a row and 55-69% with two (`bench
+//! workloads --workloads W3` in a quiet moment: 65-69%; the kernels' thread CPU time on the
+//! loaded machine: 55-66%), and with the right-hand side's rows padded to 1056 floats (no
+//! aliasing) one vector a row reached 68-72%. `n` is an output
 //! axis with unit stride in the output and in every buffer that does not broadcast it, `m`
 //! another output axis some input broadcasts. Before the opts the output axes are permuted (the
 //! others, then `n`, then `m`) so that the loop over `m` runs inside the loop over `n`: one column
