@@ -5,9 +5,10 @@
 //! Per workload and device: kernels in the schedule; schedule time per kernel (`schedule()`,
 //! memory planner included); codegen time per kernel (`get_kernel` + `to_program`: the engine's
 //! optimizer step, linearizer and renderer); compile time per unique kernel (the device compiler
-//! called directly, no disk cache; wall time and the thread's CPU time); then per thread count the steady-state time of running the
-//! lowered items (compiled, buffers allocated), `repeats` times (at most `budget_s` seconds of
-//! repeats after the first), as median and p10-p90 (wall, and the calling thread's CPU time), and the rate at the median (GFLOP/s or GB/s
+//! called directly, no disk cache; wall time and the thread's CPU time); then per thread count
+//! the steady-state time of running the lowered items (compiled, buffers allocated), `repeats`
+//! times (at most `budget_s` seconds of repeats after the first), as median and p10-p90 (wall,
+//! and the calling thread's CPU time), and the rate at the median (GFLOP/s or GB/s
 //! from the kernels' own estimates) with its ratio to the ceiling for that many threads. W9 runs
 //! 64 eager steps (build, schedule, look up, run one 1024-element kernel each); its time is per
 //! kernel. No thresholds: the numbers are for people.

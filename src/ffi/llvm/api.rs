@@ -6,8 +6,8 @@
 //! in the parent module.
 //!
 //! Not guaranteed: the signatures below are those of the LLVM 13-19 C headers (`llvm-c/Core.h`,
-//! `IRReader.h`, `Analysis.h`, `TargetMachine.h`, `Transforms/PassBuilder.h`, `Error.h`, `Support.h`); a
-//! library whose ABI differs from them is not detected beyond the symbol names.
+//! `IRReader.h`, `Analysis.h`, `TargetMachine.h`, `Transforms/PassBuilder.h`, `Error.h`,
+//! `Support.h`); a library whose ABI differs from them is not detected beyond the symbol names.
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 

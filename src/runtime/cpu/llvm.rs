@@ -6,8 +6,14 @@
 //! through the same CPU program ([`ClangProgram`]: outer loop split across the worker pool).
 //!
 //! - [`LLVMCompiler`]: IR text -> object bytes. The pipeline is [`LlvmOpt`] (`LLVMOPT=0..3`:
-//!   none, light, `default<O2>`, `default<O3>`; see the README for the measurements behind the
-//!   default).
+//!   none, light, `default<O2>`, `default<O3>`), with the measuring overrides of
+//!   [`Pipeline::from_env`] (`LLVM_PASSES`, `LLVM_CODEGEN`, `LLVM_ISEL`). The default, light IR
+//!   passes then codegen level 2, was chosen by measuring compile and steady-state CPU time of
+//!   bench workloads W1-W3, W6-W8, W10-W12 against lighter choices (README, `LLVMOPT`): codegen
+//!   level 0 halves the compile but runs tiled kernels 4-6x slower, level 1 saves nothing
+//!   measurable, dropping the SLP vectorizer runs them 10x slower; FastISel saves 0-20% of the
+//!   compile at equal speed but is a process-wide LLVM option (shared with the AMD compiler when
+//!   both load one libLLVM), so it is not the default.
 //! - [`LLVMRuntime`]: object bytes -> program; external calls (libm, half conversions) resolve
 //!   through [`libcalls`]. Its graph is the CPU batch graph (`runtime/cpu/graph.rs`): the kernels'
 //!   modules and the batch entry's, joined by [`MODULE_SEPARATOR`], which [`LLVMCompiler`] parses

@@ -233,7 +233,10 @@ fn lanes_ir(c: &LLVMCompiler) -> String {
     let p = "float*";
     for i in 0..4 {
         let ld = |n: &str, at: usize| {
-            format!("  %{n}{i}.p = getelementptr float, {p} %pi, i64 {at}\n  %{n}{i} = load float, {p} %{n}{i}.p\n")
+            format!(
+                "  %{n}{i}.p = getelementptr float, {p} %pi, i64 {at}\n  \
+                 %{n}{i} = load float, {p} %{n}{i}.p\n"
+            )
         };
         body += &ld("x", i);
         body += &format!("  %s{i} = fadd float %x{i}, 1.0e8\n  %d{i} = fsub float %s{i}, 1.0e8\n");
