@@ -337,6 +337,30 @@ pub struct Llvm {
     version: LlvmVersion,
     /// The targets rawgrad registers, each with the first missing initializer (None: registered).
     targets: Vec<(&'static str, Option<String>)>,
+    /// The instruction selector set by [`Llvm::set_isel`] (None: never set).
+    isel: Mutex<Option<Isel>>,
+}
+
+/// The instruction selector of a library's code generators (`llc -fast-isel`).
+/// LLVM 13-17's C API has no per-machine setting for it: it is a process-wide LLVM option.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Isel {
+    /// LLVM's choice per codegen level: SelectionDAG at 1-3, FastISel (falling back to
+    /// SelectionDAG per instruction) at 0.
+    Default,
+    /// `-fast-isel`: FastISel at every level. (GlobalISel is not offered: `-global-isel` crashed
+    /// libLLVM 15's X86 code generator in process.)
+    Fast,
+}
+
+impl Isel {
+    /// The LLVM options that select it.
+    pub fn args(self) -> &'static [&'static str] {
+        match self {
+            Isel::Default => &[],
+            Isel::Fast => &["-fast-isel"],
+        }
+    }
 }
 
 impl fmt::Debug for Llvm {
@@ -443,6 +467,7 @@ impl Llvm {
             path: path.to_path_buf(),
             version,
             targets: register_targets(lib),
+            isel: Mutex::new(None),
         })
     }
 
@@ -460,6 +485,27 @@ impl Llvm {
     /// the default) rather than typed (`float*`).
     pub fn opaque_pointers(&self) -> bool {
         self.version.major >= 15
+    }
+
+    /// Make `isel` this library's instruction selector for every later compile, any target (an
+    /// LLVM option of the whole library, parsed once: setting it again to the same is a no-op, to
+    /// another is an error naming both).
+    pub fn set_isel(&self, isel: Isel) -> Result<()> {
+        let mut cur = self.isel.lock().unwrap_or_else(|e| e.into_inner());
+        match *cur {
+            Some(old) if old == isel => return Ok(()),
+            Some(old) => bail!(
+                InvalidArgument,
+                "LLVM {}: the instruction selector is already {old:?} for this process, not {isel:?}",
+                self.version
+            ),
+            None => {}
+        }
+        if isel != Isel::Default {
+            api::parse_command_line(&self.api, isel.args())?;
+        }
+        *cur = Some(isel);
+        Ok(())
     }
 
     /// Check that the target library serving `triple` was registered at load time.

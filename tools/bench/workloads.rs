@@ -5,9 +5,10 @@
 //! Per workload and device: kernels in the schedule; schedule time per kernel (`schedule()`,
 //! memory planner included); codegen time per kernel (`get_kernel` + `to_program`: the engine's
 //! optimizer step, linearizer and renderer); compile time per unique kernel (the device compiler
-//! called directly, no disk cache); then per thread count the steady-state time of running the
-//! lowered items (compiled, buffers allocated), `repeats` times (at most `budget_s` seconds of
-//! repeats after the first), as median and p10-p90, and the rate at the median (GFLOP/s or GB/s
+//! called directly, no disk cache; wall time and the thread's CPU time); then per thread count
+//! the steady-state time of running the lowered items (compiled, buffers allocated), `repeats`
+//! times (at most `budget_s` seconds of repeats after the first), as median and p10-p90 (wall,
+//! and the calling thread's CPU time), and the rate at the median (GFLOP/s or GB/s
 //! from the kernels' own estimates) with its ratio to the ceiling for that many threads. W9 runs
 //! 64 eager steps (build, schedule, look up, run one 1024-element kernel each); its time is per
 //! kernel. No thresholds: the numbers are for people.
@@ -137,8 +138,9 @@ struct Prepared {
     kernels: usize,
     schedule_s: f64,
     codegen_s: f64,
-    /// Seconds per unique kernel source.
+    /// Seconds per unique kernel source: wall time, and the compiling thread's CPU time.
     compile_s: Vec<f64>,
+    compile_cpu_s: Vec<f64>,
     items: Vec<ExecItem>,
     var_vals: VarVals,
     flops: f64,
@@ -161,11 +163,12 @@ fn prepare(w: &Workload, device: &str) -> Result<Prepared> {
         kernels += 1;
         sources.insert(p.src);
     }
-    let mut compile_s = vec![];
+    let (mut compile_s, mut compile_cpu_s) = (vec![], vec![]);
     for src in &sources {
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), thread_cpu_s());
         dev.compiler.compile(src)?;
         compile_s.push(t.elapsed().as_secs_f64());
+        compile_cpu_s.push(thread_cpu_s() - c);
     }
     let items: Vec<ExecItem> = sched
         .iter()
@@ -181,6 +184,7 @@ fn prepare(w: &Workload, device: &str) -> Result<Prepared> {
         schedule_s,
         codegen_s,
         compile_s,
+        compile_cpu_s,
         items,
         var_vals,
         flops,
@@ -188,21 +192,32 @@ fn prepare(w: &Workload, device: &str) -> Result<Prepared> {
     })
 }
 
+/// Seconds this thread has run on a CPU (`CLOCK_THREAD_CPUTIME_ID`; NaN where it fails).
+fn thread_cpu_s() -> f64 {
+    rawgrad::driver::os::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+        .map_or(f64::NAN, |ns| ns as f64 * 1e-9)
+}
+
+/// Wall and calling-thread CPU seconds of each timed run.
+type Times = (Vec<f64>, Vec<f64>);
+
 /// Run `f` once (warm-up, unless `steady_only`), then up to `repeats` times within `budget_s`;
-/// the times in seconds.
-fn repeat(cfg: &Config, warm: bool, mut f: impl FnMut() -> Result<()>) -> Result<Vec<f64>> {
+/// the times in seconds (wall, and the calling thread's CPU time: with one thread the kernels run
+/// on the calling thread, so on a loaded machine it is the time the work itself took).
+fn repeat(cfg: &Config, warm: bool, mut f: impl FnMut() -> Result<()>) -> Result<Times> {
     if warm {
         f()?;
     }
-    let (start, mut times) = (Instant::now(), vec![]);
+    let (start, mut times, mut cpu) = (Instant::now(), vec![], vec![]);
     while times.len() < cfg.repeats
         && (times.is_empty() || start.elapsed().as_secs_f64() < cfg.budget_s)
     {
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), thread_cpu_s());
         f()?;
         times.push(t.elapsed().as_secs_f64());
+        cpu.push(thread_cpu_s() - c);
     }
-    Ok(times)
+    Ok((times, cpu))
 }
 
 fn run_items(p: &Prepared) -> Result<()> {
@@ -218,7 +233,7 @@ fn run_items(p: &Prepared) -> Result<()> {
 }
 
 /// W9: `CHAIN` eager steps; seconds per step.
-fn eager_chain(cfg: &Config) -> Result<Vec<f64>> {
+fn eager_chain(cfg: &Config) -> Result<Times> {
     let x0 = Tensor::rand(&[1024])?.realize()?;
     let times = repeat(cfg, true, || {
         let mut x = x0.clone();
@@ -227,7 +242,8 @@ fn eager_chain(cfg: &Config) -> Result<Vec<f64>> {
         }
         Ok(())
     })?;
-    Ok(times.iter().map(|t| t / CHAIN as f64).collect())
+    let per = |v: Vec<f64>| v.iter().map(|t| t / CHAIN as f64).collect();
+    Ok((per(times.0), per(times.1)))
 }
 
 /// One row of the table.
@@ -235,9 +251,12 @@ struct Row {
     w: &'static Workload,
     device: String,
     threads: usize,
-    /// Kernels, schedule and codegen seconds per kernel, compile seconds per unique kernel.
-    cost: (usize, f64, f64, Stats),
+    /// Kernels, schedule and codegen seconds per kernel, compile seconds per unique kernel (wall,
+    /// CPU).
+    cost: (usize, f64, f64, Stats, Stats),
     time: Stats,
+    /// The calling thread's CPU time of the same runs.
+    time_cpu: Stats,
     rate: f64,
     ceiling: Option<f64>,
 }
@@ -263,16 +282,23 @@ fn rows_for(
     let p = prepare(w, device)?;
     let k = p.kernels.max(1) as f64;
     let compile = Stats::of(&p.compile_s);
-    let cost = (p.kernels, p.schedule_s / k, p.codegen_s / k, compile);
+    let compile_cpu = Stats::of(&p.compile_cpu_s);
+    let cost = (
+        p.kernels,
+        p.schedule_s / k,
+        p.codegen_s / k,
+        compile,
+        compile_cpu,
+    );
     let mut rows = vec![];
     for c in ceil {
         let _t = Context::new(&[("CLANG_THREADS", c.threads as i64)]);
-        let times = if w.eager {
+        let (times, cpu) = if w.eager {
             eager_chain(cfg)?
         } else {
             repeat(cfg, !w.steady_only, || run_items(&p))?
         };
-        let time = Stats::of(&times);
+        let (time, time_cpu) = (Stats::of(&times), Stats::of(&cpu));
         let (amount, ceiling) = match w.bound {
             Bound::Compute => (p.flops, c.fma.map(|f| f.median)),
             Bound::Memory => (p.bytes, c.copy.map(|x| x.median)),
@@ -283,6 +309,7 @@ fn rows_for(
             threads: c.threads,
             cost,
             time,
+            time_cpu,
             rate: amount / time.median / 1e9,
             ceiling,
         });
@@ -319,11 +346,11 @@ fn table(cfg: &Config, ceil: &[Ceilings], rows: &[Row]) -> String {
     }
     let _ = writeln!(
         out,
-        "| W   | workload                             | device | thr | kernels | sched us/k | codegen us/k | compile ms/k [p10-p90] | steady ms [p10-p90]        | rate          | % ceil |"
+        "| W   | workload                             | device | thr | kernels | sched us/k | codegen us/k | compile ms/k [p10-p90] | compile cpu ms/k [p10-p90] | steady ms [p10-p90]        | steady cpu ms [p10-p90] | rate          | % ceil |"
     );
-    let _ = writeln!(out, "|{}|", "-".repeat(170));
+    let _ = writeln!(out, "|{}|", "-".repeat(225));
     for r in rows {
-        let (kernels, sched, codegen, compile) = r.cost;
+        let (kernels, sched, codegen, compile, compile_cpu) = r.cost;
         let unit = match r.w.bound {
             Bound::Compute => "GFLOP/s",
             Bound::Memory => "GB/s",
@@ -333,7 +360,7 @@ fn table(cfg: &Config, ceil: &[Ceilings], rows: &[Row]) -> String {
             .map_or("-".to_string(), |c| format!("{:.1}%", 100.0 * r.rate / c));
         let _ = writeln!(
             out,
-            "| {:<3} | {:<36} | {:<6} | {:>3} | {:>7} | {:>10.1} | {:>12.1} | {:>7} [{}-{}] | {:>9} [{}-{}]{} | {:>7.2} {:<5} | {:>6} |",
+            "| {:<3} | {:<36} | {:<6} | {:>3} | {:>7} | {:>10.1} | {:>12.1} | {:>7} [{}-{}] | {:>7} [{}-{}] | {:>9} [{}-{}]{} | {:>7} [{}-{}] | {:>7.2} {:<5} | {:>6} |",
             r.w.id,
             r.w.what,
             r.device,
@@ -344,10 +371,16 @@ fn table(cfg: &Config, ceil: &[Ceilings], rows: &[Row]) -> String {
             fmt_ms(compile.median),
             fmt_ms(compile.p10),
             fmt_ms(compile.p90),
+            fmt_ms(compile_cpu.median),
+            fmt_ms(compile_cpu.p10),
+            fmt_ms(compile_cpu.p90),
             fmt_ms(r.time.median),
             fmt_ms(r.time.p10),
             fmt_ms(r.time.p90),
             if r.w.eager { " /kernel" } else { "" },
+            fmt_ms(r.time_cpu.median),
+            fmt_ms(r.time_cpu.p10),
+            fmt_ms(r.time_cpu.p90),
             r.rate,
             unit,
             pct

@@ -6,8 +6,8 @@
 //! in the parent module.
 //!
 //! Not guaranteed: the signatures below are those of the LLVM 13-19 C headers (`llvm-c/Core.h`,
-//! `IRReader.h`, `Analysis.h`, `TargetMachine.h`, `Transforms/PassBuilder.h`, `Error.h`); a
-//! library whose ABI differs from them is not detected beyond the symbol names.
+//! `IRReader.h`, `Analysis.h`, `TargetMachine.h`, `Transforms/PassBuilder.h`, `Error.h`,
+//! `Support.h`); a library whose ABI differs from them is not detected beyond the symbol names.
 
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 
@@ -102,6 +102,7 @@ llvm_api! {
     LLVMRunPasses: fn(ModuleRef, *const c_char, TargetMachineRef, PassBuilderOptionsRef) -> ErrorRef;
     LLVMGetErrorMessage: fn(ErrorRef) -> *mut c_char;
     LLVMDisposeErrorMessage: fn(*mut c_char);
+    LLVMParseCommandLineOptions: fn(c_int, *const *const c_char, *const c_char);
 }
 
 /// `LLVMGetVersion` (LLVM >= 16), when the library has it.
@@ -516,6 +517,23 @@ pub fn dispose_target_machine(api: &Api, raw: TargetMachineRef) {
     // SAFETY: `raw` came from LLVMCreateTargetMachine (through `new`), its owner gives it up
     // here exactly once, and no borrowed view of it outlives this call (callers' contract).
     unsafe { (api.LLVMDisposeTargetMachine)(raw) };
+}
+
+/// `LLVMParseCommandLineOptions` with `args` (after a program name): LLVM's options are global
+/// to the library. Callers pass only options this library knows (LLVM exits on an unknown one).
+pub fn parse_command_line(api: &Api, args: &[&str]) -> Result<()> {
+    let owned: Vec<CString> = std::iter::once("rawgrad")
+        .chain(args.iter().copied())
+        .map(|a| cstring(a, "command-line option"))
+        .collect::<Result<_>>()?;
+    let argv: Vec<*const c_char> = owned.iter().map(|a| a.as_ptr()).collect();
+    let overview = cstring("rawgrad", "overview")?;
+    // SAFETY: `argv` holds `argv.len()` NUL-terminated strings that outlive the call; LLVM copies
+    // what it keeps.
+    unsafe {
+        (api.LLVMParseCommandLineOptions)(argv.len() as c_int, argv.as_ptr(), overview.as_ptr())
+    };
+    Ok(())
 }
 
 /// A string LLVM returns for the host (triple, CPU name, features).

@@ -6,8 +6,14 @@
 //! through the same CPU program ([`ClangProgram`]: outer loop split across the worker pool).
 //!
 //! - [`LLVMCompiler`]: IR text -> object bytes. The pipeline is [`LlvmOpt`] (`LLVMOPT=0..3`:
-//!   none, light, `default<O2>`, `default<O3>`; see the README for the measurements behind the
-//!   default).
+//!   none, light, `default<O2>`, `default<O3>`), with the measuring overrides of
+//!   [`Pipeline::from_env`] (`LLVM_PASSES`, `LLVM_CODEGEN`, `LLVM_ISEL`). The default, light IR
+//!   passes then codegen level 2, was chosen by measuring compile and steady-state CPU time of
+//!   bench workloads W1-W3, W6-W8, W10-W12 against lighter choices (README, `LLVMOPT`): codegen
+//!   level 0 halves the compile but runs tiled kernels 4-6x slower, level 1 saves nothing
+//!   measurable, dropping the SLP vectorizer runs them 10x slower; FastISel saves 0-20% of the
+//!   compile at equal speed but is a process-wide LLVM option (shared with the AMD compiler when
+//!   both load one libLLVM), so it is not the default.
 //! - [`LLVMRuntime`]: object bytes -> program; external calls (libm, half conversions) resolve
 //!   through [`libcalls`]. Its graph is the CPU batch graph (`runtime/cpu/graph.rs`): the kernels'
 //!   modules and the batch entry's, joined by [`MODULE_SEPARATOR`], which [`LLVMCompiler`] parses
@@ -28,8 +34,8 @@ use crate::codegen::program::ProgramSpec;
 use crate::device::allocator::{HostAllocator, LruAllocator};
 use crate::device::registry::Compiled;
 use crate::device::{CallGraph, Compiler, DeviceGraph, GraphCall, Program, Runtime};
-use crate::ffi::llvm::{CompileOptions, Emit, Llvm};
-use crate::helpers::{getenv, to_function_name};
+use crate::ffi::llvm::{CompileOptions, Emit, Isel, Llvm};
+use crate::helpers::{getenv, getenv_str, to_function_name};
 use crate::renderer::llvmir::LLVMRenderer;
 use crate::runtime::cpu::clang::ClangProgram;
 use crate::runtime::cpu::graph::{BatchCompiler, BatchLang, CpuGraph, BATCH_NAME};
@@ -43,6 +49,10 @@ use crate::{bail, Result};
 /// and later.
 pub const LIGHT_PASSES: &str =
     "function(early-cse,loop-mssa(licm),instcombine,simplifycfg,slp-vectorizer)";
+
+/// The codegen level (instruction selection and machine passes) of [`LlvmOpt::None`] and
+/// [`LlvmOpt::Light`].
+pub const DEFAULT_CODEGEN: u8 = 2;
 
 /// Between the modules of a source that holds several (an IR comment line): [`LLVMCompiler`]
 /// links them into one.
@@ -77,19 +87,66 @@ impl LlvmOpt {
     /// The IR pass pipeline and the codegen level.
     fn pipeline(self) -> (Option<String>, u8) {
         match self {
-            LlvmOpt::None => (None, 2),
-            LlvmOpt::Light => (Some(LIGHT_PASSES.to_string()), 2),
+            LlvmOpt::None => (None, DEFAULT_CODEGEN),
+            LlvmOpt::Light => (Some(LIGHT_PASSES.to_string()), DEFAULT_CODEGEN),
             LlvmOpt::Default(n) => (Some(format!("default<O{n}>")), n.max(2)),
         }
     }
+}
 
-    fn tag(self) -> String {
-        match self {
-            LlvmOpt::None => "noopt_cg2".into(),
-            // the pass text itself, so a changed pipeline never reuses an old cached object
-            LlvmOpt::Light => format!("light_{LIGHT_PASSES}_cg2"),
-            LlvmOpt::Default(n) => format!("O{n}"),
+/// What [`LLVMCompiler`] runs: the IR pass pipeline (None: no IR passes), the codegen level (0-3)
+/// and the instruction selector.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Pipeline {
+    pub passes: Option<String>,
+    pub codegen: u8,
+    pub isel: Isel,
+}
+
+impl Pipeline {
+    /// The pipeline of a named level.
+    pub fn of(opt: LlvmOpt) -> Pipeline {
+        let (passes, codegen) = opt.pipeline();
+        Pipeline {
+            passes,
+            codegen,
+            isel: Isel::Default,
         }
+    }
+
+    /// [`LlvmOpt::from_env`]'s pipeline with the measuring overrides applied: `LLVM_PASSES`
+    /// (new-pass-manager text, `none` for no IR passes), `LLVM_CODEGEN` (0-3) and `LLVM_ISEL`
+    /// (`dag`, `fast`; a process-wide LLVM option, see [`Llvm::set_isel`]).
+    pub fn from_env() -> Result<Pipeline> {
+        let mut p = Pipeline::of(LlvmOpt::from_env()?);
+        if let Some(text) = getenv_str("LLVM_PASSES") {
+            let text = text.trim();
+            p.passes = (!text.is_empty() && text != "none").then(|| text.to_string());
+        }
+        if getenv_str("LLVM_CODEGEN").is_some() {
+            p.codegen = match getenv("LLVM_CODEGEN", 2) {
+                n @ 0..=3 => n as u8,
+                n => bail!(InvalidArgument, "LLVM_CODEGEN={n}: expected 0, 1, 2 or 3"),
+            };
+        }
+        if let Some(isel) = getenv_str("LLVM_ISEL") {
+            p.isel = match isel.trim() {
+                "" | "dag" => Isel::Default,
+                "fast" => Isel::Fast,
+                other => bail!(InvalidArgument, "LLVM_ISEL={other}: expected dag or fast"),
+            };
+        }
+        Ok(p)
+    }
+
+    /// For the cache key: the pass text itself, so a changed pipeline never reuses an old object.
+    fn tag(&self) -> String {
+        let isel = match self.isel {
+            Isel::Default => "",
+            Isel::Fast => "_fastisel",
+        };
+        let passes = self.passes.as_deref().unwrap_or("none");
+        format!("{passes}_cg{}{isel}", self.codegen)
     }
 }
 
@@ -98,7 +155,7 @@ impl LlvmOpt {
 pub struct LLVMCompiler {
     llvm: Arc<Llvm>,
     opts: CompileOptions,
-    opt: LlvmOpt,
+    pipeline: Pipeline,
 }
 
 impl LLVMCompiler {
@@ -107,29 +164,42 @@ impl LLVMCompiler {
         LLVMCompiler::with_llvm(Llvm::load()?)
     }
 
-    /// With a given libLLVM, for this machine's CPU, at the `LLVMOPT` pipeline.
+    /// With a given libLLVM, for this machine's CPU, at the `LLVMOPT` pipeline (and overrides,
+    /// [`Pipeline::from_env`]).
     pub fn with_llvm(llvm: Arc<Llvm>) -> Result<LLVMCompiler> {
-        LLVMCompiler::with_opt(llvm, LlvmOpt::from_env()?)
+        LLVMCompiler::with_pipeline(llvm, Pipeline::from_env()?)
+    }
+
+    /// With a given libLLVM and named level, for this machine's CPU.
+    pub fn with_opt(llvm: Arc<Llvm>, opt: LlvmOpt) -> Result<LLVMCompiler> {
+        LLVMCompiler::with_pipeline(llvm, Pipeline::of(opt))
     }
 
     /// With a given libLLVM and pipeline, for this machine's CPU.
-    pub fn with_opt(llvm: Arc<Llvm>, opt: LlvmOpt) -> Result<LLVMCompiler> {
+    pub fn with_pipeline(llvm: Arc<Llvm>, pipeline: Pipeline) -> Result<LLVMCompiler> {
+        llvm.set_isel(pipeline.isel)?;
         let mut opts = CompileOptions::new(
             &llvm.host_triple(),
             &llvm.host_cpu(),
             &llvm.host_features(),
             false,
         );
-        (opts.passes, opts.codegen_level) = opt.pipeline();
-        Ok(LLVMCompiler { llvm, opts, opt })
+        opts.passes.clone_from(&pipeline.passes);
+        opts.codegen_level = pipeline.codegen;
+        Ok(LLVMCompiler {
+            llvm,
+            opts,
+            pipeline,
+        })
     }
 
     pub fn llvm(&self) -> &Arc<Llvm> {
         &self.llvm
     }
 
-    pub fn opt(&self) -> LlvmOpt {
-        self.opt
+    /// The pipeline it runs.
+    pub fn pipeline(&self) -> &Pipeline {
+        &self.pipeline
     }
 
     /// The renderer whose IR this compiler takes.
@@ -160,7 +230,7 @@ impl Compiler for LLVMCompiler {
             self.opts.triple,
             self.opts.cpu,
             self.opts.features,
-            self.opt.tag()
+            self.pipeline.tag()
         ))
     }
 

@@ -109,7 +109,7 @@ fn compiles_loads_and_runs_calling_libm() {
             f32::from_le_bytes(got.try_into().unwrap()),
             9.5,
             "{:?}",
-            c.opt()
+            c.pipeline()
         );
     }
 }
@@ -166,7 +166,10 @@ entry:
   ret void
 }
 "#;
-    for c in compilers().into_iter().filter(|c| c.opt() == LlvmOpt::None) {
+    for c in compilers()
+        .into_iter()
+        .filter(|c| c.pipeline() == &Pipeline::of(LlvmOpt::None))
+    {
         let mut generic = c.clone();
         generic.opts.cpu = "x86-64".into();
         generic.opts.features = String::new();
@@ -210,4 +213,153 @@ fn cache_keys_name_the_pipeline() {
         .unwrap_err()
         .message()
         .contains("LLVMOPT=7"));
+}
+
+/// Four lanes of `(x + 1e8) - 1e8` and four of `a*b + c`, as the renderer writes upcast lanes
+/// (scalar lines the SLP vectorizer may turn into vector instructions). `{P}` is the float
+/// pointer type, `{PP}` the pointer-to-pointer type.
+const LANES_IR: &str = r#"
+define void @lanes_rg({PP} %bufs, i32* %vals, i32 %core, i32 %ncores) {
+entry:
+  %po = load {P}, {PP} %bufs
+  %q = getelementptr {P}, {PP} %bufs, i64 1
+  %pi = load {P}, {PP} %q
+BODY  ret void
+}
+"#;
+
+fn lanes_ir(c: &LLVMCompiler) -> String {
+    let mut body = String::new();
+    let p = "float*";
+    for i in 0..4 {
+        let ld = |n: &str, at: usize| {
+            format!(
+                "  %{n}{i}.p = getelementptr float, {p} %pi, i64 {at}\n  \
+                 %{n}{i} = load float, {p} %{n}{i}.p\n"
+            )
+        };
+        body += &ld("x", i);
+        body += &format!("  %s{i} = fadd float %x{i}, 1.0e8\n  %d{i} = fsub float %s{i}, 1.0e8\n");
+        body += &format!(
+            "  %o{i}.p = getelementptr float, {p} %po, i64 {i}\n  store float %d{i}, {p} %o{i}.p\n"
+        );
+        body += &ld("a", 4 + i);
+        body += &ld("b", 8 + i);
+        body += &ld("c", 12 + i);
+        body += &format!("  %m{i} = fmul float %a{i}, %b{i}\n  %f{i} = fadd float %m{i}, %c{i}\n");
+        body += &format!(
+            "  %g{i}.p = getelementptr float, {p} %po, i64 {}\n  store float %f{i}, {p} %g{i}.p\n",
+            4 + i
+        );
+    }
+    let ir = LANES_IR.replace("BODY", &body);
+    let ir = ir.replace("{PP}", "float**").replace("{P}", "float*");
+    if c.llvm().opaque_pointers() {
+        ir.replace("float**", "ptr")
+            .replace("float*", "ptr")
+            .replace("i32*", "ptr")
+    } else {
+        ir
+    }
+}
+
+/// No pipeline regroups (`(x + 1e8) - 1e8` is not `x`) or contracts (`a*b + c` rounds the
+/// product): equal expressions give the same bits in every kernel, on every libLLVM and level.
+#[test]
+fn pipelines_neither_reassociate_nor_contract() {
+    let e = 1.0 + f32::powi(2.0, -12);
+    let x = [1.25f32, 3.7, -2.5, 6.0];
+    let (a, b, cc) = (
+        [e, 3.1, e, 0.3],
+        [e, 7.7, e, 0.7],
+        [-1.0f32, 0.1, -1.0, 0.9],
+    );
+    let input: Vec<u8> = x
+        .iter()
+        .chain(&a)
+        .chain(&b)
+        .chain(&cc)
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    let mut want: Vec<u32> = x
+        .iter()
+        .map(|v| ((v + 1e8f32) - 1e8f32).to_bits())
+        .collect();
+    want.extend((0..4).map(|i| (a[i] * b[i] + cc[i]).to_bits()));
+    assert_ne!(
+        want[4],
+        e.mul_add(e, -1.0).to_bits(),
+        "the fma case must differ"
+    );
+    for c in compilers() {
+        let ir = lanes_ir(&c);
+        let obj = c.compile(&ir).unwrap_or_else(|e| panic!("{e}\n{ir}"));
+        let out = run(&c, "lanes", &obj, &input, 32, &[]);
+        let got: Vec<u32> = out
+            .chunks(4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(got, want, "LLVM {} {:?}", c.llvm().version(), c.pipeline());
+    }
+}
+
+/// The default pipeline (`LLVMOPT` unset) and what it may never contain; the overrides of
+/// [`Pipeline::from_env`] and their errors.
+#[test]
+fn default_pipeline_and_overrides() {
+    let p = Pipeline::from_env().unwrap();
+    assert_eq!(p, Pipeline::of(LlvmOpt::Light));
+    assert_eq!(p.passes.as_deref(), Some(LIGHT_PASSES));
+    assert_eq!((p.codegen, p.isel), (DEFAULT_CODEGEN, Isel::Default));
+    // the equal-bits rule: nothing that regroups floats or rewrites loops into other orders
+    for banned in ["reassociate", "loop-vectorize", "default<", "unroll"] {
+        assert!(!LIGHT_PASSES.contains(banned), "{banned} in {LIGHT_PASSES}");
+    }
+    {
+        let _g = Context::with_str(&[
+            ("LLVM_PASSES", "function(instcombine)"),
+            ("LLVM_CODEGEN", "1"),
+            ("LLVM_ISEL", "fast"),
+        ]);
+        let p = Pipeline::from_env().unwrap();
+        assert_eq!(p.passes.as_deref(), Some("function(instcombine)"));
+        assert_eq!((p.codegen, p.isel), (1, Isel::Fast));
+    }
+    {
+        let _g = Context::with_str(&[("LLVM_PASSES", "none"), ("LLVMOPT", "3")]);
+        let p = Pipeline::from_env().unwrap();
+        assert_eq!((p.passes, p.codegen), (None, 3));
+    }
+    for (k, v) in [("LLVM_CODEGEN", "4"), ("LLVM_ISEL", "slow")] {
+        let _g = Context::with_str(&[(k, v)]);
+        let e = Pipeline::from_env().unwrap_err().message().to_string();
+        assert!(e.contains(&format!("{k}={v}")), "{e}");
+    }
+}
+
+/// Codegen level and instruction selector are part of the cache key.
+#[test]
+fn cache_keys_name_codegen_level_and_isel() {
+    let Some(l) = find_libraries().into_iter().next() else {
+        println!("skipped: no libLLVM");
+        return;
+    };
+    let llvm = Llvm::open(&l.path).unwrap();
+    let base = Pipeline::of(LlvmOpt::Light);
+    let mut keys = vec![];
+    for (codegen, isel) in [(1, Isel::Default), (2, Isel::Default), (2, Isel::Fast)] {
+        let p = Pipeline {
+            codegen,
+            isel,
+            ..base.clone()
+        };
+        let c = LLVMCompiler {
+            llvm: Arc::clone(&llvm),
+            opts: CompileOptions::new("x86_64", "", "", false),
+            pipeline: p,
+        };
+        keys.push(c.cache_key().unwrap());
+    }
+    keys.dedup();
+    assert_eq!(keys.len(), 3, "{keys:?}");
 }
