@@ -148,7 +148,7 @@ impl UPat {
     }
 
     /// Match `u`, returning the bindings.
-    pub fn matches(&self, u: &UOp) -> Option<Match> {
+    pub fn matches<'a>(&self, u: &'a UOp) -> Option<Match<'a>> {
         let mut store = Match::default();
         match_pat(u, self, &mut store).then_some(store)
     }
@@ -170,16 +170,17 @@ pub fn const_num_eq(x: ConstValue, y: ConstValue) -> bool {
     }
 }
 
-/// The nodes a pattern bound, by name.
+/// The nodes a pattern bound, by name (borrowed from the matched graph: binding costs no
+/// reference count).
 #[derive(Clone, Debug, Default)]
-pub struct Match {
-    binds: Vec<(&'static str, UOp)>,
+pub struct Match<'a> {
+    binds: Vec<(&'static str, &'a UOp)>,
 }
 
-impl Match {
+impl<'a> Match<'a> {
     /// The node bound to `name` (None when the pattern has no such name).
-    pub fn get(&self, name: &str) -> Option<&UOp> {
-        self.binds.iter().find(|(n, _)| *n == name).map(|(_, u)| u)
+    pub fn get(&self, name: &str) -> Option<&'a UOp> {
+        self.binds.iter().find(|(n, _)| *n == name).map(|(_, u)| *u)
     }
     /// The CONST value bound to `name`.
     pub fn cv(&self, name: &str) -> Option<ConstValue> {
@@ -187,12 +188,12 @@ impl Match {
     }
 }
 
-fn match_pat(u: &UOp, p: &UPat, store: &mut Match) -> bool {
+fn match_pat<'a>(u: &'a UOp, p: &UPat, store: &mut Match<'a>) -> bool {
     if let Some(name) = p.name {
         match store.get(name) {
             Some(bound) if bound != u => return false,
             Some(_) => {}
-            None => store.binds.push((name, u.clone())),
+            None => store.binds.push((name, u)),
         }
     }
     if let Some(args) = &p.arg {
@@ -222,11 +223,11 @@ fn match_pat(u: &UOp, p: &UPat, store: &mut Match) -> bool {
 
 /// Match the sources of `u` against `pats` (zipped, as Python's `zip`), keeping the bindings only
 /// on success (bindings are append-only, so a failed attempt is undone by truncation).
-fn try_sources<'a>(
-    u: &UOp,
+fn try_sources<'a, 'p>(
+    u: &'a UOp,
     p: &UPat,
-    pats: impl ExactSizeIterator<Item = &'a UPat>,
-    store: &mut Match,
+    pats: impl ExactSizeIterator<Item = &'p UPat>,
+    store: &mut Match<'a>,
 ) -> bool {
     let n = u.src().len();
     if n != pats.len() && !p.allow_len.contains(&n) {
@@ -282,7 +283,7 @@ fn permutations(n: usize) -> Vec<Vec<usize>> {
 }
 
 /// Try `v` in every order against the sources of `u`.
-fn try_permutations(u: &UOp, p: &UPat, v: &[UPat], store: &mut Match) -> bool {
+fn try_permutations<'a>(u: &'a UOp, p: &UPat, v: &[UPat], store: &mut Match<'a>) -> bool {
     if v.len() != u.src().len() && !p.allow_len.contains(&u.src().len()) {
         return false;
     }
@@ -456,11 +457,53 @@ enum Frame {
     Finish { node: UOp, key: UOp, target: UOp },
 }
 
+/// The rewrite results of [`graph_rewrite`] so far: by structure (`replace`), and by node
+/// identity (`by_ptr`, holding the node so its address cannot be reused): a graph built without
+/// sharing holds many structurally equal copies of one subgraph, and a structural lookup of a copy
+/// compares it node by node, so each copy is compared once and then found by its address.
+#[derive(Default)]
+struct Done {
+    replace: UOpMap<UOp>,
+    /// Result by node address, and the node itself where `replace` does not hold it.
+    by_ptr: HashMap<usize, (Option<UOp>, UOp), FxBuild>,
+}
+
+impl Done {
+    fn get(&mut self, n: &UOp) -> Option<UOp> {
+        if let Some((_, r)) = self.by_ptr.get(&n.node_id()) {
+            return Some(r.clone());
+        }
+        let r = self.replace.get(n)?.clone();
+        self.by_ptr
+            .insert(n.node_id(), (Some(n.clone()), r.clone()));
+        Some(r)
+    }
+    fn contains(&mut self, n: &UOp) -> bool {
+        if self.by_ptr.contains_key(&n.node_id()) {
+            return true;
+        }
+        self.get(n).is_some()
+    }
+    /// Record `n` (for which `get` just found nothing) as rewritten to `r`.
+    fn insert(&mut self, n: UOp, r: UOp) {
+        // `replace` holds `n` alive, so its address stays its own
+        self.by_ptr.insert(n.node_id(), (None, r.clone()));
+        self.replace.insert(n, r);
+    }
+    /// [`Done::insert`] after other nodes were rewritten since `n` was looked up: a structurally
+    /// equal node may be in `replace` by now (which then keeps its own key, not `n`).
+    fn insert_late(&mut self, n: UOp, r: UOp) {
+        let keep = self.replace.contains_key(&n).then(|| n.clone());
+        self.by_ptr.insert(n.node_id(), (keep, r.clone()));
+        self.replace.insert(n, r);
+    }
+}
+
 /// Rewrite the graph under `sink` bottom-up with `pm` (tinygrad's `graph_rewrite`): every node is
 /// rebuilt from its rewritten sources and deduplicated on (op, dtype, sources, arg); a rule result
 /// is itself rewritten until no rule applies.
 pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
-    let mut replace: UOpMap<UOp> = UOpMap::default();
+    let mut done = Done::default();
     let mut nodes: UOpMap<UOp> = UOpMap::default();
     let mut stack = vec![Frame::Start(sink.clone())];
     // rule results still being rewritten: a rule set that never settles grows this without bound
@@ -474,24 +517,24 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
         }
         match frame {
             Frame::Start(n) => {
-                if replace.contains_key(&n) {
+                if done.contains(&n) {
                     continue;
                 }
                 stack.push(Frame::Rebuild(n.clone()));
                 for s in n.src().iter().rev() {
-                    if !replace.contains_key(s) {
+                    if !done.contains(s) {
                         stack.push(Frame::Start(s.clone()));
                     }
                 }
             }
             Frame::Rebuild(n) => {
-                if replace.contains_key(&n) {
+                if done.contains(&n) {
                     continue;
                 }
                 let mut src = Vec::with_capacity(n.src().len());
                 for s in n.src() {
-                    match replace.get(s) {
-                        Some(r) => src.push(r.clone()),
+                    match done.get(s) {
+                        Some(r) => src.push(r),
                         None => crate::bail!(Internal, "graph_rewrite: source not rewritten"),
                     }
                 }
@@ -503,18 +546,18 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
                     UOp::new(n.op(), n.dtype(), src, n.arg().clone())
                 };
                 if let Some(found) = nodes.get(&x) {
-                    replace.insert(n, found.clone());
+                    done.insert(n, found.clone());
                     continue;
                 }
                 match pm.rewrite(&x) {
                     None => {
                         nodes.insert(x.clone(), x.clone());
-                        replace.insert(n, x);
+                        done.insert(n, x);
                     }
                     Some(target) => {
-                        if let Some(done) = replace.get(&target).cloned() {
-                            nodes.insert(x, done.clone());
-                            replace.insert(n, done);
+                        if let Some(r) = done.get(&target) {
+                            nodes.insert(x, r.clone());
+                            done.insert(n, r);
                         } else {
                             pending += 1;
                             stack.push(Frame::Finish {
@@ -529,16 +572,16 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
             }
             Frame::Finish { node, key, target } => {
                 pending -= 1;
-                let Some(done) = replace.get(&target).cloned() else {
+                let Some(r) = done.get(&target) else {
                     crate::bail!(Internal, "graph_rewrite: rule result not rewritten");
                 };
-                nodes.insert(key, done.clone());
-                replace.insert(node, done);
+                nodes.insert(key, r.clone());
+                done.insert_late(node, r);
             }
         }
     }
-    match replace.get(sink) {
-        Some(r) => Ok(r.clone()),
+    match done.get(sink) {
+        Some(r) => Ok(r),
         None => crate::bail!(Internal, "graph_rewrite: the sink was not rewritten"),
     }
 }
