@@ -457,45 +457,31 @@ enum Frame {
     Finish { node: UOp, key: UOp, target: UOp },
 }
 
-/// The rewrite results of [`graph_rewrite`] so far: by structure (`replace`), and by node
-/// identity (`by_ptr`, holding the node so its address cannot be reused): a graph built without
-/// sharing holds many structurally equal copies of one subgraph, and a structural lookup of a copy
-/// compares it node by node, so each copy is compared once and then found by its address.
+/// The rewrite results of [`graph_rewrite`] so far, by node address (holding the node, so its
+/// address cannot be reused while it is a key). A node reached again through another handle to
+/// an equal structure is rebuilt from its sources' results and then found in the structural
+/// table of rebuilt nodes, with the same result.
 #[derive(Default)]
 struct Done {
-    replace: UOpMap<UOp>,
-    /// Result by node address, and the node itself where `replace` does not hold it.
-    by_ptr: HashMap<usize, (Option<UOp>, UOp), FxBuild>,
+    by_ptr: HashMap<usize, (UOp, UOp), FxBuild>,
+}
+
+/// The `by_ptr` key of a node: its address over 16 (nodes are larger than that, so live nodes
+/// have distinct keys; FxHasher keeps the zero low bits of an aligned address, and hashbrown picks
+/// buckets by the low bits).
+fn ptr_key(n: &UOp) -> usize {
+    n.node_id() >> 4
 }
 
 impl Done {
-    fn get(&mut self, n: &UOp) -> Option<UOp> {
-        if let Some((_, r)) = self.by_ptr.get(&n.node_id()) {
-            return Some(r.clone());
-        }
-        let r = self.replace.get(n)?.clone();
-        self.by_ptr
-            .insert(n.node_id(), (Some(n.clone()), r.clone()));
-        Some(r)
+    fn get(&self, n: &UOp) -> Option<UOp> {
+        self.by_ptr.get(&ptr_key(n)).map(|(_, r)| r.clone())
     }
-    fn contains(&mut self, n: &UOp) -> bool {
-        if self.by_ptr.contains_key(&n.node_id()) {
-            return true;
-        }
-        self.get(n).is_some()
+    fn contains(&self, n: &UOp) -> bool {
+        self.by_ptr.contains_key(&ptr_key(n))
     }
-    /// Record `n` (for which `get` just found nothing) as rewritten to `r`.
     fn insert(&mut self, n: UOp, r: UOp) {
-        // `replace` holds `n` alive, so its address stays its own
-        self.by_ptr.insert(n.node_id(), (None, r.clone()));
-        self.replace.insert(n, r);
-    }
-    /// [`Done::insert`] after other nodes were rewritten since `n` was looked up: a structurally
-    /// equal node may be in `replace` by now (which then keeps its own key, not `n`).
-    fn insert_late(&mut self, n: UOp, r: UOp) {
-        let keep = self.replace.contains_key(&n).then(|| n.clone());
-        self.by_ptr.insert(n.node_id(), (keep, r.clone()));
-        self.replace.insert(n, r);
+        self.by_ptr.insert(ptr_key(&n), (n, r));
     }
 }
 
@@ -576,7 +562,7 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
                     crate::bail!(Internal, "graph_rewrite: rule result not rewritten");
                 };
                 nodes.insert(key, r.clone());
-                done.insert_late(node, r);
+                done.insert(node, r);
             }
         }
     }

@@ -496,7 +496,12 @@ pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Res
     let mut child_count: UOpMap<usize> = UOpMap::default();
     for u in uops {
         for s in u.src() {
-            *child_count.entry(s.clone()).or_insert(0) += 1;
+            match child_count.get_mut(s) {
+                Some(c) => *c += 1,
+                None => {
+                    child_count.insert(s.clone(), 1);
+                }
+            }
         }
     }
     let split = if l.lang().split_outer_loop {
