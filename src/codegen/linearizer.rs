@@ -37,7 +37,9 @@ pub(crate) struct Lin {
     pub(crate) k: Kernel,
     pub(crate) buf_uops: Vec<Option<UOp>>,
     pub(crate) loop_uops: HashMap<String, UOp>,
-    pub(crate) load_cache: HashMap<String, UOp>,
+    pub(crate) load_cache: HashMap<memory::LoadKey, UOp, crate::helpers::FxBuild>,
+    /// Lowered index nodes (`render_idx`), cleared whenever `loop_uops` changes.
+    pub(crate) render_memo: index::RenderMemo,
     pub(crate) global_idxs: Vec<Node>,
     pub(crate) local_idxs: Vec<Node>,
     pub(crate) upcast_idxs: Vec<Node>,
@@ -95,7 +97,8 @@ impl Lin {
             buf_uops: vec![None; k.bufs.len()],
             k,
             loop_uops: HashMap::new(),
-            load_cache: HashMap::new(),
+            load_cache: HashMap::default(),
+            render_memo: index::RenderMemo::default(),
             global_idxs: vec![],
             local_idxs: vec![],
             upcast_idxs: vec![],
@@ -231,6 +234,7 @@ impl Lin {
             };
             self.loop_uops
                 .insert(name.to_string(), UOp::special(i, name, size));
+            self.render_memo.clear();
         }
         Ok(())
     }
@@ -249,6 +253,7 @@ impl Lin {
             let end = render_node(&x.max().try_add(&Node::Num(1))?, &self.loop_uops)?;
             let r = UOp::range(start, end, depth, i, reduce);
             self.loop_uops.insert(name.to_string(), r.clone());
+            self.render_memo.clear();
             out.push(r);
         }
         Ok(out)
@@ -316,6 +321,11 @@ impl Lin {
             stores.extend(self.global_store(i, &idxs, &vals)?);
         }
         Ok(stores)
+    }
+
+    /// `render_node` of `node` under the current loops, sharing the UOps of equal expressions.
+    pub(crate) fn render_idx(&mut self, node: &Node) -> Result<UOp> {
+        index::render_node_memo(node, &self.loop_uops, &mut self.render_memo)
     }
 
     pub(crate) fn cat(&self, parts: &[&[Node]]) -> Vec<Node> {

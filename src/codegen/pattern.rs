@@ -148,7 +148,7 @@ impl UPat {
     }
 
     /// Match `u`, returning the bindings.
-    pub fn matches(&self, u: &UOp) -> Option<Match> {
+    pub fn matches<'a>(&self, u: &'a UOp) -> Option<Match<'a>> {
         let mut store = Match::default();
         match_pat(u, self, &mut store).then_some(store)
     }
@@ -170,16 +170,17 @@ pub fn const_num_eq(x: ConstValue, y: ConstValue) -> bool {
     }
 }
 
-/// The nodes a pattern bound, by name.
+/// The nodes a pattern bound, by name (borrowed from the matched graph: binding costs no
+/// reference count).
 #[derive(Clone, Debug, Default)]
-pub struct Match {
-    binds: Vec<(&'static str, UOp)>,
+pub struct Match<'a> {
+    binds: Vec<(&'static str, &'a UOp)>,
 }
 
-impl Match {
+impl<'a> Match<'a> {
     /// The node bound to `name` (None when the pattern has no such name).
-    pub fn get(&self, name: &str) -> Option<&UOp> {
-        self.binds.iter().find(|(n, _)| *n == name).map(|(_, u)| u)
+    pub fn get(&self, name: &str) -> Option<&'a UOp> {
+        self.binds.iter().find(|(n, _)| *n == name).map(|(_, u)| *u)
     }
     /// The CONST value bound to `name`.
     pub fn cv(&self, name: &str) -> Option<ConstValue> {
@@ -187,12 +188,12 @@ impl Match {
     }
 }
 
-fn match_pat(u: &UOp, p: &UPat, store: &mut Match) -> bool {
+fn match_pat<'a>(u: &'a UOp, p: &UPat, store: &mut Match<'a>) -> bool {
     if let Some(name) = p.name {
         match store.get(name) {
             Some(bound) if bound != u => return false,
             Some(_) => {}
-            None => store.binds.push((name, u.clone())),
+            None => store.binds.push((name, u)),
         }
     }
     if let Some(args) = &p.arg {
@@ -222,11 +223,11 @@ fn match_pat(u: &UOp, p: &UPat, store: &mut Match) -> bool {
 
 /// Match the sources of `u` against `pats` (zipped, as Python's `zip`), keeping the bindings only
 /// on success (bindings are append-only, so a failed attempt is undone by truncation).
-fn try_sources<'a>(
-    u: &UOp,
+fn try_sources<'a, 'p>(
+    u: &'a UOp,
     p: &UPat,
-    pats: impl ExactSizeIterator<Item = &'a UPat>,
-    store: &mut Match,
+    pats: impl ExactSizeIterator<Item = &'p UPat>,
+    store: &mut Match<'a>,
 ) -> bool {
     let n = u.src().len();
     if n != pats.len() && !p.allow_len.contains(&n) {
@@ -282,7 +283,7 @@ fn permutations(n: usize) -> Vec<Vec<usize>> {
 }
 
 /// Try `v` in every order against the sources of `u`.
-fn try_permutations(u: &UOp, p: &UPat, v: &[UPat], store: &mut Match) -> bool {
+fn try_permutations<'a>(u: &'a UOp, p: &UPat, v: &[UPat], store: &mut Match<'a>) -> bool {
     if v.len() != u.src().len() && !p.allow_len.contains(&u.src().len()) {
         return false;
     }
@@ -456,11 +457,39 @@ enum Frame {
     Finish { node: UOp, key: UOp, target: UOp },
 }
 
+/// The rewrite results of [`graph_rewrite`] so far, by node address (holding the node, so its
+/// address cannot be reused while it is a key). A node reached again through another handle to
+/// an equal structure is rebuilt from its sources' results and then found in the structural
+/// table of rebuilt nodes, with the same result.
+#[derive(Default)]
+struct Done {
+    by_ptr: HashMap<usize, (UOp, UOp), FxBuild>,
+}
+
+/// The `by_ptr` key of a node: its address over 16 (nodes are larger than that, so live nodes
+/// have distinct keys; FxHasher keeps the zero low bits of an aligned address, and hashbrown picks
+/// buckets by the low bits).
+fn ptr_key(n: &UOp) -> usize {
+    n.node_id() >> 4
+}
+
+impl Done {
+    fn get(&self, n: &UOp) -> Option<UOp> {
+        self.by_ptr.get(&ptr_key(n)).map(|(_, r)| r.clone())
+    }
+    fn contains(&self, n: &UOp) -> bool {
+        self.by_ptr.contains_key(&ptr_key(n))
+    }
+    fn insert(&mut self, n: UOp, r: UOp) {
+        self.by_ptr.insert(ptr_key(&n), (n, r));
+    }
+}
+
 /// Rewrite the graph under `sink` bottom-up with `pm` (tinygrad's `graph_rewrite`): every node is
 /// rebuilt from its rewritten sources and deduplicated on (op, dtype, sources, arg); a rule result
 /// is itself rewritten until no rule applies.
 pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
-    let mut replace: UOpMap<UOp> = UOpMap::default();
+    let mut done = Done::default();
     let mut nodes: UOpMap<UOp> = UOpMap::default();
     let mut stack = vec![Frame::Start(sink.clone())];
     // rule results still being rewritten: a rule set that never settles grows this without bound
@@ -474,24 +503,24 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
         }
         match frame {
             Frame::Start(n) => {
-                if replace.contains_key(&n) {
+                if done.contains(&n) {
                     continue;
                 }
                 stack.push(Frame::Rebuild(n.clone()));
                 for s in n.src().iter().rev() {
-                    if !replace.contains_key(s) {
+                    if !done.contains(s) {
                         stack.push(Frame::Start(s.clone()));
                     }
                 }
             }
             Frame::Rebuild(n) => {
-                if replace.contains_key(&n) {
+                if done.contains(&n) {
                     continue;
                 }
                 let mut src = Vec::with_capacity(n.src().len());
                 for s in n.src() {
-                    match replace.get(s) {
-                        Some(r) => src.push(r.clone()),
+                    match done.get(s) {
+                        Some(r) => src.push(r),
                         None => crate::bail!(Internal, "graph_rewrite: source not rewritten"),
                     }
                 }
@@ -503,18 +532,18 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
                     UOp::new(n.op(), n.dtype(), src, n.arg().clone())
                 };
                 if let Some(found) = nodes.get(&x) {
-                    replace.insert(n, found.clone());
+                    done.insert(n, found.clone());
                     continue;
                 }
                 match pm.rewrite(&x) {
                     None => {
                         nodes.insert(x.clone(), x.clone());
-                        replace.insert(n, x);
+                        done.insert(n, x);
                     }
                     Some(target) => {
-                        if let Some(done) = replace.get(&target).cloned() {
-                            nodes.insert(x, done.clone());
-                            replace.insert(n, done);
+                        if let Some(r) = done.get(&target) {
+                            nodes.insert(x, r.clone());
+                            done.insert(n, r);
                         } else {
                             pending += 1;
                             stack.push(Frame::Finish {
@@ -529,16 +558,16 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
             }
             Frame::Finish { node, key, target } => {
                 pending -= 1;
-                let Some(done) = replace.get(&target).cloned() else {
+                let Some(r) = done.get(&target) else {
                     crate::bail!(Internal, "graph_rewrite: rule result not rewritten");
                 };
-                nodes.insert(key, done.clone());
-                replace.insert(node, done);
+                nodes.insert(key, r.clone());
+                done.insert(node, r);
             }
         }
     }
-    match replace.get(sink) {
-        Some(r) => Ok(r.clone()),
+    match done.get(sink) {
+        Some(r) => Ok(r),
         None => crate::bail!(Internal, "graph_rewrite: the sink was not rewritten"),
     }
 }

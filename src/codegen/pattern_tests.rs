@@ -286,3 +286,32 @@ fn graph_rewrite_handles_deep_chains() {
     let out = graph_rewrite(&x, &PatternMatcher::default()).unwrap();
     assert_eq!(out, x);
 }
+
+#[test]
+fn graph_rewrite_merges_separately_built_equal_subgraphs() {
+    // two structurally equal chains built node by node (no shared handles): one result, and the
+    // same result as rewriting one chain alone
+    let build = || {
+        let v = UOp::define_var("n", 0, 9);
+        v.mul(4).add(v.idiv(2)).add(1)
+    };
+    let (a, b) = (build(), build());
+    assert!(!a.ptr_eq(&b));
+    let out = graph_rewrite(&UOp::sink(vec![a.clone(), b]), &simple_pm()).unwrap();
+    assert!(out.src()[0].ptr_eq(&out.src()[1]));
+    assert_eq!(out.src()[0], graph_rewrite(&a, &simple_pm()).unwrap());
+}
+
+#[test]
+fn graph_rewrite_rule_result_equal_to_a_rewritten_node_is_that_node() {
+    // x*1 -> x: the result is the very node that the other root rewrote to
+    let m = pm(vec![(
+        UPat::alu(BinaryOps::MUL, vec![UPat::var("x"), UPat::konst(1)]),
+        rule(|m| m.get("x").cloned()),
+    )]);
+    let build = || UOp::define_var("n", 0, 9).add(3);
+    let sink = UOp::sink(vec![build(), build().mul(1)]);
+    let out = graph_rewrite(&sink, &m).unwrap();
+    assert!(out.src()[0].ptr_eq(&out.src()[1]), "{out:?}");
+    assert_eq!(out.src()[0].op(), UOps::ALU);
+}

@@ -127,55 +127,96 @@ fn order(sink: &UOp, verify: bool) -> Result<Vec<UOp>> {
     Ok(uops)
 }
 
-/// The reachable graph: nodes in DFS pre-order (tinygrad's `children` dict order), children lists,
-/// in-degrees, and the post-order (its `in_degree` dict order).
+/// The reachable graph: nodes in DFS pre-order (tinygrad's `children` dict order), children
+/// lists (in the order 0.9.1 appends them) and source lists by index, each stored flat (`*_off[i]
+/// ..*_off[i + 1]` indexes `*_ids`), in-degrees, and the post-order (its `in_degree` dict order).
 struct Graph {
     nodes: Vec<UOp>,
-    children: Vec<Vec<usize>>,
+    child_off: Vec<usize>,
+    child_ids: Vec<usize>,
+    src_off: Vec<usize>,
+    src_ids: Vec<usize>,
     in_degree: Vec<usize>,
     post: Vec<usize>,
 }
 
+/// Group `edges` (key, value) by key into flat lists, keeping their order within a key.
+fn group_edges(n: usize, edges: &[(usize, usize)], by_first: bool) -> (Vec<usize>, Vec<usize>) {
+    let key = |e: &(usize, usize)| if by_first { e.0 } else { e.1 };
+    let mut off = vec![0usize; n + 1];
+    for e in edges {
+        off[key(e) + 1] += 1;
+    }
+    for i in 0..n {
+        off[i + 1] += off[i];
+    }
+    let mut fill = off.clone();
+    let mut ids = vec![0usize; edges.len()];
+    for e in edges {
+        let k = key(e);
+        ids[fill[k]] = if by_first { e.1 } else { e.0 };
+        fill[k] += 1;
+    }
+    (off, ids)
+}
+
 impl Graph {
     fn build(sink: &UOp) -> Graph {
-        let mut g = Graph {
-            nodes: vec![],
-            children: vec![],
-            in_degree: vec![],
-            post: vec![],
-        };
+        let mut nodes: Vec<UOp> = vec![];
+        let mut post: Vec<usize> = vec![];
+        // (node, user): `user` is appended to the children of `node`
+        let mut edges: Vec<(usize, usize)> = vec![];
         let mut index: UOpMap<usize> = UOpMap::default();
-        let visit = |u: &UOp, g: &mut Graph, index: &mut UOpMap<usize>| -> usize {
-            let id = g.nodes.len();
+        let visit = |u: &UOp, nodes: &mut Vec<UOp>, index: &mut UOpMap<usize>| -> usize {
+            let id = nodes.len();
             index.insert(u.clone(), id);
-            g.nodes.push(u.clone());
-            g.children.push(vec![]);
-            g.in_degree.push(0);
+            nodes.push(u.clone());
             id
         };
-        let root = visit(sink, &mut g, &mut index);
+        let root = visit(sink, &mut nodes, &mut index);
         let mut stack: Vec<(usize, usize)> = vec![(root, 0)];
         while let Some(&mut (id, ref mut i)) = stack.last_mut() {
-            if let Some(x) = g.nodes[id].src().get(*i) {
+            if let Some(x) = nodes[id].src().get(*i) {
                 if let Some(&xid) = index.get(x) {
-                    g.children[xid].push(id);
+                    edges.push((xid, id));
                     *i += 1;
                 } else {
                     let x = x.clone();
-                    let xid = visit(&x, &mut g, &mut index);
+                    let xid = visit(&x, &mut nodes, &mut index);
                     stack.push((xid, 0));
                 }
                 continue;
             }
             stack.pop();
-            g.in_degree[id] = g.nodes[id].src().len();
-            g.post.push(id);
+            post.push(id);
             if let Some((pid, pi)) = stack.last_mut() {
-                g.children[id].push(*pid);
+                edges.push((id, *pid));
                 *pi += 1;
             }
         }
-        g
+        let n = nodes.len();
+        let in_degree = nodes.iter().map(|u| u.src().len()).collect();
+        let (child_off, child_ids) = group_edges(n, &edges, true);
+        let (src_off, src_ids) = group_edges(n, &edges, false);
+        Graph {
+            nodes,
+            child_off,
+            child_ids,
+            src_off,
+            src_ids,
+            in_degree,
+            post,
+        }
+    }
+
+    /// The users of node `i`, in 0.9.1's order (one entry per use).
+    fn children(&self, i: usize) -> &[usize] {
+        &self.child_ids[self.child_off[i]..self.child_off[i + 1]]
+    }
+
+    /// The sources of node `i` by index (one entry per use).
+    fn parents(&self, i: usize) -> &[usize] {
+        &self.src_ids[self.src_off[i]..self.src_off[i + 1]]
     }
 }
 
@@ -210,7 +251,7 @@ fn scopes(g: &Graph) -> Vec<Scope> {
             };
             let mut member = vec![false; n];
             let mut left = 0;
-            let mut stack: Vec<usize> = g.children[p].clone();
+            let mut stack: Vec<usize> = g.children(p).to_vec();
             while let Some(c) = stack.pop() {
                 if member[c] || g.nodes[c].op() == UOps::SINK {
                     continue;
@@ -218,7 +259,7 @@ fn scopes(g: &Graph) -> Vec<Scope> {
                 member[c] = true;
                 left += 1;
                 if g.nodes[c].op() != end {
-                    stack.extend(g.children[c].iter().copied());
+                    stack.extend(g.children(c).iter().copied());
                 }
             }
             let weight = u.range_arg().map(|(d, i, _)| (d * 1000 + i) as i64);
@@ -305,26 +346,15 @@ enum Item {
 /// itself: such a node reads the loop's final value and is placed after the ENDRANGE. (0.9.1's
 /// priorities place it there when the loop's remaining members are ready first; a vector
 /// accumulator updated lane by lane can leave a lane's PHI users ready inside the loop.)
-fn open_phi_scope(g: &Graph, parents: &[Vec<usize>], scopes: &[Scope], x: usize) -> Option<usize> {
+fn open_phi_scope(g: &Graph, scopes: &[Scope], x: usize) -> Option<usize> {
     scopes.iter().position(|s| {
         s.left > 0
             && !s.holds[x]
             && g.nodes[s.node].op() == UOps::RANGE
-            && parents[x]
+            && g.parents(x)
                 .iter()
                 .any(|&p| g.nodes[p].op() == UOps::PHI && s.holds[p])
     })
-}
-
-/// Each node's sources by index (the reverse of `children`).
-fn parents(g: &Graph) -> Vec<Vec<usize>> {
-    let mut out = vec![vec![]; g.nodes.len()];
-    for (p, cs) in g.children.iter().enumerate() {
-        for &c in cs {
-            out[c].push(p);
-        }
-    }
-    out
 }
 
 fn toposort(g: &Graph) -> Result<Vec<UOp>> {
@@ -349,7 +379,6 @@ fn toposort(g: &Graph) -> Result<Vec<UOp>> {
     }
     let mut out: Vec<Item> = Vec::with_capacity(g.nodes.len() + scopes.len());
     let mut deferred: Vec<(usize, usize)> = vec![];
-    let parents = parents(g);
     let mut forced = vec![false; g.nodes.len()];
     loop {
         let x = match heap.pop() {
@@ -365,7 +394,7 @@ fn toposort(g: &Graph) -> Result<Vec<UOp>> {
             },
         };
         if !forced[x] {
-            if let Some(s) = open_phi_scope(g, &parents, &scopes, x) {
+            if let Some(s) = open_phi_scope(g, &scopes, x) {
                 deferred.push((s, x));
                 continue;
             }
@@ -408,7 +437,7 @@ fn toposort(g: &Graph) -> Result<Vec<UOp>> {
         for d in released {
             heap.push((priority(&scopes, d), d));
         }
-        for &c in &g.children[x] {
+        for &c in g.children(x) {
             in_degree[c] -= 1;
             if in_degree[c] == 0 {
                 heap.push((priority(&scopes, c), c));

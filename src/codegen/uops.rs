@@ -625,13 +625,15 @@ impl UOp {
 
     /// Is `target` among the transitive sources of `self` (tinygrad's `target in self.parents`)?
     pub fn has_parent(&self, target: &UOp) -> bool {
-        let mut seen: HashSet<*const UOpInner, crate::helpers::FxBuild> = HashSet::default();
+        // addresses over 16 (FxHasher keeps the zero low bits of an aligned address, which
+        // hashbrown uses to pick buckets); nodes are larger than 16 bytes, so keys stay distinct
+        let mut seen: HashSet<usize, crate::helpers::FxBuild> = HashSet::default();
         let mut stack: Vec<&UOp> = self.src().iter().collect();
         while let Some(u) = stack.pop() {
             if u == target {
                 return true;
             }
-            if seen.insert(Arc::as_ptr(&u.0)) {
+            if seen.insert(u.node_id() >> 4) {
                 stack.extend(u.src().iter());
             }
         }

@@ -386,6 +386,16 @@ impl State {
         line.push_str(s);
         self.lines.push(line);
     }
+    /// [`State::kk`] of formatted text, written straight into the line.
+    fn kkf(&mut self, args: std::fmt::Arguments) {
+        use std::fmt::Write as _;
+        let mut line = String::with_capacity(2 * self.depth + 32);
+        for _ in 0..self.depth {
+            line.push_str("  ");
+        }
+        let _ = line.write_fmt(args);
+        self.lines.push(line);
+    }
     fn ssa(&mut self, prefix: &'static str, u: Option<&UOp>) -> String {
         let c = self.counters.entry(prefix).or_insert(0);
         let name = format!("{prefix}{c}");
@@ -486,7 +496,12 @@ pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Res
     let mut child_count: UOpMap<usize> = UOpMap::default();
     for u in uops {
         for s in u.src() {
-            *child_count.entry(s.clone()).or_insert(0) += 1;
+            match child_count.get_mut(s) {
+                Some(c) => *c += 1,
+                None => {
+                    child_count.insert(s.clone(), 1);
+                }
+            }
         }
     }
     let split = if l.lang().split_outer_loop {
@@ -529,7 +544,7 @@ fn render_uop<L: CStyle + ?Sized>(
     match u.op() {
         UOps::IF => {
             let c = st.src(u, 0)?;
-            st.kk(&format!("if ({c}) {{"));
+            st.kkf(format_args!("if ({c}) {{"));
             st.depth += 1;
         }
         UOps::BARRIER => {
@@ -563,7 +578,7 @@ fn render_store_uop<L: CStyle + ?Sized>(l: &L, st: &mut State, u: &UOp) -> Resul
     )?;
     if u.src().len() > 3 {
         let g = st.src(u, 3)?;
-        st.kk(&format!("if ({g}) {{ {s} }}"));
+        st.kkf(format_args!("if ({g}) {{ {s} }}"));
     } else {
         st.kk(&s);
     }
@@ -591,7 +606,7 @@ fn render_range<L: CStyle + ?Sized>(st: &mut State, u: &UOp, split: bool, _l: &L
     } else {
         (start, end)
     };
-    st.kk(&format!("for (int {x} = {lo}; {x} < {hi}; {x}++) {{"));
+    st.kkf(format_args!("for (int {x} = {lo}; {x} < {hi}; {x}++) {{"));
     st.depth += 1;
     Ok(())
 }
@@ -629,7 +644,7 @@ fn render_alu<L: CStyle + ?Sized>(
     } else {
         let t = l.render_dtype(d, &mut st.needs)?;
         let name = st.ssa("alu", Some(u));
-        st.kk(&format!("{t} {name} = {val};"));
+        st.kkf(format_args!("{t} {name} = {val};"));
     }
     Ok(())
 }
@@ -658,7 +673,7 @@ fn render_define<L: CStyle + ?Sized>(l: &L, st: &mut State, u: &UOp, d: DType) -
     match (u.op(), u.arg()) {
         (UOps::SPECIAL, UArg::Special { axis, name, size }) => {
             let w = l.code_for_workitem(name, *axis)?;
-            st.kk(&format!("int {name} = {w}; /* {size} */"));
+            st.kkf(format_args!("int {name} = {w}; /* {size} */"));
             st.r.insert(u.clone(), name.clone());
         }
         (UOps::DEFINE_LOCAL, UArg::Local { name, size }) => {
@@ -697,7 +712,7 @@ fn render_define<L: CStyle + ?Sized>(l: &L, st: &mut State, u: &UOp, d: DType) -
             let t = l.render_dtype(d, &mut st.needs)?;
             let v = l.render_const(init, d, &mut st.needs)?;
             let name = st.ssa("acc", Some(u));
-            st.kk(&format!("{t} {name} = {v};"));
+            st.kkf(format_args!("{t} {name} = {v};"));
         }
         (UOps::CONST, UArg::Const(v)) => {
             let s = l.render_const(*v, d, &mut st.needs)?;
@@ -732,7 +747,7 @@ fn render_convert<L: CStyle + ?Sized>(
             } else {
                 let t = l.render_dtype(d, &mut st.needs)?;
                 let name = st.ssa("cast", Some(u));
-                st.kk(&format!("{t} {name} = {val};"));
+                st.kkf(format_args!("{t} {name} = {val};"));
             }
         }
         (UOps::BITCAST, _) => {
@@ -785,11 +800,11 @@ fn render_misc<L: CStyle + ?Sized>(
             }
             let t = l.render_dtype(d, &mut st.needs)?;
             let name = st.ssa("val", Some(u));
-            st.kk(&format!("{t} {name} = {val};"));
+            st.kkf(format_args!("{t} {name} = {val};"));
         }
         (UOps::PHI, _) => {
             let (acc, v) = (st.src(u, 0)?, st.src(u, 1)?);
-            st.kk(&format!("{acc} = {v};"));
+            st.kkf(format_args!("{acc} = {v};"));
             st.r.insert(u.clone(), acc);
         }
         (UOps::GEP, UArg::Gep(i)) => {
@@ -806,7 +821,7 @@ fn render_misc<L: CStyle + ?Sized>(
             let (a, b, c) = (st.src(u, 0)?, st.src(u, 1)?, st.src(u, 2)?);
             let t = l.render_dtype(d, &mut st.needs)?;
             let name = st.ssa("wmma", Some(u));
-            st.kk(&format!("{t} {name} = __{}({a}, {b}, {c});", w.name));
+            st.kkf(format_args!("{t} {name} = __{}({a}, {b}, {c});", w.name));
             if !st.needs.wmma.contains(w) {
                 st.needs.wmma.push((**w).clone());
             }

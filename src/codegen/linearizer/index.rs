@@ -281,28 +281,37 @@ impl Expansion {
         lo + (j as i64 / stride) % size
     }
 
-    /// `node` with `idxs` replaced by the values of combination `j`.
-    pub(crate) fn substitute(&self, node: &Node, idxs: &[Node], j: usize) -> Result<Node> {
-        let map: HashMap<Node, Node> = idxs
-            .iter()
-            .enumerate()
-            .filter(|(_, k)| k.is_var())
-            .map(|(d, k)| (k.clone(), Node::Num(self.value(j, d))))
-            .collect();
+    /// Fill `map` with the values combination `j` gives the variables among `idxs` (the map can
+    /// be reused from one combination to the next).
+    pub(crate) fn values_at(&self, idxs: &[Node], j: usize, map: &mut HashMap<Node, Node>) {
+        for (d, k) in idxs.iter().enumerate().filter(|(_, k)| k.is_var()) {
+            let v = Node::Num(self.value(j, d));
+            match map.get_mut(k) {
+                Some(slot) => *slot = v,
+                None => {
+                    map.insert(k.clone(), v);
+                }
+            }
+        }
+    }
+
+    /// `node` with the variables of `map` replaced.
+    pub(crate) fn apply(node: &Node, map: &HashMap<Node, Node>) -> Result<Node> {
         if map.is_empty() {
             Ok(node.clone())
         } else {
-            node.substitute(&map)
+            node.substitute(map)
         }
     }
 
     /// `node` substituted once per group, handed out per combination.
     pub(crate) fn expand(&self, node: &Node, idxs: &[Node]) -> Result<Vec<Node>> {
-        let distinct = self
-            .firsts
-            .iter()
-            .map(|&j| self.substitute(node, idxs, j))
-            .collect::<Result<Vec<Node>>>()?;
+        let mut map = HashMap::new();
+        let mut distinct = Vec::with_capacity(self.firsts.len());
+        for &j in &self.firsts {
+            self.values_at(idxs, j, &mut map);
+            distinct.push(Expansion::apply(node, &map)?);
+        }
         Ok(self.group.iter().map(|&g| distinct[g].clone()).collect())
     }
 }
@@ -322,11 +331,28 @@ pub fn expand_node(node: &Node, idxs: Option<&[Node]>) -> Result<Vec<Node>> {
     Expansion::new(&[node], idxs)?.expand(node, idxs)
 }
 
+/// Lowered nodes by symbolic node, valid while the variables' UOps stay the same: lowering
+/// through it makes the UOps of equal (sub)expressions one shared node.
+pub(crate) type RenderMemo = HashMap<Node, UOp, crate::helpers::FxBuild>;
+
 /// Lower a symbolic node to int32 UOps (tinygrad's `render_ops`): numbers become CONSTs,
 /// variables the loop/SPECIAL UOp of that name in `ctx` or a DEFINE_VAR, Mul/Div/Mod/Lt the ALU
 /// op, sums a chain of ADDs, ands a chain of MULs.
 pub fn render_node(node: &Node, ctx: &HashMap<String, UOp>) -> Result<UOp> {
-    Ok(match node.kind() {
+    render_node_memo(node, ctx, &mut RenderMemo::default())
+}
+
+/// [`render_node`] through `memo` (which must have been filled under the same `ctx`).
+pub(crate) fn render_node_memo(
+    node: &Node,
+    ctx: &HashMap<String, UOp>,
+    memo: &mut RenderMemo,
+) -> Result<UOp> {
+    if let Some(u) = memo.get(node) {
+        return Ok(u.clone());
+    }
+    let mut rec = |n: &Node| render_node_memo(n, ctx, memo);
+    let u = match node.kind() {
         NodeKind::Num(v) => UOp::cnst(dtypes::int32, v),
         NodeKind::Var { name, min, max, .. } => match ctx.get(name) {
             Some(u) => u.clone(),
@@ -340,22 +366,28 @@ pub fn render_node(node: &Node, ctx: &HashMap<String, UOp>) -> Result<UOp> {
                 UOp::define_var(name, min, hi)
             }
         },
-        NodeKind::Mul(a, b) => render_node(a, ctx)?.mul(render_node(b, ctx)?),
-        NodeKind::Div(a, b) => render_node(a, ctx)?.idiv(UOp::cnst(dtypes::int32, b)),
-        NodeKind::Mod(a, b) => render_node(a, ctx)?.modulo(UOp::cnst(dtypes::int32, b)),
-        NodeKind::Lt(a, b) => render_node(a, ctx)?.lt(render_node(b, ctx)?),
-        NodeKind::Sum(nodes) => chain(nodes, ctx, |a, b| a.add(b))?,
-        NodeKind::And(nodes) => chain(nodes, ctx, |a, b| a.mul(b))?,
-    })
+        NodeKind::Mul(a, b) => rec(a)?.mul(rec(b)?),
+        NodeKind::Div(a, b) => rec(a)?.idiv(UOp::cnst(dtypes::int32, b)),
+        NodeKind::Mod(a, b) => rec(a)?.modulo(UOp::cnst(dtypes::int32, b)),
+        NodeKind::Lt(a, b) => rec(a)?.lt(rec(b)?),
+        NodeKind::Sum(nodes) => chain(nodes, &mut rec, |a, b| a.add(b))?,
+        NodeKind::And(nodes) => chain(nodes, &mut rec, |a, b| a.mul(b))?,
+    };
+    memo.insert(node.clone(), u.clone());
+    Ok(u)
 }
 
-fn chain(nodes: &[Node], ctx: &HashMap<String, UOp>, f: fn(&UOp, UOp) -> UOp) -> Result<UOp> {
+fn chain(
+    nodes: &[Node],
+    rec: &mut dyn FnMut(&Node) -> Result<UOp>,
+    f: fn(&UOp, UOp) -> UOp,
+) -> Result<UOp> {
     let Some((first, rest)) = nodes.split_first() else {
         return Err(Error::Internal("render: an empty sum or and node".into()));
     };
-    let mut acc = render_node(first, ctx)?;
+    let mut acc = rec(first)?;
     for n in rest {
-        acc = f(&acc, render_node(n, ctx)?);
+        acc = f(&acc, rec(n)?);
     }
     Ok(acc)
 }

@@ -82,7 +82,7 @@ impl Lin {
 
     /// The accumulators of earlier reduces, each WHERE-gated to 0 where the full buffer's index
     /// is only partially valid.
-    fn gate_accs(&self, accs: &Values, idxs: &[Node]) -> Result<Values> {
+    fn gate_accs(&mut self, accs: &Values, idxs: &[Node]) -> Result<Values> {
         let st = self.k.st(self.k.full_buf_index)?;
         let (_, valid) = st.expr_idxs(Some(idxs))?;
         let valids = expand_node(&valid, Some(&super::index::expand_idxs(idxs)))?;
@@ -92,7 +92,7 @@ impl Lin {
             let mut gated = Vec::with_capacity(a.len());
             for (v, acc) in valids.iter().zip(a) {
                 if *v.min() == 0 && *v.max() == 1 {
-                    let gate = super::index::render_node(v, &self.loop_uops)?;
+                    let gate = self.render_idx(v)?;
                     gated.push(UOp::alu_auto(
                         Op::Ternary(TernaryOps::WHERE),
                         vec![gate, acc.clone(), UOp::cnst(dt, 0)],
@@ -132,7 +132,7 @@ impl Lin {
         }
         let (tidx, _) = temp_st.expr_idxs(Some(&fake_idxs))?;
         let cond = create_lt_node(&tidx, &Node::Num(1))?;
-        let cond = super::index::render_node(&cond, &self.loop_uops)?;
+        let cond = self.render_idx(&cond)?;
         Ok(UOp::if_(&cond, Some(&barrier)))
     }
 

@@ -34,6 +34,19 @@ struct LoadCtx<'a> {
     loop_ctx: &'a [UOp],
 }
 
+/// The load cache key: tinygrad's string of (reduce index, dtype, constant or buffer, rendered
+/// index, rendered validity), with the index and validity as nodes instead of their renderings
+/// (nodes are equal when their DEBUG keys are, which implies equal renderings; the variables of
+/// one kernel have one set of bounds, so equal renderings are equal nodes).
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct LoadKey {
+    acc: Option<usize>,
+    dtype: DType,
+    what: String,
+    idx: Node,
+    valid: Node,
+}
+
 /// A float4 group: the upcast dim, its lane count and the first lane's index.
 struct Float4 {
     dim: usize,
@@ -124,9 +137,11 @@ impl Lin {
         };
         let mut acc_count = 0usize;
         let mut accesses = Vec::with_capacity(ex.firsts.len());
+        let mut vals = std::collections::HashMap::new();
         for &j in &ex.firsts {
-            let idx = ex.substitute(&g_idx, &expand_vars, j)?;
-            let valid = ex.substitute(&g_valid, &expand_vars, j)?;
+            ex.values_at(&expand_vars, j, &mut vals);
+            let idx = Expansion::apply(&g_idx, &vals)?;
+            let valid = Expansion::apply(&g_valid, &vals)?;
             accesses.push(self.load_cached(&ctx, idx, valid, &mut acc_count)?);
         }
         let mut ret = Vec::with_capacity(ex.group.len());
@@ -164,13 +179,13 @@ impl Lin {
             (_, _, KernelBuf::Local(l)) => l.name.clone(),
             (_, _, KernelBuf::Const(_)) => "CONSTBUF".to_string(),
         };
-        let key = format!(
-            "{}{:?}{what}{}{}",
-            c.acc.map_or(String::new(), |a| a.0.to_string()),
-            c.dtype,
-            idx.render(),
-            valid.render()
-        );
+        let key = LoadKey {
+            acc: c.acc.map(|a| a.0),
+            dtype: c.dtype,
+            what,
+            idx: idx.clone(),
+            valid: valid.clone(),
+        };
         if let Some(u) = self.load_cache.get(&key) {
             return Ok(u.clone());
         }
@@ -188,7 +203,7 @@ impl Lin {
 
     /// A CONST buffer's value (a number, or a DEFINE_VAR cast to the dtype), WHERE-gated to 0
     /// when only partially valid.
-    fn const_value(&self, c: &ConstArg, dt: DType, valid: &Node) -> Result<UOp> {
+    fn const_value(&mut self, c: &ConstArg, dt: DType, valid: &Node) -> Result<UOp> {
         let v = match c {
             ConstArg::Value(v) => UOp::cnst(dt, *v),
             ConstArg::Var(var) => {
@@ -201,7 +216,7 @@ impl Lin {
             }
         };
         if *valid.min() == 0 && *valid.max() == 1 {
-            let gate = render_node(valid, &self.loop_uops)?;
+            let gate = self.render_idx(valid)?;
             return Ok(UOp::where_(&gate, v, UOp::cnst(dt, 0)));
         }
         Ok(v)
@@ -209,20 +224,20 @@ impl Lin {
 
     /// `buf[idx]`, gated with `(valid, 0)` when `valid` may be false, after `barrier` if given.
     fn load_value(
-        &self,
+        &mut self,
         i: usize,
         dt: DType,
         idx: &Node,
         valid: &Node,
         barrier: Option<&UOp>,
     ) -> Result<UOp> {
-        let Some(Some(b)) = self.buf_uops.get(i) else {
+        let Some(Some(b)) = self.buf_uops.get(i).cloned() else {
             bail!(Internal, "global_load: buffer {i} wasn't UOped");
         };
-        let ridx = render_node(idx, &self.loop_uops)?;
-        let mut src = vec![b.clone(), ridx];
+        let ridx = self.render_idx(idx)?;
+        let mut src = vec![b, ridx];
         if *valid.min() == 0 {
-            src.push(render_node(valid, &self.loop_uops)?);
+            src.push(self.render_idx(valid)?);
             src.push(UOp::cnst(dt, 0));
         }
         if let Some(bar) = barrier {
@@ -286,11 +301,11 @@ impl Lin {
         let mut stores = Vec::with_capacity(store_offset.len());
         for (k, var) in store_offset {
             let (idx, valid) = st.expr_idxs(Some(&k))?;
-            let ridx = render_node(&idx, &self.loop_uops)?;
+            let ridx = self.render_idx(&idx)?;
             if *valid.min() == 1 {
                 stores.push(UOp::store(&buf_uop, &ridx, &var));
             } else {
-                let gate = render_node(&valid, &self.loop_uops)?;
+                let gate = self.render_idx(&valid)?;
                 stores.push(UOp::store_gated(&buf_uop, &ridx, &var, &gate));
             }
         }

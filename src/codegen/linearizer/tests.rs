@@ -194,3 +194,41 @@ fn expand_node_shares_substitutions_without_changing_them() {
         assert_eq!(gk, wk, "{node:?}");
     }
 }
+
+#[test]
+fn render_memo_shares_equal_index_nodes() {
+    use crate::codegen::uops::UOp;
+    use std::collections::HashMap;
+    let r = v("ridx0", 0, 15);
+    let ctx: HashMap<String, UOp> = [("ridx0".to_string(), UOp::range_const(0, 16, 1, 0, false))]
+        .into_iter()
+        .collect();
+    let i1 = r
+        .try_mul(&Node::Num(8))
+        .unwrap()
+        .try_add(&Node::Num(3))
+        .unwrap();
+    let i2 = r
+        .try_mul(&Node::Num(8))
+        .unwrap()
+        .try_add(&Node::Num(5))
+        .unwrap();
+    let mut memo = RenderMemo::default();
+    let (u1, u2) = (
+        render_node_memo(&i1, &ctx, &mut memo).unwrap(),
+        render_node_memo(&i2, &ctx, &mut memo).unwrap(),
+    );
+    // the same nodes as without the memo, with the common `ridx0*8` shared
+    assert_eq!(u1, render_node(&i1, &ctx).unwrap());
+    assert_eq!(u2, render_node(&i2, &ctx).unwrap());
+    let mul = |u: &UOp| {
+        let m = crate::ops::Op::Binary(crate::ops::BinaryOps::MUL);
+        u.src()
+            .iter()
+            .find(|s| s.alu_op() == Some(m))
+            .cloned()
+            .unwrap()
+    };
+    assert!(mul(&u1).ptr_eq(&mul(&u2)), "{u1:?} {u2:?}");
+    assert!(render_node_memo(&i1, &ctx, &mut memo).unwrap().ptr_eq(&u1));
+}
