@@ -119,7 +119,11 @@ struct DevPart<B: HcqBackend> {
     keep: Vec<KeepAlive>,
     /// The items on this device's queues (their buffers are kept by its submission).
     items: Vec<usize>,
+    /// Whether a queue is bound ([`HwQueue::bind`]): then a run first waits for the run before
+    /// the last one (`prev`), whose copy of the commands it rewrites.
+    bound: bool,
     last: Option<TimelinePoint>,
+    prev: Option<TimelinePoint>,
 }
 
 /// An item as built: where it runs and its patch point.
@@ -449,12 +453,15 @@ fn new_part<B: HcqBackend>(dev: &Arc<HcqDevice<B>>) -> Result<DevPart<B>> {
         kick,
         keep: Vec::new(),
         items: Vec::new(),
+        bound: false,
         last: None,
+        prev: None,
     })
 }
 
 /// Every compute queue's tail: wait for the copy queues that touched the device's memory
-/// (`final_waits[d]`: the last item of each), signal the timeline; then what every run keeps.
+/// (`final_waits[d]`: the last item of each), signal the timeline; then the queues are bound
+/// (where the backend binds) and what every run keeps is collected.
 fn finish_parts<B: HcqBackend>(
     parts: &mut [DevPart<B>],
     final_waits: &[Vec<usize>],
@@ -468,6 +475,10 @@ fn finish_parts<B: HcqBackend>(
         }
         let tl = part.dev.timeline_signal();
         part.tl_signal = Some(part.comp.q.signal(&tl, 0)?.into_patch());
+        let b = part.dev.backend();
+        let comp_bound = part.comp.q.bind(b)?;
+        let copy_bound = part.copy.q.bind(b)?;
+        part.bound = comp_bound || copy_bound;
         let mut keep = part.comp.q.take_keep_alive();
         keep.extend(part.copy.q.take_keep_alive());
         for s in [&part.kick, &part.comp.sig, &part.copy.sig] {
@@ -510,6 +521,17 @@ impl<B: HcqBackend> GraphState<B> {
         for p in &self.parts {
             if let Some(l) = p.last {
                 p.dev.wait_point(l, what)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait until the run before the last one finished on every device whose queues are bound
+    /// (this run rewrites that run's copy of the commands).
+    fn wait_prev(&self) -> Result<()> {
+        for p in self.parts.iter().filter(|p| p.bound) {
+            if let Some(l) = p.prev {
+                p.dev.wait_point(l, "the run before the last of a bound graph")?;
             }
         }
         Ok(())
@@ -625,7 +647,8 @@ impl<B: HcqBackend> GraphState<B> {
                 keep.extend(owners(&calls[j]));
             }
             let what = format!("graph of {} items", part.items.len());
-            part.last = Some(part.dev.commit(ds, &mut part.comp.q, what, keep)?);
+            let point = part.dev.commit(ds, &mut part.comp.q, what, keep)?;
+            part.prev = part.last.replace(point);
         }
         Ok(())
     }
@@ -642,6 +665,7 @@ impl<B: HcqBackend> DeviceGraph for HcqGraph<B> {
             st.patch_calls(calls)?;
         }
         let base = st.next_base(calls.len())?;
+        st.wait_prev()?;
         for p in &mut st.parts {
             p.comp.patch(base)?;
             p.copy.patch(base)?;
