@@ -19,7 +19,13 @@
 //! them wherever it keeps them), the addresses of transfers whose buffers differ (`update_copy`),
 //! every graph-internal wait and signal value (each run uses values above the previous run's, so
 //! a run needs no CPU reset of the signals) and the timeline waits and signals; then it submits
-//! each queue once and advances each device's timeline by one.
+//! each queue once and advances each device's timeline by one. Whether anything changed is one
+//! compare of the calls' flattened addresses, values and dims against the last run's.
+//!
+//! The queues are bound once built ([`HwQueue::bind`], tinygrad 0.9.1 `bind`) where the backend
+//! binds (NV): a submission then points the GPU at the queue's own copy instead of copying the
+//! commands; the copies alternate, so a run first waits for the run two before it (the previous
+//! run may still be going).
 //!
 //! Not guaranteed: a run that changes kernargs, dims or copy addresses first waits for the
 //! previous run of the same graph on every device (tinygrad waits always); the graph-internal
@@ -117,6 +123,11 @@ struct DevPart<B: HcqBackend> {
     kick: B::Signal,
     /// What every run's submission keeps alive (programs, kernargs, signals).
     keep: Vec<KeepAlive>,
+    /// `keep` and the buffers of this device's items as the graph holds them now, in one object
+    /// (made at the first run after a change of the calls: a run then keeps one object alive).
+    run_keep: Option<KeepAlive>,
+    /// The in-flight table's name of a run.
+    what: String,
     /// The items on this device's queues (their buffers are kept by its submission).
     items: Vec<usize>,
     /// Whether a queue is bound ([`HwQueue::bind`]): then a run first waits for the run before
@@ -146,6 +157,9 @@ struct GraphState<B: HcqBackend> {
     parts: Vec<DevPart<B>>,
     nodes: Vec<Node<B>>,
     written: Vec<GraphCall>,
+    /// [`patch_key`] of `written`, and the scratch of a run's key.
+    key: Vec<u64>,
+    scratch: Vec<u64>,
     /// The base value of the next run.
     base: u64,
 }
@@ -361,6 +375,8 @@ impl<B: HcqBackend> HcqGraph<B> {
                 parts,
                 nodes,
                 written: calls.to_vec(),
+                key: patch_key(calls, Vec::new()),
+                scratch: Vec::new(),
                 base: start_base(),
             }),
         })
@@ -452,6 +468,8 @@ fn new_part<B: HcqBackend>(dev: &Arc<HcqDevice<B>>) -> Result<DevPart<B>> {
         copy: GQueue::new(b.copy_queue(), dev.new_signal(0)?),
         kick,
         keep: Vec::new(),
+        run_keep: None,
+        what: String::new(),
         items: Vec::new(),
         bound: false,
         last: None,
@@ -479,6 +497,7 @@ fn finish_parts<B: HcqBackend>(
         let comp_bound = part.comp.q.bind(b)?;
         let copy_bound = part.copy.q.bind(b)?;
         part.bound = comp_bound || copy_bound;
+        part.what = format!("graph of {} items", part.items.len());
         let mut keep = part.comp.q.take_keep_alive();
         keep.extend(part.copy.q.take_keep_alive());
         for s in [&part.kick, &part.comp.sig, &part.copy.sig] {
@@ -504,6 +523,31 @@ fn changed(a: &GraphCall, b: &GraphCall) -> bool {
         }
         _ => true,
     }
+}
+
+/// What the graph patches of `calls` (addresses, variable values, dims), flattened into `out`
+/// (cleared first): two call lists of the same kinds have equal keys exactly when no item is
+/// [`changed`] (every list is length-prefixed).
+fn patch_key(calls: &[GraphCall], mut out: Vec<u64>) -> Vec<u64> {
+    out.clear();
+    let dims = |out: &mut Vec<u64>, d: &Option<[usize; 3]>| match d {
+        Some(d) => out.extend([1, d[0] as u64, d[1] as u64, d[2] as u64]),
+        None => out.push(0),
+    };
+    for c in calls {
+        match c {
+            GraphCall::Kernel { launch: l, .. } => {
+                out.push(l.raws.len() as u64);
+                out.extend(l.raws.iter().map(|r| r.addr));
+                out.push(l.vals.len() as u64);
+                out.extend(l.vals.iter().map(|&v| v as u64));
+                dims(&mut out, &l.global);
+                dims(&mut out, &l.local);
+            }
+            GraphCall::Xfer(x) => out.extend([x.dst.addr, x.src.addr]),
+        }
+    }
+    out
 }
 
 /// What a run's submission on one device keeps alive of a call: its buffers.
@@ -642,11 +686,14 @@ impl<B: HcqBackend> GraphState<B> {
             if !part.copy.q.is_empty() {
                 part.copy.q.submit(part.dev.backend())?;
             }
-            let mut keep = part.keep.clone();
-            for &j in &part.items {
-                keep.extend(owners(&calls[j]));
-            }
-            let what = format!("graph of {} items", part.items.len());
+            let keep = part.run_keep.get_or_insert_with(|| {
+                let mut keep = part.keep.clone();
+                for &j in &part.items {
+                    keep.extend(owners(&calls[j]));
+                }
+                Arc::new(keep)
+            });
+            let (what, keep) = (part.what.clone(), vec![keep.clone()]);
             let point = part.dev.commit(ds, &mut part.comp.q, what, keep)?;
             part.prev = part.last.replace(point);
         }
@@ -660,9 +707,14 @@ impl<B: HcqBackend> DeviceGraph for HcqGraph<B> {
         let mut guard = self.lock();
         let st = &mut *guard;
         st.check(calls)?;
-        if st.written.iter().zip(calls).any(|(a, b)| changed(a, b)) {
+        st.scratch = patch_key(calls, std::mem::take(&mut st.scratch));
+        if st.scratch != st.key {
             st.wait_last("the previous run of a graph")?;
             st.patch_calls(calls)?;
+            std::mem::swap(&mut st.key, &mut st.scratch);
+            for p in &mut st.parts {
+                p.run_keep = None;
+            }
         }
         let base = st.next_base(calls.len())?;
         st.wait_prev()?;
