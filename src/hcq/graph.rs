@@ -575,7 +575,8 @@ impl<B: HcqBackend> GraphState<B> {
     fn wait_prev(&self) -> Result<()> {
         for p in self.parts.iter().filter(|p| p.bound) {
             if let Some(l) = p.prev {
-                p.dev.wait_point(l, "the run before the last of a bound graph")?;
+                p.dev
+                    .wait_point(l, "the run before the last of a bound graph")?;
             }
         }
         Ok(())

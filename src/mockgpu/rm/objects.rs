@@ -310,11 +310,7 @@ impl EmuNv {
         let order = st.clients.get(&client).map_or(Vec::new(), |c| c.subtree(h));
         for x in order {
             let snapshot = st.clients.get(&client).and_then(|c| c.channel(client, x));
-            let Some(o) = st
-                .clients
-                .get_mut(&client)
-                .and_then(|c| c.remove(x))
-            else {
+            let Some(o) = st.clients.get_mut(&client).and_then(|c| c.remove(x)) else {
                 continue;
             };
             if let Some(ch) = snapshot {

@@ -46,7 +46,12 @@ impl BoundPush {
             "binding an empty pushbuffer"
         );
         let image = || -> Result<Image> {
-            let buf = Arc::new(alloc_memory(dev.rm(), dwords.len() * 4, MemKind::Vram, true)?);
+            let buf = Arc::new(alloc_memory(
+                dev.rm(),
+                dwords.len() * 4,
+                MemKind::Vram,
+                true,
+            )?);
             view(&buf)?.write_u32s(0, dwords)?;
             Ok(Image {
                 buf,

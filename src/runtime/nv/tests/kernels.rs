@@ -153,8 +153,16 @@ fn hcq_graph_runs_point_one_gp_entry_at_the_bound_pushbuffer() {
             for _ in 0..5 {
                 g.run(&prgs, &calls(m, n), false).unwrap();
             }
-            assert_eq!(b.gp_puts().unwrap().0 - put, 5, "{k} kernels: one GP entry a run");
-            assert_eq!(b.cmd_positions().unwrap(), cmd, "{k} kernels: a command ring moved");
+            assert_eq!(
+                b.gp_puts().unwrap().0 - put,
+                5,
+                "{k} kernels: one GP entry a run"
+            );
+            assert_eq!(
+                b.cmd_positions().unwrap(),
+                cmd,
+                "{k} kernels: a command ring moved"
+            );
             dev.synchronize().unwrap();
             let f = |v: i32| (0..k).fold(v, |v, _| v * n as i32 + m as i32);
             let want: Vec<i32> = x.iter().map(|&v| f(v)).collect();
