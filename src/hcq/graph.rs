@@ -19,7 +19,13 @@
 //! them wherever it keeps them), the addresses of transfers whose buffers differ (`update_copy`),
 //! every graph-internal wait and signal value (each run uses values above the previous run's, so
 //! a run needs no CPU reset of the signals) and the timeline waits and signals; then it submits
-//! each queue once and advances each device's timeline by one.
+//! each queue once and advances each device's timeline by one. Whether anything changed is one
+//! compare of the calls' flattened addresses, values and dims against the last run's.
+//!
+//! The queues are bound once built ([`HwQueue::bind`], tinygrad 0.9.1 `bind`) where the backend
+//! binds (NV): a submission then points the GPU at the queue's own copy instead of copying the
+//! commands; the copies alternate, so a run first waits for the run two before it (the previous
+//! run may still be going).
 //!
 //! Not guaranteed: a run that changes kernargs, dims or copy addresses first waits for the
 //! previous run of the same graph on every device (tinygrad waits always); the graph-internal
@@ -117,9 +123,18 @@ struct DevPart<B: HcqBackend> {
     kick: B::Signal,
     /// What every run's submission keeps alive (programs, kernargs, signals).
     keep: Vec<KeepAlive>,
+    /// `keep` and the buffers of this device's items as the graph holds them now, in one object
+    /// (made at the first run after a change of the calls: a run then keeps one object alive).
+    run_keep: Option<KeepAlive>,
+    /// The in-flight table's name of a run.
+    what: String,
     /// The items on this device's queues (their buffers are kept by its submission).
     items: Vec<usize>,
+    /// Whether a queue is bound ([`HwQueue::bind`]): then a run first waits for the run before
+    /// the last one (`prev`), whose copy of the commands it rewrites.
+    bound: bool,
     last: Option<TimelinePoint>,
+    prev: Option<TimelinePoint>,
 }
 
 /// An item as built: where it runs and its patch point.
@@ -142,6 +157,9 @@ struct GraphState<B: HcqBackend> {
     parts: Vec<DevPart<B>>,
     nodes: Vec<Node<B>>,
     written: Vec<GraphCall>,
+    /// [`patch_key`] of `written`, and the scratch of a run's key.
+    key: Vec<u64>,
+    scratch: Vec<u64>,
     /// The base value of the next run.
     base: u64,
 }
@@ -357,6 +375,8 @@ impl<B: HcqBackend> HcqGraph<B> {
                 parts,
                 nodes,
                 written: calls.to_vec(),
+                key: patch_key(calls, Vec::new()),
+                scratch: Vec::new(),
                 base: start_base(),
             }),
         })
@@ -448,13 +468,18 @@ fn new_part<B: HcqBackend>(dev: &Arc<HcqDevice<B>>) -> Result<DevPart<B>> {
         copy: GQueue::new(b.copy_queue(), dev.new_signal(0)?),
         kick,
         keep: Vec::new(),
+        run_keep: None,
+        what: String::new(),
         items: Vec::new(),
+        bound: false,
         last: None,
+        prev: None,
     })
 }
 
 /// Every compute queue's tail: wait for the copy queues that touched the device's memory
-/// (`final_waits[d]`: the last item of each), signal the timeline; then what every run keeps.
+/// (`final_waits[d]`: the last item of each), signal the timeline; then the queues are bound
+/// (where the backend binds) and what every run keeps is collected.
 fn finish_parts<B: HcqBackend>(
     parts: &mut [DevPart<B>],
     final_waits: &[Vec<usize>],
@@ -468,6 +493,11 @@ fn finish_parts<B: HcqBackend>(
         }
         let tl = part.dev.timeline_signal();
         part.tl_signal = Some(part.comp.q.signal(&tl, 0)?.into_patch());
+        let b = part.dev.backend();
+        let comp_bound = part.comp.q.bind(b)?;
+        let copy_bound = part.copy.q.bind(b)?;
+        part.bound = comp_bound || copy_bound;
+        part.what = format!("graph of {} items", part.items.len());
         let mut keep = part.comp.q.take_keep_alive();
         keep.extend(part.copy.q.take_keep_alive());
         for s in [&part.kick, &part.comp.sig, &part.copy.sig] {
@@ -495,6 +525,31 @@ fn changed(a: &GraphCall, b: &GraphCall) -> bool {
     }
 }
 
+/// What the graph patches of `calls` (addresses, variable values, dims), flattened into `out`
+/// (cleared first): two call lists of the same kinds have equal keys exactly when no item is
+/// [`changed`] (every list is length-prefixed).
+fn patch_key(calls: &[GraphCall], mut out: Vec<u64>) -> Vec<u64> {
+    out.clear();
+    let dims = |out: &mut Vec<u64>, d: &Option<[usize; 3]>| match d {
+        Some(d) => out.extend([1, d[0] as u64, d[1] as u64, d[2] as u64]),
+        None => out.push(0),
+    };
+    for c in calls {
+        match c {
+            GraphCall::Kernel { launch: l, .. } => {
+                out.push(l.raws.len() as u64);
+                out.extend(l.raws.iter().map(|r| r.addr));
+                out.push(l.vals.len() as u64);
+                out.extend(l.vals.iter().map(|&v| v as u64));
+                dims(&mut out, &l.global);
+                dims(&mut out, &l.local);
+            }
+            GraphCall::Xfer(x) => out.extend([x.dst.addr, x.src.addr]),
+        }
+    }
+    out
+}
+
 /// What a run's submission on one device keeps alive of a call: its buffers.
 fn owners(c: &GraphCall) -> impl Iterator<Item = KeepAlive> + '_ {
     let raws: Vec<&RawBuf> = match c {
@@ -510,6 +565,18 @@ impl<B: HcqBackend> GraphState<B> {
         for p in &self.parts {
             if let Some(l) = p.last {
                 p.dev.wait_point(l, what)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Wait until the run before the last one finished on every device whose queues are bound
+    /// (this run rewrites that run's copy of the commands).
+    fn wait_prev(&self) -> Result<()> {
+        for p in self.parts.iter().filter(|p| p.bound) {
+            if let Some(l) = p.prev {
+                p.dev
+                    .wait_point(l, "the run before the last of a bound graph")?;
             }
         }
         Ok(())
@@ -620,12 +687,16 @@ impl<B: HcqBackend> GraphState<B> {
             if !part.copy.q.is_empty() {
                 part.copy.q.submit(part.dev.backend())?;
             }
-            let mut keep = part.keep.clone();
-            for &j in &part.items {
-                keep.extend(owners(&calls[j]));
-            }
-            let what = format!("graph of {} items", part.items.len());
-            part.last = Some(part.dev.commit(ds, &mut part.comp.q, what, keep)?);
+            let keep = part.run_keep.get_or_insert_with(|| {
+                let mut keep = part.keep.clone();
+                for &j in &part.items {
+                    keep.extend(owners(&calls[j]));
+                }
+                Arc::new(keep)
+            });
+            let (what, keep) = (part.what.clone(), vec![keep.clone()]);
+            let point = part.dev.commit(ds, &mut part.comp.q, what, keep)?;
+            part.prev = part.last.replace(point);
         }
         Ok(())
     }
@@ -637,11 +708,17 @@ impl<B: HcqBackend> DeviceGraph for HcqGraph<B> {
         let mut guard = self.lock();
         let st = &mut *guard;
         st.check(calls)?;
-        if st.written.iter().zip(calls).any(|(a, b)| changed(a, b)) {
+        st.scratch = patch_key(calls, std::mem::take(&mut st.scratch));
+        if st.scratch != st.key {
             st.wait_last("the previous run of a graph")?;
             st.patch_calls(calls)?;
+            std::mem::swap(&mut st.key, &mut st.scratch);
+            for p in &mut st.parts {
+                p.run_keep = None;
+            }
         }
         let base = st.next_base(calls.len())?;
+        st.wait_prev()?;
         for p in &mut st.parts {
             p.comp.patch(base)?;
             p.copy.patch(base)?;

@@ -94,6 +94,14 @@ pub trait HwQueue<B: HcqBackend>: Send + Sized {
     ) -> Result<()>;
     /// Hand the commands to the GPU on `dev`'s hardware queue of this kind.
     fn submit(&self, dev: &B) -> Result<()>;
+    /// Put the commands into `dev`'s memory of their own, so that a submission points the GPU at
+    /// them instead of copying them into the hardware ring (tinygrad 0.9.1 `HWQueue.bind`, what
+    /// graphs replay); `false` where the backend does not bind (nothing changes). A bound queue
+    /// takes no more commands (its patches, yes: each submission carries the patches made
+    /// before it). Its submissions alternate between two copies: before submitting, the caller
+    /// makes sure the submission two before this one has finished (the GPU may still read the
+    /// previous one).
+    fn bind(&mut self, dev: &B) -> Result<bool>;
     /// Keep `obj` alive while this command list may run.
     fn keep_alive(&mut self, obj: KeepAlive);
     /// The objects recorded with [`HwQueue::keep_alive`] (the list is emptied).
@@ -172,6 +180,12 @@ pub trait HcqEncoder<B: HcqBackend>: Send + Sized {
     ) -> Result<()>;
     /// Hand the encoded commands to `dev`'s hardware queue of this engine.
     fn submit(&self, dev: &B) -> Result<()>;
+    /// Move the commands into `dev`'s memory of their own (see [`HwQueue::bind`]); returns that
+    /// memory, to keep alive while a submission may run, or `None` where the backend does not
+    /// bind (the default).
+    fn bind(&mut self, _dev: &B) -> Result<Option<KeepAlive>> {
+        Ok(None)
+    }
     /// The command dwords encoded so far.
     fn dwords(&self) -> &[u32];
 }
@@ -280,6 +294,13 @@ impl<B: HcqBackend, E: HcqEncoder<B>> HwQueue<B> for HcqQueue<B, E> {
 
     fn submit(&self, dev: &B) -> Result<()> {
         self.enc.submit(dev)
+    }
+
+    fn bind(&mut self, dev: &B) -> Result<bool> {
+        let mem = self.enc.bind(dev)?;
+        let bound = mem.is_some();
+        self.keep.extend(mem);
+        Ok(bound)
     }
 
     fn keep_alive(&mut self, obj: KeepAlive) {

@@ -140,7 +140,7 @@ impl EmuNv {
             gpu,
             kind: okind,
         };
-        client.objects.insert(h, obj);
+        client.insert(h, obj);
         a.hObjectNew = h;
         let snapshot = |ch: u32| {
             st.clients
@@ -232,6 +232,7 @@ impl EmuNv {
         let client = Client {
             fd,
             objects: BTreeMap::new(),
+            engines: BTreeMap::new(),
             next_handle: 0xCAF0_0000,
         };
         st.clients.insert(h, client);

@@ -191,7 +191,7 @@ impl EmuNv {
             off,
             size,
         };
-        client.objects.insert(
+        client.insert(
             h,
             Obj {
                 class: p.hClass,

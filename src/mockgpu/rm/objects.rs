@@ -24,6 +24,10 @@ pub(crate) struct Client {
     /// The control fd it was allocated through (closing it frees the client).
     pub(crate) fd: i32,
     pub(crate) objects: BTreeMap<u32, Obj>,
+    /// The engine objects (compute, copy) under each channel, by the channel's handle: kept with
+    /// [`Client::insert`] and [`Client::remove`], so a doorbell finds its channel's engines
+    /// without a walk over every object of the client.
+    pub(crate) engines: BTreeMap<u32, Vec<u32>>,
     pub(crate) next_handle: u32,
 }
 
@@ -171,12 +175,16 @@ impl Client {
             _ => (0, false),
         };
         let engines = self
-            .objects
-            .iter()
-            .filter(|(_, e)| e.parent == h && matches!(e.kind, ObjKind::Engine))
-            .map(|(eh, e)| EmuEngine {
-                class: e.class,
-                handle: *eh,
+            .engines
+            .get(&h)
+            .into_iter()
+            .flatten()
+            .filter_map(|eh| {
+                let e = self.objects.get(eh)?;
+                Some(EmuEngine {
+                    class: e.class,
+                    handle: *eh,
+                })
             })
             .collect();
         Some(EmuChannel {
@@ -201,6 +209,30 @@ impl Client {
     }
 
     /// `h` and everything below it, children first.
+    /// Add object `h` (an engine also to its channel's engine list).
+    pub(crate) fn insert(&mut self, h: u32, obj: Obj) {
+        if matches!(obj.kind, ObjKind::Engine) {
+            let list = self.engines.entry(obj.parent).or_default();
+            list.push(h);
+            list.sort_unstable();
+        }
+        self.objects.insert(h, obj);
+    }
+
+    /// Remove object `h` (an engine also from its channel's engine list).
+    pub(crate) fn remove(&mut self, h: u32) -> Option<Obj> {
+        let o = self.objects.remove(&h)?;
+        if matches!(o.kind, ObjKind::Engine) {
+            if let Some(list) = self.engines.get_mut(&o.parent) {
+                list.retain(|&e| e != h);
+                if list.is_empty() {
+                    self.engines.remove(&o.parent);
+                }
+            }
+        }
+        Some(o)
+    }
+
     fn subtree(&self, h: u32) -> Vec<u32> {
         let mut order = vec![h];
         let mut i = 0;
@@ -278,11 +310,7 @@ impl EmuNv {
         let order = st.clients.get(&client).map_or(Vec::new(), |c| c.subtree(h));
         for x in order {
             let snapshot = st.clients.get(&client).and_then(|c| c.channel(client, x));
-            let Some(o) = st
-                .clients
-                .get_mut(&client)
-                .and_then(|c| c.objects.remove(&x))
-            else {
+            let Some(o) = st.clients.get_mut(&client).and_then(|c| c.remove(x)) else {
                 continue;
             };
             if let Some(ch) = snapshot {

@@ -6,6 +6,8 @@
 //! Submission: copy the dwords into the command ring (never over a region a GP entry the GPU has
 //! not consumed yet points at: tracked against USERD GPGet), write the GP entry, publish GPPut,
 //! fence, write the token to the usermode page (through [`crate::driver::Driver::write_doorbell`]).
+//! A bound queue's pushbuffer already lives in GPU memory of its own ([`NvChannel::submit_at`]):
+//! its GP entry points there and nothing is copied.
 //!
 //! Death: [`NvChannel::rc_error`] reads notifier 0 (NvNotification: info32 = the RC error type,
 //! status bit 15 = in progress) and names the error (ROBUST_CHANNEL_*).
@@ -229,18 +231,36 @@ impl NvChannel {
             return Err(Error::Internal("command ring lost its CPU view".into()));
         };
         view.write_u32s(start, dwords)?;
-        let entry = gp_entry(self.cmd.buf.va() + start as u64, dwords.len() as u32)?;
         let n = self.fifo.put();
+        self.submit_at(self.cmd.buf.va() + start as u64, dwords.len(), io)?;
+        self.cmd.pending.push_back((n, start, start + bytes));
+        self.cmd.pos = start + bytes;
+        Ok(())
+    }
+
+    /// Submit one GP entry for `dwords` pushbuffer dwords already in GPU memory at `va` (a bound
+    /// queue's own buffer: nothing is copied into the command ring). The caller keeps them
+    /// unchanged until the GPU is done with them.
+    pub(crate) fn submit_at(&mut self, va: u64, dwords: usize, io: &SubmitIo) -> Result<()> {
+        let len = u32::try_from(dwords).map_err(|_| {
+            Error::InvalidArgument(format!(
+                "{} channel: a pushbuffer of {dwords} dwords",
+                self.name
+            ))
+        })?;
+        let entry = gp_entry(va, len)?;
         let mut fio = Io {
             io,
             ring_off: self.ring_off,
             userd_off: self.userd_off,
         };
         self.fifo
-            .submit(entry, &mut fio, crate::hcq::wait_timeout())?;
-        self.cmd.pending.push_back((n, start, start + bytes));
-        self.cmd.pos = start + bytes;
-        Ok(())
+            .submit(entry, &mut fio, crate::hcq::wait_timeout())
+    }
+
+    /// Byte offset in the command ring where the next copied pushbuffer would start.
+    pub fn cmd_pos(&self) -> usize {
+        self.cmd.pos
     }
 
     /// The RC error RM wrote into this channel's error notifier, named; `None` while alive.

@@ -7,6 +7,9 @@
 //!
 //! Not guaranteed: copy-queue signal values must fit 32 bits (the HCQ timeline swaps at 2^31).
 
+use std::sync::Mutex;
+
+use super::bound::BoundPush;
 use super::device::{NvBackend, NvEngine};
 use super::queue::NvStream;
 use crate::hcq::{CopyEncoder, HcqQueue};
@@ -17,6 +20,8 @@ use crate::Result;
 /// The DMA channel's encoder.
 pub struct NvCopyEncoder {
     buf: PushBuf,
+    /// The pushbuffer's own GPU copies, once bound.
+    bound: Option<Mutex<BoundPush>>,
 }
 
 /// Commands for the DMA channel: the shared queue verbs over [`NvCopyEncoder`].
@@ -26,6 +31,7 @@ impl NvCopyQueue {
     pub fn new(classes: NvClasses) -> NvCopyQueue {
         HcqQueue::from_encoder(NvCopyEncoder {
             buf: PushBuf::new(classes),
+            bound: None,
         })
     }
 }
@@ -40,6 +46,12 @@ impl NvStream for NvCopyEncoder {
     }
     fn release(&mut self, addr: u64, value: u64) -> Result<SignalCmd> {
         self.buf.copy_signal(addr, value, false)
+    }
+    fn bound(&self) -> Option<&Mutex<BoundPush>> {
+        self.bound.as_ref()
+    }
+    fn set_bound(&mut self, b: BoundPush) {
+        self.bound = Some(Mutex::new(b));
     }
 }
 

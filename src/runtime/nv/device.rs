@@ -30,7 +30,7 @@ use crate::device::BufferOptions;
 use crate::driver::Mapping;
 use crate::hcq::{HcqBackend, HcqBuffer, HcqDevice, HcqSignal};
 use crate::hw::nv::arch::{NvClasses, PcasAction};
-use crate::runtime::nv::channel::SubmitIo;
+use crate::runtime::nv::channel::{NvChannel, SubmitIo};
 use crate::runtime::nv::gpfifo::USERMODE_NOTIFY_CHANNEL_PENDING;
 use crate::runtime::nv::push::{LocalMemorySetup, PushBuf};
 use crate::{bail, Error, Result};
@@ -346,6 +346,30 @@ impl NvBackend {
 
     /// Copy `dwords` into `engine`'s channel and ring its doorbell.
     pub fn submit(&self, engine: NvEngine, dwords: &[u32]) -> Result<()> {
+        self.with_channel(engine, |ch, io| ch.submit(dwords, io))
+    }
+
+    /// Point one GP entry of `engine`'s channel at `dwords` pushbuffer dwords at `va` (a bound
+    /// queue's own GPU buffer) and ring its doorbell; nothing is copied.
+    pub fn submit_at(&self, engine: NvEngine, va: u64, dwords: usize) -> Result<()> {
+        self.with_channel(engine, |ch, io| ch.submit_at(va, dwords, io))
+    }
+
+    /// (compute, DMA) byte offsets in the command rings where the next copied pushbuffer goes.
+    pub fn cmd_positions(&self) -> Result<(usize, usize)> {
+        let g = lock(&self.chans);
+        let c = g
+            .as_ref()
+            .ok_or_else(|| Error::Device("no channels".into()))?;
+        Ok((c.compute.cmd_pos(), c.dma.cmd_pos()))
+    }
+
+    /// Runs `f` on `engine`'s channel with what a submission writes through.
+    fn with_channel(
+        &self,
+        engine: NvEngine,
+        f: impl FnOnce(&mut NvChannel, &SubmitIo) -> Result<()>,
+    ) -> Result<()> {
         let mut g = lock(&self.chans);
         let Some(c) = g.as_mut() else {
             bail!(
@@ -366,7 +390,7 @@ impl NvBackend {
             NvEngine::Compute => &mut c.compute,
             NvEngine::Copy => &mut c.dma,
         };
-        ch.submit(dwords, &io)
+        f(ch, &io)
     }
 
     /// The RC errors in the channels' error notifiers.

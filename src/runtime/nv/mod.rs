@@ -21,6 +21,7 @@
 //! Not guaranteed: one process-wide [`NvProcess`] serves the registry's devices (opened on first
 //! use, with the first caller's driver, never closed); tests open their own.
 
+pub mod bound;
 pub mod bringup;
 pub mod channel;
 pub mod compiler;

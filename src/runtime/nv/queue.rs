@@ -18,16 +18,18 @@
 //! Not guaranteed: `update_exec` writes the kernargs block at once (the dims live in memory, not
 //! in the pushbuffer): the GPU must be done with an earlier submission of the launch.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
+use super::bound::BoundPush;
 use super::device::{NvBackend, NvEngine};
+use super::process::lock;
 use super::program::NvProgram;
 use super::signal::NvSignal;
-use crate::hcq::{ComputeEncoder, HcqEncoder, HcqLaunch, HcqQueue};
+use crate::hcq::{ComputeEncoder, HcqEncoder, HcqLaunch, HcqQueue, KeepAlive};
 use crate::helpers::getenv;
 use crate::hw::nv::arch::{NvClasses, PcasAction};
 use crate::runtime::nv::push::{PatchPoint, PushBuf, QmdAddrPatch, SignalCmd, WaitCmd};
-use crate::{bail, Result};
+use crate::{bail, ensure, Result};
 
 /// The `NV_PCAS_ACTION` override, checked.
 fn pcas_override() -> Result<Option<PcasAction>> {
@@ -58,6 +60,8 @@ pub struct NvComputeEncoder {
     buf: PushBuf,
     /// SEND_SIGNALING_PCAS2_B action of its launches.
     action: PcasAction,
+    /// The pushbuffer's own GPU copies, once bound.
+    bound: Option<Mutex<BoundPush>>,
 }
 
 /// Commands for the compute channel: the shared queue verbs over [`NvComputeEncoder`].
@@ -74,6 +78,7 @@ impl NvComputeQueue {
         HcqQueue::from_encoder(NvComputeEncoder {
             buf: PushBuf::new(classes),
             action,
+            bound: None,
         })
     }
 }
@@ -89,6 +94,10 @@ pub trait NvStream: Send + 'static {
     fn push_buf_mut(&mut self) -> &mut PushBuf;
     /// The engine's semaphore release of `value` (0 for a timestamp) at `addr`.
     fn release(&mut self, addr: u64, value: u64) -> Result<SignalCmd>;
+    /// The pushbuffer's own GPU copies, once bound ([`HcqEncoder::bind`]).
+    fn bound(&self) -> Option<&Mutex<BoundPush>>;
+    /// Record the pushbuffer's own GPU copies.
+    fn set_bound(&mut self, b: BoundPush);
 }
 
 impl NvStream for NvComputeEncoder {
@@ -101,6 +110,12 @@ impl NvStream for NvComputeEncoder {
     }
     fn release(&mut self, addr: u64, value: u64) -> Result<SignalCmd> {
         self.buf.signal(addr, value)
+    }
+    fn bound(&self) -> Option<&Mutex<BoundPush>> {
+        self.bound.as_ref()
+    }
+    fn set_bound(&mut self, b: BoundPush) {
+        self.bound = Some(Mutex::new(b));
     }
 }
 
@@ -135,7 +150,29 @@ impl<S: NvStream> HcqEncoder<NvBackend> for S {
     }
 
     fn submit(&self, dev: &NvBackend) -> Result<()> {
-        dev.submit(S::ENGINE, self.push_buf().dwords())
+        let dwords = self.push_buf().dwords();
+        match self.bound() {
+            Some(b) => {
+                let (va, n) = lock(b).take_next(dwords)?;
+                dev.submit_at(S::ENGINE, va, n)
+            }
+            None => dev.submit(S::ENGINE, dwords),
+        }
+    }
+
+    fn bind(&mut self, dev: &NvBackend) -> Result<Option<KeepAlive>> {
+        ensure!(
+            self.bound().is_none(),
+            InvalidArgument,
+            "{:?} pushbuffer: bound twice",
+            S::ENGINE
+        );
+        if self.push_buf().is_empty() {
+            return Ok(None);
+        }
+        let (b, keep) = BoundPush::new(dev, self.push_buf().dwords())?;
+        self.set_bound(b);
+        Ok(Some(keep))
     }
 
     fn dwords(&self) -> &[u32] {

@@ -112,6 +112,65 @@ fn hcq_graph_runs_are_one_submission_with_patched_kernargs_and_dims() {
     crate::runtime::amd::tests::graph::check_graph(&dev, &*prg, &doorbells);
 }
 
+/// A graph run submits the graph's own bound pushbuffer (tinygrad 0.9.1 `bind`): one GP entry
+/// on the compute channel per run whatever the kernel count, nothing copied into the command
+/// rings. Back-to-back runs alternate between the two bound copies, each carrying the run's new
+/// signal values (a stale timeline value would leave `synchronize` waiting), and a run with new
+/// variables patches both.
+#[test]
+fn hcq_graph_runs_point_one_gp_entry_at_the_bound_pushbuffer() {
+    use crate::device::{GraphCall, Launch};
+    let (dev, _emu) = one_gpu();
+    let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
+    let (b, a) = (dev.backend(), HcqAllocator::new(dev.clone()));
+    let x: Vec<i32> = (0..32).map(|i| i - 10).collect();
+    for k in [3usize, 7] {
+        let bufs: Vec<RawBuf> = (0..=k)
+            .map(|_| a.alloc(128, &BufferOptions::default()).unwrap())
+            .collect();
+        let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+        a.copyin(&bufs[0], &xb).unwrap();
+        dev.synchronize().unwrap();
+        let calls = |m: i64, n: i64| -> Vec<GraphCall> {
+            (0..k)
+                .map(|i| GraphCall::Kernel {
+                    launch: Launch {
+                        raws: vec![bufs[i + 1].clone(), bufs[i].clone()],
+                        vals: vec![m, n],
+                        global: Some([2, 1, 1]),
+                        local: Some([16, 1, 1]),
+                    },
+                    writes: vec![0],
+                })
+                .collect()
+        };
+        let prgs: Vec<&dyn Program> = vec![&*prg; k];
+        let g = crate::hcq::graph::build::<super::super::NvBackend>(&prgs, &calls(1, 2))
+            .unwrap()
+            .expect("an HCQ graph");
+        for (m, n) in [(1, 2), (3, -1)] {
+            let (put, cmd) = (b.gp_puts().unwrap().0, b.cmd_positions().unwrap());
+            for _ in 0..5 {
+                g.run(&prgs, &calls(m, n), false).unwrap();
+            }
+            assert_eq!(
+                b.gp_puts().unwrap().0 - put,
+                5,
+                "{k} kernels: one GP entry a run"
+            );
+            assert_eq!(
+                b.cmd_positions().unwrap(),
+                cmd,
+                "{k} kernels: a command ring moved"
+            );
+            dev.synchronize().unwrap();
+            let f = |v: i32| (0..k).fold(v, |v, _| v * n as i32 + m as i32);
+            let want: Vec<i32> = x.iter().map(|&v| f(v)).collect();
+            assert_eq!(i32s_of(&a, &bufs[k]), want, "{k} kernels, m={m} n={n}");
+        }
+    }
+}
+
 /// `MOCKGPU_CODE=ptx`'s path without the knob: the hardware renderer's NVPTX IR through libLLVM
 /// to PTX in a mock cubin, launched through the emulated RM/UVM, run by the PTX interpreter with
 /// its parameters (two pointers, two int32 variables) read from constant buffer 0.
