@@ -230,11 +230,11 @@ fn cache_insert(key: HashedKey, lb: &LazyBuffer) -> Option<LazyBuffer> {
 /// one that built it leaves its dead entry there; lookups skip dead entries).
 fn cache_remove(key: &HashedKey, ptr: *const LbInner) {
     with_lazycache(|cache| {
-        if cache
-            .get(key)
-            .is_some_and(|w| std::ptr::eq(w.as_ptr(), ptr))
-        {
-            cache.remove(key);
+        // one lookup in the usual case; an entry naming another node is put back
+        if let Some((k, w)) = cache.remove_entry(key) {
+            if !std::ptr::eq(w.as_ptr(), ptr) {
+                cache.insert(k, w);
+            }
         }
     });
 }
