@@ -320,7 +320,10 @@ fn check_registered(
             Compile,
             "{shown} lacks the {target} target ({missing} is missing), needed for {triple}"
         ),
-        None => bail!(Compile, "LLVM: the {target} target is not one rawgrad registers"),
+        None => bail!(
+            Compile,
+            "LLVM: the {target} target is not one rawgrad registers"
+        ),
     }
 }
 

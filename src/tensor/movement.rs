@@ -51,7 +51,7 @@ pub(crate) fn broadcast_shape(a: &[usize], b: &[usize]) -> Vec<usize> {
 impl Tensor {
     /// Reshape with int dims (an internal shortcut; no -1 handling).
     pub(crate) fn reshape_sints(&self, shape: &[Sint]) -> Result<Tensor> {
-        if shape == self.lazydata().shape() {
+        if self.with_lazydata(|lb| lb.shape() == shape) {
             return Ok(self.clone());
         }
         F::reshape(self, shape)

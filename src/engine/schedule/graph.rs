@@ -129,7 +129,7 @@ impl Graph {
         stack: &mut Vec<LbFrame>,
         scheduled: bool,
     ) -> Result<()> {
-        if self.allbufs.contains(buf) || buf.base().realized().is_some() {
+        if self.allbufs.contains(buf) || buf.base().has_realized() {
             return Ok(());
         }
         if self.graph {
@@ -202,7 +202,7 @@ impl Graph {
         let mut stack = vec![buf.clone()];
         let mut visited: FxHashSet<LazyBuffer> = FxHashSet::default();
         while let Some(b) = stack.pop() {
-            if self.realizes.contains(&b) || b.realized().is_some() || !visited.insert(b.clone()) {
+            if self.realizes.contains(&b) || b.has_realized() || !visited.insert(b.clone()) {
                 continue;
             }
             if b.op().is_unsafe_pad() {
@@ -300,7 +300,7 @@ impl Graph {
                 continue;
             };
             top.next += 1;
-            if tr_next.realized().is_some() {
+            if tr_next.has_realized() {
                 continue;
             }
             let st_childs = views_of(&tr_next, &top.tr)?;
@@ -373,7 +373,7 @@ impl Graph {
         let mut visited: FxHashSet<LazyBuffer> = FxHashSet::default();
         while let Some(p) = parents.pop() {
             let p = p.base().clone();
-            if p.realized().is_some() || self.realizes.contains(&p) {
+            if p.has_realized() || self.realizes.contains(&p) {
                 if let Some(a) = self.assign_targets.get(&p) {
                     if !group.contains(a) {
                         return Ok(true);

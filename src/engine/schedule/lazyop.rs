@@ -189,9 +189,7 @@ impl Ctx<'_> {
         if buf.op() == Op::Load(LoadOps::CONST) {
             return self.const_op(&buf, &st).map(Visit::Done);
         }
-        if buf.realized().is_some()
-            || (self.realizes.contains(&buf) && !self.outputs.contains(&buf))
-        {
+        if buf.has_realized() || (self.realizes.contains(&buf) && !self.outputs.contains(&buf)) {
             return self.load_op(&buf, &st).map(Visit::Done);
         }
         let srcs = buf.srcs().unwrap_or_default().to_vec();
@@ -234,7 +232,7 @@ impl Ctx<'_> {
         }
         if op == LoadOps::ASSIGN {
             let target = buf.srcs().and_then(|s| s.get(1).cloned());
-            if !target.is_some_and(|t| t.is_base() && t.realized().is_some()) {
+            if !target.is_some_and(|t| t.is_base() && t.has_realized()) {
                 bail!(
                     Schedule,
                     "assign must be to an already realized base ({buf:?})"

@@ -4,9 +4,9 @@
 
 use super::*;
 use crate::helpers::Context;
+use crate::hw::amd::targets::lookup_name;
 use crate::hw::amd::targets::GFX1030;
 use crate::hw::amd::targets::GFX1100;
-use crate::hw::amd::targets::lookup_name;
 use crate::mockgpu::amdgpu::compiler::{
     amd_mock_code, isa_unavailable, parse_amd_mock_code, AmdMockCode, UnavailableAmdCompiler,
 };
