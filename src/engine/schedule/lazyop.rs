@@ -157,10 +157,10 @@ impl Ctx<'_> {
                 top.results.push(op);
             }
             let Some(src) = top.srcs.get(top.results.len()).cloned() else {
-                let f = stack
+                let mut f = stack
                     .pop()
                     .ok_or_else(|| Error::Internal("lazyop stack".into()))?;
-                let op = finish(&f)?;
+                let op = finish(&mut f)?;
                 cache.insert(f.key, op.clone());
                 done = Some(op);
                 continue;
@@ -302,8 +302,9 @@ fn check_assign_read(st: &ShapeTracker) -> Result<()> {
     ))
 }
 
-/// The node of a finished frame: CONTIGUOUS and ASSIGN pass their source through.
-fn finish(f: &Frame) -> Result<LazyOp> {
+/// The node of a finished frame (its results are taken): CONTIGUOUS and ASSIGN pass their
+/// source through.
+fn finish(f: &mut Frame) -> Result<LazyOp> {
     match f.buf.op() {
         Op::Load(LoadOps::CONTIGUOUS | LoadOps::ASSIGN) => f
             .results
@@ -312,7 +313,7 @@ fn finish(f: &Frame) -> Result<LazyOp> {
             .ok_or_else(|| Error::Internal(format!("{:?} without a source", f.buf))),
         op => Ok(LazyOp::new(
             op,
-            f.results.clone(),
+            std::mem::take(&mut f.results),
             f.buf.arg().to_lazyop_arg(),
         )),
     }
