@@ -353,20 +353,11 @@ impl<T: Copy, const N: usize> SmallStack<T, N> {
 
 /// Pairs of nodes already compared (or being compared) in one [`LazyOp::eq`]: a short inline
 /// list for the usual small kernel, a hash set past it.
+#[derive(Default)]
 struct PairSet {
     few: [(usize, usize); 16],
     len: usize,
     many: Option<std::collections::HashSet<(usize, usize)>>,
-}
-
-impl Default for PairSet {
-    fn default() -> Self {
-        PairSet {
-            few: [(0, 0); 16],
-            len: 0,
-            many: None,
-        }
-    }
 }
 
 impl PairSet {
