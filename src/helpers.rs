@@ -25,31 +25,67 @@ fn env_cache() -> &'static EnvCache {
     CACHE.get_or_init(|| std::sync::Mutex::new(HashMap::default()))
 }
 
+/// An environment knob as this thread remembers it: the value and the value as an integer.
+struct EnvKnob {
+    raw: Option<Box<str>>,
+    int: Option<i64>,
+}
+
 thread_local! {
     static OVERRIDES: RefCell<Vec<(String, String)>> = const { RefCell::new(Vec::new()) };
+    /// This thread's copy of the process-wide environment cache, for the knobs it asked for:
+    /// the eager path reads a dozen knobs per kernel, and a read here takes no lock and parses
+    /// nothing. Filled from [`env_cache`], so every thread sees the value read first.
+    static ENV_LOCAL: RefCell<HashMap<Box<str>, EnvKnob, FxBuild>> = RefCell::new(HashMap::default());
+}
+
+/// `f` of the innermost [`Context`] override of `key` on this thread, if there is one.
+fn with_override<T>(key: &str, f: &mut dyn FnMut(Option<&str>) -> T) -> Option<T> {
+    OVERRIDES
+        .try_with(|o| {
+            let o = o.borrow();
+            o.iter()
+                .rev()
+                .find(|(k, _)| k == key)
+                .map(|(_, v)| f(Some(v)))
+        })
+        .ok()
+        .flatten()
+}
+
+/// `f` of the environment's value of `key` (read once per process and cached).
+fn with_env<T>(key: &str, f: &mut dyn FnMut(&EnvKnob) -> T) -> T {
+    let local = ENV_LOCAL.try_with(|m| m.try_borrow().ok()?.get(key).map(&mut *f));
+    if let Ok(Some(r)) = local {
+        return r;
+    }
+    let raw = {
+        let mut cache = env_cache().lock().unwrap_or_else(|e| e.into_inner());
+        cache
+            .entry(key.to_string())
+            .or_insert_with(|| std::env::var(key).ok())
+            .clone()
+    };
+    let knob = EnvKnob {
+        int: raw.as_deref().and_then(|v| v.trim().parse::<i64>().ok()),
+        raw: raw.map(String::into_boxed_str),
+    };
+    let r = f(&knob);
+    let _ = ENV_LOCAL.try_with(|m| {
+        if let Ok(mut m) = m.try_borrow_mut() {
+            m.insert(key.into(), knob);
+        }
+    });
+    r
 }
 
 /// `f` of a knob's value: the innermost [`Context`] override on this thread, else the process
 /// environment (read once and cached). Nothing is allocated once the knob was read.
 fn with_knob<T>(key: &str, f: &mut dyn FnMut(Option<&str>) -> T) -> T {
-    let over = OVERRIDES.try_with(|o| {
-        let o = o.borrow();
-        o.iter()
-            .rev()
-            .find(|(k, _)| k == key)
-            .map(|(_, v)| f(Some(v)))
-    });
-    if let Ok(Some(r)) = over {
+    if let Some(r) = with_override(key, f) {
         return r;
     }
-    let mut cache = env_cache().lock().unwrap_or_else(|e| e.into_inner());
-    if let Some(v) = cache.get(key) {
-        return f(v.as_deref());
-    }
-    let v = std::env::var(key).ok();
-    let r = f(v.as_deref());
-    cache.insert(key.to_string(), v);
-    r
+    with_env(key, &mut |k| f(k.raw.as_deref()))
 }
 
 /// The string value of a knob: the innermost [`Context`] override on this thread, else the
@@ -62,15 +98,55 @@ pub fn getenv_str(key: &str) -> Option<String> {
 /// An integer knob (`getenv("DEBUG", 0)`); a value that does not parse as an integer counts as
 /// the default.
 pub fn getenv(key: &str, default: i64) -> i64 {
-    with_knob(key, &mut |v| {
+    let mut parse = |v: Option<&str>| {
         v.and_then(|v| v.trim().parse::<i64>().ok())
             .unwrap_or(default)
-    })
+    };
+    if let Some(r) = with_override(key, &mut parse) {
+        return r;
+    }
+    with_env(key, &mut |k| k.int.unwrap_or(default))
+}
+
+/// An integer knob read often (on every eager step): the environment's value is kept after the
+/// first read, so while no [`Context`] override is active on the thread a read is one
+/// thread-local check and one load. Same answers as [`getenv`].
+pub struct Knob {
+    name: &'static str,
+    default: i64,
+    env: OnceLock<i64>,
+}
+
+impl Knob {
+    pub const fn new(name: &'static str, default: i64) -> Knob {
+        Knob {
+            name,
+            default,
+            env: OnceLock::new(),
+        }
+    }
+
+    /// `getenv(name, default)`.
+    pub fn get(&self) -> i64 {
+        if overrides_active() {
+            return getenv(self.name, self.default);
+        }
+        *self.env.get_or_init(|| getenv(self.name, self.default))
+    }
+}
+
+/// Whether any [`Context`] override is active on this thread (true while the thread is torn
+/// down, so callers take the general path).
+fn overrides_active() -> bool {
+    OVERRIDES
+        .try_with(|o| o.try_borrow().map_or(true, |o| !o.is_empty()))
+        .unwrap_or(true)
 }
 
 /// `DEBUG` level.
 pub fn debug() -> i64 {
-    getenv("DEBUG", 0)
+    static DEBUG: Knob = Knob::new("DEBUG", 0);
+    DEBUG.get()
 }
 
 /// A scoped override of knobs for the current thread, like tinygrad's `Context(DEBUG=2)`.

@@ -230,11 +230,11 @@ fn cache_insert(key: HashedKey, lb: &LazyBuffer) -> Option<LazyBuffer> {
 /// one that built it leaves its dead entry there; lookups skip dead entries).
 fn cache_remove(key: &HashedKey, ptr: *const LbInner) {
     with_lazycache(|cache| {
-        if cache
-            .get(key)
-            .is_some_and(|w| std::ptr::eq(w.as_ptr(), ptr))
-        {
-            cache.remove(key);
+        // one lookup in the usual case; an entry naming another node is put back
+        if let Some((k, w)) = cache.remove_entry(key) {
+            if !std::ptr::eq(w.as_ptr(), ptr) {
+                cache.insert(k, w);
+            }
         }
     });
 }
@@ -541,13 +541,17 @@ impl LazyBuffer {
             _ => None,
         }
     }
+    /// `realized().is_some()` without taking a handle to the buffer.
+    pub fn has_realized(&self) -> bool {
+        matches!(&self.inner().kind, Kind::Base(b) if lock(&b.srcs).is_none())
+    }
     /// Alias of [`LazyBuffer::realized`] on the base: the buffer once the base is realized.
     pub fn realized_buffer(&self) -> Option<BufferRef> {
         self.base().realized()
     }
     /// `base.realized is not None`.
     pub fn is_realized(&self) -> bool {
-        self.base().realized().is_some()
+        self.base().has_realized()
     }
     /// Take the base's sources: from now on it counts as realized (tinygrad's `del lb.srcs`).
     pub fn mark_realized(&self) {

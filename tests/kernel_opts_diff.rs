@@ -31,22 +31,8 @@ use rawgrad::renderer::cstyle::ClangRenderer;
 use rawgrad::renderer::{tensor_cores, Renderer, RendererOpts};
 use rawgrad::runtime::builtin::open_device;
 use rawgrad::runtime::cpu::clang::{ClangCompiler, ClangRuntime};
-use rawgrad::Error;
 
 use OptOps::*;
-
-/// The kernel with `opts` applied, or None when one is illegal (a KernelOpt error).
-fn optimized(case: &Case, o: &RendererOpts, opts: &[Opt]) -> Option<Kernel> {
-    let mut k = Kernel::new(&case.ast, o).unwrap();
-    for opt in opts {
-        match k.apply_opt(*opt) {
-            Ok(()) => {}
-            Err(Error::KernelOpt(_)) => return None,
-            Err(e) => panic!("{} {opt}: {e}", case.name),
-        }
-    }
-    Some(k)
-}
 
 fn heuristic(case: &Case, o: &RendererOpts) -> Kernel {
     let mut k = Kernel::new(&case.ast, o).unwrap();

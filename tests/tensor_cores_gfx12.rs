@@ -27,7 +27,6 @@ use rawgrad::dtype::{dtypes, ConstValue, DType, Scalar};
 use rawgrad::helpers::Context;
 use rawgrad::renderer::{tensor_cores, RendererOpts};
 use rawgrad::runtime::builtin::open_device;
-use rawgrad::Error;
 
 /// The emulated gfx1201 (the returned guard keeps this thread's knobs).
 fn gfx1201() -> (Context, Arc<Compiled>) {
@@ -133,18 +132,6 @@ fn gfx12_wmmas(p: &ProgramSpec, what: &str) -> usize {
         assert_eq!(u.src()[1].dtype().map(|d| d.count), Some(8), "{what}: B");
     }
     w.len()
-}
-
-fn optimized(case: &Case, o: &RendererOpts, opts: &[Opt]) -> Option<Kernel> {
-    let mut k = Kernel::new(&case.ast, o).unwrap();
-    for opt in opts {
-        match k.apply_opt(*opt) {
-            Ok(()) => {}
-            Err(Error::KernelOpt(_)) => return None,
-            Err(e) => panic!("{} {opt}: {e}", case.name),
-        }
-    }
-    Some(k)
 }
 
 /// Every TC action, TC with an extra upcast or local, and the default TC choice.

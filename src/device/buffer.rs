@@ -21,7 +21,7 @@ use std::ops::Deref;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::device::registry::{canonicalize, open_registered};
+use crate::device::registry::{canonical_arc, open_registered};
 use crate::device::{Allocator, BufferOptions, RawBuf};
 use crate::dtype::DType;
 use crate::helpers::{debug, GlobalCounters};
@@ -29,7 +29,8 @@ use crate::{ensure, Error, Result};
 
 /// A device buffer (see the module doc). Create it with [`Buffer::new`].
 pub struct Buffer {
-    device: String,
+    /// Canonical name, shared with every buffer on the device (no allocation per buffer).
+    device: Arc<str>,
     size: usize,
     dtype: DType,
     options: BufferOptions,
@@ -54,7 +55,7 @@ impl Buffer {
     #[allow(clippy::new_ret_no_self)]
     pub fn new(device: &str, size: usize, dtype: DType, options: BufferOptions) -> BufferRef {
         BufferRef(Arc::new(Buffer {
-            device: canonicalize(device),
+            device: canonical_arc(device),
             size,
             dtype,
             options,

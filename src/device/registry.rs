@@ -199,8 +199,15 @@ fn opener_of(family: &str) -> Option<DeviceOpener> {
 /// on first use (the upper layers call `open_device` of `runtime/builtin.rs`, which registers the
 /// built-in families first).
 pub fn open_registered(device: &str) -> Result<Arc<Compiled>> {
-    let name = canonicalize(device);
-    let slot = Arc::clone(lock(&registry().opened).entry(name.clone()).or_default());
+    let name = canonical_arc(device);
+    let slot = {
+        let mut opened = lock(&registry().opened);
+        // an open device is found without allocating a key (every buffer allocation asks)
+        match opened.get(&*name) {
+            Some(s) => Arc::clone(s),
+            None => Arc::clone(opened.entry(name.to_string()).or_default()),
+        }
+    };
     let mut slot = lock(&slot);
     if let Some(dev) = slot.as_ref() {
         return Ok(Arc::clone(dev));
@@ -217,7 +224,7 @@ pub fn open_registered(device: &str) -> Result<Arc<Compiled>> {
     };
     let mut dev = opener(&name)
         .map_err(|e| Error::Device(format!("opening device {name}: {}", e.message())))?;
-    dev.name = name.clone();
+    dev.name = name.to_string();
     if debug() >= 1 {
         println!("opened device {name} from pid:{}", std::process::id());
     }
@@ -298,7 +305,12 @@ pub fn select_available(order: &[&str]) -> Result<String> {
         }
         match open_registered(family) {
             Ok(dev) => return Ok(dev.name.clone()),
-            Err(e) => why.push(e.message().to_string()),
+            Err(e) => {
+                if debug() >= 1 {
+                    println!("default device: skipping {family}: {}", e.message());
+                }
+                why.push(e.message().to_string());
+            }
         }
     }
     bail!(

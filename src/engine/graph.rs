@@ -32,7 +32,8 @@ static GRAPH: Mutex<Option<LazyGraph>> = Mutex::new(None);
 
 /// Whether `GRAPH` asks for the lazy graph.
 pub fn graph_enabled() -> bool {
-    crate::helpers::getenv("GRAPH", 0) != 0
+    static GRAPH: crate::helpers::Knob = crate::helpers::Knob::new("GRAPH", 0);
+    GRAPH.get() != 0
 }
 
 fn state() -> MutexGuard<'static, Option<LazyGraph>> {

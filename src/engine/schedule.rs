@@ -95,7 +95,7 @@ fn graph_schedule(outs: &[LazyBuffer], seen: &HashSet<LazyBuffer>) -> Result<Pre
     let multioutput = getenv("MULTIOUTPUT", 1) != 0;
     let mut output_groups: FxIndexMap<LazyBuffer, Vec<LazyBuffer>> = FxIndexMap::default();
     for buf in &g.realizes {
-        if buf.realized().is_some() || buf.op() == Op::Load(LoadOps::CONST) || seen.contains(buf) {
+        if buf.has_realized() || buf.op() == Op::Load(LoadOps::CONST) || seen.contains(buf) {
             continue;
         }
         let key = match g.reduce_for_op.get(buf) {

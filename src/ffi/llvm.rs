@@ -306,6 +306,27 @@ fn register_targets(lib: &RawLibrary) -> Vec<(&'static str, Option<String>)> {
         .collect()
 }
 
+/// The registration state of the target serving `triple` among `targets` (each with its first
+/// missing initializer; `None`: registered), for the library `shown`.
+fn check_registered(
+    targets: &[(&'static str, Option<String>)],
+    triple: &str,
+    shown: &str,
+) -> Result<()> {
+    let target = target_for_triple(triple)?;
+    match targets.iter().find(|(t, _)| *t == target) {
+        Some((_, None)) => Ok(()),
+        Some((_, Some(missing))) => bail!(
+            Compile,
+            "{shown} lacks the {target} target ({missing} is missing), needed for {triple}"
+        ),
+        None => bail!(
+            Compile,
+            "LLVM: the {target} target is not one rawgrad registers"
+        ),
+    }
+}
+
 /// A target machine kept by one thread for later compiles with the same options: creating one
 /// (and the subtarget its first use parses from the feature string) costs about a sixth of a small
 /// kernel's compile. Machines are not shared between threads (LLVM does not make them safe to
@@ -510,17 +531,17 @@ impl Llvm {
 
     /// Check that the target library serving `triple` was registered at load time.
     fn init_target(&self, triple: &str) -> Result<()> {
-        let target = target_for_triple(triple)?;
-        match self.targets.iter().find(|(t, _)| *t == target) {
-            Some((_, None)) => Ok(()),
-            Some((_, Some(missing))) => bail!(
-                Compile,
-                "{} (LLVM {}) lacks the {target} target ({missing} is missing), needed for {triple}",
-                self.path.display(),
-                self.version
-            ),
-            None => bail!(Compile, "LLVM: the {target} target is not one rawgrad registers"),
-        }
+        let shown = format!("{} (LLVM {})", self.path.display(), self.version);
+        check_registered(&self.targets, triple, &shown)
+    }
+
+    /// Whether this library can compile as `opts` say: the target serving the triple registered
+    /// when the library loaded, and a target machine for the triple, CPU and features made (and
+    /// kept for this thread's compiles). A device runs it when it opens, so a library without
+    /// the device's target is rejected there, not at every compile.
+    pub fn check_target(&self, opts: &CompileOptions) -> Result<()> {
+        self.init_target(&opts.triple)?;
+        self.machine(opts).map(drop)
     }
 
     /// The host's target triple.

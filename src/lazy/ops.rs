@@ -14,7 +14,7 @@ use std::sync::Arc;
 use super::{create_lazybuffer, LazyBuffer, LbArg, Spec};
 use crate::device::registry::{canonical_arc, canonicalize, device_family};
 use crate::dtype::{dtypes, ConstValue, DType};
-use crate::helpers::{debug, getenv};
+use crate::helpers::{debug, getenv, Knob};
 use crate::ops::{exec_alu, BinaryOps, ConstArg, LoadOps, Op, ReduceOps, TernaryOps, UnaryOps};
 use crate::shape::symbolic::{py_lt, render_shape};
 use crate::shape::{all_int, sint_prod, Node, ShapeTracker, Sint};
@@ -25,7 +25,8 @@ use crate::{bail, ensure, Error, Result};
 pub const VIEW_SUPPORTED_DEVICES: [&str; 6] = ["LLVM", "CLANG", "CUDA", "NV", "AMD", "DISK"];
 
 fn lazycache_enabled() -> bool {
-    getenv("LAZYCACHE", 1) != 0
+    static LAZYCACHE: Knob = Knob::new("LAZYCACHE", 1);
+    LAZYCACHE.get() != 0
 }
 
 fn shapes_str(srcs: &[LazyBuffer]) -> String {

@@ -296,7 +296,8 @@ impl PartialEq for LazyOp {
         if self.0.hash != other.0.hash {
             return false;
         }
-        let mut stack: Vec<(&LazyOpInner, &LazyOpInner)> = vec![(&self.0, &other.0)];
+        let mut stack: SmallStack<(&LazyOpInner, &LazyOpInner), 16> = SmallStack::new();
+        stack.push((&self.0, &other.0));
         let mut seen = PairSet::default();
         while let Some((a, b)) = stack.pop() {
             if std::ptr::eq(a, b) {
@@ -308,17 +309,54 @@ impl PartialEq for LazyOp {
             if a.src.is_empty() || !seen.insert(a, b) {
                 continue;
             }
-            stack.extend(a.src.iter().zip(&b.src).map(|(x, y)| (&*x.0, &*y.0)));
+            for (x, y) in a.src.iter().zip(&b.src) {
+                stack.push((&*x.0, &*y.0));
+            }
         }
         true
     }
 }
 
-/// Pairs of nodes already compared (or being compared) in one [`LazyOp::eq`]: a short list for
-/// the usual small kernel, a hash set past it.
+/// A LIFO stack whose first `N` items live inline: a small kernel's comparison allocates
+/// nothing (the method cache compares the AST of every eager step with its cached twin).
+struct SmallStack<T: Copy, const N: usize> {
+    inline: [Option<T>; N],
+    len: usize,
+    /// Items pushed while the inline part was full; always newer than the inline ones.
+    spill: Vec<T>,
+}
+
+impl<T: Copy, const N: usize> SmallStack<T, N> {
+    fn new() -> Self {
+        SmallStack {
+            inline: [None; N],
+            len: 0,
+            spill: Vec::new(),
+        }
+    }
+    fn push(&mut self, x: T) {
+        if self.len < N && self.spill.is_empty() {
+            self.inline[self.len] = Some(x);
+            self.len += 1;
+        } else {
+            self.spill.push(x);
+        }
+    }
+    fn pop(&mut self) -> Option<T> {
+        if let Some(x) = self.spill.pop() {
+            return Some(x);
+        }
+        self.len = self.len.checked_sub(1)?;
+        self.inline[self.len].take()
+    }
+}
+
+/// Pairs of nodes already compared (or being compared) in one [`LazyOp::eq`]: a short inline
+/// list for the usual small kernel, a hash set past it.
 #[derive(Default)]
 struct PairSet {
-    few: Vec<(usize, usize)>,
+    few: [(usize, usize); 16],
+    len: usize,
     many: Option<std::collections::HashSet<(usize, usize)>>,
 }
 
@@ -332,12 +370,17 @@ impl PairSet {
         if let Some(set) = &mut self.many {
             return set.insert(key);
         }
-        if self.few.contains(&key) {
+        if self.few[..self.len].contains(&key) {
             return false;
         }
-        self.few.push(key);
-        if self.few.len() > 32 {
-            self.many = Some(self.few.drain(..).collect());
+        if self.len < self.few.len() {
+            self.few[self.len] = key;
+            self.len += 1;
+        } else {
+            let mut set: std::collections::HashSet<(usize, usize)> =
+                self.few.iter().copied().collect();
+            set.insert(key);
+            self.many = Some(set);
         }
         true
     }

@@ -10,7 +10,7 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use crate::helpers::getenv;
+use crate::helpers::Knob;
 use crate::shape::symbolic::{
     create_ge_node, create_lt_node, render_shape, sint_prod, Kind, Node, Sint, VarVals,
 };
@@ -397,7 +397,8 @@ impl ShapeTracker {
     /// Reshape the last view in place when possible (and `MERGE_VIEW` is on), else append a
     /// contiguous view of `new_shape`.
     pub fn reshape(&self, new_shape: &[Sint]) -> Result<ShapeTracker> {
-        if getenv("MERGE_VIEW", 1) != 0 {
+        static MERGE_VIEW: Knob = Knob::new("MERGE_VIEW", 1);
+        if MERGE_VIEW.get() != 0 {
             if let Some(v) = self.last()?.reshape(new_shape)? {
                 return Ok(self.with_last(v));
             }

@@ -174,8 +174,11 @@ impl View {
 
     /// Element count, symbolic dims counted at their max.
     pub fn size(&self) -> Result<i64> {
-        let maxes: Vec<Sint> = self.shape.iter().map(|x| x.max().clone()).collect();
-        match sint_prod(&maxes)? {
+        let prod = self
+            .shape
+            .iter()
+            .try_fold(Node::Num(1), |acc, x| acc.try_mul(x.max()))?;
+        match prod {
             Node::Num(v) => Ok(v),
             r => bail!(
                 Shape,

@@ -36,22 +36,27 @@ pub(crate) fn apply<F: Function + 'static>(
     inputs: &[&Tensor],
     forward: impl FnOnce(&[LazyBuffer]) -> Result<(F, LazyBuffer)>,
 ) -> Result<Tensor> {
-    let needs: Vec<Option<bool>> = inputs.iter().map(|t| t.requires_grad()).collect();
-    let requires_grad = if needs.contains(&Some(true)) {
+    let needs = || inputs.iter().map(|t| t.requires_grad());
+    let requires_grad = if needs().any(|n| n == Some(true)) {
         Some(true)
-    } else if needs.contains(&None) {
+    } else if needs().any(|n| n.is_none()) {
         None
     } else {
         Some(false)
     };
-    let lbs: Vec<LazyBuffer> = inputs.iter().map(|t| t.lazydata()).collect();
-    let (func, out) = forward(&lbs)?;
+    // the inputs' nodes without a Vec for the usual one to three inputs (every eager op)
+    let (func, out) = match inputs {
+        [a] => forward(&[a.lazydata()]),
+        [a, b] => forward(&[a.lazydata(), b.lazydata()]),
+        [a, b, c] => forward(&[a.lazydata(), b.lazydata(), c.lazydata()]),
+        _ => forward(&inputs.iter().map(|t| t.lazydata()).collect::<Vec<_>>()),
+    }?;
     let ret = Tensor::from_lazybuffer(out, requires_grad);
     if requires_grad == Some(true) && !Tensor::is_no_grad() {
         ret.set_ctx(Some(Arc::new(Ctx {
             func: Box::new(func),
             parents: inputs.iter().map(|t| (*t).clone()).collect(),
-            needs_input_grad: needs,
+            needs_input_grad: needs().collect(),
         })));
     }
     Ok(ret)

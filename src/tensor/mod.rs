@@ -205,6 +205,11 @@ impl Tensor {
             .clone()
     }
 
+    /// `f` of the current node, borrowed (the properties read it without a handle of their own).
+    fn with_lazydata<R>(&self, f: impl FnOnce(&LazyBuffer) -> R) -> R {
+        f(&self.0.lazydata.read().unwrap_or_else(|e| e.into_inner()))
+    }
+
     pub(crate) fn set_lazydata(&self, lb: LazyBuffer) {
         *self.0.lazydata.write().unwrap_or_else(|e| e.into_inner()) = lb;
     }
@@ -223,24 +228,25 @@ impl Tensor {
 
     /// The shape (a symbolic dimension is reported by its upper bound).
     pub fn shape(&self) -> Vec<usize> {
-        let lb = self.lazydata();
-        lb.shape()
-            .iter()
-            .map(|s| {
-                let v = s.as_int().or_else(|| s.max().as_int()).unwrap_or(0);
-                usize::try_from(v).unwrap_or(0)
-            })
-            .collect()
+        self.with_lazydata(|lb| {
+            lb.shape()
+                .iter()
+                .map(|s| {
+                    let v = s.as_int().or_else(|| s.max().as_int()).unwrap_or(0);
+                    usize::try_from(v).unwrap_or(0)
+                })
+                .collect()
+        })
     }
     pub fn dtype(&self) -> DType {
-        self.lazydata().dtype()
+        self.with_lazydata(LazyBuffer::dtype)
     }
     /// The canonical device name.
     pub fn device(&self) -> String {
-        self.lazydata().device().to_string()
+        self.with_lazydata(|lb| lb.device().to_string())
     }
     pub fn ndim(&self) -> usize {
-        self.lazydata().shape().len()
+        self.with_lazydata(|lb| lb.shape().len())
     }
     /// Number of elements.
     pub fn numel(&self) -> usize {

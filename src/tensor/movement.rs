@@ -36,30 +36,22 @@ fn pairs(arg: &[(usize, usize)], what: &str) -> Result<Vec<(Sint, Sint)>> {
 /// bound): a caller's count is checked before anything is allocated for it.
 pub(crate) const MAX_PIECES: usize = 1 << 20;
 
-/// tinygrad's `_pad_left`: left-pad the shorter shapes with 1s.
-pub(crate) fn pad_left(a: &[usize], b: &[usize]) -> (Vec<usize>, Vec<usize>) {
-    let n = a.len().max(b.len());
-    let left = |s: &[usize]| {
-        let mut v = vec![1; n - s.len()];
-        v.extend_from_slice(s);
-        v
-    };
-    (left(a), left(b))
-}
-
-/// tinygrad's `_broadcast_shape`: per dim 0 if any is 0, else the largest.
+/// tinygrad's `_broadcast_shape` (after `_pad_left`, the shorter shape left-padded with 1s): per
+/// dim 0 if any is 0, else the largest.
 pub(crate) fn broadcast_shape(a: &[usize], b: &[usize]) -> Vec<usize> {
-    let (a, b) = pad_left(a, b);
-    a.iter()
-        .zip(&b)
-        .map(|(&x, &y)| if x == 0 || y == 0 { 0 } else { x.max(y) })
+    let n = a.len().max(b.len());
+    // dim i of `s` left-padded with 1s to n dims (no padded copies on the eager path)
+    let dim = |s: &[usize], i: usize| (i + s.len()).checked_sub(n).map_or(1, |j| s[j]);
+    (0..n)
+        .map(|i| (dim(a, i), dim(b, i)))
+        .map(|(x, y)| if x == 0 || y == 0 { 0 } else { x.max(y) })
         .collect()
 }
 
 impl Tensor {
     /// Reshape with int dims (an internal shortcut; no -1 handling).
     pub(crate) fn reshape_sints(&self, shape: &[Sint]) -> Result<Tensor> {
-        if shape == self.lazydata().shape() {
+        if self.with_lazydata(|lb| lb.shape() == shape) {
             return Ok(self.clone());
         }
         F::reshape(self, shape)
@@ -132,7 +124,8 @@ impl Tensor {
             fmt_shape(&cur),
             fmt_shape(shape)
         );
-        let (padded, _) = pad_left(&cur, shape);
+        let mut padded = vec![1; shape.len() - cur.len()];
+        padded.extend_from_slice(&cur);
         ensure!(
             padded.iter().zip(shape).all(|(&f, &t)| f == 1 || f == t),
             InvalidArgument,

@@ -22,7 +22,7 @@ use rawgrad::renderer::cstyle::ClangRenderer;
 use rawgrad::renderer::{Renderer, RendererOpts};
 use rawgrad::runtime::cpu::clang::{ClangCompiler, ClangRuntime};
 use rawgrad::shape::{sints, Node, ShapeTracker, Sint, VarVals};
-use rawgrad::Result;
+use rawgrad::{Error, Result};
 
 // ---------------------------------------------------------------------------------------------
 // AST builder
@@ -344,4 +344,18 @@ pub fn has_op(case: &Case, f: impl Fn(Op) -> bool) -> bool {
     case.ast
         .iter()
         .any(|r| r.lazyops().iter().any(|x| f(x.op())))
+}
+
+/// The kernel with `opts` applied, or None when one is illegal (a KernelOpt error); any other
+/// error fails the test, naming the case and the opt.
+pub fn optimized(case: &Case, o: &RendererOpts, opts: &[Opt]) -> Option<Kernel> {
+    let mut k = Kernel::new(&case.ast, o).unwrap();
+    for opt in opts {
+        match k.apply_opt(*opt) {
+            Ok(()) => {}
+            Err(Error::KernelOpt(_)) => return None,
+            Err(e) => panic!("{} {opt}: {e}", case.name),
+        }
+    }
+    Some(k)
 }

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::codegen::kernel::Kernel;
 use crate::device::registry::device_family;
-use crate::helpers::{ansistrip, debug, getenv, FxHashMap, FxHasher};
+use crate::helpers::{ansistrip, debug, getenv, FxHashMap, FxHasher, Knob};
 use crate::ops::LazyOp;
 use crate::renderer::Renderer;
 use crate::runtime::builtin::open_device;
@@ -53,7 +53,23 @@ pub const OPT_KNOBS: [&str; 11] = [
 
 /// The values of [`OPT_KNOBS`] now (an unset knob reads as `i64::MIN`).
 fn opt_knobs() -> [i64; OPT_KNOBS.len()] {
-    OPT_KNOBS.map(|k| getenv(k, i64::MIN))
+    const fn k(i: usize) -> Knob {
+        Knob::new(OPT_KNOBS[i], i64::MIN)
+    }
+    static KNOBS: [Knob; OPT_KNOBS.len()] = [
+        k(0),
+        k(1),
+        k(2),
+        k(3),
+        k(4),
+        k(5),
+        k(6),
+        k(7),
+        k(8),
+        k(9),
+        k(10),
+    ];
+    std::array::from_fn(|i| KNOBS[i].get())
 }
 
 /// One cache entry's key: (device or family, AST, the optimizer's knobs).

@@ -46,8 +46,11 @@ pub(super) struct Graph {
     /// Every unrealized base reachable from the outputs, in DFS order.
     pub allbufs: FxIndexSet<LazyBuffer>,
     simple_pads: FxIndexSet<LazyBuffer>,
-    /// base -> the bases reading it, in discovery order.
+    /// base -> the bases reading it, in discovery order: built from `edges` when a reduce is to
+    /// be grouped (nothing else reads it, so an elementwise-only graph never builds it).
     pub children: FxIndexMap<LazyBuffer, FxIndexSet<LazyBuffer>>,
+    /// (source base, reader base) of every edge `_recurse_lb` crossed, in visit order.
+    edges: Vec<(LazyBuffer, LazyBuffer)>,
     /// ASSIGN target base -> the ASSIGN writing it.
     pub assign_targets: FxIndexMap<LazyBuffer, LazyBuffer>,
     /// A buffer computed in the kernel of this reduce.
@@ -66,7 +69,13 @@ struct LbFrame {
 impl Graph {
     /// Phases A and B for `outs` (`seen`: buffers scheduled before, not rescheduled).
     pub fn build(outs: &[LazyBuffer], seen: &HashSet<LazyBuffer>) -> Result<Graph> {
-        let mut g = Graph::default();
+        // sized for a small eager step's graph, so its inserts do not grow the tables
+        let mut g = Graph {
+            realizes: FxIndexSet::with_capacity_and_hasher(16, Default::default()),
+            allbufs: FxIndexSet::with_capacity_and_hasher(16, Default::default()),
+            edges: Vec::with_capacity(16),
+            ..Graph::default()
+        };
         for x in outs {
             if x.base().realized().is_none() {
                 g.realizes.insert(x.base().clone());
@@ -106,10 +115,7 @@ impl Graph {
             };
             top.next += 1;
             let buf = top.buf.clone();
-            self.children
-                .entry(x.base().clone())
-                .or_default()
-                .insert(buf);
+            self.edges.push((x.base().clone(), buf));
             self.enter_lb(&x, &mut stack, false)?;
         }
         Ok(())
@@ -123,7 +129,7 @@ impl Graph {
         stack: &mut Vec<LbFrame>,
         scheduled: bool,
     ) -> Result<()> {
-        if self.allbufs.contains(buf) || buf.base().realized().is_some() {
+        if self.allbufs.contains(buf) || buf.base().has_realized() {
             return Ok(());
         }
         if self.graph {
@@ -196,7 +202,7 @@ impl Graph {
         let mut stack = vec![buf.clone()];
         let mut visited: FxHashSet<LazyBuffer> = FxHashSet::default();
         while let Some(b) = stack.pop() {
-            if self.realizes.contains(&b) || b.realized().is_some() || !visited.insert(b.clone()) {
+            if self.realizes.contains(&b) || b.has_realized() || !visited.insert(b.clone()) {
                 continue;
             }
             if b.op().is_unsafe_pad() {
@@ -214,6 +220,12 @@ impl Graph {
     /// Pair every reduce with the elementwise ops that can share its kernel, or force it (or a
     /// contiguous child it chases down to) to realize.
     fn group_reduces(&mut self) -> Result<()> {
+        if !self.allbufs.iter().any(is_reduce) {
+            return Ok(());
+        }
+        for (src, reader) in std::mem::take(&mut self.edges) {
+            self.children.entry(src).or_default().insert(reader);
+        }
         let allbufs: Vec<LazyBuffer> = self.allbufs.iter().cloned().collect();
         for r in &allbufs {
             if !is_reduce(r) || self.realizes.contains(r) {
@@ -288,7 +300,7 @@ impl Graph {
                 continue;
             };
             top.next += 1;
-            if tr_next.realized().is_some() {
+            if tr_next.has_realized() {
                 continue;
             }
             let st_childs = views_of(&tr_next, &top.tr)?;
@@ -361,7 +373,7 @@ impl Graph {
         let mut visited: FxHashSet<LazyBuffer> = FxHashSet::default();
         while let Some(p) = parents.pop() {
             let p = p.base().clone();
-            if p.realized().is_some() || self.realizes.contains(&p) {
+            if p.has_realized() || self.realizes.contains(&p) {
                 if let Some(a) = self.assign_targets.get(&p) {
                     if !group.contains(a) {
                         return Ok(true);

@@ -157,10 +157,10 @@ impl Ctx<'_> {
                 top.results.push(op);
             }
             let Some(src) = top.srcs.get(top.results.len()).cloned() else {
-                let f = stack
+                let mut f = stack
                     .pop()
                     .ok_or_else(|| Error::Internal("lazyop stack".into()))?;
-                let op = finish(&f)?;
+                let op = finish(&mut f)?;
                 cache.insert(f.key, op.clone());
                 done = Some(op);
                 continue;
@@ -189,9 +189,7 @@ impl Ctx<'_> {
         if buf.op() == Op::Load(LoadOps::CONST) {
             return self.const_op(&buf, &st).map(Visit::Done);
         }
-        if buf.realized().is_some()
-            || (self.realizes.contains(&buf) && !self.outputs.contains(&buf))
-        {
+        if buf.has_realized() || (self.realizes.contains(&buf) && !self.outputs.contains(&buf)) {
             return self.load_op(&buf, &st).map(Visit::Done);
         }
         let srcs = buf.srcs().unwrap_or_default().to_vec();
@@ -234,7 +232,7 @@ impl Ctx<'_> {
         }
         if op == LoadOps::ASSIGN {
             let target = buf.srcs().and_then(|s| s.get(1).cloned());
-            if !target.is_some_and(|t| t.is_base() && t.realized().is_some()) {
+            if !target.is_some_and(|t| t.is_base() && t.has_realized()) {
                 bail!(
                     Schedule,
                     "assign must be to an already realized base ({buf:?})"
@@ -304,8 +302,9 @@ fn check_assign_read(st: &ShapeTracker) -> Result<()> {
     ))
 }
 
-/// The node of a finished frame: CONTIGUOUS and ASSIGN pass their source through.
-fn finish(f: &Frame) -> Result<LazyOp> {
+/// The node of a finished frame (its results are taken): CONTIGUOUS and ASSIGN pass their
+/// source through.
+fn finish(f: &mut Frame) -> Result<LazyOp> {
     match f.buf.op() {
         Op::Load(LoadOps::CONTIGUOUS | LoadOps::ASSIGN) => f
             .results
@@ -314,7 +313,7 @@ fn finish(f: &Frame) -> Result<LazyOp> {
             .ok_or_else(|| Error::Internal(format!("{:?} without a source", f.buf))),
         op => Ok(LazyOp::new(
             op,
-            f.results.clone(),
+            std::mem::take(&mut f.results),
             f.buf.arg().to_lazyop_arg(),
         )),
     }

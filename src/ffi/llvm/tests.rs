@@ -44,6 +44,33 @@ fn triples_map_to_targets() {
 }
 
 #[test]
+fn a_library_lacking_a_target_is_refused_naming_the_missing_initializer() {
+    let targets = vec![
+        ("X86", Some("LLVMInitializeX86AsmPrinter".to_string())),
+        ("AMDGPU", None),
+    ];
+    let e = check_registered(&targets, "x86_64-pc-linux-gnu", "libLLVM-x.so").unwrap_err();
+    assert!(
+        matches!(&e, Error::Compile(m) if m.contains("libLLVM-x.so lacks the X86 target")
+            && m.contains("LLVMInitializeX86AsmPrinter is missing")),
+        "{e}"
+    );
+    check_registered(&targets, "amdgcn-amd-amdhsa", "libLLVM-x.so").unwrap();
+    let e = check_registered(&targets, "nvptx64-nvidia-cuda", "libLLVM-x.so").unwrap_err();
+    assert!(e.message().contains("NVPTX"), "{e}");
+}
+
+#[test]
+fn check_target_accepts_the_host_and_refuses_an_unknown_triple() {
+    let Some(l) = llvm() else { return };
+    let host = CompileOptions::new(&l.host_triple(), &l.host_cpu(), &l.host_features(), false);
+    l.check_target(&host).unwrap();
+    let mips = CompileOptions::new("mips-unknown-linux", "", "", false);
+    let e = l.check_target(&mips).unwrap_err();
+    assert!(e.message().contains("mips"), "{e}");
+}
+
+#[test]
 fn compiles_host_object_assembly_and_optimized_ir() {
     let Some(llvm) = llvm() else { return };
     assert!(llvm.version().major >= MIN_LLVM_MAJOR, "{llvm:?}");

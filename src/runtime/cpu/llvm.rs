@@ -40,7 +40,7 @@ use crate::renderer::llvmir::LLVMRenderer;
 use crate::runtime::cpu::clang::ClangProgram;
 use crate::runtime::cpu::graph::{BatchCompiler, BatchLang, CpuGraph, BATCH_NAME};
 use crate::runtime::cpu::objload;
-use crate::{bail, Result};
+use crate::{bail, Error, Result};
 
 /// The function passes of [`LlvmOpt::Light`]: redundancy elimination, loop-invariant code motion,
 /// peepholes, CFG cleanup and the SLP vectorizer (lane-wise operations of one vector, as the CPU
@@ -294,6 +294,15 @@ impl Runtime for LLVMRuntime {
 /// LLVM IR renderer. For the engine: `register_family("LLVM", open_llvm)`.
 pub fn open_llvm(name: &str) -> Result<Compiled> {
     let compiler = LLVMCompiler::new()?;
+    // a libLLVM without the host's target loads, but compiles nothing: refuse to open, so the
+    // default device falls back to the next family (CLANG)
+    compiler.llvm.check_target(&compiler.opts).map_err(|e| {
+        Error::Device(format!(
+            "{:?} cannot compile for this machine: {}",
+            compiler.llvm,
+            e.message()
+        ))
+    })?;
     let renderer = Arc::new(compiler.renderer());
     Ok(Compiled {
         name: name.to_string(),

@@ -241,19 +241,24 @@ impl View {
         if self.shape == new_shape {
             return Ok(Some(self.clone()));
         }
-        let (old_s, new_s) = (render_shape(&self.shape), render_shape(new_shape));
+        // rendered only for an error message
+        let old_s = || render_shape(&self.shape);
+        let new_s = || render_shape(new_shape);
         for x in new_shape {
             ensure!(
                 py_ge(x, &Node::Num(0))?,
                 InvalidArgument,
-                "reshape: shape can't contain negative numbers {new_s}"
+                "reshape: shape can't contain negative numbers {}",
+                new_s()
             );
         }
         if self.shape.iter().any(|s| *s == 0) {
             ensure!(
                 new_shape.iter().any(|s| *s == 0),
                 InvalidArgument,
-                "reshape: cannot reshape 0 size {old_s} to {new_s}"
+                "reshape: cannot reshape 0 size {} to {}",
+                old_s(),
+                new_s()
             );
             return View::from_shape(new_shape).map(Some);
         }
@@ -266,18 +271,24 @@ impl View {
                     (false, true, Some(v)) => Node::Num(v),
                     (false, true, None) => bail!(
                         InvalidArgument,
-                        "reshape: {old_s} -> {new_s}: Variable {s:?} isn't bound"
+                        "reshape: {} -> {}: Variable {s:?} isn't bound",
+                        old_s(),
+                        new_s()
                     ),
                     _ => bail!(
                         InvalidArgument,
-                        "reshape: {old_s} -> {new_s} contains non (int, Variable) dim"
+                        "reshape: {} -> {} contains non (int, Variable) dim",
+                        old_s(),
+                        new_s()
                     ),
                 });
             }
             ensure!(
                 sint_prod(&self.shape)? == sint_prod(&vals)?,
                 InvalidArgument,
-                "reshape: cannot reshape {old_s} to {new_s}: element counts differ"
+                "reshape: cannot reshape {} to {}: element counts differ",
+                old_s(),
+                new_s()
             );
         }
         if new_shape.is_empty()

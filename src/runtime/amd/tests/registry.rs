@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::helpers::Context;
+use crate::hw::amd::targets::lookup_name;
 use crate::hw::amd::targets::GFX1030;
 use crate::hw::amd::targets::GFX1100;
 use crate::mockgpu::amdgpu::compiler::{
@@ -26,7 +27,9 @@ fn registry_opens_amd_under_mockgpu_and_runs_a_kernel() {
     );
     let uops = add_uops(2, 8, dtypes::float32);
     let src = dev.renderer.render("E_reg", &uops).unwrap();
-    match amd_mock_code(&GFX1100).unwrap() {
+    // the emulated chip is MOCKGPU_ARCH's (gfx1100 unless set): gfx11 runs ISA, others UOps
+    let target = lookup_name(&EmuConfig::from_env().arch).unwrap();
+    match amd_mock_code(target).unwrap() {
         AmdMockCode::Uops => assert!(
             src.starts_with("//! rawgrad-amd-mock E_reg\nrawgrad-uops v1"),
             "{src}"
