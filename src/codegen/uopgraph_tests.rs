@@ -3,6 +3,7 @@
 use super::*;
 use crate::codegen::uop_serial::{deserialize, print_uops, serialize};
 use crate::codegen::uops::WmmaArg;
+use crate::dtype::dtypes;
 
 fn cint(v: i64) -> UOp {
     UOp::cnst(dtypes::int32, v)

@@ -1,0 +1,108 @@
+//! The base language's pieces that [`CStyle`]'s default methods call and that dialects reuse
+//! when they override one (tinygrad 0.9.1 `CStyleLanguage.render_kernel` parameters,
+//! `code_for_op`, `render_const`), and C integer literals.
+//!
+//! Not guaranteed: the C they return is checked only by the compilers that read it.
+
+use super::{CStyle, Needs, Param};
+use crate::dtype::{ConstValue, DType, Scalar};
+use crate::helpers::float_repr;
+use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
+use crate::{bail, Result};
+
+/// The parameter declarations of the base language (plus its extra args).
+pub fn base_params<L: CStyle + ?Sized>(
+    l: &L,
+    params: &[Param],
+    needs: &mut Needs,
+) -> Result<Vec<String>> {
+    let lang = l.lang();
+    let mut out = vec![];
+    for p in params {
+        if p.is_buffer {
+            let c = if p.mutable { "" } else { "const " };
+            let t = l.render_buf_dtype(p.dtype, needs)?;
+            out.push(format!(
+                "{c}{}{t}*{} {}",
+                lang.buffer_prefix, lang.buffer_suffix, p.name
+            ));
+        } else {
+            out.push(format!("{} {}", lang.arg_int_prefix, p.name));
+        }
+    }
+    out.extend(lang.extra_args.iter().cloned());
+    Ok(out)
+}
+
+/// tinygrad's base `code_for_op` table (plus shifts and MULACC).
+pub fn base_code_for_op(op: Op, a: &[String], d: DType, needs: &mut Needs) -> Result<String> {
+    let _ = needs;
+    let arg = |i: usize| a.get(i).map(String::as_str).unwrap_or("");
+    let (x, y, z) = (arg(0), arg(1), arg(2));
+    Ok(match op {
+        Op::Unary(UnaryOps::NEG) if d.is_bool() => format!("(!{x})"),
+        Op::Unary(UnaryOps::NEG) => format!("(-{x})"),
+        Op::Unary(UnaryOps::SQRT) => format!("sqrt({x})"),
+        Op::Unary(UnaryOps::RECIP) => format!("(1/{x})"),
+        Op::Unary(UnaryOps::EXP2) => format!("exp2({x})"),
+        Op::Unary(UnaryOps::LOG2) => format!("log2({x})"),
+        Op::Unary(UnaryOps::SIN) => format!("sin({x})"),
+        Op::Binary(BinaryOps::ADD) => format!("({x}+{y})"),
+        Op::Binary(BinaryOps::MAX) => format!("max({x},{y})"),
+        Op::Binary(BinaryOps::IDIV) => format!("({x}/{y})"),
+        Op::Binary(BinaryOps::MUL) => format!("({x}*{y})"),
+        Op::Binary(BinaryOps::MOD) => format!("({x}%{y})"),
+        Op::Binary(BinaryOps::CMPLT) => format!("({x}<{y})"),
+        Op::Binary(BinaryOps::CMPNE) => format!("({x}!={y})"),
+        Op::Binary(BinaryOps::XOR) => format!("({x}^{y})"),
+        Op::Binary(BinaryOps::SHR) => format!("({x}>>{y})"),
+        Op::Binary(BinaryOps::SHL) => format!("({x}<<{y})"),
+        Op::Ternary(TernaryOps::WHERE) => format!("({x}?{y}:{z})"),
+        Op::Ternary(TernaryOps::MULACC) => format!("(({x}*{y})+{z})"),
+        other => bail!(Codegen, "no C code for {}", other.name()),
+    })
+}
+
+/// tinygrad's base `render_const`: NAN/INFINITY, `1.0f` floats, 0/1 bools, plain ints; other dtypes
+/// (and vectors) through a cast.
+pub fn base_render_const<L: CStyle + ?Sized>(
+    l: &L,
+    v: ConstValue,
+    d: DType,
+    needs: &mut Needs,
+) -> Result<String> {
+    let s = d.scalar;
+    let val = match v {
+        ConstValue::Float(f) if f.is_nan() => {
+            needs.math = true;
+            "NAN".to_string()
+        }
+        ConstValue::Float(f) if f.is_infinite() => {
+            needs.math = true;
+            format!("{}INFINITY", if f < 0.0 { "-" } else { "" })
+        }
+        _ if s == Scalar::Bool => (if v.as_bool() { "1" } else { "0" }).to_string(),
+        ConstValue::Float(f) if s == Scalar::Float32 => format!("{}f", float_repr(f)),
+        ConstValue::Float(f) => float_repr(f),
+        _ if s.is_float() => float_repr(v.as_f64()),
+        _ => int_literal(v.as_i128(), s),
+    };
+    let plain = [Scalar::Float32, Scalar::Int32, Scalar::Bool].contains(&s);
+    if d.count > 1 || !plain {
+        let lanes = vec![val; d.count as usize];
+        return l.render_cast(&lanes, d, needs);
+    }
+    Ok(val)
+}
+
+/// An integer literal that C reads as the intended value without warnings.
+pub fn int_literal(i: i128, s: Scalar) -> String {
+    match s {
+        Scalar::Int32 if i == i32::MIN as i128 => "(-2147483647-1)".into(),
+        Scalar::Int64 if i == i64::MIN as i128 => "(-9223372036854775807L-1)".into(),
+        Scalar::Int64 => format!("{i}L"),
+        Scalar::Uint32 => format!("{i}u"),
+        Scalar::Uint64 => format!("{i}ul"),
+        _ => i.to_string(),
+    }
+}
