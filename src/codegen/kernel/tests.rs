@@ -69,7 +69,12 @@ fn matmul(n: i64) -> Vec<LazyOp> {
 
 /// A float32 (m, k) @ (k, n).
 fn matmul_mnk(m: i64, n: i64, kk: i64) -> Vec<LazyOp> {
-    let a = st(&[m, kk]).reshape(&sints(&[m, 1, kk])).unwrap();
+    matmul_a(st(&[m, kk]), m, n, kk)
+}
+
+/// A float32 (m, k) @ (k, n) whose left operand is read through `a` (an (m, k) view).
+fn matmul_a(a: ShapeTracker, m: i64, n: i64, kk: i64) -> Vec<LazyOp> {
+    let a = a.reshape(&sints(&[m, 1, kk])).unwrap();
     let a = a.expand(&sints(&[m, n, kk])).unwrap();
     let b = st(&[kk, n]).permute(&[1, 0]).unwrap();
     let b = b.reshape(&sints(&[1, n, kk])).unwrap();
@@ -588,15 +593,7 @@ fn cpu_tile_falls_back_to_one_vector_a_row() {
 fn cpu_tile_on_a_weight_gradient_shape() {
     use super::cpu_tile::host_tiles;
     let (m, n, kk) = (512, 784, 256);
-    let a = st(&[kk, m]).permute(&[1, 0]).unwrap();
-    let a = a.reshape(&sints(&[m, 1, kk])).unwrap();
-    let a = a.expand(&sints(&[m, n, kk])).unwrap();
-    let b = st(&[kk, n]).permute(&[1, 0]).unwrap();
-    let b = b.reshape(&sints(&[1, n, kk])).unwrap();
-    let b = b.expand(&sints(&[m, n, kk])).unwrap();
-    let l = |i, s| LazyOp::load(i, dtypes::float32, s);
-    let mul = LazyOp::new(BinaryOps::MUL, vec![l(1, a), l(2, b)], LazyOpArg::None);
-    let ast = vec![store(sum(mul, &[2]), 0, st(&[m, n, 1]))];
+    let ast = matmul_a(st(&[kk, m]).permute(&[1, 0]).unwrap(), m, n, kk);
     let mut kk = k(&ast, &clang());
     assert!(kk.apply_cpu_tile().unwrap(), "{:?}", shape(&kk));
     let tiles = host_tiles();

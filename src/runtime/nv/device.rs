@@ -286,22 +286,23 @@ impl NvBackend {
         &self.rm.proc
     }
 
-    /// (compute, DMA) work submit tokens.
-    pub fn tokens(&self) -> Result<(u32, u32)> {
+    /// `f` of both channels (compute, DMA), for the accessors below.
+    fn both<T>(&self, f: impl Fn(&NvChannel) -> T) -> Result<(T, T)> {
         let g = lock(&self.chans);
         let c = g
             .as_ref()
             .ok_or_else(|| Error::Device("no channels".into()))?;
-        Ok((c.compute.token, c.dma.token))
+        Ok((f(&c.compute), f(&c.dma)))
+    }
+
+    /// (compute, DMA) work submit tokens.
+    pub fn tokens(&self) -> Result<(u32, u32)> {
+        self.both(|c| c.token)
     }
 
     /// (compute, DMA) GP entries submitted so far.
     pub fn gp_puts(&self) -> Result<(u64, u64)> {
-        let g = lock(&self.chans);
-        let c = g
-            .as_ref()
-            .ok_or_else(|| Error::Device("no channels".into()))?;
-        Ok((c.compute.put(), c.dma.put()))
+        self.both(|c| c.put())
     }
 
     /// CPU-mapped VRAM for code.
@@ -357,11 +358,7 @@ impl NvBackend {
 
     /// (compute, DMA) byte offsets in the command rings where the next copied pushbuffer goes.
     pub fn cmd_positions(&self) -> Result<(usize, usize)> {
-        let g = lock(&self.chans);
-        let c = g
-            .as_ref()
-            .ok_or_else(|| Error::Device("no channels".into()))?;
-        Ok((c.compute.cmd_pos(), c.dma.cmd_pos()))
+        self.both(|c| c.cmd_pos())
     }
 
     /// Runs `f` on `engine`'s channel with what a submission writes through.
