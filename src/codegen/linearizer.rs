@@ -116,7 +116,7 @@ impl Lin {
             self.render_reduce_block(ri, &mut accs, &mut loaded, &aliases)?;
         }
         let stores = self.render_final_block(&accs, &mut loaded)?;
-        let uops = uopgraph::linearize(&stores, None, true)?;
+        let uops = uopgraph::linearize_for(&stores, self.k.opts.vector_alu, true)?;
         if crate::helpers::debug() >= 5 {
             println!("{}", crate::codegen::uop_serial::print_uops(&uops));
         }

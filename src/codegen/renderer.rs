@@ -60,6 +60,22 @@ pub struct RendererOpts {
     /// Bytes of shared (local) memory per workgroup.
     pub shared_max: usize,
     pub tensor_cores: Vec<TensorCore>,
+    /// Which lane-wise ALU ops the renderer emits on vectors (beyond 0.9.1: the CPU renderers'
+    /// vector ALU fold, `codegen/uopgraph/vectorize.rs`); `VectorAlu::None` keeps 0.9.1's UOps.
+    pub vector_alu: VectorAlu,
+}
+
+/// The vector ALU ops a renderer can emit (beyond tinygrad 0.9.1, which renders every lane-wise
+/// op as scalars): the fold of `codegen/uopgraph/vectorize.rs` only builds what this allows.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum VectorAlu {
+    /// No vector ALU ops (GPU renderers, INTERP, 0.9.1's behaviour).
+    #[default]
+    None,
+    /// C with GNU vector extensions: `+`, `*` and unary `-` on float and double vectors.
+    C,
+    /// LLVM IR: every ALU op lane-wise (except on bfloat16 vectors).
+    Llvm,
 }
 
 /// UOps to source for one device family.

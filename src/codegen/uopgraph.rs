@@ -25,7 +25,9 @@ use crate::dtype::ConstValue;
 use crate::ops::{BinaryOps, Op, TernaryOps};
 use crate::{bail, ensure, Result};
 
+mod vectorize;
 mod verify;
+pub use vectorize::{allows as vector_alu_allows, vectorize_alus};
 pub use verify::type_verify;
 
 /// A linear UOp list with its roots (tinygrad's `UOpGraph`).
@@ -111,6 +113,22 @@ pub fn linearize(
     if let Some(extra) = extra_pm {
         let both = cf.extend(extra.rules().to_vec())?;
         sink = graph_rewrite(&sink, &both)?;
+    }
+    order(&sink, verify)
+}
+
+/// [`linearize`] (no extra rules) for a renderer that emits the vector ALU ops `vector_alu`
+/// allows: the lanes of every vector built from lanes fold into vector ops ([`vectorize_alus`],
+/// beyond 0.9.1; `VECALU=0` turns it off) before the graph is ordered.
+pub fn linearize_for(
+    sinks: &[UOp],
+    vector_alu: crate::codegen::renderer::VectorAlu,
+    verify: bool,
+) -> Result<Vec<UOp>> {
+    let cf = constant_folder()?;
+    let mut sink = graph_rewrite(&UOp::sink(sinks.to_vec()), cf)?;
+    if crate::helpers::getenv("VECALU", 1) != 0 {
+        sink = vectorize_alus(&sink, vector_alu)?;
     }
     order(&sink, verify)
 }

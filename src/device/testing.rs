@@ -24,6 +24,7 @@ impl TestRenderer {
             local_max: None,
             shared_max: 0,
             tensor_cores: vec![],
+            vector_alu: crate::codegen::renderer::VectorAlu::None,
         })
     }
 }

@@ -77,6 +77,7 @@ impl CUDARenderer {
                 local_max: Some([1024, 1024, 64]),
                 shared_max: 49152,
                 tensor_cores: crate::renderer::tensor_cores::cuda(sm),
+                vector_alu: crate::codegen::renderer::VectorAlu::None,
             },
             lang: CStyleLanguage {
                 kernel_prefix: "extern \"C\" __global__ ".into(),

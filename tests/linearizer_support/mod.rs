@@ -76,6 +76,7 @@ pub fn interp_opts() -> RendererOpts {
         local_max: Some([0x8FFFFFFF; 3]),
         shared_max: 32768,
         tensor_cores: vec![],
+        vector_alu: rawgrad::codegen::renderer::VectorAlu::None,
     }
 }
 

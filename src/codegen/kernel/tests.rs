@@ -36,6 +36,7 @@ fn interp() -> RendererOpts {
         local_max: Some([0x8FFFFFFF; 3]),
         shared_max: 32768,
         tensor_cores: vec![],
+        vector_alu: crate::codegen::renderer::VectorAlu::None,
     }
 }
 

@@ -120,8 +120,9 @@ fn verify_alu(u: &UOp) -> Result<()> {
             s[0]
         ),
         Op::Binary(BinaryOps::CMPLT | BinaryOps::CMPNE) => {
+            let lanes = s[0].map_or(1, |x| x.count);
             ensure!(
-                d == Some(dtypes::bool),
+                d == Some(dtypes::bool.vec(lanes)),
                 Codegen,
                 "{} output dtype {d:?} is not bool",
                 op.name()
@@ -163,8 +164,9 @@ fn verify_alu(u: &UOp) -> Result<()> {
             s[1]
         ),
         Op::Ternary(TernaryOps::WHERE) => {
+            let lanes = d.map_or(1, |x| x.count);
             ensure!(
-                s[0] == Some(dtypes::bool),
+                s[0] == Some(dtypes::bool.vec(lanes)),
                 Codegen,
                 "WHERE selector dtype {:?} is not bool",
                 s[0]

@@ -48,6 +48,7 @@ impl MockAmdRenderer {
                 local_max: Some([1024, 1024, 1024]),
                 shared_max: 65536,
                 tensor_cores: vec![],
+                vector_alu: crate::codegen::renderer::VectorAlu::None,
             },
         }
     }

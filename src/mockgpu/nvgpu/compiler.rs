@@ -59,6 +59,7 @@ impl MockNvRenderer {
                 local_max: Some([1024, 1024, 64]),
                 shared_max: 48 * 1024,
                 tensor_cores: vec![],
+                vector_alu: crate::codegen::renderer::VectorAlu::None,
             },
         }
     }

@@ -67,6 +67,7 @@ impl ClangRenderer {
                 local_max: None,
                 shared_max: 0,
                 tensor_cores: vec![],
+                vector_alu: crate::codegen::renderer::VectorAlu::C,
             },
             lang: CStyleLanguage {
                 buffer_suffix: " restrict".into(),

@@ -178,6 +178,21 @@ impl Walk<'_> {
         let lanes = (0..u.src().len())
             .map(|i| self.src(u, i))
             .collect::<Result<Vec<_>>>()?;
+        let cpu = matches!(self.flavour, super::Flavour::Cpu);
+        if cpu && u.src().iter().all(|s| s == &u.src()[0]) {
+            // a broadcast (the vector ALU fold's splat): one insert and a shuffle
+            let (vt, st) = (reg(out), reg(out.scalar()));
+            let x = &lanes[0];
+            let n = out.count;
+            self.emit(format!(
+                "  {name}.i = insertelement {vt} poison, {st} {x}, i32 0"
+            ));
+            self.emit(format!(
+                "  {name} = shufflevector {vt} {name}.i, {vt} poison, <{n} x i32> zeroinitializer"
+            ));
+            self.r.insert(u.clone(), name);
+            return Ok(());
+        }
         self.build_vector(&name, out, &lanes);
         self.r.insert(u.clone(), name);
         Ok(())

@@ -54,6 +54,7 @@ impl InterpRenderer {
                 local_max: Some([0x8FFFFFFF; 3]),
                 shared_max: 32768,
                 tensor_cores: vec![],
+                vector_alu: crate::codegen::renderer::VectorAlu::None,
             },
         }
     }
