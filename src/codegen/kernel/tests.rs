@@ -601,3 +601,48 @@ fn cpu_tile_on_a_weight_gradient_shape() {
     let want = tiles.iter().find(|t| 784 % t.cols() == 0).unwrap();
     assert_eq!(kk.applied_opts, want.opts());
 }
+
+/// The ALU UOps of the innermost reduce loop body of a linearized kernel, as (vector, scalar
+/// float) counts.
+fn reduce_body_alus(kk: &mut Kernel) -> (usize, usize) {
+    use crate::codegen::uops::UOps;
+    let uops = &kk.linearize().unwrap().uops;
+    let start = uops
+        .iter()
+        .rposition(|u| u.op() == UOps::RANGE && u.range_arg().is_some_and(|r| r.2))
+        .unwrap();
+    let end = start + uops[start..].iter().position(|u| u.op() == UOps::ENDRANGE).unwrap();
+    let alus = uops[start..end].iter().filter(|u| u.op() == UOps::ALU);
+    let dts: Vec<_> = alus.filter_map(|u| u.dtype()).collect();
+    let vector = dts.iter().filter(|d| d.count > 1).count();
+    let scalar_float = dts.iter().filter(|d| d.count == 1 && d.is_float()).count();
+    (vector, scalar_float)
+}
+
+/// The vector ALU fold (`uopgraph/vectorize.rs`) on the CPU tile of a 1024^3 matmul: with the
+/// CPU renderers every multiply-add of the reduce loop is a vector ALU (one MUL and one ADD per
+/// accumulator and unrolled step), none scalar; without the fold (vector_alu None) they are
+/// all scalar.
+#[test]
+fn cpu_tile_multiply_adds_fold_into_vector_alus() {
+    use super::cpu_tile::host_tile;
+    use crate::codegen::renderer::VectorAlu;
+    let t = host_tile();
+    let accs = t.vecs * t.rows;
+    for opts in [clang(), crate::renderer::llvmir::LLVMRenderer::cpu(true).opts().clone()] {
+        assert_ne!(opts.vector_alu, VectorAlu::None);
+        let mut kk = k(&matmul(1024), &opts);
+        assert!(kk.apply_cpu_tile().unwrap());
+        assert_eq!(reduce_body_alus(&mut kk), (2 * accs * t.unroll, 0));
+        let mut scalar = k(
+            &matmul(1024),
+            &RendererOpts {
+                vector_alu: VectorAlu::None,
+                ..opts
+            },
+        );
+        assert!(scalar.apply_cpu_tile().unwrap());
+        let lanes = accs * t.lanes * t.unroll;
+        assert_eq!(reduce_body_alus(&mut scalar), (0, 2 * lanes));
+    }
+}

@@ -35,7 +35,7 @@ use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
 use crate::Result;
 
 /// The deepest operand chain the fold follows (deeper lanes stay a gather of scalars).
-pub const MAX_DEPTH: usize = 512;
+pub const MAX_DEPTH: usize = 256;
 
 /// Whether `mode` renders `op` with operands of `d` (a scalar dtype) lane-wise on vectors, with
 /// each lane's bits those of the scalar op.

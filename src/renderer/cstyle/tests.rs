@@ -169,3 +169,38 @@ fn elementwise() -> Vec<UOp> {
     let r = UOp::range_const(0, 4, 1, 0, false);
     vec![UOp::store(&d0, &r, &UOp::load(&d1, &r, dtypes::float32))]
 }
+
+/// data0[4r..4r+4] = data2[r] * data1[4r..4r+4] + data1[4r..4r+4], built lane by lane (what the
+/// linearizer makes of an upcast multiply-add).
+fn lanewise_axpy() -> Vec<UOp> {
+    let f = dtypes::float32;
+    let (d0, d1, d2) = (
+        UOp::define_global(f, 0, true),
+        UOp::define_global(f, 1, false),
+        UOp::define_global(f, 2, false),
+    );
+    let r = UOp::range_const(0, 8, 1, 0, false);
+    let idx = r.mul(4);
+    let v = UOp::load(&d1, &idx, f.vec(4));
+    let s = UOp::load(&d2, &r, f);
+    let lanes = (0..4)
+        .map(|i| s.mul(UOp::gep(&v, i, f)).add(UOp::gep(&v, i, f)))
+        .collect();
+    vec![UOp::store(&d0, &idx, &UOp::vectorize(lanes, f.vec(4)))]
+}
+
+/// With the vector ALU fold, the lane-wise multiply-add is one vector expression with a splat of
+/// the scalar; without it, lane by lane.
+#[test]
+fn vector_alu_renders_one_vector_expression() {
+    use crate::codegen::renderer::VectorAlu;
+    use crate::codegen::uopgraph::linearize_for;
+    let uops = linearize_for(&lanewise_axpy(), VectorAlu::C, true).unwrap();
+    let src = ClangRenderer::new().render("k", &uops).unwrap();
+    assert!(
+        src.contains("*((float4*)(data0+alu0)) = (((float4){val0,val0,val0,val0}*val1)+val1);"),
+        "{src}"
+    );
+    let scalar = render(&lanewise_axpy());
+    assert!(scalar.contains("(float4){((val0*val1[0])+val1[0]),"), "{scalar}");
+}

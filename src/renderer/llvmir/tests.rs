@@ -242,3 +242,33 @@ fn float_exp2_is_inline_on_the_cpu_only() {
         .unwrap();
     assert!(ir.contains("@llvm.exp2.f32"), "{ir}");
 }
+
+/// The vector ALU fold's output in LLVM IR: a splat (insert + shuffle) and one vector `fmul` and
+/// `fadd` instead of four of each.
+#[test]
+fn vector_alu_renders_vector_instructions() {
+    use crate::codegen::renderer::VectorAlu;
+    use crate::codegen::uopgraph::linearize_for;
+    let f = dtypes::float32;
+    let (d0, d1, d2) = (global(f, 0, true), global(f, 1, false), global(f, 2, false));
+    let r = range(ci(8), 1, 0, false);
+    let idx = r.mul(4);
+    let v = load(&d1, &idx, f.vec(4));
+    let s = load(&d2, &r, f);
+    let lanes = (0..4)
+        .map(|i| s.mul(UOp::gep(&v, i, f)).add(UOp::gep(&v, i, f)))
+        .collect();
+    let st = store(&d0, &idx, &UOp::vectorize(lanes, f.vec(4)));
+    let uops = linearize_for(&[st], VectorAlu::Llvm, true).unwrap();
+    let src = LLVMRenderer::cpu(true).render("k", &uops).unwrap();
+    for want in [
+        "  %cast0.i = insertelement <4 x float> poison, float %val0.m, i32 0\n",
+        "  %cast0 = shufflevector <4 x float> %cast0.i, <4 x float> poison, <4 x i32> zeroinitializer\n",
+        "  %alu1 = fmul <4 x float> %cast0, %val1.m\n",
+        "  %alu2 = fadd <4 x float> %alu1, %val1.m\n",
+    ] {
+        assert!(src.contains(want), "{want} not in\n{src}");
+    }
+    assert!(!src.contains("fmul float"), "{src}");
+    assert!(!src.contains("extractelement"), "{src}");
+}
