@@ -40,7 +40,8 @@ impl Drop for Lib {
     }
 }
 
-/// Compile `src` with `cc -O2 -shared -fPIC -march=native -Wall -Werror` and load it.
+/// Compile `src` with `cc -O2 -shared -fPIC -march=native -ffp-contract=off -Wall -Werror` (the
+/// CLANG device's flags, `-Werror` added) and load it.
 pub fn compile(cc: &str, src: &str) -> Lib {
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     let dir = std::env::temp_dir();
@@ -54,6 +55,7 @@ pub fn compile(cc: &str, src: &str) -> Lib {
             "-shared",
             "-fPIC",
             "-march=native",
+            "-ffp-contract=off",
             "-Wall",
             "-Werror",
             "-x",
