@@ -73,7 +73,11 @@ fn lanewise(d: DType, ins: usize, n: usize, rows: usize, f: LaneFn) -> Vec<UOp> 
         })
         .collect();
     let out = UOp::define_global(d, 0, true);
-    vec![UOp::store(&out, &idx, &UOp::vectorize(lanes, d.vec(n as u16)))]
+    vec![UOp::store(
+        &out,
+        &idx,
+        &UOp::vectorize(lanes, d.vec(n as u16)),
+    )]
 }
 
 fn compilers() -> Vec<LLVMCompiler> {
@@ -192,19 +196,44 @@ fn float_vector_alus_keep_nan_and_signed_zero_bits() {
         ("neg", |x| x[0].neg().add(&x[1]), true),
         ("max", |x| bin(BinaryOps::MAX)(x), false),
         ("max0", |x| x[0].max(0.0).mul(&x[1]), false),
-        ("wherelt", |x| UOp::where_(&x[0].lt(&x[1]), &x[0], &x[1]), false),
-        ("wherene", |x| UOp::where_(&x[0].ne(&x[1]), &x[1], &x[0]), false),
+        (
+            "wherelt",
+            |x| UOp::where_(&x[0].lt(&x[1]), &x[0], &x[1]),
+            false,
+        ),
+        (
+            "wherene",
+            |x| UOp::where_(&x[0].ne(&x[1]), &x[1], &x[0]),
+            false,
+        ),
         (
             "mulacc",
-            |x| UOp::alu_auto(TernaryOps::MULACC, vec![x[0].clone(), x[1].clone(), x[0].clone()]),
+            |x| {
+                UOp::alu_auto(
+                    TernaryOps::MULACC,
+                    vec![x[0].clone(), x[1].clone(), x[0].clone()],
+                )
+            },
             false,
         ),
         ("recip", |x| x[0].recip().add(&x[1]), false),
-        ("sqrt", |x| UOp::alu_auto(UnaryOps::SQRT, vec![x[0].clone()]), false),
-        ("exp2", |x| UOp::alu_auto(UnaryOps::EXP2, vec![x[1].clone()]), false),
+        (
+            "sqrt",
+            |x| UOp::alu_auto(UnaryOps::SQRT, vec![x[0].clone()]),
+            false,
+        ),
+        (
+            "exp2",
+            |x| UOp::alu_auto(UnaryOps::EXP2, vec![x[1].clone()]),
+            false,
+        ),
         ("axpy", |x| x[0].mul(2.0).add(&x[1]).mul(-0.5), true),
     ];
-    for (d, n) in [(dtypes::float32, 16), (dtypes::float64, 4), (dtypes::float32, 4)] {
+    for (d, n) in [
+        (dtypes::float32, 16),
+        (dtypes::float64, 4),
+        (dtypes::float32, 4),
+    ] {
         let cols = pairs(&FLOATS, n);
         for (name, f, c_too) in cases {
             check(&format!("E_{name}"), d, n, &cols, f, c_too);
@@ -239,7 +268,7 @@ fn int_vector_alus_equal_the_interpreter() {
         ("max", |x| x[0].max(&x[1])),
         ("neg", |x| x[0].neg().add(&x[1])),
         ("wherelt", |x| UOp::where_(&x[0].lt(&x[1]), &x[0], &x[1])),
-        ("ne", |x| UOp::where_(&x[0].ne(&x[1]), &x[1], &x[0].mul(3))),
+        ("ne", |x| UOp::where_(&x[0].ne(&x[1]), &x[1], x[0].mul(3))),
     ];
     for d in [dtypes::int32, dtypes::uint32] {
         let cols = pairs(&ints, 8);
@@ -247,7 +276,10 @@ fn int_vector_alus_equal_the_interpreter() {
             check(&format!("E_i{name}"), d, 8, &cols, f, false);
         }
         // shifts by 0..6 (a shift past the width is poison in LLVM, scalar or vector)
-        let sh: Vec<f64> = cols[1].iter().map(|b| (b.abs() as i64 % 7) as f64).collect();
+        let sh: Vec<f64> = cols[1]
+            .iter()
+            .map(|b| (b.abs() as i64 % 7) as f64)
+            .collect();
         let shifts = vec![cols[0].clone(), sh];
         let shl: LaneFn = |x| bin(BinaryOps::SHL)(x);
         let shr: LaneFn = |x| bin(BinaryOps::SHR)(x);

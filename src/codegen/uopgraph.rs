@@ -1,6 +1,7 @@
 //! From a UOp graph to the linear UOp list a renderer walks (tinygrad 0.9.1 `UOpGraph`).
 //!
-//! Owns: [`linearize`] (wrap the roots in a SINK, rewrite with the constant folder and any extra
+//! Owns: [`linearize_for`] ([`linearize`] plus, for a renderer with vector ALUs, the vector ALU
+//! fold of `uopgraph/vectorize.rs`, beyond 0.9.1), [`linearize`] (wrap the roots in a SINK, rewrite with the constant folder and any extra
 //! rules, keep what the SINK reaches, order it with tinygrad's heap toposort, hoist accumulators,
 //! insert ENDRANGE/ENDIF when a scope empties, drop the SINK), [`type_verify`], [`flops_mem`], and
 //! [`uop_cmp`] (tinygrad's `cmp_tuple` order, the toposort tie-break).

@@ -25,9 +25,11 @@
 //! 1024^3 matmul with the AVX-512 tile measured 15% of the FMA ceiling that way, 60-68% this way).
 //! The upcast by 16 goes past 0.9.1's limit of 8. The kernel is marked [`Kernel::wide_vectors`],
 //! so the linearizer groups the unit-stride lanes into one vector load, accumulator and store
-//! (0.9.1 groups 2 or 4), and the C compiler (or LLVM's SLP vectorizer) turns the lane-wise
-//! multiply-adds into vector instructions. Each lane still adds its products in the reduce order,
-//! so the results are the unoptimized kernel's bits.
+//! (0.9.1 groups 2 or 4), and the vector ALU fold of the CPU renderers
+//! (`codegen/uopgraph/vectorize.rs`) makes the lane-wise multiply-adds one vector MUL and ADD per
+//! accumulator (with `VECALU=0`, or a renderer without vector ALUs, they stay lane by lane and the
+//! C compiler or LLVM's SLP vectorizer finds the vectors). Each lane still adds its products in
+//! the reduce order, so the results are the unoptimized kernel's bits.
 //!
 //! Applies only to a single-output SUM reduce of float32 buffers on a device without locals, with
 //! sizes that divide (`n` by the tile's columns, `m` by its rows, both larger, the last reduce dim

@@ -611,7 +611,11 @@ fn reduce_body_alus(kk: &mut Kernel) -> (usize, usize) {
         .iter()
         .rposition(|u| u.op() == UOps::RANGE && u.range_arg().is_some_and(|r| r.2))
         .unwrap();
-    let end = start + uops[start..].iter().position(|u| u.op() == UOps::ENDRANGE).unwrap();
+    let end = start
+        + uops[start..]
+            .iter()
+            .position(|u| u.op() == UOps::ENDRANGE)
+            .unwrap();
     let alus = uops[start..end].iter().filter(|u| u.op() == UOps::ALU);
     let dts: Vec<_> = alus.filter_map(|u| u.dtype()).collect();
     let vector = dts.iter().filter(|d| d.count > 1).count();
@@ -629,7 +633,12 @@ fn cpu_tile_multiply_adds_fold_into_vector_alus() {
     use crate::codegen::renderer::VectorAlu;
     let t = host_tile();
     let accs = t.vecs * t.rows;
-    for opts in [clang(), crate::renderer::llvmir::LLVMRenderer::cpu(true).opts().clone()] {
+    for opts in [
+        clang(),
+        crate::renderer::llvmir::LLVMRenderer::cpu(true)
+            .opts()
+            .clone(),
+    ] {
         assert_ne!(opts.vector_alu, VectorAlu::None);
         let mut kk = k(&matmul(1024), &opts);
         assert!(kk.apply_cpu_tile().unwrap());

@@ -211,9 +211,9 @@ impl Fold {
         let Some(op) = first.alu_op() else {
             return Self::gather(lanes, d);
         };
-        let same = lanes
-            .iter()
-            .all(|l| l.op() == UOps::ALU && l.arg() == first.arg() && l.src().len() == first.src().len());
+        let same = lanes.iter().all(|l| {
+            l.op() == UOps::ALU && l.arg() == first.arg() && l.src().len() == first.src().len()
+        });
         // the operand dtype decides what the renderer can do (WHERE: its value operands)
         let operand = match op {
             Op::Ternary(TernaryOps::WHERE) => first.src().get(1).and_then(|s| s.dtype()),
@@ -247,7 +247,8 @@ impl Fold {
             .enumerate()
             .map(|(i, l)| {
                 let g = l.src().first().filter(|_| l.op() == UOps::PHI)?;
-                (g.op() == UOps::GEP && *g.arg() == UArg::Gep(i)).then(|| g.src().first().cloned())?
+                (g.op() == UOps::GEP && *g.arg() == UArg::Gep(i))
+                    .then(|| g.src().first().cloned())?
             })
             .collect();
         let vd = d.vec(lanes.len() as u16);

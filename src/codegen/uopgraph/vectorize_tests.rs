@@ -65,7 +65,7 @@ fn broadcasts_and_constants() {
         .collect();
     let consts: Vec<UOp> = (0..4).map(|i| UOp::cnst(F, i as f64)).collect();
     let got = fold(UOp::vectorize(mixed, F.vec(4)), VectorAlu::Llvm);
-    assert_eq!(got, a.add(&UOp::vectorize(consts, F.vec(4))));
+    assert_eq!(got, a.add(UOp::vectorize(consts, F.vec(4))));
 }
 
 #[test]
@@ -90,8 +90,16 @@ fn c_folds_arithmetic_only_and_none_folds_nothing() {
         .collect();
     let v = UOp::vectorize(mixed, F.vec(4));
     assert_eq!(fold(v.clone(), VectorAlu::Llvm), v);
-    assert!(!allows(VectorAlu::C, Op::Binary(BinaryOps::ADD), dtypes::int32));
-    assert!(allows(VectorAlu::Llvm, Op::Binary(BinaryOps::IDIV), dtypes::int32));
+    assert!(!allows(
+        VectorAlu::C,
+        Op::Binary(BinaryOps::ADD),
+        dtypes::int32
+    ));
+    assert!(allows(
+        VectorAlu::Llvm,
+        Op::Binary(BinaryOps::IDIV),
+        dtypes::int32
+    ));
     assert!(!allows(VectorAlu::Llvm, Op::Unary(UnaryOps::SIN), F));
 }
 

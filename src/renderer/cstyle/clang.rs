@@ -26,6 +26,11 @@
 //!   (DEFINE_GLOBAL index), `vals[j]` the j-th variable in name order; a kernel without a split loop
 //!   runs on core 0 only, and an invalid (core, ncores) pair runs nothing.
 //!
+//! - vector ALU (beyond 0.9.1, `RendererOpts::vector_alu` = `VectorAlu::C`): the vector ALU fold
+//!   hands this renderer float and double vector `+`, `*` and unary `-` (GNU vector extensions,
+//!   lane-wise and under the same `-ffp-contract=off` as scalar code) and broadcasts, rendered as a
+//!   compound literal with the scalar in every lane.
+//!
 //! Not guaranteed: vector ALU beyond what the GNU vector extension offers in C (no vector MAX or
 //! comparisons; WHERE only with a scalar condition), bool and bfloat16 vectors, WMMA and launch
 //! indices are refused.

@@ -202,5 +202,8 @@ fn vector_alu_renders_one_vector_expression() {
         "{src}"
     );
     let scalar = render(&lanewise_axpy());
-    assert!(scalar.contains("(float4){((val0*val1[0])+val1[0]),"), "{scalar}");
+    assert!(
+        scalar.contains("(float4){((val0*val1[0])+val1[0]),"),
+        "{scalar}"
+    );
 }

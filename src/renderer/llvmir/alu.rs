@@ -9,6 +9,9 @@
 //!   ([`super::exp2`], vectorizable; the intrinsic is a libm call per lane there); RECIP is
 //!   `fdiv 1.0, x`; float MOD goes through 64-bit integers like the C renderer; bool ADD/MUL/MAX
 //!   are or/and/or.
+//! - Every op also works lane-wise on vectors (the CPU flavour's vector ALU fold,
+//!   `codegen/uopgraph/vectorize.rs`): constants splat, comparisons give `<N x i1>`, and the
+//!   guards and selects above apply per lane, so each lane has the scalar op's bits.
 //! - Float instructions carry the renderer's fast-math flags (none by default on every flavour;
 //!   tinygrad's `nsz arcp contract afn reassoc` only through `with_fast_math`).
 //!

@@ -8,7 +8,9 @@
 //! store.
 //!
 //! Conversions: the cast table of `types::cast_op`; casts to bool compare with zero (`une` for
-//! floats, so NaN is true, as in C); bitcasts go through the in-memory form.
+//! floats, so NaN is true, as in C); bitcasts go through the in-memory form. A vector built from
+//! lanes is an `insertelement` chain; on the CPU flavour, one with the same value in every lane
+//! (the vector ALU fold's broadcast) is one `insertelement` and a `shufflevector` splat.
 //!
 //! Not guaranteed: vector bool or bfloat16 accesses beyond what LLVM legalizes on the target.
 

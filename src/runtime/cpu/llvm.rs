@@ -13,7 +13,13 @@
 //!   level 0 halves the compile but runs tiled kernels 4-6x slower, level 1 saves nothing
 //!   measurable, dropping the SLP vectorizer runs them 10x slower; FastISel saves 0-20% of the
 //!   compile at equal speed but is a process-wide LLVM option (shared with the AMD compiler when
-//!   both load one libLLVM), so it is not the default.
+//!   both load one libLLVM), so it is not the default. With the vector ALU fold
+//!   (`codegen/uopgraph/vectorize.rs`: the tile's multiply-adds reach LLVM as vector IR),
+//!   dropping `slp-vectorizer` from the light passes was measured again (`bench workloads
+//!   --devices LLVM --threads 1 --repeats 3`, steady CPU ms with / without SLP): W3 14.3 / 14.4
+//!   and W12 28.4 / 21.9 hold, but W1 2.0 / 3.2, W2 4.0 / 4.9, W6 15.9 / 26.8, W7 2.0 / 2.7, W8
+//!   10.9 / 11.8, W10 5.8 / 7.9 and W11 3.9 / 7.5 lose (their float4 and row-reduce kernels
+//!   still rely on SLP), for compile ms/kernel 9.3-23 instead of 14-34; so SLP stays.
 //! - [`LLVMRuntime`]: object bytes -> program; external calls (libm, half conversions) resolve
 //!   through [`libcalls`]. Its graph is the CPU batch graph (`runtime/cpu/graph.rs`): the kernels'
 //!   modules and the batch entry's, joined by [`MODULE_SEPARATOR`], which [`LLVMCompiler`] parses
