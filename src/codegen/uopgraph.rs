@@ -619,7 +619,8 @@ pub fn uop_alu_resolve(u: &UOp, var_vals: &HashMap<String, i64>) -> Result<i64> 
     }
 }
 
-/// (ALU ops, bytes loaded and stored), each weighted by the trip counts of the enclosing loops.
+/// (ALU ops, bytes loaded and stored), each weighted by the trip counts of the enclosing loops
+/// (and a vector ALU by its lanes).
 /// With `ignore_indexing`, ALU ops that only compute load/store addresses and gates are skipped.
 pub fn flops_mem(
     uops: &[UOp],
@@ -667,7 +668,9 @@ pub fn flops_mem(
                 } else {
                     1
                 };
-                flops += mults * w;
+                // a vector ALU (the CPU renderers' fold) does one op per lane
+                let lanes = u.dtype().map_or(1, |d| i64::from(d.count.max(1)));
+                flops += mults * w * lanes;
             }
             UOps::WMMA if !dont_count.contains(u) => {
                 if let UArg::Wmma(w) = u.arg() {
