@@ -106,7 +106,11 @@ pub trait NvStream: Send + 'static {
 
 /// Rewrite a patch point of a stream: in the pushbuffer, and logged for its GPU copies once bound
 /// (every patch of an NV queue goes through here).
-pub(crate) fn patch_stream<S: NvStream, P: PatchPoint>(s: &mut S, p: &P, v: P::Value) -> Result<()> {
+pub(crate) fn patch_stream<S: NvStream, P: PatchPoint>(
+    s: &mut S,
+    p: &P,
+    v: P::Value,
+) -> Result<()> {
     match s.parts_mut() {
         (buf, Some(b)) => b.patch(buf, p, v),
         (buf, None) => buf.patch(p, v),
