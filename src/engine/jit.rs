@@ -411,7 +411,13 @@ impl<R: JitReturn> TinyJit<R> {
     }
 }
 
+/// Realize `ts` (tinygrad's `Tensor.realize(*ts)`). Tensors whose base is realized schedule
+/// nothing (the scheduler realizes bases that are not), so when all are, the schedule is skipped:
+/// a replay's inputs usually are.
 fn realize_all(ts: &[Tensor]) -> Result<()> {
+    if ts.iter().all(|t| t.lazydata().is_realized()) {
+        return Ok(());
+    }
     if let Some((first, rest)) = ts.split_first() {
         let rest: Vec<&Tensor> = rest.iter().collect();
         first.realize_all(&rest)?;

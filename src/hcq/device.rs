@@ -248,7 +248,7 @@ impl<B: HcqBackend> HcqDevice<B> {
     pub fn wait_point(&self, p: TimelinePoint, what: &str) -> Result<()> {
         let sig = {
             let st = self.lock();
-            if p.epoch < st.tl.epoch || p.value == 0 {
+            if st.tl.passed(p)? {
                 return Ok(());
             }
             st.tl.signal.clone()

@@ -20,7 +20,7 @@
 //! every graph-internal wait and signal value (each run uses values above the previous run's, so
 //! a run needs no CPU reset of the signals) and the timeline waits and signals; then it submits
 //! each queue once and advances each device's timeline by one. Whether anything changed is one
-//! compare of the calls' flattened addresses, values and dims against the last run's.
+//! pass comparing the calls' addresses, values and dims with the last run's ([`changed`]).
 //!
 //! The queues are bound once built ([`HwQueue::bind`], tinygrad 0.9.1 `bind`) where the backend
 //! binds (NV): a submission then points the GPU at the queue's own copy instead of copying the
@@ -157,9 +157,6 @@ struct GraphState<B: HcqBackend> {
     parts: Vec<DevPart<B>>,
     nodes: Vec<Node<B>>,
     written: Vec<GraphCall>,
-    /// [`patch_key`] of `written`, and the scratch of a run's key.
-    key: Vec<u64>,
-    scratch: Vec<u64>,
     /// The base value of the next run.
     base: u64,
 }
@@ -375,8 +372,6 @@ impl<B: HcqBackend> HcqGraph<B> {
                 parts,
                 nodes,
                 written: calls.to_vec(),
-                key: patch_key(calls, Vec::new()),
-                scratch: Vec::new(),
                 base: start_base(),
             }),
         })
@@ -523,31 +518,6 @@ fn changed(a: &GraphCall, b: &GraphCall) -> bool {
         }
         _ => true,
     }
-}
-
-/// What the graph patches of `calls` (addresses, variable values, dims), flattened into `out`
-/// (cleared first): two call lists of the same kinds have equal keys exactly when no item is
-/// [`changed`] (every list is length-prefixed).
-fn patch_key(calls: &[GraphCall], mut out: Vec<u64>) -> Vec<u64> {
-    out.clear();
-    let dims = |out: &mut Vec<u64>, d: &Option<[usize; 3]>| match d {
-        Some(d) => out.extend([1, d[0] as u64, d[1] as u64, d[2] as u64]),
-        None => out.push(0),
-    };
-    for c in calls {
-        match c {
-            GraphCall::Kernel { launch: l, .. } => {
-                out.push(l.raws.len() as u64);
-                out.extend(l.raws.iter().map(|r| r.addr));
-                out.push(l.vals.len() as u64);
-                out.extend(l.vals.iter().map(|&v| v as u64));
-                dims(&mut out, &l.global);
-                dims(&mut out, &l.local);
-            }
-            GraphCall::Xfer(x) => out.extend([x.dst.addr, x.src.addr]),
-        }
-    }
-    out
 }
 
 /// What a run's submission on one device keeps alive of a call: its buffers.
@@ -708,11 +678,9 @@ impl<B: HcqBackend> DeviceGraph for HcqGraph<B> {
         let mut guard = self.lock();
         let st = &mut *guard;
         st.check(calls)?;
-        st.scratch = patch_key(calls, std::mem::take(&mut st.scratch));
-        if st.scratch != st.key {
+        if calls.iter().zip(&st.written).any(|(c, w)| changed(w, c)) {
             st.wait_last("the previous run of a graph")?;
             st.patch_calls(calls)?;
-            std::mem::swap(&mut st.key, &mut st.scratch);
             for p in &mut st.parts {
                 p.run_keep = None;
             }

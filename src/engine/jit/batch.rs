@@ -203,11 +203,15 @@ fn prepare_call(ji: &ExecItem, var_vals: &VarVals) -> Result<GraphCall> {
 
 /// The programs of the kernels among `runners`, in order.
 fn programs(runners: &[Arc<dyn Runner>]) -> Vec<&dyn crate::device::Program> {
-    runners
-        .iter()
-        .filter_map(|r| r.as_any().downcast_ref::<CompiledRunner>())
-        .map(CompiledRunner::program)
-        .collect()
+    // sized up front: a filtered collect would grow (and copy) the list step by step each replay
+    let mut out = Vec::with_capacity(runners.len());
+    out.extend(
+        runners
+            .iter()
+            .filter_map(|r| r.as_any().downcast_ref::<CompiledRunner>())
+            .map(CompiledRunner::program),
+    );
+    out
 }
 
 impl GraphRunner {

@@ -254,6 +254,10 @@ impl NvChannel {
             ring_off: self.ring_off,
             userd_off: self.userd_off,
         };
+        // the ring has room almost always: the timeout is read only when it does not
+        if self.fifo.try_submit(entry, &mut fio)? {
+            return Ok(());
+        }
         self.fifo
             .submit(entry, &mut fio, crate::hcq::wait_timeout())
     }

@@ -11,7 +11,7 @@ use std::sync::Mutex;
 
 use super::bound::BoundPush;
 use super::device::{NvBackend, NvEngine};
-use super::queue::NvStream;
+use super::queue::{patch_stream, split_bound, NvStream};
 use crate::hcq::{CopyEncoder, HcqQueue};
 use crate::hw::nv::arch::NvClasses;
 use crate::runtime::nv::push::{CopyCmd, PushBuf, SignalCmd};
@@ -53,6 +53,9 @@ impl NvStream for NvCopyEncoder {
     fn set_bound(&mut self, b: BoundPush) {
         self.bound = Some(Mutex::new(b));
     }
+    fn parts_mut(&mut self) -> (&mut PushBuf, Option<&mut BoundPush>) {
+        split_bound(&mut self.buf, &mut self.bound)
+    }
 }
 
 impl CopyEncoder<NvBackend> for NvCopyEncoder {
@@ -64,10 +67,10 @@ impl CopyEncoder<NvBackend> for NvCopyEncoder {
 
     fn update_copy(&mut self, p: &CopyCmd, dst: Option<u64>, src: Option<u64>) -> Result<()> {
         if let Some(d) = dst {
-            self.buf.patch(&p.dst, d)?;
+            patch_stream(self, &p.dst, d)?;
         }
         if let Some(s) = src {
-            self.buf.patch(&p.src, s)?;
+            patch_stream(self, &p.src, s)?;
         }
         Ok(())
     }

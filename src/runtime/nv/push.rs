@@ -76,6 +76,21 @@ impl PushBuf {
         patch.apply(&mut self.dwords, value)
     }
 
+    /// [`PushBuf::patch`], appending to `log` the position of every dword whose value changed
+    /// (what a bound copy of the buffer must rewrite: [`crate::runtime::nv::bound::BoundPush`]).
+    pub fn patch_logged<P: PatchPoint>(
+        &mut self,
+        patch: &P,
+        value: P::Value,
+        log: &mut Vec<u32>,
+    ) -> Result<()> {
+        let mut w = Logged {
+            words: &mut self.dwords,
+            log,
+        };
+        patch.apply(&mut w, value)
+    }
+
     /// Runs `f`; if it fails, drops whatever it appended.
     pub(crate) fn all_or_nothing<T>(
         &mut self,
@@ -241,5 +256,27 @@ impl PushBuf {
     pub fn wfi(&mut self) -> Result<()> {
         self.method(SUBC_HOST, WFI, &[0])?;
         Ok(())
+    }
+}
+
+/// The dwords of a [`PushBuf`] with a log of the positions whose value a write changed.
+struct Logged<'a> {
+    words: &'a mut Vec<u32>,
+    log: &'a mut Vec<u32>,
+}
+
+impl DwordAccess for Logged<'_> {
+    fn len_dwords(&self) -> usize {
+        self.words.len()
+    }
+    fn read_dword(&self, pos: usize) -> u32 {
+        self.words[pos]
+    }
+    fn write_dword(&mut self, pos: usize, value: u32) {
+        if self.words[pos] != value {
+            self.words[pos] = value;
+            // positions of a pushbuffer fit 32 bits (a GP entry takes < 2^21 dwords)
+            self.log.push(pos as u32);
+        }
     }
 }

@@ -6,7 +6,9 @@
 //! [`super::program::NvProgram`] into the kernargs block) + SEND_SIGNALING_PCAS2_B. The verbs are
 //! `hcq`'s [`HcqQueue`] over [`NvComputeEncoder`]; both channels' encoders share [`NvStream`].
 //!
-//! Patch points: waits and signals rewrite the SEM group in place; `update_exec` points
+//! Patch points: waits and signals rewrite the SEM group in place (every patch goes through
+//! [`patch_stream`]: once bound, the changed dwords are logged for the bound copies,
+//! [`BoundPush::patch`]); `update_exec` points
 //! SEND_PCAS_A at the new launch's QMD and writes the launch's dims where the block keeps them
 //! (the QMD's grid and block fields, cbuf0's %ntid/%nctaid: [`NvProgram::write_dims`]).
 //!
@@ -98,6 +100,32 @@ pub trait NvStream: Send + 'static {
     fn bound(&self) -> Option<&Mutex<BoundPush>>;
     /// Record the pushbuffer's own GPU copies.
     fn set_bound(&mut self, b: BoundPush);
+    /// The pushbuffer and, once bound, its GPU copies (to patch both).
+    fn parts_mut(&mut self) -> (&mut PushBuf, Option<&mut BoundPush>);
+}
+
+/// Rewrite a patch point of a stream: in the pushbuffer, and logged for its GPU copies once bound
+/// (every patch of an NV queue goes through here).
+pub(crate) fn patch_stream<S: NvStream, P: PatchPoint>(
+    s: &mut S,
+    p: &P,
+    v: P::Value,
+) -> Result<()> {
+    match s.parts_mut() {
+        (buf, Some(b)) => b.patch(buf, p, v),
+        (buf, None) => buf.patch(p, v),
+    }
+}
+
+/// The parts of an encoder holding a pushbuffer and its optional bound copies.
+pub(crate) fn split_bound<'a>(
+    buf: &'a mut PushBuf,
+    bound: &'a mut Option<Mutex<BoundPush>>,
+) -> (&'a mut PushBuf, Option<&'a mut BoundPush>) {
+    let b = bound
+        .as_mut()
+        .map(|m| m.get_mut().unwrap_or_else(|e| e.into_inner()));
+    (buf, b)
 }
 
 impl NvStream for NvComputeEncoder {
@@ -116,6 +144,9 @@ impl NvStream for NvComputeEncoder {
     }
     fn set_bound(&mut self, b: BoundPush) {
         self.bound = Some(Mutex::new(b));
+    }
+    fn parts_mut(&mut self) -> (&mut PushBuf, Option<&mut BoundPush>) {
+        split_bound(&mut self.buf, &mut self.bound)
     }
 }
 
@@ -137,7 +168,7 @@ impl<S: NvStream> HcqEncoder<NvBackend> for S {
     }
 
     fn update_wait(&mut self, p: &WaitCmd, sig: Option<&NvSignal>, v: Option<u64>) -> Result<()> {
-        patch_sem(self.push_buf_mut(), (&p.addr, &p.value), sig, v)
+        patch_sem(self, (&p.addr, &p.value), sig, v)
     }
 
     fn update_signal(
@@ -146,7 +177,7 @@ impl<S: NvStream> HcqEncoder<NvBackend> for S {
         sig: Option<&NvSignal>,
         v: Option<u64>,
     ) -> Result<()> {
-        patch_sem(self.push_buf_mut(), (&p.addr, &p.value), sig, v)
+        patch_sem(self, (&p.addr, &p.value), sig, v)
     }
 
     fn submit(&self, dev: &NvBackend) -> Result<()> {
@@ -181,21 +212,22 @@ impl<S: NvStream> HcqEncoder<NvBackend> for S {
 }
 
 /// Point a semaphore command (address and payload fields) at `sig` and/or payload `v`.
-fn patch_sem<A, V>(
-    buf: &mut PushBuf,
+fn patch_sem<S, A, V>(
+    stream: &mut S,
     (addr, value): (&A, &V),
     sig: Option<&NvSignal>,
     v: Option<u64>,
 ) -> Result<()>
 where
+    S: NvStream,
     A: PatchPoint<Value = u64>,
     V: PatchPoint<Value = u64>,
 {
     if let Some(s) = sig {
-        buf.patch(addr, s.va())?;
+        patch_stream(stream, addr, s.va())?;
     }
     if let Some(v) = v {
-        buf.patch(value, v)?;
+        patch_stream(stream, value, v)?;
     }
     Ok(())
 }
@@ -219,6 +251,6 @@ impl ComputeEncoder<NvBackend> for NvComputeEncoder {
 
     fn update_exec(&mut self, p: &ExecPatch, launch: &HcqLaunch) -> Result<()> {
         p.prg.write_dims(launch)?;
-        self.buf.patch(&p.qmd, p.prg.qmd_addr(launch.kernargs()))
+        patch_stream(self, &p.qmd, p.prg.qmd_addr(launch.kernargs()))
     }
 }

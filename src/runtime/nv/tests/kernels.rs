@@ -171,6 +171,52 @@ fn hcq_graph_runs_point_one_gp_entry_at_the_bound_pushbuffer() {
     }
 }
 
+/// Many replays of a bound graph, three at a time without a synchronize between them (the
+/// images alternate while the GPU may still run the previous one), the variables changing every
+/// three runs: every result is the host's.
+#[test]
+fn hcq_graph_many_replays_with_changing_variables_stay_exact() {
+    use crate::device::{GraphCall, Launch};
+    let (dev, _emu) = one_gpu();
+    let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
+    let a = HcqAllocator::new(dev.clone());
+    let k = 4;
+    let x: Vec<i32> = (0..32).map(|i| 7 - i).collect();
+    let bufs: Vec<RawBuf> = (0..=k)
+        .map(|_| a.alloc(128, &BufferOptions::default()).unwrap())
+        .collect();
+    let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    a.copyin(&bufs[0], &xb).unwrap();
+    dev.synchronize().unwrap();
+    let calls = |m: i64, n: i64| -> Vec<GraphCall> {
+        (0..k)
+            .map(|i| GraphCall::Kernel {
+                launch: Launch {
+                    raws: vec![bufs[i + 1].clone(), bufs[i].clone()],
+                    vals: vec![m, n],
+                    global: Some([2, 1, 1]),
+                    local: Some([16, 1, 1]),
+                },
+                writes: vec![0],
+            })
+            .collect()
+    };
+    let prgs: Vec<&dyn Program> = vec![&*prg; k];
+    let g = crate::hcq::graph::build::<super::super::NvBackend>(&prgs, &calls(1, 1))
+        .unwrap()
+        .expect("an HCQ graph");
+    for step in 0..20i64 {
+        let (m, n) = (step % 5 - 2, 1 + step % 3);
+        for _ in 0..3 {
+            g.run(&prgs, &calls(m, n), false).unwrap();
+        }
+        dev.synchronize().unwrap();
+        let f = |v: i32| (0..k).fold(v, |v, _| v.wrapping_mul(n as i32).wrapping_add(m as i32));
+        let want: Vec<i32> = x.iter().map(|&v| f(v)).collect();
+        assert_eq!(i32s_of(&a, &bufs[k]), want, "step {step}: m={m} n={n}");
+    }
+}
+
 /// `MOCKGPU_CODE=ptx`'s path without the knob: the hardware renderer's NVPTX IR through libLLVM
 /// to PTX in a mock cubin, launched through the emulated RM/UVM, run by the PTX interpreter with
 /// its parameters (two pointers, two int32 variables) read from constant buffer 0.

@@ -3,6 +3,7 @@
 //! Every test opens its own emulated driver, so they run in parallel threads; waits meant to fail
 //! use a short `HCQDEV_WAIT_TIMEOUT_MS` (a hang guard, not a timing threshold).
 
+mod bound;
 mod bringup;
 mod copies;
 mod driver_facts;
