@@ -189,11 +189,10 @@ impl<'a> Match<'a> {
 }
 
 fn match_pat<'a>(u: &'a UOp, p: &UPat, store: &mut Match<'a>) -> bool {
-    if let Some(name) = p.name {
-        match store.get(name) {
-            Some(bound) if bound != u => return false,
-            Some(_) => {}
-            None => store.binds.push((name, u)),
+    // the cheap checks first; the name is bound once the node itself passes (before its sources)
+    if let Some(ops) = &p.op {
+        if !ops.contains(&u.op()) {
+            return false;
         }
     }
     if let Some(args) = &p.arg {
@@ -207,9 +206,11 @@ fn match_pat<'a>(u: &'a UOp, p: &UPat, store: &mut Match<'a>) -> bool {
             return false;
         }
     }
-    if let Some(ops) = &p.op {
-        if !ops.contains(&u.op()) {
-            return false;
+    if let Some(name) = p.name {
+        match store.get(name) {
+            Some(bound) if bound != u => return false,
+            Some(_) => {}
+            None => store.binds.push((name, u)),
         }
     }
     let Some(src) = &p.src else { return true };
@@ -475,7 +476,10 @@ fn ptr_key(n: &UOp) -> usize {
 
 impl Done {
     fn get(&self, n: &UOp) -> Option<UOp> {
-        self.by_ptr.get(&ptr_key(n)).map(|(_, r)| r.clone())
+        self.get_ref(n).cloned()
+    }
+    fn get_ref(&self, n: &UOp) -> Option<&UOp> {
+        self.by_ptr.get(&ptr_key(n)).map(|(_, r)| r)
     }
     fn contains(&self, n: &UOp) -> bool {
         self.by_ptr.contains_key(&ptr_key(n))
@@ -517,18 +521,19 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
                 if done.contains(&n) {
                     continue;
                 }
-                let mut src = Vec::with_capacity(n.src().len());
+                // sources that came back as the very same nodes rebuild `n` itself (checked
+                // before allocating a source list)
+                let mut unchanged = true;
                 for s in n.src() {
-                    match done.get(s) {
-                        Some(r) => src.push(r),
+                    match done.get_ref(s) {
+                        Some(r) => unchanged &= r.ptr_eq(s),
                         None => crate::bail!(Internal, "graph_rewrite: source not rewritten"),
                     }
                 }
-                // sources that came back as the very same nodes rebuild `n` itself
-                let unchanged = src.iter().zip(n.src()).all(|(a, b)| a.ptr_eq(b));
                 let x = if unchanged {
                     n.clone()
                 } else {
+                    let src = n.src().iter().filter_map(|s| done.get(s)).collect();
                     UOp::new(n.op(), n.dtype(), src, n.arg().clone())
                 };
                 if let Some(found) = nodes.get(&x) {
