@@ -32,12 +32,14 @@ use crate::{bail, ensure, Error, Result};
 mod arith;
 mod compare;
 mod divmod;
+mod subst;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod tests_more;
 
 pub use compare::{create_ge_node, create_lt_node};
+pub use subst::SubstMemo;
 pub(crate) use compare::{py_ge, py_gt, py_le, py_lt, py_max2, py_min2};
 
 /// tinygrad's `sint`: an integer or a symbolic node, as found in shapes, strides and offsets.
