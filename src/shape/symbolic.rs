@@ -39,8 +39,8 @@ mod tests;
 mod tests_more;
 
 pub use compare::{create_ge_node, create_lt_node};
-pub use subst::SubstMemo;
 pub(crate) use compare::{py_ge, py_gt, py_le, py_lt, py_max2, py_min2};
+pub use subst::SubstMemo;
 
 /// tinygrad's `sint`: an integer or a symbolic node, as found in shapes, strides and offsets.
 pub type Sint = Node;

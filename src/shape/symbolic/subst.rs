@@ -40,8 +40,8 @@ impl SubstMemo {
 
     /// Keep the entries only if `var_vals` substitutes exactly the variables they were made for.
     fn key_on(&mut self, var_vals: &HashMap<Node, Node>) {
-        let same = self.vars.len() == var_vals.len()
-            && self.vars.iter().all(|v| var_vals.contains_key(v));
+        let same =
+            self.vars.len() == var_vals.len() && self.vars.iter().all(|v| var_vals.contains_key(v));
         if !same {
             self.fixed.clear();
             self.vars = var_vals.keys().cloned().collect();
@@ -145,14 +145,21 @@ mod tests {
             .unwrap()
             .try_add(b)
             .unwrap();
-        let dm = idx.floordiv(&Node::Num(3)).unwrap().modulo(&Node::Num(5)).unwrap();
+        let dm = idx
+            .floordiv(&Node::Num(3))
+            .unwrap()
+            .modulo(&Node::Num(5))
+            .unwrap();
         let lt = create_lt_node(&idx, &Node::Num(40)).unwrap();
         let and = Node::ands(vec![lt.clone(), create_lt_node(b, &Node::Num(2)).unwrap()]).unwrap();
         vec![idx, dm, lt, and]
     }
 
     fn map(pairs: &[(&Node, i64)]) -> HashMap<Node, Node> {
-        pairs.iter().map(|(k, v)| ((*k).clone(), Node::Num(*v))).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| ((*k).clone(), Node::Num(*v)))
+            .collect()
     }
 
     #[test]
