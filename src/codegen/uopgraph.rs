@@ -293,7 +293,7 @@ impl PyHeap<'_> {
         if a.0 != b.0 {
             return a.0 < b.0;
         }
-        a.1 != b.1 && uop_cmp(&self.nodes[a.1], &self.nodes[b.1]) == Ordering::Less
+        a.1 != b.1 && uop_cmp(self.nodes[a.1], self.nodes[b.1]) == Ordering::Less
     }
 
     fn sift_down(&mut self, start: usize, mut pos: usize) {
