@@ -189,11 +189,10 @@ impl<'a> Match<'a> {
 }
 
 fn match_pat<'a>(u: &'a UOp, p: &UPat, store: &mut Match<'a>) -> bool {
-    if let Some(name) = p.name {
-        match store.get(name) {
-            Some(bound) if bound != u => return false,
-            Some(_) => {}
-            None => store.binds.push((name, u)),
+    // the cheap checks first; the name is bound once the node itself passes (before its sources)
+    if let Some(ops) = &p.op {
+        if !ops.contains(&u.op()) {
+            return false;
         }
     }
     if let Some(args) = &p.arg {
@@ -207,9 +206,11 @@ fn match_pat<'a>(u: &'a UOp, p: &UPat, store: &mut Match<'a>) -> bool {
             return false;
         }
     }
-    if let Some(ops) = &p.op {
-        if !ops.contains(&u.op()) {
-            return false;
+    if let Some(name) = p.name {
+        match store.get(name) {
+            Some(bound) if bound != u => return false,
+            Some(_) => {}
+            None => store.binds.push((name, u)),
         }
     }
     let Some(src) = &p.src else { return true };
@@ -448,15 +449,6 @@ pub fn rule(f: impl Fn(&Match) -> Option<UOp> + Send + Sync + 'static) -> Rewrit
     Arc::new(f)
 }
 
-enum Frame {
-    /// Rewrite this node: first its sources.
-    Start(UOp),
-    /// Sources are rewritten; rebuild and match.
-    Rebuild(UOp),
-    /// The rule result `target` is being rewritten; then record it for `node` (and `key`).
-    Finish { node: UOp, key: UOp, target: UOp },
-}
-
 /// The rewrite results of [`graph_rewrite`] so far, by node address (holding the node, so its
 /// address cannot be reused while it is a key). A node reached again through another handle to
 /// an equal structure is rebuilt from its sources' results and then found in the structural
@@ -475,7 +467,10 @@ fn ptr_key(n: &UOp) -> usize {
 
 impl Done {
     fn get(&self, n: &UOp) -> Option<UOp> {
-        self.by_ptr.get(&ptr_key(n)).map(|(_, r)| r.clone())
+        self.get_ref(n).cloned()
+    }
+    fn get_ref(&self, n: &UOp) -> Option<&UOp> {
+        self.by_ptr.get(&ptr_key(n)).map(|(_, r)| r)
     }
     fn contains(&self, n: &UOp) -> bool {
         self.by_ptr.contains_key(&ptr_key(n))
@@ -485,90 +480,217 @@ impl Done {
     }
 }
 
+/// The nodes under a root in DFS post-order (sources first, in order; each node once, by
+/// address), borrowed from the graph, with each node's sources as positions in that order.
+struct PostOrder<'a> {
+    nodes: Vec<&'a UOp>,
+    src_off: Vec<usize>,
+    src_ids: Vec<usize>,
+}
+
+impl<'a> PostOrder<'a> {
+    fn of(root: &'a UOp) -> PostOrder<'a> {
+        let mut seen: HashMap<usize, usize, FxBuild> = HashMap::default();
+        let mut po = PostOrder {
+            nodes: vec![],
+            src_off: vec![0],
+            src_ids: vec![],
+        };
+        let mut stack: Vec<(&'a UOp, usize)> = vec![(root, 0)];
+        while let Some(&mut (n, ref mut i)) = stack.last_mut() {
+            if let Some(s) = n.src().get(*i) {
+                *i += 1;
+                if !seen.contains_key(&ptr_key(s)) {
+                    stack.push((s, 0));
+                }
+                continue;
+            }
+            stack.pop();
+            // a node is complete once: the same node reached again is skipped at push
+            if seen.contains_key(&ptr_key(n)) {
+                continue;
+            }
+            for s in n.src() {
+                po.src_ids.push(seen[&ptr_key(s)]);
+            }
+            po.src_off.push(po.src_ids.len());
+            seen.insert(ptr_key(n), po.nodes.len());
+            po.nodes.push(n);
+        }
+        po
+    }
+}
+
+/// The state of one [`graph_rewrite`].
+struct Rewriter<'p> {
+    pm: &'p PatternMatcher,
+    done: Done,
+    nodes: UOpMap<UOp>,
+}
+
 /// Rewrite the graph under `sink` bottom-up with `pm` (tinygrad's `graph_rewrite`): every node is
 /// rebuilt from its rewritten sources and deduplicated on (op, dtype, sources, arg); a rule result
 /// is itself rewritten until no rule applies.
+///
+/// The nodes of the input graph are visited once in post-order (their results by position); the
+/// graph of a rule result, which may hold new and old nodes, is rewritten depth-first through
+/// the results by node address.
 pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
-    let mut done = Done::default();
-    let mut nodes: UOpMap<UOp> = UOpMap::default();
-    let mut stack = vec![Frame::Start(sink.clone())];
-    // rule results still being rewritten: a rule set that never settles grows this without bound
-    let mut pending = 0usize;
-    while let Some(frame) = stack.pop() {
-        if pending > MAX_REWRITE_DEPTH {
-            crate::bail!(
-                Codegen,
-                "graph_rewrite: more than {MAX_REWRITE_DEPTH} pending rewrites; the rule set does not terminate"
-            );
+    let order = PostOrder::of(sink);
+    let n = order.nodes.len();
+    let mut rw = Rewriter {
+        pm,
+        done: Done {
+            by_ptr: HashMap::with_capacity_and_hasher(n, FxBuild::default()),
+        },
+        nodes: UOpMap::with_capacity_and_hasher(n, Default::default()),
+    };
+    let mut results: Vec<UOp> = Vec::with_capacity(n);
+    for (i, &node) in order.nodes.iter().enumerate() {
+        let srcs = &order.src_ids[order.src_off[i]..order.src_off[i + 1]];
+        // sources that came back as the very same nodes rebuild `node` itself
+        let unchanged = srcs
+            .iter()
+            .zip(node.src())
+            .all(|(&j, s)| results[j].ptr_eq(s));
+        let x = if unchanged {
+            node.clone()
+        } else {
+            let src = srcs.iter().map(|&j| results[j].clone()).collect();
+            UOp::new(node.op(), node.dtype(), src, node.arg().clone())
+        };
+        results.push(rw.settle(node.clone(), x)?);
+    }
+    match results.pop() {
+        Some(r) => Ok(r),
+        None => crate::bail!(Internal, "graph_rewrite: the sink was not rewritten"),
+    }
+}
+
+enum Frame {
+    /// Rewrite this node: first its sources.
+    Start(UOp),
+    /// Sources are rewritten; rebuild and match.
+    Rebuild(UOp),
+    /// The rule result `target` is being rewritten; then record it for `node` (and `key`).
+    Finish { node: UOp, key: UOp, target: UOp },
+}
+
+impl Rewriter<'_> {
+    /// The result of `node`, rebuilt from its sources' results as `x`: an equal node rewritten
+    /// before, else the rewritten rule result, else `x`; recorded for both.
+    fn settle(&mut self, node: UOp, x: UOp) -> Result<UOp> {
+        if let Some(found) = self.nodes.get(&x) {
+            let r = found.clone();
+            self.done.insert(node, r.clone());
+            return Ok(r);
         }
-        match frame {
-            Frame::Start(n) => {
-                if done.contains(&n) {
-                    continue;
-                }
-                stack.push(Frame::Rebuild(n.clone()));
-                for s in n.src().iter().rev() {
-                    if !done.contains(s) {
-                        stack.push(Frame::Start(s.clone()));
-                    }
-                }
+        let r = match self.pm.rewrite(&x) {
+            None => {
+                self.nodes.insert(x.clone(), x.clone());
+                x
             }
-            Frame::Rebuild(n) => {
-                if done.contains(&n) {
-                    continue;
-                }
-                let mut src = Vec::with_capacity(n.src().len());
-                for s in n.src() {
-                    match done.get(s) {
-                        Some(r) => src.push(r),
-                        None => crate::bail!(Internal, "graph_rewrite: source not rewritten"),
-                    }
-                }
-                // sources that came back as the very same nodes rebuild `n` itself
-                let unchanged = src.iter().zip(n.src()).all(|(a, b)| a.ptr_eq(b));
-                let x = if unchanged {
-                    n.clone()
-                } else {
-                    UOp::new(n.op(), n.dtype(), src, n.arg().clone())
+            Some(target) => {
+                let r = match self.done.get(&target) {
+                    Some(r) => r,
+                    None => self.rewrite_result(target)?,
                 };
-                if let Some(found) = nodes.get(&x) {
-                    done.insert(n, found.clone());
-                    continue;
-                }
-                match pm.rewrite(&x) {
-                    None => {
-                        nodes.insert(x.clone(), x.clone());
-                        done.insert(n, x);
+                self.nodes.insert(x, r.clone());
+                r
+            }
+        };
+        self.done.insert(node, r.clone());
+        Ok(r)
+    }
+
+    /// Rewrite the graph of a rule result (its nodes not yet rewritten, depth-first).
+    fn rewrite_result(&mut self, root: UOp) -> Result<UOp> {
+        let mut stack = vec![Frame::Start(root.clone())];
+        // rule results still being rewritten (`root` is one): a rule set that never settles
+        // grows this
+        let mut pending = 1usize;
+        while let Some(frame) = stack.pop() {
+            if pending > MAX_REWRITE_DEPTH {
+                crate::bail!(
+                    Codegen,
+                    "graph_rewrite: more than {MAX_REWRITE_DEPTH} pending rewrites; the rule set does not terminate"
+                );
+            }
+            match frame {
+                Frame::Start(n) => {
+                    if self.done.contains(&n) {
+                        continue;
                     }
-                    Some(target) => {
-                        if let Some(r) = done.get(&target) {
-                            nodes.insert(x, r.clone());
-                            done.insert(n, r);
-                        } else {
-                            pending += 1;
-                            stack.push(Frame::Finish {
-                                node: n,
-                                key: x,
-                                target: target.clone(),
-                            });
-                            stack.push(Frame::Start(target));
+                    stack.push(Frame::Rebuild(n.clone()));
+                    for s in n.src().iter().rev() {
+                        if !self.done.contains(s) {
+                            stack.push(Frame::Start(s.clone()));
                         }
                     }
                 }
-            }
-            Frame::Finish { node, key, target } => {
-                pending -= 1;
-                let Some(r) = done.get(&target) else {
-                    crate::bail!(Internal, "graph_rewrite: rule result not rewritten");
-                };
-                nodes.insert(key, r.clone());
-                done.insert(node, r);
+                Frame::Rebuild(n) => {
+                    if !self.done.contains(&n) {
+                        self.rebuild(n, &mut stack, &mut pending)?;
+                    }
+                }
+                Frame::Finish { node, key, target } => {
+                    pending -= 1;
+                    let Some(r) = self.done.get(&target) else {
+                        crate::bail!(Internal, "graph_rewrite: rule result not rewritten");
+                    };
+                    self.nodes.insert(key, r.clone());
+                    self.done.insert(node, r);
+                }
             }
         }
+        match self.done.get(&root) {
+            Some(r) => Ok(r),
+            None => crate::bail!(Internal, "graph_rewrite: a rule result was not rewritten"),
+        }
     }
-    match done.get(sink) {
-        Some(r) => Ok(r),
-        None => crate::bail!(Internal, "graph_rewrite: the sink was not rewritten"),
+
+    /// [`Rewriter::settle`] inside [`Rewriter::rewrite_result`]: a further rule result is pushed
+    /// on `stack` instead of rewritten recursively.
+    fn rebuild(&mut self, n: UOp, stack: &mut Vec<Frame>, pending: &mut usize) -> Result<()> {
+        let mut unchanged = true;
+        for s in n.src() {
+            match self.done.get_ref(s) {
+                Some(r) => unchanged &= r.ptr_eq(s),
+                None => crate::bail!(Internal, "graph_rewrite: source not rewritten"),
+            }
+        }
+        let x = if unchanged {
+            n.clone()
+        } else {
+            let src = n.src().iter().filter_map(|s| self.done.get(s)).collect();
+            UOp::new(n.op(), n.dtype(), src, n.arg().clone())
+        };
+        if let Some(found) = self.nodes.get(&x) {
+            let r = found.clone();
+            self.done.insert(n, r);
+            return Ok(());
+        }
+        match self.pm.rewrite(&x) {
+            None => {
+                self.nodes.insert(x.clone(), x.clone());
+                self.done.insert(n, x);
+            }
+            Some(target) => {
+                if let Some(r) = self.done.get(&target) {
+                    self.nodes.insert(x, r.clone());
+                    self.done.insert(n, r);
+                } else {
+                    *pending += 1;
+                    stack.push(Frame::Finish {
+                        node: n,
+                        key: x,
+                        target: target.clone(),
+                    });
+                    stack.push(Frame::Start(target));
+                }
+            }
+        }
+        Ok(())
     }
 }
 

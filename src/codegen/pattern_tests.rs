@@ -315,3 +315,26 @@ fn graph_rewrite_rule_result_equal_to_a_rewritten_node_is_that_node() {
     assert!(out.src()[0].ptr_eq(&out.src()[1]), "{out:?}");
     assert_eq!(out.src()[0].op(), UOps::ALU);
 }
+
+#[test]
+fn graph_rewrite_matches_a_shared_node_once() {
+    // a diamond: `x` is a source of both roots (and twice of one of them); the rules see each
+    // distinct node once
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let calls = std::sync::Arc::new(AtomicUsize::new(0));
+    let seen = calls.clone();
+    let m = pm(vec![(
+        UPat::alu_any(BinaryOps::ADD),
+        rule(move |_| {
+            seen.fetch_add(1, Ordering::Relaxed);
+            None
+        }),
+    )]);
+    let v = UOp::define_var("n", 0, 9);
+    let x = v.add(3);
+    let sink = UOp::sink(vec![x.mul(2), x.mul(&x)]);
+    let out = graph_rewrite(&sink, &m).unwrap();
+    assert_eq!(calls.load(Ordering::Relaxed), 1);
+    // nothing changed: the very same graph comes back
+    assert!(out.ptr_eq(&sink));
+}

@@ -21,7 +21,7 @@ use std::collections::HashMap;
 
 use crate::codegen::constant_folder::constant_folder;
 use crate::codegen::pattern::{graph_rewrite, PatternMatcher};
-use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
+use crate::codegen::uops::{UArg, UOp, UOpHasher, UOps};
 use crate::dtype::ConstValue;
 use crate::ops::{BinaryOps, Op, TernaryOps};
 use crate::{bail, ensure, Result};
@@ -149,11 +149,15 @@ fn order(sink: &UOp, verify: bool) -> Result<Vec<UOp>> {
     Ok(uops)
 }
 
+/// A map keyed by borrowed UOps, hashed and compared by structure like [`crate::codegen::uops::UOpMap`].
+type UOpRefMap<'a> = HashMap<&'a UOp, usize, std::hash::BuildHasherDefault<UOpHasher>>;
+
 /// The reachable graph: nodes in DFS pre-order (tinygrad's `children` dict order), children
 /// lists (in the order 0.9.1 appends them) and source lists by index, each stored flat (`*_off[i]
 /// ..*_off[i + 1]` indexes `*_ids`), in-degrees, and the post-order (its `in_degree` dict order).
-struct Graph {
-    nodes: Vec<UOp>,
+struct Graph<'a> {
+    /// Borrowed from the graph under the SINK (which outlives the toposort).
+    nodes: Vec<&'a UOp>,
     child_off: Vec<usize>,
     child_ids: Vec<usize>,
     src_off: Vec<usize>,
@@ -182,29 +186,30 @@ fn group_edges(n: usize, edges: &[(usize, usize)], by_first: bool) -> (Vec<usize
     (off, ids)
 }
 
-impl Graph {
-    fn build(sink: &UOp) -> Graph {
-        let mut nodes: Vec<UOp> = vec![];
+impl<'a> Graph<'a> {
+    fn build(sink: &'a UOp) -> Graph<'a> {
+        let mut nodes: Vec<&'a UOp> = vec![];
         let mut post: Vec<usize> = vec![];
         // (node, user): `user` is appended to the children of `node`
         let mut edges: Vec<(usize, usize)> = vec![];
-        let mut index: UOpMap<usize> = UOpMap::default();
-        let visit = |u: &UOp, nodes: &mut Vec<UOp>, index: &mut UOpMap<usize>| -> usize {
+        // structural keys borrowed from the graph (no reference counting)
+        let mut index: UOpRefMap<'a> = UOpRefMap::default();
+        let visit = |u: &'a UOp, nodes: &mut Vec<&'a UOp>, index: &mut UOpRefMap<'a>| -> usize {
             let id = nodes.len();
-            index.insert(u.clone(), id);
-            nodes.push(u.clone());
+            index.insert(u, id);
+            nodes.push(u);
             id
         };
         let root = visit(sink, &mut nodes, &mut index);
         let mut stack: Vec<(usize, usize)> = vec![(root, 0)];
         while let Some(&mut (id, ref mut i)) = stack.last_mut() {
-            if let Some(x) = nodes[id].src().get(*i) {
+            let node: &'a UOp = nodes[id];
+            if let Some(x) = node.src().get(*i) {
                 if let Some(&xid) = index.get(x) {
                     edges.push((xid, id));
                     *i += 1;
                 } else {
-                    let x = x.clone();
-                    let xid = visit(&x, &mut nodes, &mut index);
+                    let xid = visit(x, &mut nodes, &mut index);
                     stack.push((xid, 0));
                 }
                 continue;
@@ -252,7 +257,7 @@ struct Scope {
     weight: Option<i64>,
 }
 
-fn scopes(g: &Graph) -> Vec<Scope> {
+fn scopes(g: &Graph<'_>) -> Vec<Scope> {
     let n = g.nodes.len();
     let kind = |op: UOps| {
         g.post
@@ -299,7 +304,7 @@ fn scopes(g: &Graph) -> Vec<Scope> {
 /// Python `heapq` over (priority, node) with tinygrad's UOp order as the tie-break.
 struct PyHeap<'a> {
     items: Vec<(i64, usize)>,
-    nodes: &'a [UOp],
+    nodes: &'a [&'a UOp],
 }
 
 impl PyHeap<'_> {
@@ -307,7 +312,7 @@ impl PyHeap<'_> {
         if a.0 != b.0 {
             return a.0 < b.0;
         }
-        a.1 != b.1 && uop_cmp(&self.nodes[a.1], &self.nodes[b.1]) == Ordering::Less
+        a.1 != b.1 && uop_cmp(self.nodes[a.1], self.nodes[b.1]) == Ordering::Less
     }
 
     fn sift_down(&mut self, start: usize, mut pos: usize) {
@@ -368,7 +373,7 @@ enum Item {
 /// itself: such a node reads the loop's final value and is placed after the ENDRANGE. (0.9.1's
 /// priorities place it there when the loop's remaining members are ready first; a vector
 /// accumulator updated lane by lane can leave a lane's PHI users ready inside the loop.)
-fn open_phi_scope(g: &Graph, scopes: &[Scope], x: usize) -> Option<usize> {
+fn open_phi_scope(g: &Graph<'_>, scopes: &[Scope], x: usize) -> Option<usize> {
     scopes.iter().position(|s| {
         s.left > 0
             && !s.holds[x]
@@ -379,7 +384,74 @@ fn open_phi_scope(g: &Graph, scopes: &[Scope], x: usize) -> Option<usize> {
     })
 }
 
-fn toposort(g: &Graph) -> Result<Vec<UOp>> {
+/// The toposort's list so far. A DEFINE_ACC with loop sources goes right before the first placed
+/// RANGE among them (after accumulators already put there); it is kept aside with that position
+/// and merged in at the end instead of shifting the list at every accumulator.
+struct Placed {
+    out: Vec<Item>,
+    /// (position in `out`, node) of every placed RANGE, in list order.
+    ranges: Vec<(usize, usize)>,
+    /// (position in `out` it goes before, DEFINE_ACC node), in placement order.
+    hoisted: Vec<(usize, usize)>,
+    /// Nodes placed (in `out` or `hoisted`).
+    nodes: usize,
+}
+
+impl Placed {
+    fn new(cap: usize) -> Placed {
+        Placed {
+            out: Vec::with_capacity(cap),
+            ranges: vec![],
+            hoisted: vec![],
+            nodes: 0,
+        }
+    }
+
+    fn place(&mut self, g: &Graph<'_>, x: usize) -> Result<()> {
+        let u = g.nodes[x];
+        self.nodes += 1;
+        if u.op() == UOps::DEFINE_ACC && u.src().len() > 1 {
+            let first = self
+                .ranges
+                .iter()
+                .find(|&&(_, r)| u.src().iter().any(|s| s == g.nodes[r]));
+            match first {
+                Some(&(pos, _)) => self.hoisted.push((pos, x)),
+                None => bail!(
+                    Codegen,
+                    "linearize: DEFINE_ACC {:?} has extra sources but none is a placed RANGE",
+                    u.arg()
+                ),
+            }
+        } else {
+            if u.op() == UOps::RANGE {
+                self.ranges.push((self.out.len(), x));
+            }
+            self.out.push(Item::Node(x));
+        }
+        Ok(())
+    }
+
+    /// The list with the accumulators merged in.
+    fn finish(mut self, g: &Graph<'_>) -> Vec<UOp> {
+        // stable: accumulators before the same RANGE keep their placement order
+        self.hoisted.sort_by_key(|h| h.0);
+        let mut hoisted = self.hoisted.into_iter().peekable();
+        let mut uops = Vec::with_capacity(self.out.len() + self.nodes);
+        for (pos, it) in self.out.into_iter().enumerate() {
+            while let Some((_, x)) = hoisted.next_if(|h| h.0 == pos) {
+                uops.push(g.nodes[x].clone());
+            }
+            uops.push(match it {
+                Item::Node(i) => g.nodes[i].clone(),
+                Item::End(u) => u,
+            });
+        }
+        uops
+    }
+}
+
+fn toposort(g: &Graph<'_>) -> Result<Vec<UOp>> {
     let mut scopes = scopes(g);
     let mut in_degree = g.in_degree.clone();
     let mut heap = PyHeap {
@@ -399,7 +471,7 @@ fn toposort(g: &Graph) -> Result<Vec<UOp>> {
             heap.push((priority(&scopes, u), u));
         }
     }
-    let mut out: Vec<Item> = Vec::with_capacity(g.nodes.len() + scopes.len());
+    let mut placed = Placed::new(g.nodes.len() + scopes.len());
     let mut deferred: Vec<(usize, usize)> = vec![];
     let mut forced = vec![false; g.nodes.len()];
     loop {
@@ -421,23 +493,7 @@ fn toposort(g: &Graph) -> Result<Vec<UOp>> {
                 continue;
             }
         }
-        let u = &g.nodes[x];
-        if u.op() == UOps::DEFINE_ACC && u.src().len() > 1 {
-            let pos = out.iter().position(|it| match it {
-                Item::Node(i) => g.nodes[*i].op() == UOps::RANGE && u.src().contains(&g.nodes[*i]),
-                Item::End(_) => false,
-            });
-            match pos {
-                Some(p) => out.insert(p, Item::Node(x)),
-                None => bail!(
-                    Codegen,
-                    "linearize: DEFINE_ACC {:?} has extra sources but none is a placed RANGE",
-                    u.arg()
-                ),
-            }
-        } else {
-            out.push(Item::Node(x));
-        }
+        placed.place(g, x)?;
         let mut released = vec![];
         for (si, s) in scopes.iter_mut().enumerate() {
             if s.member[x] {
@@ -448,7 +504,7 @@ fn toposort(g: &Graph) -> Result<Vec<UOp>> {
                     released.extend(deferred.iter().filter(|(ds, _)| *ds == si).map(|d| d.1));
                     deferred.retain(|(ds, _)| *ds != si);
                     let owner = &g.nodes[s.node];
-                    out.push(Item::End(if owner.op() == UOps::RANGE {
+                    placed.out.push(Item::End(if owner.op() == UOps::RANGE {
                         UOp::endrange(owner)
                     } else {
                         UOp::endif(owner)
@@ -466,20 +522,14 @@ fn toposort(g: &Graph) -> Result<Vec<UOp>> {
             }
         }
     }
-    let placed = out.iter().filter(|it| matches!(it, Item::Node(_))).count();
+    let count = placed.nodes;
     ensure!(
-        placed == g.nodes.len(),
+        count == g.nodes.len(),
         Internal,
-        "linearize: the toposort placed {placed} of {} nodes (a cycle?)",
+        "linearize: the toposort placed {count} of {} nodes (a cycle?)",
         g.nodes.len()
     );
-    let mut uops: Vec<UOp> = out
-        .into_iter()
-        .map(|it| match it {
-            Item::Node(i) => g.nodes[i].clone(),
-            Item::End(u) => u,
-        })
-        .collect();
+    let mut uops = placed.finish(g);
     match uops.pop() {
         Some(last) if last.op() == UOps::SINK => Ok(uops),
         other => bail!(
@@ -572,16 +622,15 @@ pub fn uop_cmp(a: &UOp, b: &UOp) -> Ordering {
         if a.ptr_eq(b) {
             return Ordering::Equal;
         }
-        let argo = if a.op() == UOps::ALU && b.op() == UOps::ALU {
-            Ordering::Equal
-        } else {
-            arg_cmp(a.arg(), b.arg())
-        };
-        let o = a
-            .op()
-            .cmp(&b.op())
-            .then(argo)
-            .then(a.dtype().cmp(&b.dtype()));
+        // the arg only breaks a tie of ops (and not for ALU)
+        let o = a.op().cmp(&b.op()).then_with(|| {
+            let argo = if a.op() == UOps::ALU {
+                Ordering::Equal
+            } else {
+                arg_cmp(a.arg(), b.arg())
+            };
+            argo.then(a.dtype().cmp(&b.dtype()))
+        });
         if o != Ordering::Equal {
             return o;
         }

@@ -95,6 +95,66 @@ fn reduce_order_hoists_the_accumulator() {
     assert_eq!(uops[3], UOp::cnst(dtypes::float32, 0.0));
 }
 
+/// Three accumulators: two of the outer reduce loop (numbered 1 and 0) and one of the inner one,
+/// each summing a load; the stores write their totals.
+fn three_accumulators() -> Vec<UOp> {
+    let d0 = UOp::define_global(dtypes::float32, 0, true);
+    let d1 = UOp::define_global(dtypes::float32, 1, false);
+    let outer = UOp::range_const(0, 4, 1, 0, true);
+    let inner = UOp::range_const(0, 8, 2, 1, true);
+    let acc = |loops: &[UOp], idx: usize| UOp::define_acc(dtypes::float32, 0.0, loops, 0, idx);
+    let (a1, a0) = (
+        acc(std::slice::from_ref(&outer), 1),
+        acc(std::slice::from_ref(&outer), 0),
+    );
+    let a2 = acc(&[outer.clone(), inner.clone()], 2);
+    let x = UOp::load(&d1, &outer.mul(8).add(&inner), dtypes::float32);
+    let y = UOp::load(&d1, &outer, dtypes::float32);
+    let p2 = UOp::phi(&a2, &x.add(&a2));
+    let p1 = UOp::phi(&a1, &y.add(&a1));
+    let p0 = UOp::phi(&a0, &p2.add(&a0));
+    vec![
+        UOp::store(&d0, &cint(0), &p0),
+        UOp::store(&d0, &cint(1), &p1),
+    ]
+}
+
+#[test]
+fn accumulators_go_before_their_first_placed_loop_in_placement_order() {
+    let uops = linearize(&three_accumulators(), None, false).unwrap();
+    let pos = |u: &UOp| uops.iter().position(|x| x.ptr_eq(u)).unwrap();
+    let accs: Vec<usize> = (0..uops.len())
+        .filter(|&i| uops[i].op() == UOps::DEFINE_ACC)
+        .collect();
+    assert_eq!(accs.len(), 3);
+    let ranges: Vec<usize> = (0..uops.len())
+        .filter(|&i| uops[i].op() == UOps::RANGE)
+        .collect();
+    assert_eq!(ranges.len(), 2);
+    for &a in &accs {
+        // right before a RANGE it reads, with only accumulators between
+        let next = (a..uops.len())
+            .find(|&i| uops[i].op() != UOps::DEFINE_ACC)
+            .unwrap();
+        assert_eq!(uops[next].op(), UOps::RANGE, "{:?}", ops(&uops));
+        assert!(uops[a].src().iter().any(|s| pos(s) == next));
+        // and that is the first placed one among its loops
+        let first = uops[a].src()[1..].iter().map(pos).min().unwrap();
+        assert_eq!(first, next);
+    }
+    // all three hoist before the outer loop (the first placed of each), in the order they were
+    // placed (the toposort's tie-break: accumulator number)
+    let idx: Vec<usize> = accs
+        .iter()
+        .map(|&a| match uops[a].arg() {
+            UArg::Acc { idx, .. } => *idx,
+            _ => unreachable!(),
+        })
+        .collect();
+    assert_eq!(idx, vec![0, 1, 2]);
+    assert_eq!(accs, vec![ranges[0] - 3, ranges[0] - 2, ranges[0] - 1]);
+}
+
 #[test]
 fn if_scope_ends_after_its_store() {
     let d0 = UOp::define_global(dtypes::float32, 0, true);

@@ -32,6 +32,7 @@ use crate::{bail, ensure, Error, Result};
 mod arith;
 mod compare;
 mod divmod;
+mod subst;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -39,6 +40,7 @@ mod tests_more;
 
 pub use compare::{create_ge_node, create_lt_node};
 pub(crate) use compare::{py_ge, py_gt, py_le, py_lt, py_max2, py_min2};
+pub use subst::SubstMemo;
 
 /// tinygrad's `sint`: an integer or a symbolic node, as found in shapes, strides and offsets.
 pub type Sint = Node;

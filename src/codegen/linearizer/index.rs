@@ -10,7 +10,7 @@ use std::collections::HashMap;
 
 use crate::codegen::uops::UOp;
 use crate::dtype::dtypes;
-use crate::shape::symbolic::{py_le, py_mod};
+use crate::shape::symbolic::{py_le, py_mod, SubstMemo};
 use crate::shape::{sint_prod, Node, NodeKind, Sint};
 use crate::{bail, Error, Result};
 
@@ -295,22 +295,28 @@ impl Expansion {
         }
     }
 
-    /// `node` with the variables of `map` replaced.
-    pub(crate) fn apply(node: &Node, map: &HashMap<Node, Node>) -> Result<Node> {
+    /// `node` with the variables of `map` replaced (the parts without them reused through
+    /// `memo` from earlier values of the same variables).
+    pub(crate) fn apply(
+        node: &Node,
+        map: &HashMap<Node, Node>,
+        memo: &mut SubstMemo,
+    ) -> Result<Node> {
         if map.is_empty() {
             Ok(node.clone())
         } else {
-            node.substitute(map)
+            node.substitute_memo(map, memo)
         }
     }
 
     /// `node` substituted once per group, handed out per combination.
     pub(crate) fn expand(&self, node: &Node, idxs: &[Node]) -> Result<Vec<Node>> {
         let mut map = HashMap::new();
+        let mut memo = SubstMemo::default();
         let mut distinct = Vec::with_capacity(self.firsts.len());
         for &j in &self.firsts {
             self.values_at(idxs, j, &mut map);
-            distinct.push(Expansion::apply(node, &map)?);
+            distinct.push(Expansion::apply(node, &map, &mut memo)?);
         }
         Ok(self.group.iter().map(|&g| distinct[g].clone()).collect())
     }

@@ -19,6 +19,7 @@ use crate::codegen::kernel::KernelBuf;
 use crate::codegen::uops::UOp;
 use crate::dtype::{dtypes, ConstValue, DType};
 use crate::ops::{ConstArg, LazyOp};
+use crate::shape::symbolic::SubstMemo;
 use crate::shape::Node;
 use crate::{bail, Error, Result};
 
@@ -138,10 +139,11 @@ impl Lin {
         let mut acc_count = 0usize;
         let mut accesses = Vec::with_capacity(ex.firsts.len());
         let mut vals = std::collections::HashMap::new();
+        let mut memo = SubstMemo::default();
         for &j in &ex.firsts {
             ex.values_at(&expand_vars, j, &mut vals);
-            let idx = Expansion::apply(&g_idx, &vals)?;
-            let valid = Expansion::apply(&g_valid, &vals)?;
+            let idx = Expansion::apply(&g_idx, &vals, &mut memo)?;
+            let valid = Expansion::apply(&g_valid, &vals, &mut memo)?;
             accesses.push(self.load_cached(&ctx, idx, valid, &mut acc_count)?);
         }
         let mut ret = Vec::with_capacity(ex.group.len());
