@@ -15,35 +15,9 @@ use rawgrad::dtype::{dtypes, ConstValue, DType, Scalar};
 use rawgrad::ffi::llvm::{find_libraries, Llvm, MIN_LLVM_MAJOR};
 use rawgrad::helpers::Context;
 use rawgrad::interp::InterpProgram;
-use rawgrad::ops::{const_from_bits, const_to_bits, BinaryOps, Op, TernaryOps, UnaryOps};
+use rawgrad::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
 use rawgrad::renderer::Renderer;
 use rawgrad::runtime::cpu::llvm::LLVMCompiler;
-
-fn bytes_of(vals: &[f64], s: Scalar) -> Vec<u8> {
-    let mut out = vec![];
-    for &v in vals {
-        let c = if s.is_float() {
-            ConstValue::Float(v)
-        } else {
-            ConstValue::Int(v as i128)
-        };
-        out.extend_from_slice(
-            &const_to_bits(c.truncate(DType::new(s)), s).to_le_bytes()[..s.itemsize()],
-        );
-    }
-    out
-}
-
-fn values(bytes: &[u8], s: Scalar) -> Vec<ConstValue> {
-    bytes
-        .chunks(s.itemsize())
-        .map(|c| {
-            let mut raw = [0u8; 8];
-            raw[..c.len()].copy_from_slice(c);
-            const_from_bits(u64::from_le_bytes(raw), s)
-        })
-        .collect()
-}
 
 /// Equal within `rtol`; with `rtol == 0`, the same bits (so -0.0 differs from 0.0) or both NaN.
 fn close(a: ConstValue, b: ConstValue, rtol: f64) -> bool {

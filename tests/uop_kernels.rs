@@ -10,35 +10,9 @@ use rawgrad::codegen::uopgraph::linearize;
 use rawgrad::codegen::uops::UOp;
 use rawgrad::dtype::{dtypes, ConstValue, DType, Scalar};
 use rawgrad::interp::InterpProgram;
-use rawgrad::ops::{const_from_bits, const_to_bits, BinaryOps, Op, TernaryOps, UnaryOps};
+use rawgrad::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
 use rawgrad::renderer::cstyle::ClangRenderer;
 use rawgrad::renderer::Renderer;
-
-fn bytes_of(vals: &[f64], s: Scalar) -> Vec<u8> {
-    let mut out = vec![];
-    for &v in vals {
-        let c = if s.is_float() {
-            ConstValue::Float(v)
-        } else {
-            ConstValue::Int(v as i128)
-        };
-        out.extend_from_slice(
-            &const_to_bits(c.truncate(DType::new(s)), s).to_le_bytes()[..s.itemsize()],
-        );
-    }
-    out
-}
-
-fn values(bytes: &[u8], s: Scalar) -> Vec<ConstValue> {
-    bytes
-        .chunks(s.itemsize())
-        .map(|c| {
-            let mut raw = [0u8; 8];
-            raw[..c.len()].copy_from_slice(c);
-            const_from_bits(u64::from_le_bytes(raw), s)
-        })
-        .collect()
-}
 
 type Buffers = Vec<Vec<u8>>;
 /// (op, input dtypes, output dtype, input columns)

@@ -7,34 +7,20 @@
 
 mod common;
 
+use common::bytes_of;
 use common::cc::{compile, compiler};
 use rawgrad::codegen::renderer::VectorAlu;
 use rawgrad::codegen::uopgraph::{linearize, linearize_for};
 use rawgrad::codegen::uops::{UOp, UOps};
 use rawgrad::device::{Allocator, BufferOptions, Compiler, HostAllocator, Runtime};
-use rawgrad::dtype::{dtypes, ConstValue, DType, Scalar};
+use rawgrad::dtype::{dtypes, DType, Scalar};
 use rawgrad::ffi::llvm::{find_libraries, Llvm, MIN_LLVM_MAJOR};
 use rawgrad::helpers::Context;
 use rawgrad::interp::InterpProgram;
-use rawgrad::ops::{const_from_bits, const_to_bits, BinaryOps, TernaryOps, UnaryOps};
+use rawgrad::ops::{const_from_bits, BinaryOps, TernaryOps, UnaryOps};
 use rawgrad::renderer::cstyle::ClangRenderer;
 use rawgrad::renderer::Renderer;
 use rawgrad::runtime::cpu::llvm::LLVMCompiler;
-
-fn bytes_of(vals: &[f64], s: Scalar) -> Vec<u8> {
-    let mut out = vec![];
-    for &v in vals {
-        let c = if s.is_float() {
-            ConstValue::Float(v)
-        } else {
-            ConstValue::Int(v as i128)
-        };
-        out.extend_from_slice(
-            &const_to_bits(c.truncate(DType::new(s)), s).to_le_bytes()[..s.itemsize()],
-        );
-    }
-    out
-}
 
 /// The same bits, or both NaN (the sign and payload of a NaN are the hardware's, as in every
 /// device test against the interpreter); a differing element is reported.

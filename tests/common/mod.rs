@@ -5,7 +5,8 @@
 pub mod cc;
 
 use rawgrad::codegen::uops::UOp;
-use rawgrad::dtype::{dtypes, DType};
+use rawgrad::dtype::{dtypes, ConstValue, DType, Scalar};
+use rawgrad::ops::{const_from_bits, const_to_bits};
 
 pub fn cint(v: i64) -> UOp {
     UOp::cnst(dtypes::int32, v)
@@ -62,4 +63,32 @@ pub fn symbolic(dt: DType) -> Vec<UOp> {
     let r = UOp::range(cint(0), n, 1, 0, false);
     let v = UOp::load(&d1, &r, dt).mul(m.cast(dt));
     vec![UOp::store(&d0, &r, &v)]
+}
+
+/// The little-endian bytes of `vals` as scalars of `s` (truncated as a CONST of `s` is).
+pub fn bytes_of(vals: &[f64], s: Scalar) -> Vec<u8> {
+    let mut out = vec![];
+    for &v in vals {
+        let c = if s.is_float() {
+            ConstValue::Float(v)
+        } else {
+            ConstValue::Int(v as i128)
+        };
+        out.extend_from_slice(
+            &const_to_bits(c.truncate(DType::new(s)), s).to_le_bytes()[..s.itemsize()],
+        );
+    }
+    out
+}
+
+/// The scalars of `s` in little-endian `bytes`.
+pub fn values(bytes: &[u8], s: Scalar) -> Vec<ConstValue> {
+    bytes
+        .chunks(s.itemsize())
+        .map(|c| {
+            let mut raw = [0u8; 8];
+            raw[..c.len()].copy_from_slice(c);
+            const_from_bits(u64::from_le_bytes(raw), s)
+        })
+        .collect()
 }

@@ -117,9 +117,24 @@ fn hcq_graph_runs_are_one_submission_with_patched_kernargs_and_dims() {
 /// rings. Back-to-back runs alternate between the two bound copies, each carrying the run's new
 /// signal values (a stale timeline value would leave `synchronize` waiting), and a run with new
 /// variables patches both.
+/// The graph calls of a chain of `E_axpb` launches over `bufs` (`bufs[i + 1] = bufs[i] * n + m`).
+fn axpb_chain(bufs: &[RawBuf], m: i64, n: i64) -> Vec<crate::device::GraphCall> {
+    use crate::device::{GraphCall, Launch};
+    bufs.windows(2)
+        .map(|w| GraphCall::Kernel {
+            launch: Launch {
+                raws: vec![w[1].clone(), w[0].clone()],
+                vals: vec![m, n],
+                global: Some([2, 1, 1]),
+                local: Some([16, 1, 1]),
+            },
+            writes: vec![0],
+        })
+        .collect()
+}
+
 #[test]
 fn hcq_graph_runs_point_one_gp_entry_at_the_bound_pushbuffer() {
-    use crate::device::{GraphCall, Launch};
     let (dev, _emu) = one_gpu();
     let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
     let (b, a) = (dev.backend(), HcqAllocator::new(dev.clone()));
@@ -131,19 +146,7 @@ fn hcq_graph_runs_point_one_gp_entry_at_the_bound_pushbuffer() {
         let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
         a.copyin(&bufs[0], &xb).unwrap();
         dev.synchronize().unwrap();
-        let calls = |m: i64, n: i64| -> Vec<GraphCall> {
-            (0..k)
-                .map(|i| GraphCall::Kernel {
-                    launch: Launch {
-                        raws: vec![bufs[i + 1].clone(), bufs[i].clone()],
-                        vals: vec![m, n],
-                        global: Some([2, 1, 1]),
-                        local: Some([16, 1, 1]),
-                    },
-                    writes: vec![0],
-                })
-                .collect()
-        };
+        let calls = |m: i64, n: i64| axpb_chain(&bufs, m, n);
         let prgs: Vec<&dyn Program> = vec![&*prg; k];
         let g = crate::hcq::graph::build::<super::super::NvBackend>(&prgs, &calls(1, 2))
             .unwrap()
@@ -176,7 +179,6 @@ fn hcq_graph_runs_point_one_gp_entry_at_the_bound_pushbuffer() {
 /// three runs: every result is the host's.
 #[test]
 fn hcq_graph_many_replays_with_changing_variables_stay_exact() {
-    use crate::device::{GraphCall, Launch};
     let (dev, _emu) = one_gpu();
     let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
     let a = HcqAllocator::new(dev.clone());
@@ -188,19 +190,7 @@ fn hcq_graph_many_replays_with_changing_variables_stay_exact() {
     let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
     a.copyin(&bufs[0], &xb).unwrap();
     dev.synchronize().unwrap();
-    let calls = |m: i64, n: i64| -> Vec<GraphCall> {
-        (0..k)
-            .map(|i| GraphCall::Kernel {
-                launch: Launch {
-                    raws: vec![bufs[i + 1].clone(), bufs[i].clone()],
-                    vals: vec![m, n],
-                    global: Some([2, 1, 1]),
-                    local: Some([16, 1, 1]),
-                },
-                writes: vec![0],
-            })
-            .collect()
-    };
+    let calls = |m: i64, n: i64| axpb_chain(&bufs, m, n);
     let prgs: Vec<&dyn Program> = vec![&*prg; k];
     let g = crate::hcq::graph::build::<super::super::NvBackend>(&prgs, &calls(1, 1))
         .unwrap()
