@@ -10,10 +10,9 @@ use std::sync::Arc;
 use common::*;
 use rawgrad::codegen::uopgraph::linearize;
 use rawgrad::codegen::uops::UOp;
-use rawgrad::device::{Allocator, BufferOptions, Compiler, HostAllocator, Runtime};
+use rawgrad::device::{BufferOptions, Compiler, Runtime};
 use rawgrad::dtype::{dtypes, ConstValue, DType, Scalar};
 use rawgrad::ffi::llvm::{find_libraries, Llvm, MIN_LLVM_MAJOR};
-use rawgrad::helpers::Context;
 use rawgrad::interp::InterpProgram;
 use rawgrad::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
 use rawgrad::renderer::Renderer;
@@ -59,26 +58,7 @@ fn run_llvm(
     ncores: i64,
 ) -> Buffers {
     let prg = c.runtime().load(name, lib).unwrap();
-    let h = HostAllocator;
-    let o = BufferOptions::default();
-    let raw: Vec<_> = bufs
-        .iter()
-        .map(|b| {
-            let r = h.alloc(b.len().max(1), &o).unwrap();
-            h.copyin(&r, b).unwrap();
-            r
-        })
-        .collect();
-    let _g = Context::new(&[("CLANG_THREADS", ncores)]);
-    prg.call(&raw, vals, None, None, true).unwrap();
-    raw.iter()
-        .zip(bufs)
-        .map(|(r, b)| {
-            let mut out = vec![0u8; b.len()];
-            h.copyout(&mut out, r).unwrap();
-            out
-        })
-        .collect()
+    common::run_on_host(&*prg, bufs, vals, ncores)
 }
 
 /// The interpreter's outputs and, per installed LLVM, the LLVM device's (1 and 3 cores agree).

@@ -12,10 +12,9 @@ use common::cc::{compile, compiler};
 use rawgrad::codegen::renderer::VectorAlu;
 use rawgrad::codegen::uopgraph::{linearize, linearize_for};
 use rawgrad::codegen::uops::{UOp, UOps};
-use rawgrad::device::{Allocator, BufferOptions, Compiler, HostAllocator, Runtime};
+use rawgrad::device::{Compiler, Runtime};
 use rawgrad::dtype::{dtypes, DType, Scalar};
 use rawgrad::ffi::llvm::{find_libraries, Llvm, MIN_LLVM_MAJOR};
-use rawgrad::helpers::Context;
 use rawgrad::interp::InterpProgram;
 use rawgrad::ops::{const_from_bits, BinaryOps, TernaryOps, UnaryOps};
 use rawgrad::renderer::cstyle::ClangRenderer;
@@ -81,20 +80,7 @@ fn compilers() -> Vec<LLVMCompiler> {
 
 fn run_llvm(c: &LLVMCompiler, name: &str, lib: &[u8], bufs: &[Vec<u8>]) -> Vec<u8> {
     let prg = c.runtime().load(name, lib).unwrap();
-    let (h, o) = (HostAllocator, BufferOptions::default());
-    let raw: Vec<_> = bufs
-        .iter()
-        .map(|b| {
-            let r = h.alloc(b.len().max(1), &o).unwrap();
-            h.copyin(&r, b).unwrap();
-            r
-        })
-        .collect();
-    let _g = Context::new(&[("CLANG_THREADS", 1)]);
-    prg.call(&raw, &[], None, None, true).unwrap();
-    let mut out = vec![0u8; bufs[0].len()];
-    h.copyout(&mut out, &raw[0]).unwrap();
-    out
+    common::run_on_host(&*prg, bufs, &[], 1).swap_remove(0)
 }
 
 fn vector_alus(uops: &[UOp]) -> usize {

@@ -92,3 +92,33 @@ pub fn values(bytes: &[u8], s: Scalar) -> Vec<ConstValue> {
         })
         .collect()
 }
+
+/// Run `prg` on host buffers holding `bufs` (with `vals`, on `threads` CPU threads) and return
+/// every buffer's bytes afterwards.
+pub fn run_on_host(
+    prg: &dyn rawgrad::device::Program,
+    bufs: &[Vec<u8>],
+    vals: &[i64],
+    threads: i64,
+) -> Vec<Vec<u8>> {
+    use rawgrad::device::{Allocator, BufferOptions, HostAllocator};
+    let (h, o) = (HostAllocator, BufferOptions::default());
+    let raw: Vec<_> = bufs
+        .iter()
+        .map(|b| {
+            let r = h.alloc(b.len().max(1), &o).unwrap();
+            h.copyin(&r, b).unwrap();
+            r
+        })
+        .collect();
+    let _g = rawgrad::helpers::Context::new(&[("CLANG_THREADS", threads)]);
+    prg.call(&raw, vals, None, None, true).unwrap();
+    raw.iter()
+        .zip(bufs)
+        .map(|(r, b)| {
+            let mut out = vec![0u8; b.len()];
+            h.copyout(&mut out, r).unwrap();
+            out
+        })
+        .collect()
+}

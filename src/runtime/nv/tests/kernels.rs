@@ -117,6 +117,22 @@ fn hcq_graph_runs_are_one_submission_with_patched_kernargs_and_dims() {
 /// rings. Back-to-back runs alternate between the two bound copies, each carrying the run's new
 /// signal values (a stale timeline value would leave `synchronize` waiting), and a run with new
 /// variables patches both.
+/// `k + 1` buffers of 32 int32 for an `E_axpb` chain, the first holding `x` (synchronized).
+fn chain_buffers(
+    dev: &NvDevice,
+    a: &HcqAllocator<super::super::NvBackend>,
+    x: &[i32],
+    k: usize,
+) -> Vec<RawBuf> {
+    let bufs: Vec<RawBuf> = (0..=k)
+        .map(|_| a.alloc(128, &BufferOptions::default()).unwrap())
+        .collect();
+    let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    a.copyin(&bufs[0], &xb).unwrap();
+    dev.synchronize().unwrap();
+    bufs
+}
+
 /// The graph calls of a chain of `E_axpb` launches over `bufs` (`bufs[i + 1] = bufs[i] * n + m`).
 fn axpb_chain(bufs: &[RawBuf], m: i64, n: i64) -> Vec<crate::device::GraphCall> {
     use crate::device::{GraphCall, Launch};
@@ -140,12 +156,7 @@ fn hcq_graph_runs_point_one_gp_entry_at_the_bound_pushbuffer() {
     let (b, a) = (dev.backend(), HcqAllocator::new(dev.clone()));
     let x: Vec<i32> = (0..32).map(|i| i - 10).collect();
     for k in [3usize, 7] {
-        let bufs: Vec<RawBuf> = (0..=k)
-            .map(|_| a.alloc(128, &BufferOptions::default()).unwrap())
-            .collect();
-        let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-        a.copyin(&bufs[0], &xb).unwrap();
-        dev.synchronize().unwrap();
+        let bufs = chain_buffers(&dev, &a, &x, k);
         let calls = |m: i64, n: i64| axpb_chain(&bufs, m, n);
         let prgs: Vec<&dyn Program> = vec![&*prg; k];
         let g = crate::hcq::graph::build::<super::super::NvBackend>(&prgs, &calls(1, 2))
@@ -184,12 +195,7 @@ fn hcq_graph_many_replays_with_changing_variables_stay_exact() {
     let a = HcqAllocator::new(dev.clone());
     let k = 4;
     let x: Vec<i32> = (0..32).map(|i| 7 - i).collect();
-    let bufs: Vec<RawBuf> = (0..=k)
-        .map(|_| a.alloc(128, &BufferOptions::default()).unwrap())
-        .collect();
-    let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-    a.copyin(&bufs[0], &xb).unwrap();
-    dev.synchronize().unwrap();
+    let bufs = chain_buffers(&dev, &a, &x, k);
     let calls = |m: i64, n: i64| axpb_chain(&bufs, m, n);
     let prgs: Vec<&dyn Program> = vec![&*prg; k];
     let g = crate::hcq::graph::build::<super::super::NvBackend>(&prgs, &calls(1, 1))
