@@ -18,6 +18,7 @@
 //!   the 32-bit wrap, `synchronize`, the program call, in-flight keep-alive, kernarg ring, fault
 //!   reports and recovery; [`graph`]: `HcqGraph`, the JIT's prebuilt queues per batch (over one or
 //!   more devices, transfers included);
+//!   [`bound`]: the two GPU-visible images of a bound queue (dirty-dword log, alternation);
 //!   [`allocator`]: [`HcqAllocator`] (staging copies, transfer, views,
 //!   deferred frees); [`profile`]: `PROFILE=1` GPU timestamps converted to host time;
 //!   [`trace`]: the standalone Chrome/Perfetto trace writer.
@@ -33,6 +34,7 @@
 #![forbid(unsafe_code)]
 
 pub mod allocator;
+pub mod bound;
 pub mod device;
 pub mod graph;
 mod inflight;

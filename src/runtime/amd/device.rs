@@ -164,9 +164,21 @@ impl AmdBackend {
         lock(&self.compute).submit_pm4(b)
     }
 
+    /// Put one INDIRECT_BUFFER to `dwords` dwords of PM4 at `va` (a bound queue's image) on the
+    /// compute ring.
+    pub fn submit_compute_ib(&self, va: u64, dwords: usize) -> Result<()> {
+        lock(&self.compute).submit_ib(va, dwords)
+    }
+
     /// Write SDMA packets to the SDMA ring.
     pub fn submit_copy(&self, b: &SdmaBuf) -> Result<()> {
         lock(&self.sdma).submit_sdma(b)
+    }
+
+    /// Memory the CP reads commands from, CPU-written: GTT, uncached and coherent, the kind of
+    /// the compute ring itself (a bound queue's images, [`super::bound`]).
+    pub fn alloc_command_memory(&self, size: usize) -> Result<AmdBuffer> {
+        alloc_memory(&self.core, self.gpu_id(), size, MemKind::GttUncached, true)
     }
 
     /// Host-visible memory for code (falls back to GTT without a large BAR).

@@ -6,6 +6,7 @@
 //! - The device: [`process`] (the KFD process: `/dev/kfd`, render nodes, shared signal and event
 //!   pages), [`device`] ([`AmdBackend`], the [`crate::hcq::HcqBackend`]), [`memory`] (VRAM, GTT,
 //!   USERPTR at GPU VA == CPU VA), [`queue`] (hardware rings and the PM4 compute queue),
+//!   [`bound`] (a graph's compute queue bound: replayed through an INDIRECT_BUFFER),
 //!   [`copy`] (the SDMA copy queue), [`signal`] (16-byte signal slots, KFD events),
 //!   [`program`] (code-object loader over [`crate::hw::amd::elf`]).
 //! - Opening: [`open_amd`] opens `AMD:n` as a [`Compiled`] (HCQ allocator behind the LRU cache,
@@ -18,6 +19,7 @@
 //! use, with the first caller's driver, never closed); tests open their own through
 //! [`AmdProcess::new`].
 
+pub mod bound;
 pub mod compiler;
 pub mod copy;
 pub mod device;

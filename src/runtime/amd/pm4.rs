@@ -94,6 +94,31 @@ impl Pm4Buf {
         patch_dwords(&mut self.dwords, patch, value)
     }
 
+    /// [`Pm4Buf::patch`], appending to `log` the position of every dword whose value changed
+    /// (what a bound copy of the buffer must rewrite: [`crate::runtime::amd::bound::BoundPm4`]).
+    pub fn patch_logged<P: PatchPoint>(
+        &mut self,
+        patch: &P,
+        value: P::Value,
+        log: &mut Vec<u32>,
+    ) -> Result<()> {
+        ensure!(
+            patch.max_pos() < self.dwords.len() && u32::try_from(patch.max_pos()).is_ok(),
+            InvalidArgument,
+            "patch: position {} is outside the {}-dword buffer",
+            patch.max_pos(),
+            self.dwords.len()
+        );
+        let d = &mut self.dwords;
+        patch.encode(value, &mut |pos, dw| {
+            if d[pos] != dw {
+                d[pos] = dw;
+                // fits: checked against max_pos above
+                log.push(pos as u32);
+            }
+        })
+    }
+
     /// Runs `f`; if it fails, drops whatever it appended, so a refused command leaves no
     /// partial packets behind.
     pub(crate) fn all_or_nothing<T>(
@@ -303,16 +328,8 @@ impl Pm4Buf {
 
     /// INDIRECT_BUFFER: execute `size_dwords` dwords of PM4 at `va` (4-byte aligned).
     pub fn indirect_buffer(&mut self, va: u64, size_dwords: usize) -> Result<()> {
-        let [lo, hi] = addr_dwords("INDIRECT_BUFFER", va, 4)?;
-        ensure!(
-            (1..=INDIRECT_BUFFER_SIZE_MASK as usize).contains(&size_dwords),
-            InvalidArgument,
-            "INDIRECT_BUFFER: size {size_dwords} dwords is outside 1..={INDIRECT_BUFFER_SIZE_MASK}"
-        );
-        self.push_packet(
-            Pm4Opcode::INDIRECT_BUFFER,
-            &[lo, hi, size_dwords as u32 | INDIRECT_BUFFER_VALID],
-        )?;
+        let p = indirect_buffer_packet(va, size_dwords)?;
+        self.dwords.extend_from_slice(&p);
         Ok(())
     }
 
@@ -327,6 +344,24 @@ impl Pm4Buf {
     ) -> Result<u64> {
         copy_dwords_to_ring(&self.dwords, ring_dwords, wptr, sink)
     }
+}
+
+/// The 4 dwords of an INDIRECT_BUFFER executing `size_dwords` dwords of PM4 at `va`: address
+/// 4-byte aligned below 2^48, IB_SIZE (bits 19:0) 1..=0xFFFFF, VALID (bit 23) set, CHAIN and
+/// the cache policy bits clear (`nvd.h` PACKET3_INDIRECT_BUFFER, INDIRECT_BUFFER_VALID).
+pub fn indirect_buffer_packet(va: u64, size_dwords: usize) -> Result<[u32; 4]> {
+    let [lo, hi] = addr_dwords("INDIRECT_BUFFER", va, 4)?;
+    ensure!(
+        (1..=INDIRECT_BUFFER_SIZE_MASK as usize).contains(&size_dwords),
+        InvalidArgument,
+        "INDIRECT_BUFFER: size {size_dwords} dwords is outside 1..={INDIRECT_BUFFER_SIZE_MASK}"
+    );
+    Ok([
+        pkt3_header(Pm4Opcode::INDIRECT_BUFFER, 3)?,
+        lo,
+        hi,
+        size_dwords as u32 | INDIRECT_BUFFER_VALID,
+    ])
 }
 
 /// Writes `dwords` into a ring of `ring_dwords` entries at monotonic position `wptr`, wrapping.

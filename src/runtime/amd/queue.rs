@@ -1,6 +1,8 @@
 //! The PM4 compute queue: [`HwRing`] (one KFD hardware queue: ring, rptr/wptr page, EOP and CWSR
 //! buffers sized exactly as Linux >= 6.12 demands, the doorbell) and [`AmdComputeQueue`] (the
-//! HCQ compute command list: `hcq`'s shared verbs over the PM4 encoder, [`Pm4Buf`]). The
+//! HCQ compute command list: `hcq`'s shared verbs over the PM4 encoder, [`AmdComputeEncoder`]: a
+//! [`Pm4Buf`] that a graph binds, [`super::bound`], so its submissions are one INDIRECT_BUFFER
+//! on the ring). The
 //! encoders of both AMD engines share [`AmdStream`] (signal, wait, timestamp and their patches;
 //! `copy.rs` adds SDMA's).
 //!
@@ -13,11 +15,12 @@
 //! Not guaranteed: a ring is used by one thread at a time (the backend keeps it under a lock).
 
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
+use super::bound::BoundPm4;
 use super::memory::{alloc_memory, AmdBuffer, MemKind};
-use super::process::KfdCore;
+use super::process::{lock, KfdCore};
 use super::program::AmdProgram;
 use super::signal::AmdSignal;
 use super::AmdBackend;
@@ -25,16 +28,18 @@ use crate::driver::kfd::ops;
 use crate::driver::kfd::topology::QueueBufferSizes;
 use crate::driver::kfd::KFD_DOORBELL_PROCESS_SLICE;
 use crate::hcq::device::device_wait_timeout;
-use crate::hcq::{ComputeEncoder, HcqBuffer, HcqEncoder, HcqLaunch, HcqQueue, HcqSignal};
+use crate::hcq::{
+    ComputeEncoder, HcqBuffer, HcqEncoder, HcqLaunch, HcqQueue, HcqSignal, KeepAlive,
+};
 use crate::hw::amd::targets::GfxTarget;
 use crate::runtime::amd::pm4::patch::{check_global, check_local};
 use crate::runtime::amd::pm4::{
-    ExecPatch, MailboxPatch, PatchPoint, Pm4Buf, SignalEvent, SignalPatch, TimestampAddrPatch,
-    WaitPatch,
+    copy_dwords_to_ring, indirect_buffer_packet, ExecPatch, MailboxPatch, PatchPoint, Pm4Buf,
+    SignalEvent, SignalPatch, TimestampAddrPatch, WaitPatch,
 };
 use crate::runtime::amd::sdma::SdmaBuf;
 use crate::sys::kfd::*;
-use crate::{bail, Error, Result};
+use crate::{bail, ensure, Error, Result};
 
 /// Which engine a ring feeds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -244,12 +249,22 @@ impl HwRing {
 
     /// Write PM4 dwords and ring the doorbell.
     pub fn submit_pm4(&mut self, b: &Pm4Buf) -> Result<()> {
-        if b.is_empty() {
+        self.submit_pm4_dwords(b.dwords())
+    }
+
+    /// Write one INDIRECT_BUFFER executing `dwords` dwords of PM4 at `va` (a bound queue's image,
+    /// [`super::bound`]) and ring the doorbell.
+    pub fn submit_ib(&mut self, va: u64, dwords: usize) -> Result<()> {
+        self.submit_pm4_dwords(&indirect_buffer_packet(va, dwords)?)
+    }
+
+    fn submit_pm4_dwords(&mut self, d: &[u32]) -> Result<()> {
+        if d.is_empty() {
             return Ok(());
         }
-        self.wait_room(b.len() as u64)?;
+        self.wait_room(d.len() as u64)?;
         let view = self.ring_view()?;
-        let w = b.copy_to_ring(self.units(), self.wptr, &mut |at, d| {
+        let w = copy_dwords_to_ring(d, self.units(), self.wptr, &mut |at, d| {
             view.write_u32s(at as usize * 4, d)
         })?;
         self.kick(w)
@@ -327,13 +342,46 @@ impl Drop for HwRing {
     }
 }
 
+/// The compute engine's encoder: a [`Pm4Buf`] and, once bound, its images in GPU memory.
+pub struct AmdComputeEncoder {
+    buf: Pm4Buf,
+    bound: Option<Mutex<BoundPm4>>,
+}
+
+impl AmdComputeEncoder {
+    /// The PM4 dwords built so far.
+    pub fn pm4(&self) -> &Pm4Buf {
+        &self.buf
+    }
+
+    /// The queue's images in GPU memory, once bound ([`HcqEncoder::bind`]).
+    pub fn bound(&self) -> Option<&Mutex<BoundPm4>> {
+        self.bound.as_ref()
+    }
+
+    /// Rewrite a patch point: in the host dwords, and logged for the images once bound (every
+    /// patch of the compute queue goes through here).
+    fn patch_pm4<P: PatchPoint>(&mut self, p: &P, v: P::Value) -> Result<()> {
+        match &mut self.bound {
+            Some(b) => b
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .patch(&mut self.buf, p, v),
+            None => self.buf.patch(p, v),
+        }
+    }
+}
+
 /// The HCQ compute command list: the shared queue verbs over the PM4 encoder.
-pub type AmdComputeQueue = HcqQueue<AmdBackend, Pm4Buf>;
+pub type AmdComputeQueue = HcqQueue<AmdBackend, AmdComputeEncoder>;
 
 impl AmdComputeQueue {
     /// An empty list for `target`.
     pub fn new(target: &'static GfxTarget) -> AmdComputeQueue {
-        HcqQueue::from_encoder(Pm4Buf::new(target))
+        HcqQueue::from_encoder(AmdComputeEncoder {
+            buf: Pm4Buf::new(target),
+            bound: None,
+        })
     }
 }
 
@@ -353,26 +401,52 @@ pub trait AmdStream: Send + 'static {
     fn stream(&self) -> &[u32];
     /// Hand the dwords to `dev`'s ring of this engine.
     fn submit_to(&self, dev: &AmdBackend) -> Result<()>;
+    /// Move the dwords into `dev`'s memory of their own ([`HcqEncoder::bind`]); `None` where
+    /// this engine's queues stay unbound (the default).
+    fn bind_to(&mut self, _dev: &AmdBackend) -> Result<Option<KeepAlive>> {
+        Ok(None)
+    }
 }
 
-impl AmdStream for Pm4Buf {
+impl AmdStream for AmdComputeEncoder {
     fn wait_cmd(&mut self, addr: u64, value: u64) -> Result<WaitPatch> {
-        self.wait(addr, value)
+        self.buf.wait(addr, value)
     }
     fn signal_cmd(&mut self, addr: u64, v: u64, ev: Option<SignalEvent>) -> Result<SignalPatch> {
-        self.signal(addr, v, ev)
+        self.buf.signal(addr, v, ev)
     }
     fn timestamp_cmd(&mut self, addr: u64) -> Result<TimestampAddrPatch> {
-        Pm4Buf::timestamp(self, addr)
+        self.buf.timestamp(addr)
     }
     fn patch_at<P: PatchPoint>(&mut self, p: &P, v: P::Value) -> Result<()> {
-        self.patch(p, v)
+        self.patch_pm4(p, v)
     }
     fn stream(&self) -> &[u32] {
-        Pm4Buf::dwords(self)
+        self.buf.dwords()
     }
     fn submit_to(&self, dev: &AmdBackend) -> Result<()> {
-        dev.submit_compute(self)
+        match &self.bound {
+            Some(b) => {
+                let (va, n) = lock(b).take_next(self.buf.dwords())?;
+                dev.submit_compute_ib(va, n)
+            }
+            None => dev.submit_compute(&self.buf),
+        }
+    }
+    /// Binds unless the queue is empty or longer than one INDIRECT_BUFFER takes (then it stays
+    /// unbound and every submission copies it into the ring).
+    fn bind_to(&mut self, dev: &AmdBackend) -> Result<Option<KeepAlive>> {
+        ensure!(
+            self.bound.is_none(),
+            InvalidArgument,
+            "PM4 compute queue: bound twice"
+        );
+        if !BoundPm4::fits(self.buf.len()) {
+            return Ok(None);
+        }
+        let (b, keep) = BoundPm4::new(dev, self.buf.dwords())?;
+        self.bound = Some(Mutex::new(b));
+        Ok(Some(keep))
     }
 }
 
@@ -430,6 +504,10 @@ impl<S: AmdStream> HcqEncoder<AmdBackend> for S {
         self.submit_to(dev)
     }
 
+    fn bind(&mut self, dev: &AmdBackend) -> Result<Option<KeepAlive>> {
+        self.bind_to(dev)
+    }
+
     fn dwords(&self) -> &[u32] {
         self.stream()
     }
@@ -461,15 +539,15 @@ pub struct AmdExecPatch {
     pub prg: Arc<AmdProgram>,
 }
 
-impl ComputeEncoder<AmdBackend> for Pm4Buf {
+impl ComputeEncoder<AmdBackend> for AmdComputeEncoder {
     type ExecPatch = AmdExecPatch;
 
     fn memory_barrier(&mut self) -> Result<()> {
-        Pm4Buf::memory_barrier(self)
+        self.buf.memory_barrier()
     }
 
     fn exec(&mut self, prg: &Arc<AmdProgram>, launch: &HcqLaunch) -> Result<AmdExecPatch> {
-        let pm4 = Pm4Buf::exec(self, prg.exec_program(), &prg.exec_args(launch))?;
+        let pm4 = self.buf.exec(prg.exec_program(), &prg.exec_args(launch))?;
         Ok(AmdExecPatch {
             pm4,
             prg: prg.clone(),
@@ -481,13 +559,13 @@ impl ComputeEncoder<AmdBackend> for Pm4Buf {
         check_local(launch.local)?;
         let a = p.prg.exec_args(launch);
         if let Some(kp) = &p.pm4.kernarg {
-            self.patch(kp, a.kernargs)?;
+            self.patch_pm4(kp, a.kernargs)?;
         }
         if let (Some(dp), Some(va)) = (&p.pm4.dispatch_ptr, a.dispatch_ptr) {
             p.prg.write_dispatch_packet(launch)?;
-            self.patch(dp, va)?;
+            self.patch_pm4(dp, va)?;
         }
-        self.patch(&p.pm4.dims.global, launch.global)?;
-        self.patch(&p.pm4.dims.local, launch.local)
+        self.patch_pm4(&p.pm4.dims.global, launch.global)?;
+        self.patch_pm4(&p.pm4.dims.local, launch.local)
     }
 }

@@ -1,12 +1,17 @@
 //! `HcqGraph` on the emulated GPU: a run of a three-kernel graph is one submission (one doorbell
 //! write), and runs with new variable values, a new input address and new launch dims give the
-//! eager answers. [`check_graph`] is shared with the NV tests.
+//! eager answers; a bound compute queue ([`crate::runtime::amd::bound`]) puts one
+//! INDIRECT_BUFFER on the ring a run and rewrites only the dwords that changed in the image it
+//! takes. [`check_graph`], [`check_many_replays`] and the chain helpers are shared with the NV
+//! tests.
 
 use std::sync::Arc;
 
 use super::*;
 use crate::device::{GraphCall, Launch, RawBuf};
-use crate::hcq::{HcqBackend, HcqDevice};
+use crate::hcq::{HcqBackend, HcqDevice, HwQueue};
+use crate::runtime::amd::process::lock;
+use crate::runtime::amd::queue::AmdComputeQueue;
 
 pub(super) fn i32_bytes(v: &[i32]) -> Vec<u8> {
     v.iter().flat_map(|x| x.to_le_bytes()).collect()
@@ -80,4 +85,160 @@ fn hcq_graph_runs_are_one_submission_with_patched_kernargs_and_dims() {
     let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
     let gpu = dev.backend().gpu_id();
     check_graph(&dev, &*prg, &|| emu.doorbell_writes(gpu).unwrap().len());
+}
+
+/// `k + 1` buffers of 32 int32 for an `E_axpb` chain, the first holding `x` (synchronized).
+pub(crate) fn chain_buffers<B: HcqBackend>(
+    dev: &HcqDevice<B>,
+    a: &HcqAllocator<B>,
+    x: &[i32],
+    k: usize,
+) -> Vec<RawBuf> {
+    let bufs: Vec<RawBuf> = (0..=k)
+        .map(|_| a.alloc(128, &BufferOptions::default()).unwrap())
+        .collect();
+    a.copyin(&bufs[0], &i32_bytes(x)).unwrap();
+    dev.synchronize().unwrap();
+    bufs
+}
+
+/// The graph calls of a chain of `E_axpb` launches over `bufs` (`bufs[i + 1] = bufs[i] * n + m`).
+pub(crate) fn axpb_chain(bufs: &[RawBuf], m: i64, n: i64) -> Vec<GraphCall> {
+    bufs.windows(2)
+        .map(|w| GraphCall::Kernel {
+            launch: Launch {
+                raws: vec![w[1].clone(), w[0].clone()],
+                vals: vec![m, n],
+                global: Some([2, 1, 1]),
+                local: Some([16, 1, 1]),
+            },
+            writes: vec![0],
+        })
+        .collect()
+}
+
+/// 32 int32 values of `b`.
+pub(crate) fn i32s_of<B: HcqBackend>(a: &HcqAllocator<B>, b: &RawBuf) -> Vec<i32> {
+    let mut o = vec![0u8; 128];
+    a.copyout(&mut o, b).unwrap();
+    i32s(&o)
+}
+
+/// Many replays of a bound graph of `prg` (`axpb_uops(2, 16)`), three at a time without a
+/// synchronize between them (the images alternate while the GPU may still run the previous
+/// one), the variables changing every three runs: every result is the host's.
+pub(crate) fn check_many_replays<B: HcqBackend>(dev: &Arc<HcqDevice<B>>, prg: &dyn Program) {
+    let a = HcqAllocator::new(dev.clone());
+    let k = 4;
+    let x: Vec<i32> = (0..32).map(|i| 7 - i).collect();
+    let bufs = chain_buffers(dev, &a, &x, k);
+    let calls = |m: i64, n: i64| axpb_chain(&bufs, m, n);
+    let prgs: Vec<&dyn Program> = vec![prg; k];
+    let g = crate::hcq::graph::build::<B>(&prgs, &calls(1, 1))
+        .unwrap()
+        .expect("an HCQ graph");
+    for step in 0..20i64 {
+        let (m, n) = (step % 5 - 2, 1 + step % 3);
+        for _ in 0..3 {
+            g.run(&prgs, &calls(m, n), false).unwrap();
+        }
+        dev.synchronize().unwrap();
+        let f = |v: i32| (0..k).fold(v, |v, _| v.wrapping_mul(n as i32).wrapping_add(m as i32));
+        let want: Vec<i32> = x.iter().map(|&v| f(v)).collect();
+        assert_eq!(i32s_of(&a, &bufs[k]), want, "step {step}: m={m} n={n}");
+    }
+}
+
+#[test]
+fn hcq_graph_many_replays_with_changing_variables_stay_exact() {
+    let (dev, _emu) = one_gpu();
+    let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
+    check_many_replays(&dev, &*prg);
+}
+
+/// A graph run on AMD is one doorbell and one 4-dword INDIRECT_BUFFER on the compute ring,
+/// whatever the kernel count, and the results stay exact.
+#[test]
+fn hcq_graph_runs_put_one_indirect_buffer_on_the_compute_ring() {
+    let (dev, emu) = one_gpu();
+    let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
+    let (b, a) = (dev.backend(), HcqAllocator::new(dev.clone()));
+    let gpu = b.gpu_id();
+    let x: Vec<i32> = (0..32).map(|i| i - 10).collect();
+    for k in [3usize, 7] {
+        let bufs = chain_buffers(&dev, &a, &x, k);
+        let prgs: Vec<&dyn Program> = vec![&*prg; k];
+        let g =
+            crate::hcq::graph::build::<super::super::AmdBackend>(&prgs, &axpb_chain(&bufs, 1, 2))
+                .unwrap()
+                .expect("an HCQ graph");
+        for (m, n) in [(1, 2), (3, -1)] {
+            let wptr = b.ring_pointers().unwrap()[0].0;
+            let bells = emu.doorbell_writes(gpu).unwrap().len();
+            for _ in 0..5 {
+                g.run(&prgs, &axpb_chain(&bufs, m, n), false).unwrap();
+            }
+            let ring = b.ring_pointers().unwrap()[0].0 - wptr;
+            assert_eq!(ring, 5 * 4, "{k} kernels: one INDIRECT_BUFFER a run");
+            assert_eq!(emu.doorbell_writes(gpu).unwrap().len() - bells, 5);
+            dev.synchronize().unwrap();
+            let f = |v: i32| (0..k).fold(v, |v, _| v * n as i32 + m as i32);
+            let want: Vec<i32> = x.iter().map(|&v| f(v)).collect();
+            assert_eq!(i32s_of(&a, &bufs[k]), want, "{k} kernels, m={m} n={n}");
+        }
+    }
+}
+
+/// Takes the next image of a bound queue: (dwords written, the image read back).
+fn take(q: &AmdComputeQueue) -> (usize, Vec<u32>) {
+    let mut bp = lock(q.encoder().bound().expect("bound"));
+    let i = bp.next_image();
+    bp.take_next(q.dwords()).unwrap();
+    (bp.last_written(), bp.image_dwords(i).unwrap())
+}
+
+#[test]
+fn a_bound_queue_rewrites_only_the_changed_dwords_of_each_image() {
+    let (dev, _emu) = one_gpu();
+    let b = dev.backend();
+    let (s1, s2) = (dev.new_signal(0).unwrap(), dev.new_signal(0).unwrap());
+    let mut q = b.compute_queue();
+    let w = q.wait(&s1, 5).unwrap().into_patch();
+    let s = q.signal(&s2, 7).unwrap().into_patch();
+    assert!(q.bind(b).unwrap(), "an AMD compute queue binds");
+    // nothing patched: nothing to write
+    assert_eq!(take(&q).0, 0);
+    q.update_wait(&w, None, Some(6)).unwrap();
+    // the next image takes the wait's value dword; the image after it catches up alike
+    let (n, img) = take(&q);
+    assert_eq!((n, img.as_slice()), (1, q.dwords()));
+    let (n, img) = take(&q);
+    assert_eq!((n, img.as_slice()), (1, q.dwords()));
+    assert_eq!(take(&q).0, 0, "both images current");
+    // the same value again changes nothing
+    q.update_wait(&w, None, Some(6)).unwrap();
+    assert_eq!(take(&q).0, 0);
+    // pointing the signal at another signal rewrites its address (and event) dwords only
+    q.update_signal(&s, Some(&s1), None).unwrap();
+    let (n, img) = take(&q);
+    assert_eq!(img.as_slice(), q.dwords());
+    assert!((1..=5).contains(&n), "{n} dwords for a new signal address");
+    // replays with a rising base: two values a run, each image two runs behind
+    for base in 100u64..160 {
+        q.update_wait(&w, None, Some(base)).unwrap();
+        q.update_signal(&s, None, Some(base + 1)).unwrap();
+        let (n, img) = take(&q);
+        assert_eq!(img.as_slice(), q.dwords(), "run at base {base}");
+        assert!(n <= 4, "run at base {base}: {n} dwords written");
+    }
+    // many patches without a submission: the image is rewritten whole, and still right
+    for v in 0..2000u64 {
+        q.update_signal(&s, None, Some(v)).unwrap();
+    }
+    let (n, img) = take(&q);
+    assert_eq!((n, img.as_slice()), (q.dwords().len(), q.dwords()));
+    // a bound queue takes no more commands: its submission says so
+    q.wait(&s1, 1).unwrap();
+    let e = q.submit(b).unwrap_err();
+    assert!(e.message().contains("takes no more commands"), "{e}");
 }

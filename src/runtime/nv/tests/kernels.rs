@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::dtype::dtypes;
+use crate::runtime::amd::tests::graph::{axpb_chain, chain_buffers, check_many_replays, i32s_of};
 
 #[test]
 fn add_kernel_runs_on_hopper_with_qmd_v04() {
@@ -117,38 +118,6 @@ fn hcq_graph_runs_are_one_submission_with_patched_kernargs_and_dims() {
 /// rings. Back-to-back runs alternate between the two bound copies, each carrying the run's new
 /// signal values (a stale timeline value would leave `synchronize` waiting), and a run with new
 /// variables patches both.
-/// `k + 1` buffers of 32 int32 for an `E_axpb` chain, the first holding `x` (synchronized).
-fn chain_buffers(
-    dev: &NvDevice,
-    a: &HcqAllocator<super::super::NvBackend>,
-    x: &[i32],
-    k: usize,
-) -> Vec<RawBuf> {
-    let bufs: Vec<RawBuf> = (0..=k)
-        .map(|_| a.alloc(128, &BufferOptions::default()).unwrap())
-        .collect();
-    let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-    a.copyin(&bufs[0], &xb).unwrap();
-    dev.synchronize().unwrap();
-    bufs
-}
-
-/// The graph calls of a chain of `E_axpb` launches over `bufs` (`bufs[i + 1] = bufs[i] * n + m`).
-fn axpb_chain(bufs: &[RawBuf], m: i64, n: i64) -> Vec<crate::device::GraphCall> {
-    use crate::device::{GraphCall, Launch};
-    bufs.windows(2)
-        .map(|w| GraphCall::Kernel {
-            launch: Launch {
-                raws: vec![w[1].clone(), w[0].clone()],
-                vals: vec![m, n],
-                global: Some([2, 1, 1]),
-                local: Some([16, 1, 1]),
-            },
-            writes: vec![0],
-        })
-        .collect()
-}
-
 #[test]
 fn hcq_graph_runs_point_one_gp_entry_at_the_bound_pushbuffer() {
     let (dev, _emu) = one_gpu();
@@ -186,36 +155,14 @@ fn hcq_graph_runs_point_one_gp_entry_at_the_bound_pushbuffer() {
 }
 
 /// Many replays of a bound graph, three at a time without a synchronize between them (the
-/// images alternate while the GPU may still run the previous one), the variables changing every
-/// three runs: every result is the host's.
+/// shared AMD/NV check, [`check_many_replays`]).
 #[test]
 fn hcq_graph_many_replays_with_changing_variables_stay_exact() {
     let (dev, _emu) = one_gpu();
     let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
-    let a = HcqAllocator::new(dev.clone());
-    let k = 4;
-    let x: Vec<i32> = (0..32).map(|i| 7 - i).collect();
-    let bufs = chain_buffers(&dev, &a, &x, k);
-    let calls = |m: i64, n: i64| axpb_chain(&bufs, m, n);
-    let prgs: Vec<&dyn Program> = vec![&*prg; k];
-    let g = crate::hcq::graph::build::<super::super::NvBackend>(&prgs, &calls(1, 1))
-        .unwrap()
-        .expect("an HCQ graph");
-    for step in 0..20i64 {
-        let (m, n) = (step % 5 - 2, 1 + step % 3);
-        for _ in 0..3 {
-            g.run(&prgs, &calls(m, n), false).unwrap();
-        }
-        dev.synchronize().unwrap();
-        let f = |v: i32| (0..k).fold(v, |v, _| v.wrapping_mul(n as i32).wrapping_add(m as i32));
-        let want: Vec<i32> = x.iter().map(|&v| f(v)).collect();
-        assert_eq!(i32s_of(&a, &bufs[k]), want, "step {step}: m={m} n={n}");
-    }
+    check_many_replays(&dev, &*prg);
 }
 
-/// `MOCKGPU_CODE=ptx`'s path without the knob: the hardware renderer's NVPTX IR through libLLVM
-/// to PTX in a mock cubin, launched through the emulated RM/UVM, run by the PTX interpreter with
-/// its parameters (two pointers, two int32 variables) read from constant buffer 0.
 #[test]
 fn ptx_kernel_runs_on_the_ptx_interpreter_with_variables() {
     use crate::mockgpu::nvgpu::compiler::MockPtxCompiler;
@@ -315,15 +262,6 @@ fn axpb_buffers(
     let xb: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
     a.copyin(&inp, &xb).unwrap();
     (a, [out, inp], x)
-}
-
-/// 32 int32 values of `b`.
-fn i32s_of(a: &HcqAllocator<super::super::NvBackend>, b: &RawBuf) -> Vec<i32> {
-    let mut o = vec![0u8; 128];
-    a.copyout(&mut o, b).unwrap();
-    o.chunks_exact(4)
-        .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-        .collect()
 }
 
 /// The launch value on NV: `update_exec` with new dims alone reruns a recorded launch over them
