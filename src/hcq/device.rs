@@ -212,8 +212,11 @@ impl<B: HcqBackend> HcqDevice<B> {
         mut keep: Vec<KeepAlive>,
         n: u64,
     ) -> Result<TimelinePoint> {
-        q.submit(&self.backend)?;
         let point = st.tl.point(st.tl.value + n - 1);
+        self.backend.fence_submissions(Some((&st.tl.signal, point)));
+        let sent = q.submit(&self.backend);
+        self.backend.fence_submissions(None);
+        sent?;
         st.tl.value += n;
         keep.extend(q.take_keep_alive());
         st.inflight.push(point, what, keep);

@@ -116,6 +116,11 @@ pub trait HcqBackend: Send + Sync + Sized + 'static {
 
     /// Canonical device name (`AMD:1`).
     fn name(&self) -> &str;
+    /// The submissions from now until the next call (with `None`) belong to the device's
+    /// timeline submission that signals `point` on `timeline` last: a backend copying commands
+    /// into a ring of its own reuses that space once the timeline passed the point (NV's command
+    /// ring; a fence of an older epoch has passed). The default ignores it.
+    fn fence_submissions(&self, _fence: Option<(&Self::Signal, TimelinePoint)>) {}
     /// A signal starting at `value`; `with_event` asks for one the CPU can sleep on (timelines).
     fn new_signal(&self, value: u64, with_event: bool) -> Result<Self::Signal>;
     /// An empty compute command list.

@@ -1,6 +1,23 @@
 //! One queue as the GPU thread runs it: fetching packets from the ring (with the compute ring's
 //! dword wrap and the SDMA no-straddle rule), entering indirect buffers, dispatching each packet
 //! to its engine, and publishing rptr, last packet and faults.
+//!
+//! An INDIRECT_BUFFER on the compute ring faults the queue, as the real CP refuses or faults on
+//! it, when (decoder, [`crate::hw::amd::decode`], and [`Runner::step_pm4`]):
+//! - its address is not 4-byte aligned (amdgpu `gfx_v11_0.c` `gfx_v11_0_ring_emit_ib_compute`:
+//!   `BUG_ON(ib->gpu_addr & 0x3); /* Dword align */`) or not below 2^48;
+//! - VALID (bit 23, amdgpu `nvd.h` INDIRECT_BUFFER_VALID) is clear, or IB_SIZE (bits 19:0 of
+//!   the control dword, the PM4 packet's IB_SIZE field; amdgpu writes `length_dw` there) is 0;
+//! - other control bits are set (VMID 27:24 and the preemption/cache-policy bits are the kernel
+//!   driver's, never a user queue's); CHAIN (bit 20) is not modelled and refused;
+//! - the IB's first or last dword is not mapped in the GPU VM (the CP's fetch would take a VM
+//!   fault: amdgpu `amdgpu_vm.c` faults any unmapped GPU VA; checked on entering the IB, before
+//!   any of its packets runs), or a packet crosses the IB's end;
+//! - it sits inside another IB: rawgrad (as tinygrad 0.9.1) never nests IBs on the compute
+//!   ring, and the emulator models one level only (stricter than a CP with IB2 support).
+//!
+//! The IB's dwords are read as each packet is reached (not at the INDIRECT_BUFFER), so a host
+//! that rewrote an IB while a submission of it still ran would be caught by wrong results.
 
 use super::pm4::Pm4Engine;
 use super::sdma::execute_sdma;
@@ -129,6 +146,16 @@ impl Runner {
         } = pkt
         {
             ensure!(!chain, Fault, "INDIRECT_BUFFER: CHAIN is not supported");
+            let last = addr + 4 * (u64::from(size_dwords) - 1);
+            for va in [addr, last] {
+                if let Err(e) = self.shared.mem.read_u32(va) {
+                    bail!(
+                        Fault,
+                        "INDIRECT_BUFFER at {addr:#x} of {size_dwords} dwords: {va:#x} is not mapped in the GPU VM ({})",
+                        e.message()
+                    );
+                }
+            }
             self.ib = Some(Ib {
                 va: addr,
                 size: size_dwords,

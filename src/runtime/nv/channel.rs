@@ -3,9 +3,15 @@
 //! its error notifier, and a command ring in CPU-mapped VRAM the pushbuffers are copied into before
 //! a GP entry points at them.
 //!
-//! Submission: copy the dwords into the command ring (never over a region a GP entry the GPU has
-//! not consumed yet points at: tracked against USERD GPGet), write the GP entry, publish GPPut,
-//! fence, write the token to the usermode page (through [`crate::driver::Driver::write_doorbell`]).
+//! Submission: copy the dwords into the command ring, write the GP entry, publish GPPut, fence,
+//! write the token to the usermode page (through [`crate::driver::Driver::write_doorbell`]). A
+//! region of the command ring is written again only once the GPU is done reading it: USERD
+//! GPGet only says the GP entry was fetched (`clc56f.h` NVC56F_GP_GET), the pushbuffer it points
+//! at is read later, so a region copied by a device submission ([`CmdFence`]: the timeline point
+//! it signals last, [`crate::hcq::HcqBackend::fence_submissions`]) is freed once the timeline
+//! passed that point ([`Regions`]). Not guaranteed: a raw submission outside the device's
+//! timeline (`HwQueue::submit` alone) carries no fence, and its region is freed once GPGet
+//! passed its entry (all such a region can go by).
 //! A bound queue's pushbuffer already lives in GPU memory of its own ([`NvChannel::submit_at`]):
 //! its GP entry points there and nothing is copied.
 //!
@@ -21,8 +27,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::memory::NvBuffer;
+use super::signal::NvSignal;
 use crate::driver::{Driver, Mapping};
-use crate::hcq::HcqBuffer;
+use crate::hcq::{HcqBuffer, HcqSignal, TimelinePoint};
 use crate::runtime::nv::gpfifo::{gp_entry, GpFifo, GpFifoIo, USERD_GP_GET, USERD_GP_PUT};
 use crate::{bail, ensure, Error, Result};
 
@@ -60,12 +67,93 @@ pub fn rc_error_name(t: u32) -> String {
     format!("{name} ({t})")
 }
 
-/// The command ring: a byte window with the GP entries that still reference it.
+/// What frees a command-ring region: the timeline point its submission signals last.
+#[derive(Clone)]
+pub(crate) struct CmdFence {
+    pub sig: NvSignal,
+    pub point: TimelinePoint,
+}
+
+/// One region of the command ring the GPU may still read.
+struct Region<F> {
+    /// The GP entry number pointing at it.
+    gp: u64,
+    start: usize,
+    end: usize,
+    fence: Option<F>,
+}
+
+/// The command ring's bookkeeping: where the next pushbuffer goes and the regions the GPU may
+/// still read (in submission order, and the GPU finishes them in that order).
+pub(crate) struct Regions<F> {
+    size: usize,
+    pos: usize,
+    pending: VecDeque<Region<F>>,
+}
+
+impl<F> Regions<F> {
+    /// An empty ring of `size` bytes.
+    pub(crate) fn new(size: usize) -> Regions<F> {
+        Regions {
+            size,
+            pos: 0,
+            pending: VecDeque::new(),
+        }
+    }
+
+    /// Where `bytes` go next: after the last region, or at 0 when they do not fit before the end.
+    pub(crate) fn slot(&self, bytes: usize) -> (usize, usize) {
+        let start = if self.pos + bytes > self.size {
+            0
+        } else {
+            self.pos
+        };
+        (start, start + bytes)
+    }
+
+    /// Drop the regions the GPU is done with (a fenced one once `passed(fence)`, an unfenced one
+    /// once GPGet passed its entry: `consumed` entries were fetched), then whether
+    /// `start..end` is free.
+    pub(crate) fn free(
+        &mut self,
+        (start, end): (usize, usize),
+        consumed: u64,
+        passed: impl Fn(&F) -> Result<bool>,
+    ) -> Result<bool> {
+        while let Some(r) = self.pending.front() {
+            let done = match &r.fence {
+                Some(f) => passed(f)?,
+                None => r.gp < consumed,
+            };
+            if !done {
+                break;
+            }
+            self.pending.pop_front();
+        }
+        Ok(!self.pending.iter().any(|r| r.start < end && start < r.end))
+    }
+
+    /// Record `start..end` as read by GP entry `gp`, ending at `fence`.
+    pub(crate) fn record(&mut self, gp: u64, (start, end): (usize, usize), fence: Option<F>) {
+        self.pending.push_back(Region {
+            gp,
+            start,
+            end,
+            fence,
+        });
+        self.pos = end;
+    }
+
+    /// Regions the GPU may still read.
+    pub(crate) fn pending(&self) -> usize {
+        self.pending.len()
+    }
+}
+
+/// The command ring: a byte window with the regions submissions still read.
 struct CmdRing {
     buf: NvBuffer,
-    pos: usize,
-    /// (GP entry number, start, end) of submissions the GPU may still read.
-    pending: VecDeque<(u64, usize, usize)>,
+    regions: Regions<CmdFence>,
 }
 
 /// One channel.
@@ -86,6 +174,11 @@ pub(crate) struct SubmitIo<'a> {
     pub drv: &'a Arc<dyn Driver>,
     pub gpfifo: &'a Mapping,
     pub doorbell: u64,
+    /// The fence of the device submission under way, if any.
+    pub fence: Option<CmdFence>,
+    /// The device timeline's epoch (a fence of an older epoch has passed: the timeline swaps
+    /// only when the device is idle).
+    pub epoch: u64,
 }
 
 struct Io<'a> {
@@ -143,9 +236,8 @@ impl NvChannel {
             ring_off,
             userd_off: userd_offset(ring_off),
             cmd: CmdRing {
+                regions: Regions::new(cmd.size()),
                 buf: cmd,
-                pos: 0,
-                pending: VecDeque::new(),
             },
         })
     }
@@ -181,25 +273,15 @@ impl NvChannel {
             "{} channel: a pushbuffer of {bytes} bytes exceeds half the {size}-byte command ring",
             self.name
         );
-        let start = if self.cmd.pos + bytes > size {
-            0
-        } else {
-            self.cmd.pos
+        let slot = self.cmd.regions.slot(bytes);
+        let passed = |f: &CmdFence| -> Result<bool> {
+            Ok(f.point.epoch < io.epoch || f.sig.value()? >= f.point.value)
         };
-        let end = start + bytes;
         let deadline = Instant::now() + crate::hcq::wait_timeout();
         loop {
             let done = self.consumed(io.gpfifo)?;
-            while matches!(self.cmd.pending.front(), Some(&(n, _, _)) if n < done) {
-                self.cmd.pending.pop_front();
-            }
-            let busy = self
-                .cmd
-                .pending
-                .iter()
-                .any(|&(_, s, e)| s < end && start < e);
-            if !busy {
-                return Ok(start);
+            if self.cmd.regions.free(slot, done, passed)? {
+                return Ok(slot.0);
             }
             if let Some(e) = self.rc_error() {
                 bail!(
@@ -211,9 +293,9 @@ impl NvChannel {
             if Instant::now() >= deadline {
                 bail!(
                     Timeout,
-                    "{} channel: command ring overrun: the GPU has not consumed {} earlier submissions (GPGet behind)",
+                    "{} channel: command ring overrun: the GPU has not finished {} earlier submissions",
                     self.name,
-                    self.cmd.pending.len()
+                    self.cmd.regions.pending()
                 );
             }
             std::thread::sleep(Duration::from_micros(20));
@@ -233,8 +315,9 @@ impl NvChannel {
         view.write_u32s(start, dwords)?;
         let n = self.fifo.put();
         self.submit_at(self.cmd.buf.va() + start as u64, dwords.len(), io)?;
-        self.cmd.pending.push_back((n, start, start + bytes));
-        self.cmd.pos = start + bytes;
+        self.cmd
+            .regions
+            .record(n, (start, start + bytes), io.fence.clone());
         Ok(())
     }
 
@@ -264,7 +347,7 @@ impl NvChannel {
 
     /// Byte offset in the command ring where the next copied pushbuffer would start.
     pub fn cmd_pos(&self) -> usize {
-        self.cmd.pos
+        self.cmd.regions.pos
     }
 
     /// The RC error RM wrote into this channel's error notifier, named; `None` while alive.
@@ -295,5 +378,52 @@ impl NvChannel {
             self.fifo.gp_put(),
             self.token
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Regions;
+    use crate::Result;
+    use std::cell::Cell;
+
+    /// A region whose GP entry the GPU fetched (GPGet past it) is still busy until the timeline
+    /// passed its submission's point; an unfenced one (a raw submission) goes by GPGet.
+    #[test]
+    fn a_region_is_reused_only_once_the_timeline_passed_its_point() {
+        let timeline = Cell::new(0u64);
+        let passed = |f: &u64| -> Result<bool> { Ok(timeline.get() >= *f) };
+        let mut r: Regions<u64> = Regions::new(1024);
+        // two 512-byte submissions fill the ring; the third wraps onto the first
+        let a = r.slot(512);
+        assert_eq!(a, (0, 512));
+        r.record(0, a, Some(5));
+        let b = r.slot(512);
+        assert_eq!(b, (512, 1024));
+        r.record(1, b, Some(6));
+        let c = r.slot(512);
+        assert_eq!(c, (0, 512), "wraps to the start");
+        // GPGet passed both entries (2 consumed) but the GPU still runs the first pushbuffer
+        timeline.set(4);
+        assert!(
+            !r.free(c, 2, passed).unwrap(),
+            "reused while the GPU reads it"
+        );
+        timeline.set(5);
+        assert!(r.free(c, 2, passed).unwrap());
+        assert_eq!(r.pending(), 1, "the second region stays until point 6");
+        r.record(2, c, None);
+        // the unfenced region goes once GPGet passes entry 2; the fenced one still waits
+        let d = r.slot(512);
+        assert_eq!(d, (512, 1024));
+        timeline.set(6);
+        assert!(r.free(d, 2, passed).unwrap());
+        assert_eq!(r.pending(), 1);
+        assert!(
+            !r.free((0, 512), 2, passed).unwrap(),
+            "GPGet has not passed entry 2"
+        );
+        assert!(r.free((0, 512), 3, passed).unwrap());
+        assert_eq!(r.pending(), 0);
     }
 }

@@ -15,7 +15,7 @@
 //! Not guaranteed: local memory grows on demand and never shrinks; the device's RM objects are
 //! freed with the process's client (when the last device and buffer of the process are gone).
 
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -28,9 +28,9 @@ use super::queue::NvComputeQueue;
 use super::signal::{NvSignal, SignalPool, SIGNAL_SIZE, SIGNAL_SLOTS, TIMESTAMP_HZ};
 use crate::device::BufferOptions;
 use crate::driver::Mapping;
-use crate::hcq::{HcqBackend, HcqBuffer, HcqDevice, HcqSignal};
+use crate::hcq::{HcqBackend, HcqBuffer, HcqDevice, HcqSignal, TimelinePoint};
 use crate::hw::nv::arch::{NvClasses, PcasAction};
-use crate::runtime::nv::channel::{NvChannel, SubmitIo};
+use crate::runtime::nv::channel::{CmdFence, NvChannel, SubmitIo};
 use crate::runtime::nv::gpfifo::USERMODE_NOTIFY_CHANNEL_PENDING;
 use crate::runtime::nv::push::{LocalMemorySetup, PushBuf};
 use crate::{bail, Error, Result};
@@ -70,6 +70,11 @@ pub struct NvBackend {
     pcas_action: AtomicU32,
     /// Both channels' USERD (GPGet, GPPut) as read before the first submit.
     first_userd: [(u32, u32); 2],
+    /// The device submission under way ([`HcqBackend::fence_submissions`]): what frees the
+    /// command-ring regions it copies into.
+    fence: Mutex<Option<CmdFence>>,
+    /// The latest timeline epoch a fence named.
+    epoch: AtomicU64,
     rm: NvRmDevice,
 }
 
@@ -167,6 +172,8 @@ impl NvBackend {
             seen_fault: Mutex::new(None),
             pcas_action: AtomicU32::new(classes.arch.pcas_action as u32),
             first_userd,
+            fence: Mutex::new(None),
+            epoch: AtomicU64::new(0),
             rm,
         };
         step(
@@ -382,6 +389,8 @@ impl NvBackend {
             drv: &self.rm.proc.drv,
             gpfifo,
             doorbell: self.doorbell.addr() + USERMODE_NOTIFY_CHANNEL_PENDING,
+            fence: lock(&self.fence).clone(),
+            epoch: self.epoch.load(Ordering::Acquire),
         };
         let ch = match engine {
             NvEngine::Compute => &mut c.compute,
@@ -411,6 +420,16 @@ impl HcqBackend for NvBackend {
 
     fn name(&self) -> &str {
         &self.name
+    }
+
+    fn fence_submissions(&self, fence: Option<(&NvSignal, TimelinePoint)>) {
+        if let Some((_, p)) = fence {
+            self.epoch.fetch_max(p.epoch, Ordering::AcqRel);
+        }
+        *lock(&self.fence) = fence.map(|(sig, point)| CmdFence {
+            sig: sig.clone(),
+            point,
+        });
     }
 
     fn new_signal(&self, value: u64, _with_event: bool) -> Result<NvSignal> {

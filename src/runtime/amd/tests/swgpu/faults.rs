@@ -309,3 +309,43 @@ fn queue_desc() -> QueueDesc {
         eop_va: Some(EOP),
     }
 }
+
+/// An INDIRECT_BUFFER the real CP refuses faults the queue, naming why, and nothing after it
+/// runs: VALID clear, size 0, an unaligned address, control bits of the kernel driver's (VMID),
+/// CHAIN, an IB starting or ending outside mapped memory, and an IB inside an IB.
+#[test]
+fn indirect_buffers_the_cp_refuses_fault_the_queue() {
+    let hdr = 3 << 30 | 2 << 16 | 0x3F << 8; // PACKET3(INDIRECT_BUFFER, 2)
+    let valid = 1 << 23;
+    let cases: [([u32; 4], &str); 7] = [
+        ([hdr, IB as u32, 0, 4], "VALID bit clear"),
+        ([hdr, IB as u32, 0, valid], "zero size"),
+        ([hdr, IB as u32 + 2, 0, valid | 4], "not 4-byte aligned"),
+        (
+            [hdr, IB as u32, 0, valid | 4 | 1 << 24],
+            "unsupported control bits",
+        ),
+        ([hdr, IB as u32, 0, valid | 4 | 1 << 20], "CHAIN"),
+        ([hdr, 0x7000_0000, 0, valid | 4], "not mapped"),
+        ([hdr, IB as u32, 0, valid | 0x401], "not mapped"), // ends past the 0x1000-byte IB page
+    ];
+    for (pkt, why) in cases {
+        let (_, f) = compute_fault(&pkt);
+        assert_eq!(f.pos, 2, "{why}");
+        assert!(f.to_string().contains(why), "{why}: {f}");
+    }
+    // an IB whose packet is itself an INDIRECT_BUFFER
+    let h = Harness::new();
+    let q = h.compute();
+    let mut inner = h.pm4();
+    inner.indirect_buffer(IB + 0x100, 2).unwrap();
+    h.mem.write_dwords(IB, inner.dwords()).unwrap();
+    let mut b = h.pm4();
+    b.indirect_buffer(IB, inner.len()).unwrap();
+    b.signal(SIGNALS + 16, 1, None).unwrap();
+    h.submit_pm4(q, &b);
+    let f = h.fault(q);
+    assert_eq!(f.ib, Some(IbPos { va: IB, dword: 0 }));
+    assert!(f.to_string().contains("inside an indirect buffer"), "{f}");
+    assert_eq!(h.mem.read_u32(SIGNALS + 16).unwrap(), 0);
+}
