@@ -23,9 +23,10 @@
 //! pass comparing the calls' addresses, values and dims with the last run's ([`changed`]).
 //!
 //! The queues are bound once built ([`HwQueue::bind`], tinygrad 0.9.1 `bind`) where the backend
-//! binds (NV): a submission then points the GPU at the queue's own copy instead of copying the
-//! commands; the copies alternate, so a run first waits for the run two before it (the previous
-//! run may still be going).
+//! binds (NV's compute and copy pushbuffers, AMD's PM4 compute queue; AMD's SDMA copy queue stays
+//! unbound as in 0.9.1): a submission then points the GPU at the queue's own copy instead of
+//! copying the commands; the copies alternate, so a run first waits for the run two before it
+//! (the previous run may still be going).
 //!
 //! Not guaranteed: a run that changes kernargs, dims or copy addresses first waits for the
 //! previous run of the same graph on every device (tinygrad waits always); the graph-internal
