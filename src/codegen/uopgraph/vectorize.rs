@@ -130,11 +130,12 @@ fn rebuild(sink: &UOp, f: &mut dyn FnMut(UOp) -> UOp) -> UOp {
             }
             continue;
         }
-        let src: Vec<UOp> = n.src().iter().map(|s| done[s].clone()).collect();
-        let same = src.iter().zip(n.src()).all(|(a, b)| a.ptr_eq(b));
+        // sources that came back as the very same nodes keep `n` (no new source list)
+        let same = n.src().iter().all(|s| done[s].ptr_eq(s));
         let built = if same {
             n.clone()
         } else {
+            let src: Vec<UOp> = n.src().iter().map(|s| done[s].clone()).collect();
             UOp::new(n.op(), n.dtype(), src, n.arg().clone())
         };
         done.insert(n, f(built));
