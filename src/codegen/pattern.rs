@@ -506,30 +506,37 @@ impl<'a> PostOrder<'a> {
     }
 
     pub(crate) fn of(root: &'a UOp) -> PostOrder<'a> {
+        // a node is entered in `seen` when first reached (as PENDING) and gets its position when
+        // complete; a source reached again is always complete (immutable nodes form no cycles,
+        // so a pending node is never a source of its own descendants)
+        const PENDING: usize = usize::MAX;
         let mut seen: HashMap<usize, usize, FxBuild> = HashMap::default();
-        let mut nodes = vec![];
-        let mut src_off = vec![0];
-        let mut src_ids = vec![];
+        seen.insert(ptr_key(root), PENDING);
+        let (mut nodes, mut src_off, mut src_ids) = (vec![], vec![0], vec![]);
+        // the positions of the sources of the nodes on `stack`, in order, as they complete
+        let mut pend: Vec<usize> = vec![];
         let mut stack: Vec<(&'a UOp, usize)> = vec![(root, 0)];
         while let Some(&mut (n, ref mut i)) = stack.last_mut() {
             if let Some(s) = n.src().get(*i) {
                 *i += 1;
-                if !seen.contains_key(&ptr_key(s)) {
-                    stack.push((s, 0));
+                match seen.entry(ptr_key(s)) {
+                    std::collections::hash_map::Entry::Occupied(e) => pend.push(*e.get()),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(PENDING);
+                        stack.push((s, 0));
+                    }
                 }
                 continue;
             }
             stack.pop();
-            // a node is complete once: the same node reached again is skipped at push
-            if seen.contains_key(&ptr_key(n)) {
-                continue;
-            }
-            for s in n.src() {
-                src_ids.push(seen[&ptr_key(s)]);
-            }
+            let id = nodes.len();
+            src_ids.extend(pend.drain(pend.len() - n.src().len()..));
             src_off.push(src_ids.len());
-            seen.insert(ptr_key(n), nodes.len());
+            if let Some(v) = seen.get_mut(&ptr_key(n)) {
+                *v = id;
+            }
             nodes.push(n);
+            pend.push(id);
         }
         PostOrder {
             nodes,
