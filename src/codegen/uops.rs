@@ -641,8 +641,11 @@ impl UOp {
         // a RANGE target: only nodes whose summary has its bit can lead to it (equal RANGEs have
         // equal hashes, so equal bits), which prunes the walk to the paths that may reach it;
         // any other target walks everything
-        let bit = (target.op() == UOps::RANGE).then(|| range_bit(target.0.hash));
-        let may_reach = |u: &UOp| bit.is_none_or(|b| u.0.ranges & b != 0);
+        let bit = match target.op() {
+            UOps::RANGE => range_bit(target.0.hash),
+            _ => 0,
+        };
+        let may_reach = |u: &UOp| bit == 0 || u.0.ranges & bit != 0;
         // addresses over 16 (FxHasher keeps the zero low bits of an aligned address, which
         // hashbrown uses to pick buckets); nodes are larger than 16 bytes, so keys stay distinct
         let mut seen: HashSet<usize, crate::helpers::FxBuild> = HashSet::default();

@@ -6,7 +6,7 @@
 //! `key`); here they are structural with the same meaning (see [`structure`]): the terms of a Sum
 //! or And compare as a multiset (`a+b == b+a`, as the key sorts them), the two Variables of a Mul
 //! in the key's name order, and a bound Variable differs from the unbound one of the same name.
-//! The key text itself is rendered only when asked for (`Node::key`, `{:?}`) and then cached.
+//! The key text itself is rendered only when asked for (`Node::key`, `{:?}`).
 //!
 //! Every rewrite rule of 0.9.1 is reproduced (sum flattening and like-term combining, mul
 //! distribution, floor division and modulo rules, `create_lt_node` rewrites, `ands`), including
@@ -61,13 +61,11 @@ pub enum Node {
     Op(Arc<NodeData>),
 }
 
-/// The shared payload of a non-integer node: its kind, cached bounds, structural hash and (once
-/// rendered) DEBUG key.
+/// The shared payload of a non-integer node: its kind, cached bounds and structural hash.
 pub struct NodeData {
     kind: Kind,
     min: Node,
     max: Node,
-    key: std::sync::OnceLock<String>,
     hash: u64,
 }
 
@@ -226,7 +224,6 @@ impl Node {
             kind,
             min,
             max,
-            key: std::sync::OnceLock::new(),
             hash,
         }))
     }
@@ -454,7 +451,7 @@ impl Node {
     pub fn key(&self) -> Cow<'_, str> {
         match self {
             Node::Num(v) => Cow::Owned(v.to_string()),
-            Node::Op(d) => Cow::Borrowed(d.key_text()),
+            Node::Op(d) => Cow::Owned(d.key_text()),
         }
     }
     /// tinygrad's default render: `((a*2)+1)`, `(a//2)`, `(a%2)`, `(a<2)`, `(x and y)`.
@@ -478,10 +475,9 @@ fn debug_bound(n: &Node) -> String {
 }
 
 impl NodeData {
-    /// The DEBUG key, rendered on first use.
-    fn key_text(&self) -> &str {
-        self.key
-            .get_or_init(|| compute_key(&self.kind, &self.min, &self.max))
+    /// The DEBUG key, rendered when asked for (nothing compares or hashes it).
+    fn key_text(&self) -> String {
+        compute_key(&self.kind, &self.min, &self.max)
     }
 }
 
