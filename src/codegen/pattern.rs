@@ -449,13 +449,18 @@ pub fn rule(f: impl Fn(&Match) -> Option<UOp> + Send + Sync + 'static) -> Rewrit
     Arc::new(f)
 }
 
-/// The rewrite results of [`graph_rewrite`] so far, by node address (holding the node, so its
-/// address cannot be reused while it is a key). A node reached again through another handle to
-/// an equal structure is rebuilt from its sources' results and then found in the structural
-/// table of rebuilt nodes, with the same result.
+/// The rewrite results of [`graph_rewrite`] so far, by node address: the nodes of the input
+/// graph (alive while it is rewritten) by their post-order position in `results`, any other node
+/// in `by_ptr` (holding the node, so its address cannot be reused while it is a key). A node
+/// reached again through another handle to an equal structure is rebuilt from its sources'
+/// results and then found in the structural table of rebuilt nodes, with the same result.
 #[derive(Default)]
 struct Done {
     by_ptr: HashMap<usize, (UOp, UOp), FxBuild>,
+    /// Input node address (see [`ptr_key`]) -> post-order position.
+    input: HashMap<usize, usize, FxBuild>,
+    /// The results of the input nodes, in post-order (a prefix while the pass runs).
+    results: Vec<UOp>,
 }
 
 /// The `by_ptr` key of a node: its address over 16 (nodes are larger than that, so live nodes
@@ -470,10 +475,14 @@ impl Done {
         self.get_ref(n).cloned()
     }
     fn get_ref(&self, n: &UOp) -> Option<&UOp> {
-        self.by_ptr.get(&ptr_key(n)).map(|(_, r)| r)
+        let k = ptr_key(n);
+        if let Some(r) = self.input.get(&k).and_then(|&i| self.results.get(i)) {
+            return Some(r);
+        }
+        self.by_ptr.get(&k).map(|(_, r)| r)
     }
     fn contains(&self, n: &UOp) -> bool {
-        self.by_ptr.contains_key(&ptr_key(n))
+        self.get_ref(n).is_some()
     }
     fn insert(&mut self, n: UOp, r: UOp) {
         self.by_ptr.insert(ptr_key(&n), (n, r));
@@ -482,42 +491,59 @@ impl Done {
 
 /// The nodes under a root in DFS post-order (sources first, in order; each node once, by
 /// address), borrowed from the graph, with each node's sources as positions in that order.
-struct PostOrder<'a> {
-    nodes: Vec<&'a UOp>,
+pub(crate) struct PostOrder<'a> {
+    pub(crate) nodes: Vec<&'a UOp>,
     src_off: Vec<usize>,
     src_ids: Vec<usize>,
+    /// Node address (see [`ptr_key`]) -> position.
+    seen: HashMap<usize, usize, FxBuild>,
 }
 
 impl<'a> PostOrder<'a> {
-    fn of(root: &'a UOp) -> PostOrder<'a> {
+    /// The positions of the sources of the node at position `i`.
+    pub(crate) fn srcs(&self, i: usize) -> &[usize] {
+        &self.src_ids[self.src_off[i]..self.src_off[i + 1]]
+    }
+
+    pub(crate) fn of(root: &'a UOp) -> PostOrder<'a> {
+        // a node is entered in `seen` when first reached (as PENDING) and gets its position when
+        // complete; a source reached again is always complete (immutable nodes form no cycles,
+        // so a pending node is never a source of its own descendants)
+        const PENDING: usize = usize::MAX;
         let mut seen: HashMap<usize, usize, FxBuild> = HashMap::default();
-        let mut po = PostOrder {
-            nodes: vec![],
-            src_off: vec![0],
-            src_ids: vec![],
-        };
+        seen.insert(ptr_key(root), PENDING);
+        let (mut nodes, mut src_off, mut src_ids) = (vec![], vec![0], vec![]);
+        // the positions of the sources of the nodes on `stack`, in order, as they complete
+        let mut pend: Vec<usize> = vec![];
         let mut stack: Vec<(&'a UOp, usize)> = vec![(root, 0)];
         while let Some(&mut (n, ref mut i)) = stack.last_mut() {
             if let Some(s) = n.src().get(*i) {
                 *i += 1;
-                if !seen.contains_key(&ptr_key(s)) {
-                    stack.push((s, 0));
+                match seen.entry(ptr_key(s)) {
+                    std::collections::hash_map::Entry::Occupied(e) => pend.push(*e.get()),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(PENDING);
+                        stack.push((s, 0));
+                    }
                 }
                 continue;
             }
             stack.pop();
-            // a node is complete once: the same node reached again is skipped at push
-            if seen.contains_key(&ptr_key(n)) {
-                continue;
+            let id = nodes.len();
+            src_ids.extend(pend.drain(pend.len() - n.src().len()..));
+            src_off.push(src_ids.len());
+            if let Some(v) = seen.get_mut(&ptr_key(n)) {
+                *v = id;
             }
-            for s in n.src() {
-                po.src_ids.push(seen[&ptr_key(s)]);
-            }
-            po.src_off.push(po.src_ids.len());
-            seen.insert(ptr_key(n), po.nodes.len());
-            po.nodes.push(n);
+            nodes.push(n);
+            pend.push(id);
         }
-        po
+        PostOrder {
+            nodes,
+            src_off,
+            src_ids,
+            seen,
+        }
     }
 }
 
@@ -536,18 +562,20 @@ struct Rewriter<'p> {
 /// graph of a rule result, which may hold new and old nodes, is rewritten depth-first through
 /// the results by node address.
 pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
-    let order = PostOrder::of(sink);
+    let mut order = PostOrder::of(sink);
     let n = order.nodes.len();
     let mut rw = Rewriter {
         pm,
         done: Done {
-            by_ptr: HashMap::with_capacity_and_hasher(n, FxBuild::default()),
+            by_ptr: HashMap::default(),
+            input: std::mem::take(&mut order.seen),
+            results: Vec::with_capacity(n),
         },
         nodes: UOpMap::with_capacity_and_hasher(n, Default::default()),
     };
-    let mut results: Vec<UOp> = Vec::with_capacity(n);
     for (i, &node) in order.nodes.iter().enumerate() {
-        let srcs = &order.src_ids[order.src_off[i]..order.src_off[i + 1]];
+        let srcs = order.srcs(i);
+        let results = &rw.done.results;
         // sources that came back as the very same nodes rebuild `node` itself
         let unchanged = srcs
             .iter()
@@ -559,9 +587,10 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
             let src = srcs.iter().map(|&j| results[j].clone()).collect();
             UOp::new(node.op(), node.dtype(), src, node.arg().clone())
         };
-        results.push(rw.settle(node.clone(), x)?);
+        let r = rw.settle(x)?;
+        rw.done.results.push(r);
     }
-    match results.pop() {
+    match rw.done.results.pop() {
         Some(r) => Ok(r),
         None => crate::bail!(Internal, "graph_rewrite: the sink was not rewritten"),
     }
@@ -577,13 +606,12 @@ enum Frame {
 }
 
 impl Rewriter<'_> {
-    /// The result of `node`, rebuilt from its sources' results as `x`: an equal node rewritten
-    /// before, else the rewritten rule result, else `x`; recorded for both.
-    fn settle(&mut self, node: UOp, x: UOp) -> Result<UOp> {
+    /// The result of an input node, rebuilt from its sources' results as `x`: an equal node
+    /// rewritten before, else the rewritten rule result, else `x`; recorded for `x` (the caller
+    /// records it for the input node, in `Done::results`).
+    fn settle(&mut self, x: UOp) -> Result<UOp> {
         if let Some(found) = self.nodes.get(&x) {
-            let r = found.clone();
-            self.done.insert(node, r.clone());
-            return Ok(r);
+            return Ok(found.clone());
         }
         let r = match self.pm.rewrite(&x) {
             None => {
@@ -599,7 +627,6 @@ impl Rewriter<'_> {
                 r
             }
         };
-        self.done.insert(node, r.clone());
         Ok(r)
     }
 

@@ -329,3 +329,24 @@ fn print_uops_shows_indices() {
     );
     assert!(text.lines().next().unwrap().contains("(0, True)"), "{text}");
 }
+
+/// `has_parent` finds a RANGE through the loop summary on every path that depends on it, tells
+/// apart two loops, and still walks everything for a target that is not a RANGE.
+#[test]
+fn has_parent_ranges() {
+    let r0 = UOp::range_const(0, 4, 0, 0, false);
+    let r1 = UOp::range_const(0, 8, 1, 1, true);
+    let r0_again = UOp::range_const(0, 4, 0, 0, false);
+    let c = UOp::cnst(dtypes::int32, 3);
+    let x = r0.mul(4).add(&c);
+    let y = x.add(&r1).max(&c);
+    assert!(x.has_parent(&r0));
+    assert!(x.has_parent(&r0_again));
+    assert!(!x.has_parent(&r1));
+    assert!(y.has_parent(&r0) && y.has_parent(&r1));
+    assert!(y.has_parent(&c) && y.has_parent(&x));
+    assert!(!c.has_parent(&r0) && !r0.has_parent(&r0));
+    let g = UOp::define_global(dtypes::float32, 0, false);
+    let ld = UOp::load(&g, &c, dtypes::float32);
+    assert!(ld.has_parent(&g) && !ld.has_parent(&r0));
+}

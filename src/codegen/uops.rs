@@ -176,6 +176,9 @@ pub struct UOpInner {
     pub src: Vec<UOp>,
     pub arg: UArg,
     hash: u64,
+    /// One bit per RANGE this node depends on (itself included), chosen by the RANGE's structural
+    /// hash: a clear bit proves the node does not depend on that loop (see `UOp::has_parent`).
+    ranges: u64,
 }
 
 /// A hasher for maps and sets keyed by [`UOp`]: a node's structural hash is already well mixed, so
@@ -205,6 +208,11 @@ fn mix(mut x: u64) -> u64 {
     x ^= x >> 33;
     x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
     x ^ (x >> 33)
+}
+
+/// The bit of the `ranges` summary that stands for a RANGE of this structural hash.
+fn range_bit(hash: u64) -> u64 {
+    1 << (hash >> 58)
 }
 
 /// A `HashMap` keyed by UOp with [`UOpHasher`].
@@ -245,12 +253,17 @@ impl UOp {
         }
         arg.hash(&mut h);
         let hash = mix(h.finish());
+        let mut ranges = src.iter().fold(0, |acc, s| acc | s.0.ranges);
+        if op == UOps::RANGE {
+            ranges |= range_bit(hash);
+        }
         UOp(Arc::new(UOpInner {
             op,
             dtype,
             src,
             arg,
             hash,
+            ranges,
         }))
     }
 
@@ -625,16 +638,24 @@ impl UOp {
 
     /// Is `target` among the transitive sources of `self` (tinygrad's `target in self.parents`)?
     pub fn has_parent(&self, target: &UOp) -> bool {
+        // a RANGE target: only nodes whose summary has its bit can lead to it (equal RANGEs have
+        // equal hashes, so equal bits), which prunes the walk to the paths that may reach it;
+        // any other target walks everything
+        let bit = match target.op() {
+            UOps::RANGE => range_bit(target.0.hash),
+            _ => 0,
+        };
+        let may_reach = |u: &UOp| bit == 0 || u.0.ranges & bit != 0;
         // addresses over 16 (FxHasher keeps the zero low bits of an aligned address, which
         // hashbrown uses to pick buckets); nodes are larger than 16 bytes, so keys stay distinct
         let mut seen: HashSet<usize, crate::helpers::FxBuild> = HashSet::default();
-        let mut stack: Vec<&UOp> = self.src().iter().collect();
+        let mut stack: Vec<&UOp> = self.src().iter().filter(|u| may_reach(u)).collect();
         while let Some(u) = stack.pop() {
             if u == target {
                 return true;
             }
             if seen.insert(u.node_id() >> 4) {
-                stack.extend(u.src().iter());
+                stack.extend(u.src().iter().filter(|s| may_reach(s)));
             }
         }
         false

@@ -2,8 +2,11 @@
 //!
 //! A [`Node`] is either a plain integer (`Node::Num`, no allocation) or an immutable, shared
 //! expression node (Variable, Mul, Div, Mod, Lt, Sum, And) that caches its bounds `[min, max]`
-//! and its DEBUG rendering (the `key`). As in tinygrad, equality and hashing go through that key,
-//! so `a+b == b+a` and a bound Variable differs from the unbound one of the same name.
+//! and a structural hash. In tinygrad, equality and hashing go through the DEBUG rendering (the
+//! `key`); here they are structural with the same meaning (see [`structure`]): the terms of a Sum
+//! or And compare as a multiset (`a+b == b+a`, as the key sorts them), the two Variables of a Mul
+//! in the key's name order, and a bound Variable differs from the unbound one of the same name.
+//! The key text itself is rendered only when asked for (`Node::key`, `{:?}`).
 //!
 //! Every rewrite rule of 0.9.1 is reproduced (sum flattening and like-term combining, mul
 //! distribution, floor division and modulo rules, `create_lt_node` rewrites, `ands`), including
@@ -32,6 +35,7 @@ use crate::{bail, ensure, Error, Result};
 mod arith;
 mod compare;
 mod divmod;
+mod structure;
 mod subst;
 #[cfg(test)]
 mod tests;
@@ -57,12 +61,11 @@ pub enum Node {
     Op(Arc<NodeData>),
 }
 
-/// The shared payload of a non-integer node: its kind, cached bounds and DEBUG key.
+/// The shared payload of a non-integer node: its kind, cached bounds and structural hash.
 pub struct NodeData {
     kind: Kind,
     min: Node,
     max: Node,
-    key: String,
     hash: u64,
 }
 
@@ -216,15 +219,12 @@ impl Node {
 
     /// Build an op node with its bounds (no simplification, no collapsing).
     fn mk(kind: Kind, min: Node, max: Node) -> Node {
-        let key = compute_key(&kind, &min, &max);
-        let mut h = crate::helpers::FxHasher::default();
-        key.hash(&mut h);
+        let hash = structure::hash_of(&kind, &min, &max);
         Node::Op(Arc::new(NodeData {
             kind,
             min,
             max,
-            key,
-            hash: h.finish(),
+            hash,
         }))
     }
 
@@ -451,7 +451,7 @@ impl Node {
     pub fn key(&self) -> Cow<'_, str> {
         match self {
             Node::Num(v) => Cow::Owned(v.to_string()),
-            Node::Op(d) => Cow::Borrowed(&d.key),
+            Node::Op(d) => Cow::Owned(d.key_text()),
         }
     }
     /// tinygrad's default render: `((a*2)+1)`, `(a//2)`, `(a%2)`, `(a<2)`, `(x and y)`.
@@ -470,7 +470,14 @@ impl Node {
 fn debug_bound(n: &Node) -> String {
     match n {
         Node::Num(v) => v.to_string(),
-        Node::Op(d) => format!("<{}>", d.key),
+        Node::Op(d) => format!("<{}>", d.key_text()),
+    }
+}
+
+impl NodeData {
+    /// The DEBUG key, rendered when asked for (nothing compares or hashes it).
+    fn key_text(&self) -> String {
+        compute_key(&self.kind, &self.min, &self.max)
     }
 }
 
@@ -488,8 +495,7 @@ fn render_with<'a>(kind: &'a Kind, child: &dyn Fn(&'a Node) -> Cow<'a, str>) -> 
     match kind {
         Kind::Var { expr, .. } => expr.clone(),
         Kind::Mul(a, b) => {
-            let swap = matches!((a.expr(), b.expr()), (Some(x), Some(y)) if !x.is_empty() && !y.is_empty() && y < x);
-            if swap {
+            if structure::mul_swapped(a, b) {
                 format!("({}*{})", child(b), child(a))
             } else {
                 format!("({}*{})", child(a), child(b))
@@ -517,7 +523,9 @@ impl PartialEq for Node {
     fn eq(&self, other: &Node) -> bool {
         match (self, other) {
             (Node::Num(a), Node::Num(b)) => a == b,
-            (Node::Op(a), Node::Op(b)) => Arc::ptr_eq(a, b) || (a.hash == b.hash && a.key == b.key),
+            (Node::Op(a), Node::Op(b)) => {
+                Arc::ptr_eq(a, b) || (a.hash == b.hash && structure::same(a, b))
+            }
             _ => false,
         }
     }
@@ -547,7 +555,7 @@ impl fmt::Debug for Node {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Node::Num(v) => write!(f, "{v}"),
-            Node::Op(d) => write!(f, "<{}>", d.key),
+            Node::Op(d) => write!(f, "<{}>", d.key_text()),
         }
     }
 }

@@ -252,8 +252,14 @@ impl Expansion {
             .filter(|(k, _)| k.is_var() && seen.contains(k))
             .map(|(_, &(_, size, stride))| (size, stride))
             .collect();
-        let mut ids: HashMap<i64, usize> = HashMap::new();
         let count = usize::try_from(count).unwrap_or(0);
+        // the keys are dense in 0..(product of the present sizes), which divides `count`: the
+        // group of a key is a slot of a table that size (`usize::MAX`: not seen yet)
+        let keys = present
+            .iter()
+            .try_fold(1i64, |a, &(size, _)| a.checked_mul(size))
+            .unwrap_or(i64::MAX);
+        let mut ids = vec![usize::MAX; usize::try_from(keys).unwrap_or(0).min(count)];
         let (mut group, mut firsts) = (Vec::with_capacity(count), vec![]);
         for j in 0..count as i64 {
             let (mut key, mut radix) = (0i64, 1i64);
@@ -261,12 +267,14 @@ impl Expansion {
                 key += (j / stride) % size * radix;
                 radix *= size;
             }
-            let next = firsts.len();
-            let id = *ids.entry(key).or_insert(next);
-            if id == next {
+            let Some(slot) = usize::try_from(key).ok().and_then(|k| ids.get_mut(k)) else {
+                bail!(Codegen, "iter_idxs: combination key {key} out of range");
+            };
+            if *slot == usize::MAX {
+                *slot = firsts.len();
                 firsts.push(j as usize);
             }
-            group.push(id);
+            group.push(*slot);
         }
         Ok(Expansion {
             dims,

@@ -27,9 +27,11 @@
 //! folded.
 
 use std::collections::HashMap;
+use std::hash::BuildHasherDefault;
 
+use crate::codegen::pattern::PostOrder;
 use crate::codegen::renderer::VectorAlu;
-use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
+use crate::codegen::uops::{UArg, UOp, UOpHasher, UOpMap, UOps};
 use crate::dtype::{DType, Scalar};
 use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
 use crate::Result;
@@ -86,7 +88,7 @@ impl Folded {
 
 struct Fold {
     mode: VectorAlu,
-    memo: HashMap<Vec<UOp>, Folded>,
+    memo: HashMap<Vec<UOp>, Folded, crate::helpers::FxBuild>,
     /// Each lane PHI of a folded accumulator, and the GEP of the vector PHI that replaces it.
     phi_subst: UOpMap<UOp>,
     /// The vector PHI of each folded accumulator.
@@ -100,7 +102,7 @@ pub fn vectorize_alus(sink: &UOp, mode: VectorAlu) -> Result<UOp> {
     }
     let mut f = Fold {
         mode,
-        memo: HashMap::new(),
+        memo: HashMap::default(),
         phi_subst: UOpMap::default(),
         acc_phi: UOpMap::default(),
     };
@@ -115,31 +117,29 @@ pub fn vectorize_alus(sink: &UOp, mode: VectorAlu) -> Result<UOp> {
 /// Rebuild the graph under `sink` bottom up (iteratively), passing every rebuilt node through
 /// `f`.
 fn rebuild(sink: &UOp, f: &mut dyn FnMut(UOp) -> UOp) -> UOp {
-    let mut done: UOpMap<UOp> = UOpMap::default();
-    let mut stack: Vec<(UOp, bool)> = vec![(sink.clone(), false)];
-    while let Some((n, expanded)) = stack.pop() {
-        if done.contains_key(&n) {
+    let order = PostOrder::of(sink);
+    // structurally equal nodes share the first one's result (by position in `results`)
+    let mut first: HashMap<&UOp, usize, BuildHasherDefault<UOpHasher>> = HashMap::default();
+    let mut results: Vec<UOp> = Vec::with_capacity(order.nodes.len());
+    for (i, &n) in order.nodes.iter().enumerate() {
+        if let Some(&j) = first.get(n) {
+            let r = results[j].clone();
+            results.push(r);
             continue;
         }
-        if !expanded {
-            stack.push((n.clone(), true));
-            for s in n.src().iter().rev() {
-                if !done.contains_key(s) {
-                    stack.push((s.clone(), false));
-                }
-            }
-            continue;
-        }
-        let src: Vec<UOp> = n.src().iter().map(|s| done[s].clone()).collect();
-        let same = src.iter().zip(n.src()).all(|(a, b)| a.ptr_eq(b));
+        first.insert(n, i);
+        let srcs = order.srcs(i);
+        // sources that came back as the very same nodes keep `n` (no new source list)
+        let same = srcs.iter().zip(n.src()).all(|(&j, s)| results[j].ptr_eq(s));
         let built = if same {
             n.clone()
         } else {
+            let src: Vec<UOp> = srcs.iter().map(|&j| results[j].clone()).collect();
             UOp::new(n.op(), n.dtype(), src, n.arg().clone())
         };
-        done.insert(n, f(built));
+        results.push(f(built));
     }
-    done[sink].clone()
+    results.pop().unwrap_or_else(|| sink.clone())
 }
 
 /// The scalar dtype every lane has, if they all have the same one.
