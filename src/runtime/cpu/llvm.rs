@@ -21,24 +21,25 @@
 //!   10.9 / 11.8, W10 5.8 / 7.9 and W11 3.9 / 7.5 lose (their float4 and row-reduce kernels
 //!   still rely on SLP), for compile ms/kernel 9.3-23 instead of 14-34; so SLP stays.
 //! - Where one compile's time goes (issue 10; `bench llvmc --dir D`, D from `bench codegen
-//!   --devices LLVM --dump D` of W1, W2, W3, W10, W11, W12; libLLVM 15, loaded 2-core VM, CPU ms
-//!   of the thread, median of 4-6 compiles): the mean of 12 kernels is context 0.1, IR parse 0.5,
-//!   link + verify + target machine lookup 0.1, IR passes 4.6 (35%), codegen 8.0 (60%), our ELF
-//!   load 0.01; W1 (68 IR lines) 3.2 = passes 0.4 + codegen 2.6, W2 (160) 7.0 = 1.8 + 5.0, W3
-//!   (1712) 12.7 = 5.0 + 6.3, W12's largest (10673 lines, its tile's multiply-adds as scalars) 250+
-//!   ms, 70% in the IR passes. The fixed part per compile is small: an empty function
-//!   compiles in 1.0 ms (0.85 codegen, the legacy codegen pass manager built and run per call);
-//!   LLVM's `-time-passes` spreads codegen over ~150 machine passes at 0.02-0.5 ms each, none
-//!   dominant (instruction selection and DAG combining ~15%). The target machine is already kept
-//!   per thread; what stays fixed is the first compile of a thread (subtarget, lowering tables,
-//!   pass registrations: 3-4 ms more than later ones), which [`open_llvm`] now pays with
-//!   [`LLVMCompiler::warm_up`] (it moves that cost to the device's opening, it does not remove
-//!   it; the bench workloads' W1 had already paid it through its inputs' kernels). Measured and
-//!   not taken: `always-inline` before the light passes (one function to codegen instead of the
+//!   --devices LLVM --dump D` of W1, W2, W3, W10, W11, W12, 43 kernels; libLLVM 15, loaded 2-core
+//!   VM, CPU ms of the thread, median of 4 compiles): the mean is context 0.1, IR parse 0.6, link
+//!   + verify + target machine lookup 0.1, IR passes 4.0 (28%), codegen 9.8 (67%), our ELF load
+//!   0.013 ms; W1 (46 IR lines) 4.2 = passes 0.4 + codegen 3.6, W2 (160) 12.5 = 3.1 + 8.6, W3
+//!   (192) 12.2 = 2.9 + 8.7, W12's largest (1485 lines) 67-79 = 27-34 + 39-43. The fixed part per
+//!   compile is small: an empty function compiles in 1.0 ms (0.85 codegen: the legacy codegen
+//!   pass manager is built and run per call, which the C API cannot reuse); LLVM's `-time-passes`
+//!   spreads codegen over ~150 machine passes at 0.02-0.5 ms each, none dominant (instruction
+//!   selection and DAG combining ~15%). The target machine is already kept per thread; what stays
+//!   fixed is a thread's first compile (subtarget, lowering tables, pass registrations: 3-4 ms
+//!   more than later ones), which [`open_llvm`] pays with [`LLVMCompiler::warm_up`]: that moves the
+//!   cost to the device's opening, it does not remove it (bench workloads' kernels had paid it
+//!   already through their inputs' kernels, so their compile ms/kernel is unchanged). Measured (on
+//!   the scalar-tile IR of a build without the vector ALU fold) and not taken: `always-inline` before the light passes (one function to codegen instead of the
 //!   kernel plus its `_rg` entry) saves 0.3-0.8 ms on W1-sized kernels but costs W3 +20% and
 //!   W12's large kernels +30-40% (the inlined `noalias` arguments become scoped alias metadata
-//!   that SLP and the scheduler query slowly), and after the passes it still costs W12 +20% in
-//!   codegen; dropping `loop-mssa(licm)` saves ~15% of the compile but W2 and W7 ran slower.
+//!   that SLP and the scheduler query slowly), and after the passes it still costs W12's large
+//!   kernels +20% in codegen; dropping `loop-mssa(licm)` saves ~15% of the compile but W2 and W7
+//!   ran slower.
 //! - [`LLVMRuntime`]: object bytes -> program; external calls (libm, half conversions) resolve
 //!   through [`libcalls`]. Its graph is the CPU batch graph (`runtime/cpu/graph.rs`): the kernels'
 //!   modules and the batch entry's, joined by [`MODULE_SEPARATOR`], which [`LLVMCompiler`] parses
