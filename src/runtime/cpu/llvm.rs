@@ -22,8 +22,8 @@
 //!   still rely on SLP), for compile ms/kernel 9.3-23 instead of 14-34; so SLP stays.
 //! - Where one compile's time goes (issue 10; `bench llvmc --dir D`, D from `bench codegen
 //!   --devices LLVM --dump D` of W1, W2, W3, W10, W11, W12, 43 kernels; libLLVM 15, loaded 2-core
-//!   VM, CPU ms of the thread, median of 4 compiles): the mean is context 0.1, IR parse 0.6, link
-//!   + verify + target machine lookup 0.1, IR passes 4.0 (28%), codegen 9.8 (67%), our ELF load
+//!   VM, CPU ms of the thread, median of 4 compiles): the mean is context 0.1, IR parse 0.6, link,
+//!   verify and target machine lookup 0.1, IR passes 4.0 (28%), codegen 9.8 (67%), our ELF load
 //!   0.013 ms; W1 (46 IR lines) 4.2 = passes 0.4 + codegen 3.6, W2 (160) 12.5 = 3.1 + 8.6, W3
 //!   (192) 12.2 = 2.9 + 8.7, W12's largest (1485 lines) 67-79 = 27-34 + 39-43. The fixed part per
 //!   compile is small: an empty function compiles in 1.0 ms (0.85 codegen: the legacy codegen
