@@ -8,7 +8,8 @@
 //! text the caller gives, e.g. `default<O3>`, LLVM >= 13; none at all when it gives none) ->
 //! object (or assembly) emission for a triple, CPU and feature string, each compile in its own
 //! LLVM context (compiles may run on several threads at once), with a target machine each thread
-//! keeps per option set. Diagnostics go to a handler that collects them (LLVM's default handler exits the process on an error). Errors name
+//! keeps per option set ([`Llvm::compile_linked_timed`] also reports the CPU time of each stage,
+//! [`StageTimes`], for `bench llvmc`). Diagnostics go to a handler that collects them (LLVM's default handler exits the process on an error). Errors name
 //! what was missing (no library, a C function, a target) or what LLVM reported (parse errors,
 //! verifier reports, codegen diagnostics).
 //!
@@ -588,14 +589,30 @@ impl Llvm {
         opts: &CompileOptions,
         emit: Emit,
     ) -> Result<Vec<u8>> {
+        self.compile_linked_timed(irs, opts, emit, &mut StageTimes::default())
+    }
+
+    /// [`Llvm::compile_linked`], adding the seconds each stage took to `times` (for `bench llvmc`).
+    pub fn compile_linked_timed(
+        &self,
+        irs: &[&str],
+        opts: &CompileOptions,
+        emit: Emit,
+        times: &mut StageTimes,
+    ) -> Result<Vec<u8>> {
         self.init_target(&opts.triple)?;
         let what = format!(
             "LLVM {} compiling for {} (cpu {:?}, features {:?})",
             self.version, opts.triple, opts.cpu, opts.features
         );
+        let t = thread_cpu_s();
         let ctx = Context::new(&self.api)?;
-        let out = self.compile_in(&ctx, irs, opts, emit);
-        let (errors, warnings) = ctx.diagnostics();
+        times.context += thread_cpu_s() - t;
+        let out = self.compile_in(&ctx, irs, opts, emit, times);
+        let t = thread_cpu_s();
+        let (errors, warnings) = (ctx.diagnostics().0.to_vec(), ctx.diagnostics().1.to_vec());
+        drop(ctx);
+        times.context += thread_cpu_s() - t;
         if debug() >= 2 && !warnings.is_empty() {
             println!("{what}: warnings:\n  {}", warnings.join("\n  "));
         }
@@ -611,26 +628,45 @@ impl Llvm {
         irs: &[&str],
         opts: &CompileOptions,
         emit: Emit,
+        times: &mut StageTimes,
     ) -> Result<Vec<u8>> {
         let Some((first, rest)) = irs.split_first() else {
             bail!(Compile, "LLVM: no module to compile");
         };
+        let mut t = thread_cpu_s();
+        let mut lap = |slot: &mut f64| {
+            let now = thread_cpu_s();
+            *slot += now - t;
+            t = now;
+        };
         let module = Module::parse(&self.api, ctx, first)?;
+        let mut linked = vec![];
         for ir in rest {
-            module.link(Module::parse(&self.api, ctx, ir)?)?;
+            linked.push(Module::parse(&self.api, ctx, ir)?);
+        }
+        lap(&mut times.parse);
+        for m in linked {
+            module.link(m)?;
         }
         module.verify()?;
+        lap(&mut times.link_verify);
         let raw = self.machine(opts)?;
         let tm = TargetMachine::borrowed(&self.api, raw);
         tm.configure(&module, &opts.triple)?;
+        lap(&mut times.machine);
         if let Some(passes) = &opts.passes {
             tm.run_passes(&module, passes)?;
         }
-        match emit {
+        lap(&mut times.passes);
+        let out = match emit {
             Emit::Object => tm.emit(&module, FILE_OBJECT),
             Emit::Assembly => tm.emit(&module, FILE_ASSEMBLY),
             Emit::Ir => Ok(module.print().into_bytes()),
-        }
+        };
+        lap(&mut times.codegen);
+        drop(module);
+        lap(&mut times.context);
+        out
     }
 
     /// This thread's target machine for `opts` (made on first use, kept until the thread exits).
@@ -693,6 +729,29 @@ impl Llvm {
         }
         Ok(out)
     }
+}
+
+/// Seconds this thread has run on a CPU (0 where the clock fails: the stage times are for people).
+fn thread_cpu_s() -> f64 {
+    crate::driver::os::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID).map_or(0.0, |ns| ns as f64 * 1e-9)
+}
+
+/// CPU seconds of the calling thread spent in each stage of [`Llvm::compile_linked_timed`]
+/// (summed over calls).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct StageTimes {
+    /// Creating and disposing the context and module (with its diagnostics).
+    pub context: f64,
+    /// Parsing the IR text of every module.
+    pub parse: f64,
+    /// Linking the modules into the first and verifying the result.
+    pub link_verify: f64,
+    /// Looking up (or making) the thread's target machine, setting triple and data layout.
+    pub machine: f64,
+    /// The IR pass pipeline.
+    pub passes: f64,
+    /// Instruction selection, machine passes and object (or assembly) emission.
+    pub codegen: f64,
 }
 
 /// `e_flags` of a 64-bit little-endian ELF file.

@@ -6,13 +6,16 @@
 //! - `beam`: BEAM search time and picks on a matmul and a reduction (see `beam.rs`);
 //! - `jit`: eager vs TinyJit replay of a kernel chain, with and without graphs (see `jit.rs`);
 //! - `codegen`: get_kernel, linearizer and renderer time per kernel of the workloads, and their
-//!   rendered sources for a byte-for-byte comparison of two builds (see `codegen.rs`).
+//!   rendered sources for a byte-for-byte comparison of two builds (see `codegen.rs`);
+//! - `llvmc`: the LLVM device's compile time per kernel source, split into its stages (see
+//!   `llvmc.rs`).
 
 mod beam;
 mod ceilings;
 mod codegen;
 mod dispatch;
 mod jit;
+mod llvmc;
 mod workloads;
 
 use std::fmt::Display;
@@ -24,7 +27,8 @@ const USAGE: &str = "usage: bench dispatch [--devices CLANG,NV,CUDA] [--n 1000] 
 [--repeats 11] [--budget-s 10] [--copy-mib 256]
        bench beam [--device CLANG] [--amt 2] [--repeats 3] [--n 256] [--rows 1024] [--cols 1024]
        bench jit [--devices CLANG,LLVM] [--kernels 64] [--n 1024] [--repeats 21]
-       bench codegen [--workloads W3,W7] [--devices CLANG,LLVM] [--repeats 5] [--dump DIR]";
+       bench codegen [--workloads W3,W7] [--devices CLANG,LLVM] [--repeats 5] [--dump DIR]
+       bench llvmc --dir DIR [--repeats 5] [--warm-up 1]";
 
 /// Print a subcommand's table, or its error under its name.
 fn report<T: Display>(name: &str, result: rawgrad::Result<T>) -> ExitCode {
@@ -60,6 +64,10 @@ fn main() -> ExitCode {
         Some("codegen") => report(
             "codegen",
             codegen::Config::parse(rest).and_then(|c| codegen::run(&c)),
+        ),
+        Some("llvmc") => report(
+            "llvmc",
+            llvmc::Config::parse(rest).and_then(|c| llvmc::run(&c)),
         ),
         _ => {
             eprintln!("{USAGE}");

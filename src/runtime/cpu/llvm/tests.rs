@@ -363,3 +363,67 @@ fn cache_keys_name_codegen_level_and_isel() {
     keys.dedup();
     assert_eq!(keys.len(), 3, "{keys:?}");
 }
+
+/// The warm-up compiles at every pipeline of every installed libLLVM (typed and opaque pointers
+/// alike), and a pipeline the library cannot run fails there, naming the pipeline and the pass.
+#[test]
+fn warm_up_runs_every_pipeline_and_names_a_bad_one() {
+    for c in compilers() {
+        c.warm_up()
+            .unwrap_or_else(|e| panic!("LLVM {} {:?}: {e}", c.llvm().version(), c.pipeline()));
+    }
+    let Some(l) = find_libraries().into_iter().next() else {
+        println!("skipped: no libLLVM");
+        return;
+    };
+    let llvm = Llvm::open(&l.path).unwrap();
+    let bad = Pipeline {
+        passes: Some("function(no-such-pass)".into()),
+        ..Pipeline::of(LlvmOpt::Light)
+    };
+    let c = LLVMCompiler::with_pipeline(llvm, bad).unwrap();
+    let e = c.warm_up().unwrap_err().message().to_string();
+    assert!(e.contains("no-such-pass") && e.contains("pipeline"), "{e}");
+}
+
+/// The stage split of a compile covers the stages that ran: IR parse, passes and codegen each
+/// took time, and none is negative; a compile without passes spends nothing in them.
+#[test]
+fn stage_times_split_a_compile() {
+    let Some(c) = compilers()
+        .into_iter()
+        .find(|c| c.pipeline().passes.is_some())
+    else {
+        println!("skipped: no libLLVM");
+        return;
+    };
+    let ir = ir_for(&c, ADD_IR, ADD_IR_TYPED);
+    let mut st = crate::ffi::llvm::StageTimes::default();
+    for _ in 0..3 {
+        c.llvm()
+            .compile_linked_timed(&[&ir], c.options(), Emit::Object, &mut st)
+            .unwrap();
+    }
+    let all = [
+        st.context,
+        st.parse,
+        st.link_verify,
+        st.machine,
+        st.passes,
+        st.codegen,
+    ];
+    assert!(all.iter().all(|t| *t >= 0.0), "{st:?}");
+    assert!(
+        st.parse > 0.0 && st.passes > 0.0 && st.codegen > 0.0,
+        "{st:?}"
+    );
+    let none = CompileOptions {
+        passes: None,
+        ..c.options().clone()
+    };
+    let mut st = crate::ffi::llvm::StageTimes::default();
+    c.llvm()
+        .compile_linked_timed(&[&ir], &none, Emit::Object, &mut st)
+        .unwrap();
+    assert!(st.passes < 1e-3 && st.codegen > 0.0, "{st:?}");
+}
