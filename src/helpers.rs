@@ -378,6 +378,18 @@ pub fn cache_dir() -> PathBuf {
     std::env::temp_dir().join("rawgrad-cache")
 }
 
+/// The murmur3 64-bit finalizer (`fmix64`): spreads a hash state over all 64 bits, so hashes
+/// built from [`FxHasher`] can serve tables that read both their low and their high bits
+/// (hashbrown), and combined child hashes do not cancel.
+#[inline]
+pub fn fmix64(mut x: u64) -> u64 {
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    x ^= x >> 33;
+    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    x ^ (x >> 33)
+}
+
 /// A fast, deterministic hasher for in-memory tables keyed by node identities and small
 /// structures (the multiply-rotate hash of rustc's `FxHasher`): a few cycles per word where
 /// SipHash takes tens. Not DoS-resistant and not stable across versions; never for disk keys.

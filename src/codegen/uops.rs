@@ -16,7 +16,7 @@ use std::sync::Arc;
 
 use crate::dtype::dtypes;
 use crate::dtype::{ConstValue, DType};
-use crate::helpers::FxHasher;
+use crate::helpers::{fmix64, FxHasher};
 use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
 
 /// The UOp kinds of 0.9.1, in their enum order.
@@ -200,16 +200,6 @@ impl Hasher for UOpHasher {
     }
 }
 
-/// The murmur3 finalizer: spreads an FxHasher state over all 64 bits, so the structural hash can
-/// serve [`UOpHasher`] unchanged (hashbrown reads both its low and its high bits).
-fn mix(mut x: u64) -> u64 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^ (x >> 33)
-}
-
 /// The bit of the `ranges` summary that stands for a RANGE of this structural hash.
 fn range_bit(hash: u64) -> u64 {
     1 << (hash >> 58)
@@ -252,7 +242,7 @@ impl UOp {
             h.write_u64(s.0.hash);
         }
         arg.hash(&mut h);
-        let hash = mix(h.finish());
+        let hash = fmix64(h.finish());
         let mut ranges = src.iter().fold(0, |acc, s| acc | s.0.ranges);
         if op == UOps::RANGE {
             ranges |= range_bit(hash);

@@ -1,6 +1,6 @@
 //! Two GPU-visible images of a bound command stream (tinygrad 0.9.1 `HWQueue.bind`, what its
 //! graphs replay), shared by every backend that binds: NV's pushbuffers
-//! ([`crate::runtime::nv::bound`]) and AMD's PM4 compute queues ([`crate::runtime::amd::bound`]).
+//! (`runtime::nv::bound`) and AMD's PM4 compute queues (`runtime::amd::bound`).
 //! The backend allocates the two buffers (the memory kind its engine reads commands from) and
 //! says how a submission points the engine at an image (a GP entry, an INDIRECT_BUFFER packet).
 //!

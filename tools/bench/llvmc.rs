@@ -67,12 +67,6 @@ impl Config {
     }
 }
 
-/// Seconds this thread has run on a CPU (NaN where the clock fails).
-fn cpu_s() -> f64 {
-    rawgrad::driver::os::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
-        .map_or(f64::NAN, |ns| ns as f64 * 1e-9)
-}
-
 /// The `*.src` files of `dir`, sorted by name.
 fn sources(dir: &PathBuf) -> Result<Vec<(String, String)>> {
     let rd = std::fs::read_dir(dir)
@@ -113,9 +107,9 @@ fn row(c: &LLVMCompiler, name: &str, src: &str, repeats: usize) -> Result<(Strin
     let mut obj = vec![];
     for i in 0..repeats {
         let mut st = StageTimes::default();
-        let t = cpu_s();
+        let t = crate::workloads::thread_cpu_s();
         obj = llvm.compile_linked_timed(&modules, c.options(), Emit::Object, &mut st)?;
-        let w = cpu_s() - t;
+        let w = crate::workloads::thread_cpu_s() - t;
         if i == 0 {
             first = w;
         } else {
@@ -128,9 +122,9 @@ fn row(c: &LLVMCompiler, name: &str, src: &str, repeats: usize) -> Result<(Strin
     let major = llvm.version().major;
     let mut loads = vec![];
     for _ in 0..repeats {
-        let t = cpu_s();
+        let t = crate::workloads::thread_cpu_s();
         let k = objload::load(&obj, &entry, &|s| libcalls::resolve(major, s))?;
-        loads.push(cpu_s() - t);
+        loads.push(crate::workloads::thread_cpu_s() - t);
         drop(k);
     }
     let med = |f: &dyn Fn(&StageTimes) -> f64| {
@@ -167,11 +161,11 @@ fn row(c: &LLVMCompiler, name: &str, src: &str, repeats: usize) -> Result<(Strin
 pub fn run(cfg: &Config) -> Result<String> {
     let c = LLVMCompiler::new()?;
     let srcs = sources(&cfg.dir)?;
-    let t = cpu_s();
+    let t = crate::workloads::thread_cpu_s();
     if cfg.warm_up {
         c.warm_up()?;
     }
-    let warm_ms = (cpu_s() - t) * 1e3;
+    let warm_ms = (crate::workloads::thread_cpu_s() - t) * 1e3;
     rawgrad::ensure!(
         !srcs.is_empty(),
         InvalidArgument,
@@ -209,13 +203,13 @@ pub fn run(cfg: &Config) -> Result<String> {
         sum[7] / n
     );
     // the compiler of the device, as the engine calls it, for a cross-check of the split
-    let t = cpu_s();
+    let t = crate::workloads::thread_cpu_s();
     c.compile(&srcs[0].1)?;
     let _ = writeln!(
         out,
         "Compiler::compile of {} once more: {:.2} ms",
         srcs[0].0,
-        (cpu_s() - t) * 1e3
+        (crate::workloads::thread_cpu_s() - t) * 1e3
     );
     Ok(out)
 }

@@ -193,7 +193,7 @@ fn prepare(w: &Workload, device: &str) -> Result<Prepared> {
 }
 
 /// Seconds this thread has run on a CPU (`CLOCK_THREAD_CPUTIME_ID`; NaN where it fails).
-fn thread_cpu_s() -> f64 {
+pub(crate) fn thread_cpu_s() -> f64 {
     rawgrad::driver::os::clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
         .map_or(f64::NAN, |ns| ns as f64 * 1e-9)
 }

@@ -14,21 +14,12 @@
 use std::hash::Hasher;
 
 use super::{Kind, Node, NodeData};
-use crate::helpers::FxHasher;
-
-/// The murmur3 finalizer, so that combined hashes spread over all 64 bits.
-fn mix(mut x: u64) -> u64 {
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
-    x ^= x >> 33;
-    x = x.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
-    x ^ (x >> 33)
-}
+use crate::helpers::{fmix64, FxHasher};
 
 /// The hash of a child: a number by its value, a node by its cached hash.
 fn child(n: &Node) -> u64 {
     match n {
-        Node::Num(v) => mix((*v as u64) ^ 0x9e37_79b9_7f4a_7c15),
+        Node::Num(v) => fmix64((*v as u64) ^ 0x9e37_79b9_7f4a_7c15),
         Node::Op(d) => d.hash,
     }
 }
@@ -50,9 +41,9 @@ fn mul_order<'a>(a: &'a Node, b: &'a Node) -> (&'a Node, &'a Node) {
 
 /// An order-independent combination of the terms of a Sum or And.
 fn terms(nodes: &[Node]) -> u64 {
-    nodes
-        .iter()
-        .fold(nodes.len() as u64, |acc, n| acc.wrapping_add(mix(child(n))))
+    nodes.iter().fold(nodes.len() as u64, |acc, n| {
+        acc.wrapping_add(fmix64(child(n)))
+    })
 }
 
 /// The structural hash of a node with this kind and these bounds (bounds enter only for
@@ -99,7 +90,7 @@ pub(super) fn hash_of(kind: &Kind, min: &Node, max: &Node) -> u64 {
             h.write_u64(terms(n));
         }
     }
-    mix(h.finish())
+    fmix64(h.finish())
 }
 
 /// Whether two lists of terms hold the same multiset (in order first, the common case).
