@@ -117,6 +117,12 @@ pub(crate) fn axpb_chain(bufs: &[RawBuf], m: i64, n: i64) -> Vec<GraphCall> {
         .collect()
 }
 
+/// What a chain of `k` `E_axpb` launches (`v * n + m`, wrapping as int32 does) leaves of `x`.
+pub(crate) fn axpb_chain_want(x: &[i32], k: usize, m: i64, n: i64) -> Vec<i32> {
+    let step = |v: i32| v.wrapping_mul(n as i32).wrapping_add(m as i32);
+    x.iter().map(|&v| (0..k).fold(v, |v, _| step(v))).collect()
+}
+
 /// 32 int32 values of `b`.
 pub(crate) fn i32s_of<B: HcqBackend>(a: &HcqAllocator<B>, b: &RawBuf) -> Vec<i32> {
     let mut o = vec![0u8; 128];
@@ -143,8 +149,7 @@ pub(crate) fn check_many_replays<B: HcqBackend>(dev: &Arc<HcqDevice<B>>, prg: &d
             g.run(&prgs, &calls(m, n), false).unwrap();
         }
         dev.synchronize().unwrap();
-        let f = |v: i32| (0..k).fold(v, |v, _| v.wrapping_mul(n as i32).wrapping_add(m as i32));
-        let want: Vec<i32> = x.iter().map(|&v| f(v)).collect();
+        let want = axpb_chain_want(&x, k, m, n);
         assert_eq!(i32s_of(&a, &bufs[k]), want, "step {step}: m={m} n={n}");
     }
 }
@@ -182,8 +187,7 @@ fn hcq_graph_runs_put_one_indirect_buffer_on_the_compute_ring() {
             assert_eq!(ring, 5 * 4, "{k} kernels: one INDIRECT_BUFFER a run");
             assert_eq!(emu.doorbell_writes(gpu).unwrap().len() - bells, 5);
             dev.synchronize().unwrap();
-            let f = |v: i32| (0..k).fold(v, |v, _| v * n as i32 + m as i32);
-            let want: Vec<i32> = x.iter().map(|&v| f(v)).collect();
+            let want = axpb_chain_want(&x, k, m, n);
             assert_eq!(i32s_of(&a, &bufs[k]), want, "{k} kernels, m={m} n={n}");
         }
     }

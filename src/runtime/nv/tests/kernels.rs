@@ -4,7 +4,9 @@
 
 use super::*;
 use crate::dtype::dtypes;
-use crate::runtime::amd::tests::graph::{axpb_chain, chain_buffers, check_many_replays, i32s_of};
+use crate::runtime::amd::tests::graph::{
+    axpb_chain, axpb_chain_want, chain_buffers, check_many_replays, i32s_of,
+};
 
 #[test]
 fn add_kernel_runs_on_hopper_with_qmd_v04() {
@@ -147,8 +149,7 @@ fn hcq_graph_runs_point_one_gp_entry_at_the_bound_pushbuffer() {
                 "{k} kernels: a command ring moved"
             );
             dev.synchronize().unwrap();
-            let f = |v: i32| (0..k).fold(v, |v, _| v * n as i32 + m as i32);
-            let want: Vec<i32> = x.iter().map(|&v| f(v)).collect();
+            let want = axpb_chain_want(&x, k, m, n);
             assert_eq!(i32s_of(&a, &bufs[k]), want, "{k} kernels, m={m} n={n}");
         }
     }
