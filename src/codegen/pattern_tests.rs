@@ -289,13 +289,14 @@ fn graph_rewrite_handles_deep_chains() {
 
 #[test]
 fn graph_rewrite_merges_separately_built_equal_subgraphs() {
-    // two structurally equal chains built node by node (no shared handles): one result, and the
-    // same result as rewriting one chain alone
+    // two structurally equal chains built node by node (no shared handles; on two threads, so
+    // the interning of UOp::new does not make them one): one result, and the same result as
+    // rewriting one chain alone
     let build = || {
         let v = UOp::define_var("n", 0, 9);
         v.mul(4).add(v.idiv(2)).add(1)
     };
-    let (a, b) = (build(), build());
+    let (a, b) = (build(), std::thread::spawn(build).join().unwrap());
     assert!(!a.ptr_eq(&b));
     let out = graph_rewrite(&UOp::sink(vec![a.clone(), b]), &simple_pm()).unwrap();
     assert!(out.src()[0].ptr_eq(&out.src()[1]));

@@ -7,7 +7,11 @@
 //! `max`, `min`, ... where a number operand becomes a CONST of the other side's dtype). The graph
 //! algorithms (pattern rewrite, toposort, verification, serialization) live beside it.
 //!
-//! Not guaranteed: a `UOp` built by hand is not verified until `type_verify` runs.
+//! Nodes are hash-consed per thread (`uops/intern.rs`, beyond 0.9.1): building a node equal to a
+//! live one built on the same thread returns that node.
+//!
+//! Not guaranteed: a `UOp` built by hand is not verified until `type_verify` runs; that equal
+//! nodes are one allocation (see `uops/intern.rs`: equality stays structural).
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -18,6 +22,9 @@ use crate::dtype::dtypes;
 use crate::dtype::{ConstValue, DType};
 use crate::helpers::{fmix64, FxHasher};
 use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
+
+mod intern;
+pub(crate) use intern::entries as interned_entries;
 
 /// The UOp kinds of 0.9.1, in their enum order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -212,6 +219,7 @@ pub type UOpMap<V> = HashMap<UOp, V, BuildHasherDefault<UOpHasher>>;
 /// stack): sources whose last reference goes away here are taken apart in a loop.
 impl Drop for UOpInner {
     fn drop(&mut self) {
+        intern::forget(self.hash);
         if self.src.is_empty() {
             return;
         }
@@ -247,7 +255,7 @@ impl UOp {
         if op == UOps::RANGE {
             ranges |= range_bit(hash);
         }
-        UOp(Arc::new(UOpInner {
+        UOp(intern::intern(UOpInner {
             op,
             dtype,
             src,
