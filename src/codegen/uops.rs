@@ -24,7 +24,6 @@ use crate::helpers::{fmix64, FxHasher};
 use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
 
 mod intern;
-pub(crate) use intern::entries as interned_entries;
 
 /// The UOp kinds of 0.9.1, in their enum order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -102,7 +102,8 @@ pub(super) fn forget(hash: u64) {
 }
 
 /// The number of table entries of this thread (live or not yet swept).
-pub(crate) fn entries() -> usize {
+#[cfg(test)]
+fn entries() -> usize {
     TABLE.try_with(|t| t.borrow().map.len()).unwrap_or(0)
 }
 
