@@ -17,6 +17,7 @@
 //! passes keep deduplicating structurally.
 
 use std::cell::RefCell;
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::BuildHasherDefault;
 use std::sync::{Arc, Weak};
@@ -94,8 +95,8 @@ pub(super) fn intern(inner: UOpInner) -> Arc<UOpInner> {
 pub(super) fn forget(hash: u64) {
     let _old = TABLE.try_with(|t| {
         let mut t = t.try_borrow_mut().ok()?;
-        match t.map.get(&hash) {
-            Some(w) if w.strong_count() == 0 => t.map.remove(&hash),
+        match t.map.entry(hash) {
+            Entry::Occupied(e) if e.get().strong_count() == 0 => Some(e.remove()),
             _ => None,
         }
     });
