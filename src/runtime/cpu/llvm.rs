@@ -71,10 +71,12 @@ use crate::{bail, Error, Result};
 /// The function passes of [`LlvmOpt::Light`]: redundancy elimination, loop-invariant code motion,
 /// peepholes, CFG cleanup and the SLP vectorizer (lane-wise operations of one vector, as the CPU
 /// tile's 8- or 16-lane accumulators, become vector instructions; it regroups nothing, as the IR
-/// has no fast-math flags); no loop unrolling or loop vectorizing. Valid pipeline text for LLVM 14
-/// and later.
+/// has no fast-math flags; scalar EXP2 calls become calls of the helpers' vector forms); no loop
+/// unrolling or loop vectorizing. Then `always-inline` puts the renderer's EXP2 helpers in place
+/// (`renderer/llvmir/exp2.rs`) and `globaldce` drops the unused ones. Valid pipeline text for LLVM
+/// 14 and later.
 pub const LIGHT_PASSES: &str =
-    "function(early-cse,loop-mssa(licm),instcombine,simplifycfg,slp-vectorizer)";
+    "function(early-cse,loop-mssa(licm),instcombine,simplifycfg,slp-vectorizer),always-inline,globaldce";
 
 /// The codegen level (instruction selection and machine passes) of [`LlvmOpt::None`] and
 /// [`LlvmOpt::Light`].
