@@ -501,3 +501,60 @@ fn exp2_lanes_vectorize_inline_and_keep_the_bits() {
         }
     }
 }
+
+/// `data0[0..4] = exp2(data1[0..4])` as one vector EXP2 (its module defines only the 4-lane
+/// helper).
+fn exp2_vec4_uops() -> Vec<crate::codegen::uops::UOp> {
+    use crate::codegen::uops::UOp;
+    use crate::dtype::dtypes;
+    use crate::ops::UnaryOps;
+    let (f, f4) = (dtypes::float32, dtypes::float32.vec(4));
+    let (d0, d1) = (
+        UOp::define_global(f, 0, true),
+        UOp::define_global(f, 1, false),
+    );
+    let idx = UOp::cnst(dtypes::int32, 0);
+    let x = UOp::load(&d1, &idx, f4);
+    let e = UOp::alu(UnaryOps::EXP2, f4, vec![x.clone()]);
+    let st = UOp::store(&d0, &idx, &e);
+    vec![d0, d1, idx, x, e, st]
+}
+
+/// A batch source (the CPU graph's modules joined by [`MODULE_SEPARATOR`]) whose modules each
+/// define EXP2 helpers of the same names links (the internal duplicates are renamed; a call
+/// site's vector forms resolve to the first module's, the same code) and computes the
+/// reference bits, with the scalar-lane module first or second.
+#[test]
+fn linked_modules_with_exp2_helpers_keep_the_bits() {
+    use crate::renderer::exp2::exp2f;
+    use crate::renderer::llvmir::LLVMRenderer;
+    use crate::renderer::Renderer;
+    let x: Vec<f32> = (0..16).map(|k| k as f32 * 1.7 - 13.1).collect();
+    let input: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let want: Vec<u32> = x.iter().map(|v| exp2f(*v).to_bits()).collect();
+    for c in compilers() {
+        let r = LLVMRenderer::cpu(c.llvm().opaque_pointers());
+        let lanes = r.render("lanes", &exp2_lanes_uops()).unwrap();
+        let vec4 = r.render("vec4", &exp2_vec4_uops()).unwrap();
+        for src in [
+            [lanes.as_str(), vec4.as_str()].join(MODULE_SEPARATOR),
+            [vec4.as_str(), lanes.as_str()].join(MODULE_SEPARATOR),
+        ] {
+            let obj = c.compile(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+            for (name, n) in [("lanes", 16), ("vec4", 4)] {
+                let out = run(&c, name, &obj, &input, 4 * n, &[]);
+                let got: Vec<u32> = out
+                    .chunks(4)
+                    .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+                    .collect();
+                assert_eq!(
+                    got,
+                    want[..n],
+                    "{name} LLVM {} {:?}",
+                    c.llvm().version(),
+                    c.pipeline()
+                );
+            }
+        }
+    }
+}
