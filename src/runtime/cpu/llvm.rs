@@ -53,7 +53,8 @@
 //!   workloads --workloads W1,W2,W3,W6,W7,W8,W10,W11,W12 --devices LLVM,CLANG --threads 1
 //!   --repeats 3 --no-ceilings`, fresh `CACHEDIR`, before/after binaries alternated 3 times on the
 //!   loaded 2-core VM, steady CPU ms): W6 LLVM 17.7 / 22.3 / 22.6 before, 10.7 / 9.3 / 11.0 after,
-//!   CLANG in the same runs 10.2-12.4; the other workloads unchanged within the noise (W11 LLVM
+//!   CLANG in the same runs 10.2-12.4 (3 more alternations of W6 alone: 16.3 / 22.1 / 18.8
+//!   before, 9.0 / 10.5 / 10.6 after, CLANG 10.9-12.2); the other workloads unchanged within the noise (W11 LLVM
 //!   3.5-3.9 / 3.3-3.8, W10 5.6-7.5 / 5.7-8.3, W12 19.9-22.7 / 17.9-19.1). W6's compile (`bench
 //!   llvmc`, CPU ms, 3 alternations): the exp-sum kernel 1050 -> 412 IR instructions, 31-36 ->
 //!   14-19 ms; the mean of W6's three 18.5-20.8 -> 12.1-14.9. Tried and not taken: a MAX helper
