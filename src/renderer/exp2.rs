@@ -1,6 +1,7 @@
-//! A float32 `exp2` that the CPU renderers emit inline (C helper, LLVM IR), so that the C compiler
-//! and LLVM can vectorize it across upcast lanes instead of calling libm's scalar `exp2f` once
-//! per element. Beyond tinygrad 0.9.1, whose CLANG calls `exp2` through `tgmath.h` and whose LLVM
+//! A float32 `exp2` that the CPU renderers emit as code of their own (a C helper; LLVM IR helper
+//! functions with vector forms, inlined after LLVM's SLP vectorizer: `renderer/llvmir/exp2.rs`),
+//! so that the C compiler and LLVM can vectorize it across upcast lanes instead of calling libm's
+//! scalar `exp2f` once per element. Beyond tinygrad 0.9.1, whose CLANG calls `exp2` through `tgmath.h` and whose LLVM
 //! calls the `llvm.exp2` intrinsic (libm on the CPU).
 //!
 //! The algorithm (rawgrad's own, from the math): in double precision, clamp `x` to

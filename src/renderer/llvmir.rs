@@ -304,7 +304,7 @@ impl LLVMRenderer {
     fn attributes(&self, local_threads: i64) -> String {
         match self.flavour {
             Flavour::Cpu => {
-                "attributes #0 = { alwaysinline nounwind \"no-builtins\" \"no-trapping-math\"=\"true\" }"
+                "attributes #0 = { nounwind \"no-builtins\" \"no-trapping-math\"=\"true\" }"
                     .into()
             }
             Flavour::Amdgpu { .. } => format!(

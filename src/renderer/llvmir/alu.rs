@@ -132,7 +132,7 @@ impl Walk<'_> {
             UnaryOps::EXP2
                 if matches!(self.flavour, Flavour::Cpu) && d.scalar != Scalar::Float64 =>
             {
-                return self.inline_exp2(d, x, name);
+                return self.call_exp2(d, x, name);
             }
             UnaryOps::EXP2 => return self.intrinsic("exp2", d, x, name),
             UnaryOps::LOG2 => return self.intrinsic("log2", d, x, name),

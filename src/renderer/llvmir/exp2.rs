@@ -1,10 +1,25 @@
-//! EXP2 of float32, bfloat16 (held as float) and half on the CPU flavour, inline: the algorithm of
-//! [`crate::renderer::exp2`] as IR on the value's own type (scalar or vector), so that the SLP
-//! vectorizer of the light pipeline (or LLVM's O2/O3) turns an upcast kernel's lanes into vector
-//! instructions, where `llvm.exp2` would lower to one libm `exp2f` call per lane. The double
-//! intermediate is `<N x double>` for `<N x float>`. Half is widened to double and rounded back to
-//! half once (the interpreter's rounding of an f64 result). The Horner steps are `llvm.fma`
-//! (the C helper's `__builtin_fma`: one rounding, the same bits on both devices).
+//! EXP2 of float32, bfloat16 (held as float) and half on the CPU flavour: the algorithm of
+//! [`crate::renderer::exp2`] as IR on the value's own type, in module-internal helper functions
+//! (`@rg_exp2_f32`, `@rg_exp2_f16` and their `_vN` vector forms for N = 2, 4, 8, 16, and for the
+//! width of any vector EXP2 UOp). The double intermediate is `<N x double>` for `<N x float>`.
+//! Half is widened to double and rounded back to half once (the interpreter's rounding of an f64
+//! result). The Horner steps are `llvm.fma` (the C helper's `__builtin_fma`: one rounding, the
+//! same bits on both devices).
+//!
+//! Why helpers and not the expansion inline at each use: a scalar EXP2 is a `call` of the scalar
+//! helper whose call site names the vector forms (`vector-function-abi-variant`, LLVM's vector
+//! function ABI), so the SLP vectorizer of the light pipeline sees one short call per lane and
+//! bundles the lanes of an upcast row reduce (W6's exp-sum: one lane of each of 8 accumulators)
+//! into one `call <8 x float> @rg_exp2_f32_v8`, as gcc does with the C helper. With the 27
+//! instructions of the expansion inline per lane, SLP's tree from the accumulators ran past its
+//! depth limit and rebuilt 16- and 32-lane vectors from other seeds, with shuffles and spills
+//! (W6's exp-sum kernel 2x slower than gcc's). The light pipeline then inlines the helpers
+//! (`always-inline`, as they are `alwaysinline`) and drops the unused ones (`globaldce`), so the
+//! machine code has no calls; with no IR passes (`LLVMOPT=0`) they stay calls, and `default<O2>`
+//! inlines them before its SLP runs (the old behaviour).
+//!
+//! Not guaranteed: that SLP bundles the calls (its cost model decides; a scalar call that stays
+//! scalar is inlined as scalar code, the same bits either way).
 
 use crate::dtype::{ConstValue, DType, Scalar};
 use crate::renderer::exp2::{q, BIAS, HI, LO, ROUNDER};
@@ -13,61 +28,140 @@ use crate::Result;
 use super::types::{literal, mangle, reg};
 use super::walk::Walk;
 
+/// The vector widths whose helpers a scalar EXP2's call site names for the SLP vectorizer.
+pub const EXP2_LANES: [u16; 4] = [2, 4, 8, 16];
+
+/// The attributes of the helper functions (attribute group `#1`): pure, inlined by the light
+/// pipeline's `always-inline`.
+const HELPER_ATTRIBUTES: &str = "attributes #1 = { alwaysinline nounwind readnone willreturn speculatable \"no-builtins\" \"no-trapping-math\"=\"true\" }";
+
+/// The helper's name for `d`'s element type and width: `rg_exp2_f32`, `rg_exp2_f32_v8`, ...
+pub fn exp2_helper_name(d: DType) -> Result<String> {
+    let base = format!("rg_exp2_{}", mangle(DType::new(d.scalar))?);
+    Ok(if d.count > 1 {
+        format!("{base}_v{}", d.count)
+    } else {
+        base
+    })
+}
+
+/// The body lines computing `name = exp2(x)` for `x` of `d`, and the `llvm.fma` declaration
+/// they use.
+fn exp2_lines(d: DType, x: &str, name: &str) -> Result<(Vec<String>, String)> {
+    let t = reg(d);
+    let dd = DType::new(Scalar::Float64).vec(d.count);
+    let di = DType::new(Scalar::Int64).vec(d.count);
+    let b = DType::new(Scalar::Bool).vec(d.count);
+    let (td, ti, tb) = (reg(dd), reg(di), reg(b));
+    let f = |v: f64| literal(ConstValue::Float(v), dd);
+    let i = |v: i64| literal(ConstValue::Int(v as i128), di);
+    let mut lines = vec![
+        format!("  {name}.d = fpext {t} {x} to {td}"),
+        format!("  {name}.lo = fcmp olt {td} {name}.d, {}", f(LO)),
+        format!(
+            "  {name}.c0 = select {tb} {name}.lo, {td} {}, {td} {name}.d",
+            f(LO)
+        ),
+        format!("  {name}.hi = fcmp ogt {td} {name}.c0, {}", f(HI)),
+        format!(
+            "  {name}.c = select {tb} {name}.hi, {td} {}, {td} {name}.c0",
+            f(HI)
+        ),
+        format!("  {name}.t = fadd {td} {name}.c, {}", f(ROUNDER)),
+        format!("  {name}.n = fsub {td} {name}.t, {}", f(ROUNDER)),
+        format!("  {name}.r = fsub {td} {name}.c, {name}.n"),
+        format!("  {name}.b = bitcast {td} {name}.t to {ti}"),
+        format!("  {name}.e = add {ti} {name}.b, {}", i(BIAS)),
+        format!("  {name}.sb = shl {ti} {name}.e, {}", i(52)),
+        format!("  {name}.s = bitcast {ti} {name}.sb to {td}"),
+    ];
+    let fma = format!("@llvm.fma.{}", mangle(dd)?);
+    let decl = format!("declare {td} {fma}({td}, {td}, {td})");
+    let coef = q();
+    let mut q = f(coef[0]);
+    for (k, c) in coef[1..].iter().enumerate() {
+        lines.push(format!(
+            "  {name}.q{k} = call {td} {fma}({td} {q}, {td} {name}.r, {td} {})",
+            f(*c)
+        ));
+        q = format!("{name}.q{k}");
+    }
+    lines.extend([
+        format!(
+            "  {name}.p = call {td} {fma}({td} {name}.r, {td} {q}, {td} {})",
+            f(1.0)
+        ),
+        format!("  {name}.v = fmul {td} {name}.p, {name}.s"),
+        format!("  {name}.f = fptrunc {td} {name}.v to {t}"),
+        format!("  {name}.nan = fcmp uno {t} {x}, {x}"),
+        format!("  {name} = select {tb} {name}.nan, {t} {x}, {t} {name}.f"),
+    ]);
+    Ok((lines, decl))
+}
+
+/// The definition of the helper for `d` (internal, attribute group `#1`) and its `llvm.fma`
+/// declaration.
+pub fn exp2_helper(d: DType) -> Result<(String, String)> {
+    let t = reg(d);
+    let (body, decl) = exp2_lines(d, "%x", "%y")?;
+    let def = format!(
+        "define internal {t} @{}({t} %x) #1 {{\nentry:\n{}\n  ret {t} %y\n}}",
+        exp2_helper_name(d)?,
+        body.join("\n")
+    );
+    Ok((def, decl))
+}
+
+/// The call-site attribute group (`#2` for float, `#3` for half) of a scalar EXP2 of `s`: pure,
+/// and the vector forms [`EXP2_LANES`] for the SLP vectorizer.
+fn call_site_group(s: DType) -> Result<(u8, String)> {
+    let n = if s.scalar == Scalar::Float16 { 3 } else { 2 };
+    let base = exp2_helper_name(s)?;
+    let variants: Vec<String> = EXP2_LANES
+        .iter()
+        .map(|l| format!("_ZGV_LLVM_N{l}v_{base}({base}_v{l})"))
+        .collect();
+    Ok((
+        n,
+        format!(
+            "attributes #{n} = {{ nounwind readnone willreturn \"vector-function-abi-variant\"=\"{}\" }}",
+            variants.join(",")
+        ),
+    ))
+}
+
 impl Walk<'_> {
-    /// `name = exp2(x)` for `x` of `d` (a float32, bfloat16 or half scalar or vector).
-    pub(super) fn inline_exp2(&mut self, d: DType, x: &str, name: &str) -> Result<String> {
+    /// Defines the helper for `d` in the module (once).
+    fn want_exp2_helper(&mut self, d: DType) -> Result<()> {
+        if !self.helpers.insert(exp2_helper_name(d)?) {
+            return Ok(());
+        }
+        let (def, decl) = exp2_helper(d)?;
+        self.decls.insert(def);
+        self.decls.insert(decl);
+        self.decls.insert(HELPER_ATTRIBUTES.to_string());
+        Ok(())
+    }
+
+    /// `name = exp2(x)` for `x` of `d` (a float32, bfloat16 or half scalar or vector): a call of
+    /// the helper of `d`; a scalar call names the vector helpers for SLP.
+    pub(super) fn call_exp2(&mut self, d: DType, x: &str, name: &str) -> Result<String> {
         let t = reg(d);
-        let dd = DType::new(Scalar::Float64).vec(d.count);
-        let di = DType::new(Scalar::Int64).vec(d.count);
-        let b = DType::new(Scalar::Bool).vec(d.count);
-        let (td, ti, tb) = (reg(dd), reg(di), reg(b));
-        let f = |v: f64| literal(ConstValue::Float(v), dd);
-        let i = |v: i64| literal(ConstValue::Int(v as i128), di);
-        let mut lines = vec![
-            format!("  {name}.d = fpext {t} {x} to {td}"),
-            format!("  {name}.lo = fcmp olt {td} {name}.d, {}", f(LO)),
-            format!(
-                "  {name}.c0 = select {tb} {name}.lo, {td} {}, {td} {name}.d",
-                f(LO)
-            ),
-            format!("  {name}.hi = fcmp ogt {td} {name}.c0, {}", f(HI)),
-            format!(
-                "  {name}.c = select {tb} {name}.hi, {td} {}, {td} {name}.c0",
-                f(HI)
-            ),
-            format!("  {name}.t = fadd {td} {name}.c, {}", f(ROUNDER)),
-            format!("  {name}.n = fsub {td} {name}.t, {}", f(ROUNDER)),
-            format!("  {name}.r = fsub {td} {name}.c, {name}.n"),
-            format!("  {name}.b = bitcast {td} {name}.t to {ti}"),
-            format!("  {name}.e = add {ti} {name}.b, {}", i(BIAS)),
-            format!("  {name}.sb = shl {ti} {name}.e, {}", i(52)),
-            format!("  {name}.s = bitcast {ti} {name}.sb to {td}"),
-        ];
-        let fma = format!("@llvm.fma.{}", mangle(dd)?);
-        self.decls
-            .insert(format!("declare {td} {fma}({td}, {td}, {td})"));
-        let coef = q();
-        let mut q = f(coef[0]);
-        for (k, c) in coef[1..].iter().enumerate() {
-            lines.push(format!(
-                "  {name}.q{k} = call {td} {fma}({td} {q}, {td} {name}.r, {td} {})",
-                f(*c)
-            ));
-            q = format!("{name}.q{k}");
+        self.want_exp2_helper(d)?;
+        let mut attrs = String::new();
+        if d.count == 1 {
+            let (n, group) = call_site_group(d)?;
+            if self.decls.insert(group) {
+                for l in EXP2_LANES {
+                    self.want_exp2_helper(d.vec(l))?;
+                }
+            }
+            attrs = format!(" #{n}");
         }
-        lines.extend([
-            format!(
-                "  {name}.p = call {td} {fma}({td} {name}.r, {td} {q}, {td} {})",
-                f(1.0)
-            ),
-            format!("  {name}.v = fmul {td} {name}.p, {name}.s"),
-            format!("  {name}.f = fptrunc {td} {name}.v to {t}"),
-            format!("  {name}.nan = fcmp uno {t} {x}, {x}"),
-            format!("  {name} = select {tb} {name}.nan, {t} {x}, {t} {name}.f"),
-        ]);
-        for l in lines {
-            self.emit(l);
-        }
+        self.emit(format!(
+            "  {name} = call {t} @{}({t} {x}){attrs}",
+            exp2_helper_name(d)?
+        ));
         Ok(name.to_string())
     }
 }

@@ -223,8 +223,11 @@ fn renders_ir_that_libllvm_compiles() {
     }
 }
 
+/// CPU EXP2 of a float is a call of the module's own helper (no libm `exp2f`), whose call site
+/// names the vector forms for the SLP vectorizer, each defined in the module; the GPUs keep the
+/// intrinsic.
 #[test]
-fn float_exp2_is_inline_on_the_cpu_only() {
+fn float_exp2_calls_a_helper_on_the_cpu_only() {
     let x = c(dtypes::float32, 0.5);
     let e2 = alu(UnaryOps::EXP2, dtypes::float32, &[&x]);
     let d0 = global(dtypes::float32, 0, true);
@@ -233,14 +236,74 @@ fn float_exp2_is_inline_on_the_cpu_only() {
     let ir = LLVMRenderer::cpu(true).render("x", &uops).unwrap();
     assert!(!ir.contains("@llvm.exp2"), "{ir}");
     assert!(
+        ir.contains("  %alu0 = call float @rg_exp2_f32(float 0.5) #2\n"),
+        "{ir}"
+    );
+    assert!(
+        ir.contains("define internal float @rg_exp2_f32(float %x) #1 {"),
+        "{ir}"
+    );
+    assert!(
         ir.contains("declare double @llvm.fma.f64(double, double, double)"),
         "{ir}"
     );
     assert!(ir.contains("fptrunc double"), "{ir}");
+    for n in [2, 4, 8, 16] {
+        let v = format!("<{n} x float>");
+        assert!(
+            ir.contains(&format!(
+                "define internal {v} @rg_exp2_f32_v{n}({v} %x) #1 {{"
+            )),
+            "{ir}"
+        );
+        assert!(
+            ir.contains(&format!("_ZGV_LLVM_N{n}v_rg_exp2_f32(rg_exp2_f32_v{n})")),
+            "{ir}"
+        );
+    }
+    assert!(
+        ir.contains("attributes #1 = { alwaysinline nounwind readnone"),
+        "{ir}"
+    );
+    assert!(!ir.contains("attributes #0 = { alwaysinline"), "{ir}");
     let ir = LLVMRenderer::amdgpu(&GFX1030, true)
         .render("x", &uops)
         .unwrap();
     assert!(ir.contains("@llvm.exp2.f32"), "{ir}");
+    assert!(!ir.contains("rg_exp2"), "{ir}");
+}
+
+/// A vector EXP2 UOp is one call of the helper of its width, and only that helper is defined;
+/// a half EXP2 has its own helper (widened to double inside).
+#[test]
+fn vector_and_half_exp2_call_their_own_helper() {
+    let f4 = dtypes::float32.vec(4);
+    let x = c(dtypes::float32, 0.5);
+    let v = UOp::vectorize(vec![x.clone(), x.clone(), x.clone(), x.clone()], f4);
+    let e2 = alu(UnaryOps::EXP2, f4, &[&v]);
+    let d0 = global(dtypes::float32, 0, true);
+    let st = store(&d0, &ci(0), &e2);
+    let uops = [d0.clone(), x, v, ci(0), e2, st];
+    let ir = LLVMRenderer::cpu(true).render("x", &uops).unwrap();
+    assert!(
+        ir.contains("= call <4 x float> @rg_exp2_f32_v4(<4 x float> "),
+        "{ir}"
+    );
+    assert_eq!(ir.matches("define internal").count(), 2, "{ir}");
+    assert!(!ir.contains("vector-function-abi-variant"), "{ir}");
+    let h = c(dtypes::float16, 0.5);
+    let e2 = alu(UnaryOps::EXP2, dtypes::float16, &[&h]);
+    let d0 = global(dtypes::float16, 0, true);
+    let st = store(&d0, &ci(0), &e2);
+    let ir = LLVMRenderer::cpu(true)
+        .render("x", &[d0, h, ci(0), e2, st])
+        .unwrap();
+    assert!(ir.contains("call half @rg_exp2_f16(half "), "{ir}");
+    assert!(ir.contains("fpext half %x to double"), "{ir}");
+    assert!(
+        ir.contains("_ZGV_LLVM_N8v_rg_exp2_f16(rg_exp2_f16_v8)"),
+        "{ir}"
+    );
 }
 
 /// The vector ALU fold's output in LLVM IR: a splat (insert + shuffle) and one vector `fmul` and

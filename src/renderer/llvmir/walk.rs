@@ -12,7 +12,7 @@
 //! Not guaranteed: lists that did not pass `type_verify` give an `Error::Codegen`, or IR that the
 //! LLVM verifier refuses (the compiler reports it), never a panic.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
 use crate::dtype::{DType, Scalar};
@@ -54,8 +54,10 @@ pub(super) struct Walk<'a> {
     pub params: Vec<Param>,
     /// Module-level definitions (LDS arrays).
     pub globals: Vec<String>,
-    /// Intrinsic declarations.
+    /// Intrinsic declarations, helper definitions (CPU EXP2) and their attribute groups.
     pub decls: BTreeSet<String>,
+    /// The names of the helpers already in `decls` (CPU EXP2).
+    pub helpers: HashSet<String>,
     /// Product of the local (`lidx`) SPECIAL sizes.
     pub local_threads: i64,
     /// The list position of the RANGE split across cores (CPU).
@@ -158,6 +160,7 @@ impl<'a> Walk<'a> {
             params: vec![],
             globals: vec![],
             decls: BTreeSet::new(),
+            helpers: HashSet::new(),
             local_threads: 1,
             split: None,
             r: UOpMap::default(),

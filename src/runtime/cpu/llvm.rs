@@ -40,6 +40,28 @@
 //!   that SLP and the scheduler query slowly), and after the passes it still costs W12's large
 //!   kernels +20% in codegen; dropping `loop-mssa(licm)` saves ~15% of the compile but W2 and W7
 //!   ran slower.
+//! - W6 (softmax over the last axis of 4096x1024: max, exp-sum, divide), issue 10: LLVM ran it in
+//!   15.6-22 ms of one thread's CPU against CLANG's 10.4-12. The loser was the exp-sum kernel
+//!   (`r_512_256_8_4`: one lane of each of 8 row accumulators per step, 32 scalar EXP2s), 7.2 ms
+//!   against gcc's 3.8 (`opt-14`/`llc-14` with the light passes, a C harness calling the `_rg`
+//!   entry, best of 15): with the 27-instruction EXP2 expansion inline per lane, SLP's tree from
+//!   the accumulator phis ran past its depth limit and it rebuilt 16- and 32-lane vectors from
+//!   other seeds (shuffles, spills), where gcc bundles the 8 rows' lane into one 8-wide double
+//!   computation. EXP2 is now a call of a module helper whose call site names its vector forms
+//!   (`renderer/llvmir/exp2.rs`), SLP bundles the 8 calls into one `<8 x float>` call (2.8 ms in
+//!   the harness), and the light pipeline inlines the helpers after SLP. Measured (`bench
+//!   workloads --workloads W1,W2,W3,W6,W7,W8,W10,W11,W12 --devices LLVM,CLANG --threads 1
+//!   --repeats 3 --no-ceilings`, fresh `CACHEDIR`, before/after binaries alternated 3 times on the
+//!   loaded 2-core VM, steady CPU ms): W6 LLVM 17.7 / 22.3 / 22.6 before, 10.7 / 9.3 / 11.0 after,
+//!   CLANG in the same runs 10.2-12.4 (3 more alternations of W6 alone: 16.3 / 22.1 / 18.8
+//!   before, 9.0 / 10.5 / 10.6 after, CLANG 10.9-12.2); the other workloads unchanged within the noise (W11 LLVM
+//!   3.5-3.9 / 3.3-3.8, W10 5.6-7.5 / 5.7-8.3, W12 19.9-22.7 / 17.9-19.1). W6's compile (`bench
+//!   llvmc`, CPU ms, 3 alternations): the exp-sum kernel 1050 -> 412 IR instructions, 31-36 ->
+//!   14-19 ms; the mean of W6's three 18.5-20.8 -> 12.1-14.9. Tried and not taken: a MAX helper
+//!   the same way (W6's max kernel ran 2.5x slower in the harness; not analysed further),
+//!   and index GEPs with constant offsets from a base (`gep (gep p, x), c` for `x + c`): the
+//!   passes of W12's largest kernel 37 -> 6 ms, codegen 47 -> 25, but SLP then built vectors of
+//!   pointers (W8's largest kernel 0.09 -> 0.13-0.17 ms, W12's 1.9-2.2 -> 2.4).
 //! - [`LLVMRuntime`]: object bytes -> program; external calls (libm, half conversions) resolve
 //!   through [`libcalls`]. Its graph is the CPU batch graph (`runtime/cpu/graph.rs`): the kernels'
 //!   modules and the batch entry's, joined by [`MODULE_SEPARATOR`], which [`LLVMCompiler`] parses
@@ -71,10 +93,12 @@ use crate::{bail, Error, Result};
 /// The function passes of [`LlvmOpt::Light`]: redundancy elimination, loop-invariant code motion,
 /// peepholes, CFG cleanup and the SLP vectorizer (lane-wise operations of one vector, as the CPU
 /// tile's 8- or 16-lane accumulators, become vector instructions; it regroups nothing, as the IR
-/// has no fast-math flags); no loop unrolling or loop vectorizing. Valid pipeline text for LLVM 14
-/// and later.
+/// has no fast-math flags; scalar EXP2 calls become calls of the helpers' vector forms); no loop
+/// unrolling or loop vectorizing. Then `always-inline` puts the renderer's EXP2 helpers in place
+/// (`renderer/llvmir/exp2.rs`) and `globaldce` drops the unused ones. Valid pipeline text for LLVM
+/// 14 and later.
 pub const LIGHT_PASSES: &str =
-    "function(early-cse,loop-mssa(licm),instcombine,simplifycfg,slp-vectorizer)";
+    "function(early-cse,loop-mssa(licm),instcombine,simplifycfg,slp-vectorizer),always-inline,globaldce";
 
 /// The codegen level (instruction selection and machine passes) of [`LlvmOpt::None`] and
 /// [`LlvmOpt::Light`].

@@ -50,4 +50,4 @@ run:
 done:
   ret void
 }
-attributes #0 = { alwaysinline nounwind "no-builtins" "no-trapping-math"="true" }
+attributes #0 = { nounwind "no-builtins" "no-trapping-math"="true" }

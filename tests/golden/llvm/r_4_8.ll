@@ -63,4 +63,4 @@ run:
 done:
   ret void
 }
-attributes #0 = { alwaysinline nounwind "no-builtins" "no-trapping-math"="true" }
+attributes #0 = { nounwind "no-builtins" "no-trapping-math"="true" }

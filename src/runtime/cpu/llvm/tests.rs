@@ -427,3 +427,134 @@ fn stage_times_split_a_compile() {
         .unwrap();
     assert!(st.passes < 1e-3 && st.codegen > 0.0, "{st:?}");
 }
+
+/// `data0[i] = exp2(data1[i])` for `i < 16`: sixteen scalar EXP2 lanes, as an upcast kernel's
+/// lanes reach the renderer.
+fn exp2_lanes_uops() -> Vec<crate::codegen::uops::UOp> {
+    use crate::codegen::uops::UOp;
+    use crate::dtype::dtypes;
+    use crate::ops::UnaryOps;
+    let (f, i) = (dtypes::float32, dtypes::int32);
+    let (d0, d1) = (
+        UOp::define_global(f, 0, true),
+        UOp::define_global(f, 1, false),
+    );
+    let mut uops = vec![d0.clone(), d1.clone()];
+    for lane in 0..16 {
+        let idx = UOp::cnst(i, lane);
+        let x = UOp::load(&d1, &idx, f);
+        let e = UOp::alu(UnaryOps::EXP2, f, vec![x.clone()]);
+        let st = UOp::store(&d0, &idx, &e);
+        uops.extend([idx, x, e, st]);
+    }
+    uops
+}
+
+/// Scalar EXP2 lanes render as calls of the `rg_exp2_f32` helper that the light pipeline's SLP
+/// vectorizer bundles into a vector helper (vector `llvm.fma` in the IR after the passes), and
+/// that `always-inline` and `globaldce` leave no call or helper of; every pipeline computes the
+/// bits of the interpreter's reference (`renderer::exp2::exp2f`), edges included.
+#[test]
+fn exp2_lanes_vectorize_inline_and_keep_the_bits() {
+    use crate::renderer::exp2::exp2f;
+    use crate::renderer::llvmir::LLVMRenderer;
+    use crate::renderer::Renderer;
+    let x = [
+        0.0f32,
+        -0.0,
+        0.5,
+        -1.25,
+        3.75,
+        -149.5,
+        -150.0,
+        -152.0,
+        -200.0,
+        128.5,
+        129.0,
+        1e9,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -126.3,
+    ];
+    let input: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let want: Vec<u32> = x.iter().map(|v| exp2f(*v).to_bits()).collect();
+    for c in compilers() {
+        let r = LLVMRenderer::cpu(c.llvm().opaque_pointers());
+        let ir = r.render("lanes", &exp2_lanes_uops()).unwrap();
+        assert!(ir.contains("call float @rg_exp2_f32(float "), "{ir}");
+        let obj = c.compile(&ir).unwrap_or_else(|e| panic!("{e}\n{ir}"));
+        let out = run(&c, "lanes", &obj, &input, 64, &[]);
+        let got: Vec<u32> = out
+            .chunks(4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(got, want, "LLVM {} {:?}", c.llvm().version(), c.pipeline());
+        if *c.pipeline() == Pipeline::of(LlvmOpt::Light) {
+            let opt = c
+                .llvm()
+                .compile_linked(&[&ir], c.options(), Emit::Ir)
+                .unwrap();
+            let opt = String::from_utf8(opt).unwrap();
+            assert!(opt.contains("x double> @llvm.fma.v"), "{opt}");
+            assert!(!opt.contains("@rg_exp2"), "{opt}");
+        }
+    }
+}
+
+/// `data0[0..4] = exp2(data1[0..4])` as one vector EXP2 (its module defines only the 4-lane
+/// helper).
+fn exp2_vec4_uops() -> Vec<crate::codegen::uops::UOp> {
+    use crate::codegen::uops::UOp;
+    use crate::dtype::dtypes;
+    use crate::ops::UnaryOps;
+    let (f, f4) = (dtypes::float32, dtypes::float32.vec(4));
+    let (d0, d1) = (
+        UOp::define_global(f, 0, true),
+        UOp::define_global(f, 1, false),
+    );
+    let idx = UOp::cnst(dtypes::int32, 0);
+    let x = UOp::load(&d1, &idx, f4);
+    let e = UOp::alu(UnaryOps::EXP2, f4, vec![x.clone()]);
+    let st = UOp::store(&d0, &idx, &e);
+    vec![d0, d1, idx, x, e, st]
+}
+
+/// A batch source (the CPU graph's modules joined by [`MODULE_SEPARATOR`]) whose modules each
+/// define EXP2 helpers of the same names links (the internal duplicates are renamed; a call
+/// site's vector forms resolve to the first module's, the same code) and computes the
+/// reference bits, with the scalar-lane module first or second.
+#[test]
+fn linked_modules_with_exp2_helpers_keep_the_bits() {
+    use crate::renderer::exp2::exp2f;
+    use crate::renderer::llvmir::LLVMRenderer;
+    use crate::renderer::Renderer;
+    let x: Vec<f32> = (0..16).map(|k| k as f32 * 1.7 - 13.1).collect();
+    let input: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let want: Vec<u32> = x.iter().map(|v| exp2f(*v).to_bits()).collect();
+    for c in compilers() {
+        let r = LLVMRenderer::cpu(c.llvm().opaque_pointers());
+        let lanes = r.render("lanes", &exp2_lanes_uops()).unwrap();
+        let vec4 = r.render("vec4", &exp2_vec4_uops()).unwrap();
+        for src in [
+            [lanes.as_str(), vec4.as_str()].join(MODULE_SEPARATOR),
+            [vec4.as_str(), lanes.as_str()].join(MODULE_SEPARATOR),
+        ] {
+            let obj = c.compile(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+            for (name, n) in [("lanes", 16), ("vec4", 4)] {
+                let out = run(&c, name, &obj, &input, 4 * n, &[]);
+                let got: Vec<u32> = out
+                    .chunks(4)
+                    .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+                    .collect();
+                assert_eq!(
+                    got,
+                    want[..n],
+                    "{name} LLVM {} {:?}",
+                    c.llvm().version(),
+                    c.pipeline()
+                );
+            }
+        }
+    }
+}
