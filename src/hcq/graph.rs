@@ -16,11 +16,16 @@
 //! A run patches only what changed through the typed patch points: the kernargs of kernels whose
 //! addresses, values or dims differ from the previous run (the program refills its block: a new
 //! launch value), the dims of kernels whose dims differ (`update_exec`: the backend rewrites
-//! them wherever it keeps them), the addresses of transfers whose buffers differ (`update_copy`),
-//! every graph-internal wait and signal value (each run uses values above the previous run's, so
-//! a run needs no CPU reset of the signals) and the timeline waits and signals; then it submits
-//! each queue once and advances each device's timeline by one. Whether anything changed is one
-//! pass comparing the calls' addresses, values and dims with the last run's ([`changed`]).
+//! them wherever it keeps them), the addresses of transfers whose buffers differ (`update_copy`,
+//! the side that differs), every graph-internal wait and signal value (each run uses values
+//! above the previous run's, so a run needs no CPU reset of the signals) and the timeline waits
+//! and signals, each queue's values as one batch ([`HwQueue::update_values`]); then it submits
+//! each queue once and advances each device's timeline by one. Whether anything changed is a
+//! comparison of the calls' addresses, values and dims with the last run's ([`changed`]): of
+//! every call under [`DeviceGraph::run`], of the calls named updatable under
+//! [`DeviceGraph::run_updating`] (the JIT's: the kernels reading an input and those with
+//! variables, what tinygrad 0.9.1's HCQGraph updates: `input_replace`, `var_vals`).
+//! [`HcqGraph::last_run`] says what the last run rewrote.
 //!
 //! The queues are bound once built ([`HwQueue::bind`], tinygrad 0.9.1 `bind`) where the backend
 //! binds (NV's compute and copy pushbuffers, AMD's PM4 compute queue; AMD's SDMA copy queue stays
@@ -102,15 +107,11 @@ impl<B: HcqBackend, Q: HwQueue<B>> GQueue<B, Q> {
         self.signals.push((p, v));
         Ok(())
     }
-    /// Rewrite every graph-internal value for a run at `base`.
+    /// Rewrite every graph-internal value for a run at `base` (one batch).
     fn patch(&mut self, base: u64) -> Result<()> {
-        for (p, v) in &self.waits {
-            self.q.update_wait(p, None, Some(v.at(base)))?;
-        }
-        for (p, v) in &self.signals {
-            self.q.update_signal(p, None, Some(v.at(base)))?;
-        }
-        Ok(())
+        let waits = self.waits.iter().map(|(p, v)| (p, v.at(base)));
+        let signals = self.signals.iter().map(|(p, v)| (p, v.at(base)));
+        self.q.update_values(waits, signals)
     }
 }
 
@@ -160,6 +161,19 @@ struct GraphState<B: HcqBackend> {
     written: Vec<GraphCall>,
     /// The base value of the next run.
     base: u64,
+    /// What the last run rewrote.
+    last_run: RunPatches,
+}
+
+/// What a run of a graph rewrote ([`HcqGraph::last_run`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunPatches {
+    /// Items whose kernargs, dims or copy addresses were rewritten.
+    pub items: usize,
+    /// Wait and signal values patched (every run patches each graph-internal and timeline one).
+    pub values: usize,
+    /// Dwords the bound queues' images took (their dirty dwords, each once), over all queues.
+    pub image_dwords: usize,
 }
 
 /// Prebuilt queues over the kernels and transfers of one or more devices (see the module doc).
@@ -183,13 +197,21 @@ pub fn build<B: HcqBackend>(
     prgs: &[&dyn Program],
     calls: &[GraphCall],
 ) -> Result<Option<Box<dyn DeviceGraph>>> {
+    Ok(build_graph::<B>(prgs, calls)?.map(|g| Box::new(g) as Box<dyn DeviceGraph>))
+}
+
+/// [`build`], the graph as its own type.
+pub fn build_graph<B: HcqBackend>(
+    prgs: &[&dyn Program],
+    calls: &[GraphCall],
+) -> Result<Option<HcqGraph<B>>> {
     if calls.is_empty() || calls.len() > MAX_GRAPH_ITEMS {
         return Ok(None);
     }
     let Some(plan) = Plan::<B>::new(prgs, calls) else {
         return Ok(None);
     };
-    Ok(Some(Box::new(HcqGraph::new(plan, calls)?)))
+    Ok(Some(HcqGraph::new(plan, calls)?))
 }
 
 /// What a build resolved: the devices, each kernel's program, each item's schedule entry.
@@ -374,12 +396,61 @@ impl<B: HcqBackend> HcqGraph<B> {
                 nodes,
                 written: calls.to_vec(),
                 base: start_base(),
+                last_run: RunPatches::default(),
             }),
         })
     }
 
     fn lock(&self) -> MutexGuard<'_, GraphState<B>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What the last run rewrote.
+    pub fn last_run(&self) -> RunPatches {
+        self.lock().last_run
+    }
+
+    /// A run (see the module doc) comparing the calls at `among` (all when `None`).
+    fn run_among(
+        &self,
+        calls: &[GraphCall],
+        among: Option<&[usize]>,
+        wait: bool,
+    ) -> Result<Option<f64>> {
+        let start = Instant::now();
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        st.check(calls)?;
+        let items = st.changed_items(calls, among)?;
+        if !items.is_empty() {
+            st.wait_last("the previous run of a graph")?;
+            st.patch_calls(calls, &items)?;
+            for p in &mut st.parts {
+                p.run_keep = None;
+            }
+        }
+        let base = st.next_base(calls.len())?;
+        st.wait_prev()?;
+        let mut values = 0;
+        for p in &mut st.parts {
+            p.comp.patch(base)?;
+            p.copy.patch(base)?;
+            values += p.comp.waits.len() + p.comp.signals.len();
+            values += p.copy.waits.len() + p.copy.signals.len();
+        }
+        let image_dwords = st.submit(calls)?;
+        st.last_run = RunPatches {
+            items: items.len(),
+            values: values
+                + st.parts.len()
+                + st.parts.iter().filter(|p| p.tl_signal.is_some()).count(),
+            image_dwords,
+        };
+        if !wait {
+            return Ok(None);
+        }
+        st.wait_last("graph")?;
+        Ok(Some(start.elapsed().as_secs_f64()))
     }
 }
 
@@ -577,12 +648,32 @@ impl<B: HcqBackend> GraphState<B> {
         Ok(())
     }
 
-    /// Patch what changed since the last run (kernargs, dims, copy addresses).
-    fn patch_calls(&mut self, calls: &[GraphCall]) -> Result<()> {
-        for (j, c) in calls.iter().enumerate() {
-            if !changed(&self.written[j], c) {
-                continue;
+    /// The items among `among` (every one when `None`) whose calls differ from the last run's
+    /// in what the graph holds.
+    fn changed_items(&self, calls: &[GraphCall], among: Option<&[usize]>) -> Result<Vec<usize>> {
+        let differs = |j: usize| changed(&self.written[j], &calls[j]);
+        let Some(among) = among else {
+            return Ok((0..calls.len()).filter(|&j| differs(j)).collect());
+        };
+        let mut out = Vec::new();
+        for &j in among {
+            ensure!(
+                j < calls.len(),
+                InvalidArgument,
+                "HcqGraph of {} items run with updatable item {j}",
+                calls.len()
+            );
+            if differs(j) {
+                out.push(j);
             }
+        }
+        Ok(out)
+    }
+
+    /// Patch the items `items` (changed since the last run: kernargs, dims, copy addresses).
+    fn patch_calls(&mut self, calls: &[GraphCall], items: &[usize]) -> Result<()> {
+        for &j in items {
+            let c = &calls[j];
             match (&self.nodes[j], c, &self.written[j]) {
                 (
                     Node::Kernel {
@@ -602,12 +693,12 @@ impl<B: HcqBackend> GraphState<B> {
                 }
                 (Node::Xfer { dev, copy }, GraphCall::Xfer(x), GraphCall::Xfer(old)) => {
                     let part = &mut self.parts[*dev];
-                    if old.dst.addr != x.dst.addr {
+                    let dst = (old.dst.addr != x.dst.addr).then_some(x.dst.addr);
+                    if dst.is_some() {
                         map_peer(&part.dev, x)?;
                     }
-                    part.copy
-                        .q
-                        .update_copy(copy, Some(x.dst.addr), Some(x.src.addr))?;
+                    let src = (old.src.addr != x.src.addr).then_some(x.src.addr);
+                    part.copy.q.update_copy(copy, dst, src)?;
                 }
                 _ => return Err(Error::Internal(format!("HcqGraph item {j}: kind changed"))),
             }
@@ -635,7 +726,9 @@ impl<B: HcqBackend> GraphState<B> {
 
     /// Under every device's lock (taken in serial order): patch the timeline waits and signals,
     /// submit each device's copy queue (if used) and compute queue, advance the timelines.
-    fn submit(&mut self, calls: &[GraphCall]) -> Result<()> {
+    /// Returns the dwords the bound queues' images took.
+    fn submit(&mut self, calls: &[GraphCall]) -> Result<usize> {
+        let mut image_dwords = 0;
         let devs: Vec<Arc<HcqDevice<B>>> = self.parts.iter().map(|p| p.dev.clone()).collect();
         let mut order: Vec<usize> = (0..devs.len()).collect();
         order.sort_by_key(|&i| devs[i].serial());
@@ -657,6 +750,7 @@ impl<B: HcqBackend> GraphState<B> {
             }
             if !part.copy.q.is_empty() {
                 part.copy.q.submit(part.dev.backend())?;
+                image_dwords += part.copy.q.last_written().unwrap_or(0);
             }
             let keep = part.run_keep.get_or_insert_with(|| {
                 let mut keep = part.keep.clone();
@@ -667,37 +761,26 @@ impl<B: HcqBackend> GraphState<B> {
             });
             let (what, keep) = (part.what.clone(), vec![keep.clone()]);
             let point = part.dev.commit(ds, &mut part.comp.q, what, keep)?;
+            image_dwords += part.comp.q.last_written().unwrap_or(0);
             part.prev = part.last.replace(point);
         }
-        Ok(())
+        Ok(image_dwords)
     }
 }
 
 impl<B: HcqBackend> DeviceGraph for HcqGraph<B> {
     fn run(&self, _: &[&dyn Program], calls: &[GraphCall], wait: bool) -> Result<Option<f64>> {
-        let start = Instant::now();
-        let mut guard = self.lock();
-        let st = &mut *guard;
-        st.check(calls)?;
-        if calls.iter().zip(&st.written).any(|(c, w)| changed(w, c)) {
-            st.wait_last("the previous run of a graph")?;
-            st.patch_calls(calls)?;
-            for p in &mut st.parts {
-                p.run_keep = None;
-            }
-        }
-        let base = st.next_base(calls.len())?;
-        st.wait_prev()?;
-        for p in &mut st.parts {
-            p.comp.patch(base)?;
-            p.copy.patch(base)?;
-        }
-        st.submit(calls)?;
-        if !wait {
-            return Ok(None);
-        }
-        st.wait_last("graph")?;
-        Ok(Some(start.elapsed().as_secs_f64()))
+        self.run_among(calls, None, wait)
+    }
+
+    fn run_updating(
+        &self,
+        _: &[&dyn Program],
+        calls: &[GraphCall],
+        updatable: &[usize],
+        wait: bool,
+    ) -> Result<Option<f64>> {
+        self.run_among(calls, Some(updatable), wait)
     }
 }
 
