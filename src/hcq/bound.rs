@@ -8,8 +8,8 @@
 //! while the GPU still runs the previous one (tinygrad 0.9.1 instead waits for the previous
 //! replay and patches its single copy in place). Patches of a bound stream go through
 //! [`BoundImages::log_patch`] (or [`BoundImages::log_patches`] for many at once: one call per
-//! batch), which hands the backend's patch a log to append the position of every host dword
-//! whose value changed; the positions become one dirty bit per dword in each image. Before a
+//! batch), which hands the backend's patch a [`DirtyLog`] to tell the position of every host
+//! dword whose value changed: one dirty bit per dword, set in both images. Before a
 //! submission the next image rewrites exactly its dirty dwords, each once however often it was
 //! patched, as runs of contiguous dwords ([`crate::driver::Mapping::write_u32_runs`]: one bounds
 //! check for the image, one copy per run), never comparing or reading the mapped memory back.
@@ -39,8 +39,6 @@ pub struct BoundImages<M: HcqBuffer> {
     next: usize,
     /// Dwords of the stream.
     len: usize,
-    /// The log a patch appends to (emptied into both images' dirty bits after each patch).
-    log: Vec<u32>,
     /// Dwords the last [`BoundImages::take_next`] wrote.
     written: usize,
 }
@@ -75,20 +73,34 @@ impl<M: HcqBuffer> BoundImages<M> {
             images,
             next: 0,
             len: dwords.len(),
-            log: Vec::new(),
             written: 0,
         };
         Ok((b, keep))
     }
 
-    /// Run a patch of the host dwords, `patch(log)`, which appends to `log` the position of
-    /// every dword whose value it changed; the positions become dirty in both images (also
-    /// those logged before a patch failed: the host dwords did change).
-    pub fn log_patch<T>(&mut self, patch: impl FnOnce(&mut Vec<u32>) -> Result<T>) -> Result<T> {
-        let r = patch(&mut self.log);
-        let marked = self.mark_logged();
-        let v = r?;
-        marked.map(|()| v)
+    /// Run a patch of the host dwords, `patch(log)`, which tells `log` the position of every
+    /// dword whose value it changed; those become dirty in both images (also the ones told
+    /// before a patch failed: the host dwords did change). A position outside the bound stream
+    /// is an error after the patch.
+    pub fn log_patch<T>(
+        &mut self,
+        patch: impl FnOnce(&mut DirtyLog<'_>) -> Result<T>,
+    ) -> Result<T> {
+        let [a, b] = &mut self.images;
+        let mut log = DirtyLog {
+            bits: [&mut a.dirty, &mut b.dirty],
+            len: self.len,
+            outside: None,
+        };
+        let v = patch(&mut log)?;
+        match log.outside {
+            Some(pos) => Err(Error::InvalidArgument(format!(
+                "a patch of dword {pos} of a bound command stream of {} dwords (a bound queue \
+                 takes no more commands)",
+                self.len
+            ))),
+            None => Ok(v),
+        }
     }
 
     /// [`BoundImages::log_patch`] over many patches at once (a replay's new signal values):
@@ -96,34 +108,9 @@ impl<M: HcqBuffer> BoundImages<M> {
     pub fn log_patches<I>(
         &mut self,
         items: impl IntoIterator<Item = I>,
-        mut patch: impl FnMut(&mut Vec<u32>, I) -> Result<()>,
+        mut patch: impl FnMut(&mut DirtyLog<'_>, I) -> Result<()>,
     ) -> Result<()> {
         self.log_patch(|log| items.into_iter().try_for_each(|it| patch(log, it)))
-    }
-
-    /// Empty the log into both images' dirty bits.
-    fn mark_logged(&mut self) -> Result<()> {
-        let [a, b] = &mut self.images;
-        let mut outside = None;
-        for &pos in &self.log {
-            let pos = pos as usize;
-            if pos >= self.len {
-                outside = Some(pos);
-                continue;
-            }
-            let (w, bit) = (pos / 64, 1u64 << (pos % 64));
-            a.dirty[w] |= bit;
-            b.dirty[w] |= bit;
-        }
-        self.log.clear();
-        match outside {
-            Some(pos) => Err(Error::InvalidArgument(format!(
-                "a patch of dword {pos} of a bound command stream of {} dwords (a bound queue \
-                 takes no more commands)",
-                self.len
-            ))),
-            None => Ok(()),
-        }
     }
 
     /// Bring the next image up to `dwords` (the bound dwords, patched) and take it: its GPU
@@ -174,6 +161,29 @@ impl<M: HcqBuffer> BoundImages<M> {
         self.images
             .get(i)
             .ok_or_else(|| Error::InvalidArgument(format!("bound command stream image {i}")))
+    }
+}
+
+/// What a patch of a bound stream tells of the dwords it changed ([`BoundImages::log_patch`]):
+/// each becomes dirty in both images.
+pub struct DirtyLog<'a> {
+    bits: [&'a mut Vec<u64>; 2],
+    len: usize,
+    /// A position told that lies outside the stream.
+    outside: Option<usize>,
+}
+
+impl DirtyLog<'_> {
+    /// Host dword `pos` of the stream changed.
+    pub fn changed(&mut self, pos: usize) {
+        if pos >= self.len {
+            self.outside.get_or_insert(pos);
+            return;
+        }
+        let (w, bit) = (pos / 64, 1u64 << (pos % 64));
+        for b in &mut self.bits {
+            b[w] |= bit;
+        }
     }
 }
 

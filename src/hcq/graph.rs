@@ -121,6 +121,9 @@ struct DevPart<B: HcqBackend> {
     comp: GQueue<B, CompQ<B>>,
     tl_wait: <CompQ<B> as HwQueue<B>>::WaitPatch,
     tl_signal: Option<<CompQ<B> as HwQueue<B>>::SignalPatch>,
+    /// The timeline epoch whose signal the timeline wait and signal point at (`None` before the
+    /// first run): a run re-points them only after the timeline swapped signals.
+    tl_epoch: Option<u64>,
     copy: GQueue<B, CopyQ<B>>,
     kick: B::Signal,
     /// What every run's submission keeps alive (programs, kernargs, signals).
@@ -420,7 +423,7 @@ impl<B: HcqBackend> HcqGraph<B> {
         let start = Instant::now();
         let mut guard = self.lock();
         let st = &mut *guard;
-        st.check(calls)?;
+        st.check(calls, among)?;
         let items = st.changed_items(calls, among)?;
         if !items.is_empty() {
             st.wait_last("the previous run of a graph")?;
@@ -531,6 +534,7 @@ fn new_part<B: HcqBackend>(dev: &Arc<HcqDevice<B>>) -> Result<DevPart<B>> {
         dev: dev.clone(),
         tl_wait,
         tl_signal: None,
+        tl_epoch: None,
         comp,
         copy: GQueue::new(b.copy_queue(), dev.new_signal(0)?),
         kick,
@@ -624,8 +628,9 @@ impl<B: HcqBackend> GraphState<B> {
         Ok(())
     }
 
-    /// The calls of a run must be of the build's count, kinds and copy sizes.
-    fn check(&self, calls: &[GraphCall]) -> Result<()> {
+    /// The calls of a run must be of the build's count, kinds and copy sizes (of the calls
+    /// `among` when given: the caller vouches for the others).
+    fn check(&self, calls: &[GraphCall], among: Option<&[usize]>) -> Result<()> {
         let n = self.written.len();
         ensure!(
             calls.len() == n,
@@ -633,7 +638,21 @@ impl<B: HcqBackend> GraphState<B> {
             "HcqGraph of {n} items run with {} calls",
             calls.len()
         );
-        for (j, (a, b)) in self.written.iter().zip(calls).enumerate() {
+        let all: Vec<usize>;
+        let among = match among {
+            Some(a) => a,
+            None => {
+                all = (0..n).collect();
+                &all
+            }
+        };
+        for &j in among {
+            ensure!(
+                j < n,
+                InvalidArgument,
+                "HcqGraph of {n} items run with updatable item {j}"
+            );
+            let (a, b) = (&self.written[j], &calls[j]);
             let same = match (a, b) {
                 (GraphCall::Kernel { .. }, GraphCall::Kernel { .. }) => true,
                 (GraphCall::Xfer(a), GraphCall::Xfer(b)) => a.size == b.size,
@@ -655,19 +674,8 @@ impl<B: HcqBackend> GraphState<B> {
         let Some(among) = among else {
             return Ok((0..calls.len()).filter(|&j| differs(j)).collect());
         };
-        let mut out = Vec::new();
-        for &j in among {
-            ensure!(
-                j < calls.len(),
-                InvalidArgument,
-                "HcqGraph of {} items run with updatable item {j}",
-                calls.len()
-            );
-            if differs(j) {
-                out.push(j);
-            }
-        }
-        Ok(out)
+        // `check` saw every index in range
+        Ok(among.iter().copied().filter(|&j| differs(j)).collect())
     }
 
     /// Patch the items `items` (changed since the last run: kernargs, dims, copy addresses).
@@ -741,13 +749,15 @@ impl<B: HcqBackend> GraphState<B> {
                 .as_deref_mut()
                 .ok_or_else(|| Error::Internal("HcqGraph: a device lock missing".into()))?;
             let v = part.dev.begin(ds)?;
-            let tl = ds.tl.signal.clone();
+            let swapped = part.tl_epoch != Some(ds.tl.epoch);
+            let tl = swapped.then(|| ds.tl.signal.clone());
             part.comp
                 .q
-                .update_wait(&part.tl_wait, Some(&tl), Some(v - 1))?;
+                .update_wait(&part.tl_wait, tl.as_ref(), Some(v - 1))?;
             if let Some(p) = &part.tl_signal {
-                part.comp.q.update_signal(p, Some(&tl), Some(v))?;
+                part.comp.q.update_signal(p, tl.as_ref(), Some(v))?;
             }
+            part.tl_epoch = Some(ds.tl.epoch);
             if !part.copy.q.is_empty() {
                 part.copy.q.submit(part.dev.backend())?;
                 image_dwords += part.copy.q.last_written().unwrap_or(0);
