@@ -275,7 +275,13 @@ impl Mapping {
             // mapping (4-byte aligned) and `run` is `src[r]`, so `p + r.start` .. `p + r.end` is
             // inside that window; `src` is Rust memory, never inside a mapping we write through,
             // so the ranges do not overlap.
-            unsafe { std::ptr::copy_nonoverlapping(run.as_ptr(), p.add(r.start), run.len()) };
+            unsafe {
+                match run {
+                    // most runs of a replay are one signal value: no copy call for those
+                    [v] => p.add(r.start).write(*v),
+                    _ => std::ptr::copy_nonoverlapping(run.as_ptr(), p.add(r.start), run.len()),
+                }
+            };
             written += run.len();
         }
         Ok(written)
