@@ -258,7 +258,7 @@ impl Mapping {
         src: &[u32],
         runs: impl IntoIterator<Item = Range<usize>>,
     ) -> Result<usize> {
-        let len = src.len().checked_mul(4).unwrap_or(usize::MAX);
+        let len = src.len().saturating_mul(4);
         let p = self
             .ptr(off, len, 4, Prot::WRITE, "write_u32_runs")?
             .cast::<u32>();
@@ -408,6 +408,7 @@ mod tests {
 
     #[test]
     fn write_u32_runs_copies_the_runs_once_checked() {
+        use std::iter::once;
         let mut buf = vec![0u32; 8];
         let addr = buf.as_mut_ptr() as u64;
         // SAFETY: `buf` outlives `m` and is not otherwise accessed while `m` is used.
@@ -418,13 +419,13 @@ mod tests {
         m.read_u32s(0, &mut out).unwrap();
         assert_eq!(out, [0, 10, 11, 0, 0, 14, 15, 0]);
         // a window past the mapping, a run past the source, a misaligned window: refused
-        assert!(m.write_u32_runs(12, &src, [0..1]).is_err());
-        let e = m.write_u32_runs(0, &src, [5..7]).unwrap_err();
+        assert!(m.write_u32_runs(12, &src, once(0..1)).is_err());
+        let e = m.write_u32_runs(0, &src, once(5..7)).unwrap_err();
         assert!(e.message().contains("outside the 6-dword source"), "{e}");
-        assert!(m.write_u32_runs(2, &src[..1], [0..1]).is_err());
+        assert!(m.write_u32_runs(2, &src[..1], once(0..1)).is_err());
         // SAFETY: as above; read-only view.
         let ro = unsafe { Mapping::from_raw(addr, 32, Prot::READ) };
-        assert!(ro.write_u32_runs(0, &src, [0..1]).is_err(), "read-only");
+        assert!(ro.write_u32_runs(0, &src, once(0..1)).is_err(), "read-only");
         drop((m, ro));
         assert_eq!(buf[1], 10);
     }
