@@ -21,7 +21,7 @@
 //! above the previous run's, so a run needs no CPU reset of the signals) and the timeline waits
 //! and signals, each queue's values as one batch ([`HwQueue::update_values`]); then it submits
 //! each queue once and advances each device's timeline by one. Whether anything changed is a
-//! comparison of the calls' addresses, values and dims with the last run's ([`changed`]): of
+//! comparison of the calls' addresses, values and dims with the last run's (`calls.rs`): of
 //! every call under [`DeviceGraph::run`], of the calls named updatable under
 //! [`DeviceGraph::run_updating`] (the JIT's: the kernels reading an input and those with
 //! variables, what tinygrad 0.9.1's HCQGraph updates: `input_replace`, `var_vals`).
@@ -37,6 +37,7 @@
 //! previous run of the same graph on every device (tinygrad waits always); the graph-internal
 //! signal values restart (after such a wait) before they pass 2^31.
 
+mod calls;
 mod sched;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -52,7 +53,7 @@ use super::{
     HcqBackend, HcqBuffer, HcqDevice, HcqLaunch, HcqProgram, HcqProgramHandle, HcqSignal, KeepAlive,
 };
 use crate::device::{DeviceGraph, GraphCall, Launch, Program, RawBuf, Xfer};
-use crate::{ensure, Error, Result};
+use crate::{Error, Result};
 
 /// The most items one graph takes.
 const MAX_GRAPH_ITEMS: usize = 1 << 16;
@@ -579,23 +580,6 @@ fn finish_parts<B: HcqBackend>(
     Ok(())
 }
 
-/// Whether `b` differs from `a` in what the graph holds (kernargs, dims, copy addresses).
-fn changed(a: &GraphCall, b: &GraphCall) -> bool {
-    match (a, b) {
-        (GraphCall::Kernel { launch: a, .. }, GraphCall::Kernel { launch: b, .. }) => {
-            a.raws.len() != b.raws.len()
-                || a.raws.iter().zip(&b.raws).any(|(x, y)| x.addr != y.addr)
-                || a.vals != b.vals
-                || a.global != b.global
-                || a.local != b.local
-        }
-        (GraphCall::Xfer(a), GraphCall::Xfer(b)) => {
-            a.dst.addr != b.dst.addr || a.src.addr != b.src.addr
-        }
-        _ => true,
-    }
-}
-
 /// What a run's submission on one device keeps alive of a call: its buffers.
 fn owners(c: &GraphCall) -> impl Iterator<Item = KeepAlive> + '_ {
     let raws: Vec<&RawBuf> = match c {
@@ -624,93 +608,6 @@ impl<B: HcqBackend> GraphState<B> {
                 p.dev
                     .wait_point(l, "the run before the last of a bound graph")?;
             }
-        }
-        Ok(())
-    }
-
-    /// The calls of a run must be of the build's count, kinds and copy sizes (of the calls
-    /// `among` when given: the caller vouches for the others).
-    fn check(&self, calls: &[GraphCall], among: Option<&[usize]>) -> Result<()> {
-        let n = self.written.len();
-        ensure!(
-            calls.len() == n,
-            Runtime,
-            "HcqGraph of {n} items run with {} calls",
-            calls.len()
-        );
-        let all: Vec<usize>;
-        let among = match among {
-            Some(a) => a,
-            None => {
-                all = (0..n).collect();
-                &all
-            }
-        };
-        for &j in among {
-            ensure!(
-                j < n,
-                InvalidArgument,
-                "HcqGraph of {n} items run with updatable item {j}"
-            );
-            let (a, b) = (&self.written[j], &calls[j]);
-            let same = match (a, b) {
-                (GraphCall::Kernel { .. }, GraphCall::Kernel { .. }) => true,
-                (GraphCall::Xfer(a), GraphCall::Xfer(b)) => a.size == b.size,
-                _ => false,
-            };
-            ensure!(
-                same,
-                Runtime,
-                "HcqGraph item {j} was built as {a:?}, run as {b:?}"
-            );
-        }
-        Ok(())
-    }
-
-    /// The items among `among` (every one when `None`) whose calls differ from the last run's
-    /// in what the graph holds.
-    fn changed_items(&self, calls: &[GraphCall], among: Option<&[usize]>) -> Result<Vec<usize>> {
-        let differs = |j: usize| changed(&self.written[j], &calls[j]);
-        let Some(among) = among else {
-            return Ok((0..calls.len()).filter(|&j| differs(j)).collect());
-        };
-        // `check` saw every index in range
-        Ok(among.iter().copied().filter(|&j| differs(j)).collect())
-    }
-
-    /// Patch the items `items` (changed since the last run: kernargs, dims, copy addresses).
-    fn patch_calls(&mut self, calls: &[GraphCall], items: &[usize]) -> Result<()> {
-        for &j in items {
-            let c = &calls[j];
-            match (&self.nodes[j], c, &self.written[j]) {
-                (
-                    Node::Kernel {
-                        dev,
-                        prg,
-                        kernargs,
-                        off,
-                        exec,
-                    },
-                    GraphCall::Kernel { launch, .. },
-                    GraphCall::Kernel { launch: old, .. },
-                ) => {
-                    let hl = prepare(prg, kernargs, *off, launch)?;
-                    if old.global != launch.global || old.local != launch.local {
-                        self.parts[*dev].comp.q.update_exec(exec, &hl)?;
-                    }
-                }
-                (Node::Xfer { dev, copy }, GraphCall::Xfer(x), GraphCall::Xfer(old)) => {
-                    let part = &mut self.parts[*dev];
-                    let dst = (old.dst.addr != x.dst.addr).then_some(x.dst.addr);
-                    if dst.is_some() {
-                        map_peer(&part.dev, x)?;
-                    }
-                    let src = (old.src.addr != x.src.addr).then_some(x.src.addr);
-                    part.copy.q.update_copy(copy, dst, src)?;
-                }
-                _ => return Err(Error::Internal(format!("HcqGraph item {j}: kind changed"))),
-            }
-            self.written[j] = c.clone();
         }
         Ok(())
     }
