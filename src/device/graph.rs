@@ -10,8 +10,14 @@
 //! the HCQ devices build `hcq::graph::HcqGraph`, which also takes transfers between devices of
 //! its family.
 //!
+//! A graph's owner that knows which calls can change between runs (the JIT's graph runner: the
+//! kernels reading an input, whose addresses tinygrad 0.9.1's `input_replace` swaps, and those
+//! with variables) says so with [`DeviceGraph::run_updating`], so a graph that compares the
+//! calls with the last run's (HCQ) compares only those.
+//!
 //! Not guaranteed: a graph checks the number and kinds of the calls it is run with, not that the
-//! programs are the ones it was built from (its owner keeps them together).
+//! programs are the ones it was built from (its owner keeps them together); nor, under
+//! [`DeviceGraph::run_updating`], that the calls not named are those of the last run.
 
 use std::time::{Duration, Instant};
 
@@ -64,6 +70,20 @@ pub trait DeviceGraph: Send + Sync {
     /// dims may differ). `prgs` holds the program of every kernel call, in order. With `wait`,
     /// block until done and return the elapsed seconds.
     fn run(&self, prgs: &[&dyn Program], calls: &[GraphCall], wait: bool) -> Result<Option<f64>>;
+
+    /// [`DeviceGraph::run`] where only the calls at the indices `updatable` may differ from the
+    /// last run's (before the first run: from the calls the graph was built from); the caller
+    /// vouches for the others. The default runs [`DeviceGraph::run`].
+    fn run_updating(
+        &self,
+        prgs: &[&dyn Program],
+        calls: &[GraphCall],
+        updatable: &[usize],
+        wait: bool,
+    ) -> Result<Option<f64>> {
+        let _ = updatable;
+        self.run(prgs, calls, wait)
+    }
 
     /// How many calls into compiled code the runs made so far, for a graph that compiles its
     /// batch into one program (`None`: the graph does not count them).

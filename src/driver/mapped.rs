@@ -18,6 +18,7 @@
 //! from two threads are the caller's race to avoid (as with device memory in C).
 
 use std::any::Any;
+use std::ops::Range;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -246,6 +247,46 @@ impl Mapping {
         Ok(())
     }
 
+    /// Copy the `runs` of `src` (dword index ranges into it) to the same dword positions of the
+    /// `src.len()` dwords from byte offset `off` (a bound command stream's dirty runs): one
+    /// bounds, protection and alignment check for the whole window, then per run a check that
+    /// it lies inside `src` and one plain copy. Returns the dwords written. A run outside `src`
+    /// is an error (the runs before it are written).
+    pub fn write_u32_runs(
+        &self,
+        off: usize,
+        src: &[u32],
+        runs: impl IntoIterator<Item = Range<usize>>,
+    ) -> Result<usize> {
+        let len = src.len().saturating_mul(4);
+        let p = self
+            .ptr(off, len, 4, Prot::WRITE, "write_u32_runs")?
+            .cast::<u32>();
+        let mut written = 0;
+        for r in runs {
+            let Some(run) = src.get(r.clone()) else {
+                bail!(
+                    InvalidArgument,
+                    "write_u32_runs: run {r:?} is outside the {}-dword source",
+                    src.len()
+                );
+            };
+            // SAFETY: `ptr` checked that `src.len()` dwords from `p` lie inside this writable
+            // mapping (4-byte aligned) and `run` is `src[r]`, so `p + r.start` .. `p + r.end` is
+            // inside that window; `src` is Rust memory, never inside a mapping we write through,
+            // so the ranges do not overlap.
+            unsafe {
+                match run {
+                    // most runs of a replay are one signal value: no copy call for those
+                    [v] => p.add(r.start).write(*v),
+                    _ => std::ptr::copy_nonoverlapping(run.as_ptr(), p.add(r.start), run.len()),
+                }
+            };
+            written += run.len();
+        }
+        Ok(written)
+    }
+
     /// Volatile reads of consecutive dwords from byte offset `off` into `out`.
     pub fn read_u32s(&self, off: usize, out: &mut [u32]) -> Result<()> {
         let p = self.ptr(off, out.len() * 4, 4, Prot::READ, "read_u32s")?;
@@ -363,5 +404,29 @@ mod tests {
         assert_eq!(ro.read_u32(4).unwrap(), 0xdead_beef);
         drop((m, ro));
         assert_eq!(buf[1], 0x1122_3344_5566_7788);
+    }
+
+    #[test]
+    fn write_u32_runs_copies_the_runs_once_checked() {
+        use std::iter::once;
+        let mut buf = vec![0u32; 8];
+        let addr = buf.as_mut_ptr() as u64;
+        // SAFETY: `buf` outlives `m` and is not otherwise accessed while `m` is used.
+        let m = unsafe { Mapping::from_raw(addr, 32, Prot::RW) };
+        let src: Vec<u32> = (10..16).collect();
+        assert_eq!(m.write_u32_runs(4, &src, [0..2, 3..3, 4..6]).unwrap(), 4);
+        let mut out = [0u32; 8];
+        m.read_u32s(0, &mut out).unwrap();
+        assert_eq!(out, [0, 10, 11, 0, 0, 14, 15, 0]);
+        // a window past the mapping, a run past the source, a misaligned window: refused
+        assert!(m.write_u32_runs(12, &src, once(0..1)).is_err());
+        let e = m.write_u32_runs(0, &src, once(5..7)).unwrap_err();
+        assert!(e.message().contains("outside the 6-dword source"), "{e}");
+        assert!(m.write_u32_runs(2, &src[..1], once(0..1)).is_err());
+        // SAFETY: as above; read-only view.
+        let ro = unsafe { Mapping::from_raw(addr, 32, Prot::READ) };
+        assert!(ro.write_u32_runs(0, &src, once(0..1)).is_err(), "read-only");
+        drop((m, ro));
+        assert_eq!(buf[1], 10);
     }
 }

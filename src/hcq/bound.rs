@@ -7,16 +7,18 @@
 //! [`BoundImages`] alternates between the two images, so a replay may be patched and submitted
 //! while the GPU still runs the previous one (tinygrad 0.9.1 instead waits for the previous
 //! replay and patches its single copy in place). Patches of a bound stream go through
-//! [`BoundImages::log_patch`], which hands the backend's patch a log to append the position of
-//! every host dword whose value changed; before a submission the next image rewrites exactly
-//! the dwords logged since it was last taken, never comparing or reading the mapped memory
-//! back. An image whose log grew longer than the stream (patched many times without a
-//! submission) is rewritten whole instead.
+//! [`BoundImages::log_patch`] (or [`BoundImages::log_patches`] for many at once: one call per
+//! batch), which hands the backend's patch a [`DirtyLog`] to tell the position of every host
+//! dword whose value changed: one dirty bit per dword, set in both images. Before a
+//! submission the next image rewrites exactly its dirty dwords, each once however often it was
+//! patched, as runs of contiguous dwords ([`crate::driver::Mapping::write_u32_runs`]: one bounds
+//! check for the image, one copy per run), never comparing or reading the mapped memory back.
 //!
 //! Not guaranteed: that the GPU is done with an image when it is rewritten: the caller makes
 //! sure the submission two before finished ([`crate::hcq::HwQueue::bind`]). Dwords changed
 //! other than through [`BoundImages::log_patch`] after the bind do not reach the images.
 
+use std::ops::Range;
 use std::sync::Arc;
 
 use super::{HcqBuffer, KeepAlive};
@@ -25,10 +27,9 @@ use crate::{ensure, Error, Result};
 /// One copy of the stream in GPU memory, with what it lacks of the host dwords.
 struct Image<M> {
     buf: Arc<M>,
-    /// Positions changed since this image was last brought up to date (may repeat).
-    stale: Vec<u32>,
-    /// Rewrite every dword (the log outgrew the stream).
-    all: bool,
+    /// One bit per dword (bit `i % 64` of word `i / 64`): changed since this image was last
+    /// brought up to date.
+    dirty: Vec<u64>,
 }
 
 /// A command stream bound to two CPU-mapped, GPU-visible buffers (see the module doc).
@@ -63,10 +64,10 @@ impl<M: HcqBuffer> BoundImages<M> {
             view(b.as_ref())?.write_u32s(0, dwords)?;
         }
         let keep: KeepAlive = Arc::new(bufs.clone());
+        let words = dwords.len().div_ceil(64);
         let images = bufs.map(|buf| Image {
             buf,
-            stale: Vec::new(),
-            all: false,
+            dirty: vec![0; words],
         });
         let b = BoundImages {
             images,
@@ -77,20 +78,39 @@ impl<M: HcqBuffer> BoundImages<M> {
         Ok((b, keep))
     }
 
-    /// Run a patch of the host dwords, `patch(log)`, which appends to `log` the position of
-    /// every dword whose value it changed; the positions are logged for both images.
-    pub fn log_patch<T>(&mut self, patch: impl FnOnce(&mut Vec<u32>) -> Result<T>) -> Result<T> {
+    /// Run a patch of the host dwords, `patch(log)`, which tells `log` the position of every
+    /// dword whose value it changed; those become dirty in both images (also the ones told
+    /// before a patch failed: the host dwords did change). A position outside the bound stream
+    /// is an error after the patch.
+    pub fn log_patch<T>(
+        &mut self,
+        patch: impl FnOnce(&mut DirtyLog<'_>) -> Result<T>,
+    ) -> Result<T> {
         let [a, b] = &mut self.images;
-        let from = a.stale.len();
-        let r = patch(&mut a.stale);
-        b.stale.extend_from_slice(&a.stale[from..]);
-        for img in &mut self.images {
-            if img.stale.len() > self.len {
-                img.stale.clear();
-                img.all = true;
-            }
+        let mut log = DirtyLog {
+            bits: [&mut a.dirty, &mut b.dirty],
+            len: self.len,
+            outside: None,
+        };
+        let v = patch(&mut log)?;
+        match log.outside {
+            Some(pos) => Err(Error::InvalidArgument(format!(
+                "a patch of dword {pos} of a bound command stream of {} dwords (a bound queue \
+                 takes no more commands)",
+                self.len
+            ))),
+            None => Ok(v),
         }
-        r
+    }
+
+    /// [`BoundImages::log_patch`] over many patches at once (a replay's new signal values):
+    /// `patch(log, item)` for every item in turn, stopping at the first error.
+    pub fn log_patches<I>(
+        &mut self,
+        items: impl IntoIterator<Item = I>,
+        mut patch: impl FnMut(&mut DirtyLog<'_>, I) -> Result<()>,
+    ) -> Result<()> {
+        self.log_patch(|log| items.into_iter().try_for_each(|it| patch(log, it)))
     }
 
     /// Bring the next image up to `dwords` (the bound dwords, patched) and take it: its GPU
@@ -104,19 +124,12 @@ impl<M: HcqBuffer> BoundImages<M> {
             dwords.len()
         );
         let img = &mut self.images[self.next];
-        let v = view(img.buf.as_ref())?;
-        if img.all {
-            v.write_u32s(0, dwords)?;
-            self.written = dwords.len();
-        } else {
-            for &pos in &img.stale {
-                let pos = pos as usize;
-                v.write_u32(pos * 4, dwords[pos])?;
-            }
-            self.written = img.stale.len();
-        }
-        img.stale.clear();
-        img.all = false;
+        let runs = DirtyRuns {
+            bits: &img.dirty,
+            from: 0,
+        };
+        self.written = view(img.buf.as_ref())?.write_u32_runs(0, dwords, runs)?;
+        img.dirty.fill(0);
         self.next ^= 1;
         Ok((img.buf.va(), dwords.len()))
     }
@@ -151,8 +164,83 @@ impl<M: HcqBuffer> BoundImages<M> {
     }
 }
 
+/// What a patch of a bound stream tells of the dwords it changed ([`BoundImages::log_patch`]):
+/// each becomes dirty in both images.
+pub struct DirtyLog<'a> {
+    bits: [&'a mut Vec<u64>; 2],
+    len: usize,
+    /// A position told that lies outside the stream.
+    outside: Option<usize>,
+}
+
+impl DirtyLog<'_> {
+    /// Host dword `pos` of the stream changed.
+    pub fn changed(&mut self, pos: usize) {
+        if pos >= self.len {
+            self.outside.get_or_insert(pos);
+            return;
+        }
+        let (w, bit) = (pos / 64, 1u64 << (pos % 64));
+        for b in &mut self.bits {
+            b[w] |= bit;
+        }
+    }
+}
+
+/// The runs of set bits of a dirty bitmap, in order: dword index ranges.
+struct DirtyRuns<'a> {
+    bits: &'a [u64],
+    /// The first bit not yet looked at.
+    from: usize,
+}
+
+impl DirtyRuns<'_> {
+    /// The first bit at or after `from` that is set (`set`) or clear (`!set`).
+    fn next_bit(&self, from: usize, set: bool) -> Option<usize> {
+        let flip = if set { 0 } else { !0u64 };
+        let mut wi = from / 64;
+        let mut w = (self.bits.get(wi)? ^ flip) & (!0u64 << (from % 64));
+        loop {
+            if w != 0 {
+                return Some(wi * 64 + w.trailing_zeros() as usize);
+            }
+            wi += 1;
+            w = self.bits.get(wi)? ^ flip;
+        }
+    }
+}
+
+impl Iterator for DirtyRuns<'_> {
+    type Item = Range<usize>;
+    fn next(&mut self) -> Option<Range<usize>> {
+        let start = self.next_bit(self.from, true)?;
+        let end = self.next_bit(start, false).unwrap_or(self.bits.len() * 64);
+        self.from = end;
+        Some(start..end)
+    }
+}
+
 /// The CPU view of an image.
 fn view<M: HcqBuffer>(buf: &M) -> Result<&crate::driver::Mapping> {
     buf.cpu()
         .ok_or_else(|| Error::Internal("a bound command stream's image is not CPU-mapped".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::DirtyRuns;
+
+    fn runs(bits: &[u64]) -> Vec<std::ops::Range<usize>> {
+        DirtyRuns { bits, from: 0 }.collect()
+    }
+
+    #[test]
+    fn dirty_runs_are_the_runs_of_set_bits_across_words() {
+        assert!(runs(&[0, 0]).is_empty());
+        assert_eq!(runs(&[0b1011]), vec![0..2, 3..4]);
+        // a run across a word boundary is one run; a run to the last bit ends there
+        assert_eq!(runs(&[1 << 63, 1, 0]), vec![63..65]);
+        assert_eq!(runs(&[!0, !0]), vec![0..128]);
+        assert_eq!(runs(&[0, 1 << 5 | 1 << 63]), vec![69..70, 127..128]);
+    }
 }

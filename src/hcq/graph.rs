@@ -16,11 +16,16 @@
 //! A run patches only what changed through the typed patch points: the kernargs of kernels whose
 //! addresses, values or dims differ from the previous run (the program refills its block: a new
 //! launch value), the dims of kernels whose dims differ (`update_exec`: the backend rewrites
-//! them wherever it keeps them), the addresses of transfers whose buffers differ (`update_copy`),
-//! every graph-internal wait and signal value (each run uses values above the previous run's, so
-//! a run needs no CPU reset of the signals) and the timeline waits and signals; then it submits
-//! each queue once and advances each device's timeline by one. Whether anything changed is one
-//! pass comparing the calls' addresses, values and dims with the last run's ([`changed`]).
+//! them wherever it keeps them), the addresses of transfers whose buffers differ (`update_copy`,
+//! the side that differs), every graph-internal wait and signal value (each run uses values
+//! above the previous run's, so a run needs no CPU reset of the signals) and the timeline waits
+//! and signals, each queue's values as one batch ([`HwQueue::update_values`]); then it submits
+//! each queue once and advances each device's timeline by one. Whether anything changed is a
+//! comparison of the calls' addresses, values and dims with the last run's (`calls.rs`): of
+//! every call under [`DeviceGraph::run`], of the calls named updatable under
+//! [`DeviceGraph::run_updating`] (the JIT's: the kernels reading an input and those with
+//! variables, what tinygrad 0.9.1's HCQGraph updates: `input_replace`, `var_vals`).
+//! [`HcqGraph::last_run`] says what the last run rewrote.
 //!
 //! The queues are bound once built ([`HwQueue::bind`], tinygrad 0.9.1 `bind`) where the backend
 //! binds (NV's compute and copy pushbuffers, AMD's PM4 compute queue; AMD's SDMA copy queue stays
@@ -32,6 +37,7 @@
 //! previous run of the same graph on every device (tinygrad waits always); the graph-internal
 //! signal values restart (after such a wait) before they pass 2^31.
 
+mod calls;
 mod sched;
 
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -47,7 +53,7 @@ use super::{
     HcqBackend, HcqBuffer, HcqDevice, HcqLaunch, HcqProgram, HcqProgramHandle, HcqSignal, KeepAlive,
 };
 use crate::device::{DeviceGraph, GraphCall, Launch, Program, RawBuf, Xfer};
-use crate::{ensure, Error, Result};
+use crate::{Error, Result};
 
 /// The most items one graph takes.
 const MAX_GRAPH_ITEMS: usize = 1 << 16;
@@ -102,15 +108,11 @@ impl<B: HcqBackend, Q: HwQueue<B>> GQueue<B, Q> {
         self.signals.push((p, v));
         Ok(())
     }
-    /// Rewrite every graph-internal value for a run at `base`.
+    /// Rewrite every graph-internal value for a run at `base` (one batch).
     fn patch(&mut self, base: u64) -> Result<()> {
-        for (p, v) in &self.waits {
-            self.q.update_wait(p, None, Some(v.at(base)))?;
-        }
-        for (p, v) in &self.signals {
-            self.q.update_signal(p, None, Some(v.at(base)))?;
-        }
-        Ok(())
+        let waits = self.waits.iter().map(|(p, v)| (p, v.at(base)));
+        let signals = self.signals.iter().map(|(p, v)| (p, v.at(base)));
+        self.q.update_values(waits, signals)
     }
 }
 
@@ -120,6 +122,9 @@ struct DevPart<B: HcqBackend> {
     comp: GQueue<B, CompQ<B>>,
     tl_wait: <CompQ<B> as HwQueue<B>>::WaitPatch,
     tl_signal: Option<<CompQ<B> as HwQueue<B>>::SignalPatch>,
+    /// The timeline epoch whose signal the timeline wait and signal point at (`None` before the
+    /// first run): a run re-points them only after the timeline swapped signals.
+    tl_epoch: Option<u64>,
     copy: GQueue<B, CopyQ<B>>,
     kick: B::Signal,
     /// What every run's submission keeps alive (programs, kernargs, signals).
@@ -160,6 +165,19 @@ struct GraphState<B: HcqBackend> {
     written: Vec<GraphCall>,
     /// The base value of the next run.
     base: u64,
+    /// What the last run rewrote.
+    last_run: RunPatches,
+}
+
+/// What a run of a graph rewrote ([`HcqGraph::last_run`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RunPatches {
+    /// Items whose kernargs, dims or copy addresses were rewritten.
+    pub items: usize,
+    /// Wait and signal values patched (every run patches each graph-internal and timeline one).
+    pub values: usize,
+    /// Dwords the bound queues' images took (their dirty dwords, each once), over all queues.
+    pub image_dwords: usize,
 }
 
 /// Prebuilt queues over the kernels and transfers of one or more devices (see the module doc).
@@ -183,13 +201,21 @@ pub fn build<B: HcqBackend>(
     prgs: &[&dyn Program],
     calls: &[GraphCall],
 ) -> Result<Option<Box<dyn DeviceGraph>>> {
+    Ok(build_graph::<B>(prgs, calls)?.map(|g| Box::new(g) as Box<dyn DeviceGraph>))
+}
+
+/// [`build`], the graph as its own type.
+pub fn build_graph<B: HcqBackend>(
+    prgs: &[&dyn Program],
+    calls: &[GraphCall],
+) -> Result<Option<HcqGraph<B>>> {
     if calls.is_empty() || calls.len() > MAX_GRAPH_ITEMS {
         return Ok(None);
     }
     let Some(plan) = Plan::<B>::new(prgs, calls) else {
         return Ok(None);
     };
-    Ok(Some(Box::new(HcqGraph::new(plan, calls)?)))
+    Ok(Some(HcqGraph::new(plan, calls)?))
 }
 
 /// What a build resolved: the devices, each kernel's program, each item's schedule entry.
@@ -374,12 +400,61 @@ impl<B: HcqBackend> HcqGraph<B> {
                 nodes,
                 written: calls.to_vec(),
                 base: start_base(),
+                last_run: RunPatches::default(),
             }),
         })
     }
 
     fn lock(&self) -> MutexGuard<'_, GraphState<B>> {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// What the last run rewrote.
+    pub fn last_run(&self) -> RunPatches {
+        self.lock().last_run
+    }
+
+    /// A run (see the module doc) comparing the calls at `among` (all when `None`).
+    fn run_among(
+        &self,
+        calls: &[GraphCall],
+        among: Option<&[usize]>,
+        wait: bool,
+    ) -> Result<Option<f64>> {
+        let start = Instant::now();
+        let mut guard = self.lock();
+        let st = &mut *guard;
+        st.check(calls, among)?;
+        let items = st.changed_items(calls, among)?;
+        if !items.is_empty() {
+            st.wait_last("the previous run of a graph")?;
+            st.patch_calls(calls, &items)?;
+            for p in &mut st.parts {
+                p.run_keep = None;
+            }
+        }
+        let base = st.next_base(calls.len())?;
+        st.wait_prev()?;
+        let mut values = 0;
+        for p in &mut st.parts {
+            p.comp.patch(base)?;
+            p.copy.patch(base)?;
+            values += p.comp.waits.len() + p.comp.signals.len();
+            values += p.copy.waits.len() + p.copy.signals.len();
+        }
+        let image_dwords = st.submit(calls)?;
+        st.last_run = RunPatches {
+            items: items.len(),
+            values: values
+                + st.parts.len()
+                + st.parts.iter().filter(|p| p.tl_signal.is_some()).count(),
+            image_dwords,
+        };
+        if !wait {
+            return Ok(None);
+        }
+        st.wait_last("graph")?;
+        Ok(Some(start.elapsed().as_secs_f64()))
     }
 }
 
@@ -460,6 +535,7 @@ fn new_part<B: HcqBackend>(dev: &Arc<HcqDevice<B>>) -> Result<DevPart<B>> {
         dev: dev.clone(),
         tl_wait,
         tl_signal: None,
+        tl_epoch: None,
         comp,
         copy: GQueue::new(b.copy_queue(), dev.new_signal(0)?),
         kick,
@@ -504,23 +580,6 @@ fn finish_parts<B: HcqBackend>(
     Ok(())
 }
 
-/// Whether `b` differs from `a` in what the graph holds (kernargs, dims, copy addresses).
-fn changed(a: &GraphCall, b: &GraphCall) -> bool {
-    match (a, b) {
-        (GraphCall::Kernel { launch: a, .. }, GraphCall::Kernel { launch: b, .. }) => {
-            a.raws.len() != b.raws.len()
-                || a.raws.iter().zip(&b.raws).any(|(x, y)| x.addr != y.addr)
-                || a.vals != b.vals
-                || a.global != b.global
-                || a.local != b.local
-        }
-        (GraphCall::Xfer(a), GraphCall::Xfer(b)) => {
-            a.dst.addr != b.dst.addr || a.src.addr != b.src.addr
-        }
-        _ => true,
-    }
-}
-
 /// What a run's submission on one device keeps alive of a call: its buffers.
 fn owners(c: &GraphCall) -> impl Iterator<Item = KeepAlive> + '_ {
     let raws: Vec<&RawBuf> = match c {
@@ -553,69 +612,6 @@ impl<B: HcqBackend> GraphState<B> {
         Ok(())
     }
 
-    /// The calls of a run must be of the build's count, kinds and copy sizes.
-    fn check(&self, calls: &[GraphCall]) -> Result<()> {
-        let n = self.written.len();
-        ensure!(
-            calls.len() == n,
-            Runtime,
-            "HcqGraph of {n} items run with {} calls",
-            calls.len()
-        );
-        for (j, (a, b)) in self.written.iter().zip(calls).enumerate() {
-            let same = match (a, b) {
-                (GraphCall::Kernel { .. }, GraphCall::Kernel { .. }) => true,
-                (GraphCall::Xfer(a), GraphCall::Xfer(b)) => a.size == b.size,
-                _ => false,
-            };
-            ensure!(
-                same,
-                Runtime,
-                "HcqGraph item {j} was built as {a:?}, run as {b:?}"
-            );
-        }
-        Ok(())
-    }
-
-    /// Patch what changed since the last run (kernargs, dims, copy addresses).
-    fn patch_calls(&mut self, calls: &[GraphCall]) -> Result<()> {
-        for (j, c) in calls.iter().enumerate() {
-            if !changed(&self.written[j], c) {
-                continue;
-            }
-            match (&self.nodes[j], c, &self.written[j]) {
-                (
-                    Node::Kernel {
-                        dev,
-                        prg,
-                        kernargs,
-                        off,
-                        exec,
-                    },
-                    GraphCall::Kernel { launch, .. },
-                    GraphCall::Kernel { launch: old, .. },
-                ) => {
-                    let hl = prepare(prg, kernargs, *off, launch)?;
-                    if old.global != launch.global || old.local != launch.local {
-                        self.parts[*dev].comp.q.update_exec(exec, &hl)?;
-                    }
-                }
-                (Node::Xfer { dev, copy }, GraphCall::Xfer(x), GraphCall::Xfer(old)) => {
-                    let part = &mut self.parts[*dev];
-                    if old.dst.addr != x.dst.addr {
-                        map_peer(&part.dev, x)?;
-                    }
-                    part.copy
-                        .q
-                        .update_copy(copy, Some(x.dst.addr), Some(x.src.addr))?;
-                }
-                _ => return Err(Error::Internal(format!("HcqGraph item {j}: kind changed"))),
-            }
-            self.written[j] = c.clone();
-        }
-        Ok(())
-    }
-
     /// The base value of this run (restarting the graph's signals before they near 2^31).
     fn next_base(&mut self, n: usize) -> Result<u64> {
         let step = n as u64 + 1;
@@ -635,7 +631,9 @@ impl<B: HcqBackend> GraphState<B> {
 
     /// Under every device's lock (taken in serial order): patch the timeline waits and signals,
     /// submit each device's copy queue (if used) and compute queue, advance the timelines.
-    fn submit(&mut self, calls: &[GraphCall]) -> Result<()> {
+    /// Returns the dwords the bound queues' images took.
+    fn submit(&mut self, calls: &[GraphCall]) -> Result<usize> {
+        let mut image_dwords = 0;
         let devs: Vec<Arc<HcqDevice<B>>> = self.parts.iter().map(|p| p.dev.clone()).collect();
         let mut order: Vec<usize> = (0..devs.len()).collect();
         order.sort_by_key(|&i| devs[i].serial());
@@ -648,15 +646,18 @@ impl<B: HcqBackend> GraphState<B> {
                 .as_deref_mut()
                 .ok_or_else(|| Error::Internal("HcqGraph: a device lock missing".into()))?;
             let v = part.dev.begin(ds)?;
-            let tl = ds.tl.signal.clone();
+            let swapped = part.tl_epoch != Some(ds.tl.epoch);
+            let tl = swapped.then(|| ds.tl.signal.clone());
             part.comp
                 .q
-                .update_wait(&part.tl_wait, Some(&tl), Some(v - 1))?;
+                .update_wait(&part.tl_wait, tl.as_ref(), Some(v - 1))?;
             if let Some(p) = &part.tl_signal {
-                part.comp.q.update_signal(p, Some(&tl), Some(v))?;
+                part.comp.q.update_signal(p, tl.as_ref(), Some(v))?;
             }
+            part.tl_epoch = Some(ds.tl.epoch);
             if !part.copy.q.is_empty() {
                 part.copy.q.submit(part.dev.backend())?;
+                image_dwords += part.copy.q.last_written().unwrap_or(0);
             }
             let keep = part.run_keep.get_or_insert_with(|| {
                 let mut keep = part.keep.clone();
@@ -667,37 +668,26 @@ impl<B: HcqBackend> GraphState<B> {
             });
             let (what, keep) = (part.what.clone(), vec![keep.clone()]);
             let point = part.dev.commit(ds, &mut part.comp.q, what, keep)?;
+            image_dwords += part.comp.q.last_written().unwrap_or(0);
             part.prev = part.last.replace(point);
         }
-        Ok(())
+        Ok(image_dwords)
     }
 }
 
 impl<B: HcqBackend> DeviceGraph for HcqGraph<B> {
     fn run(&self, _: &[&dyn Program], calls: &[GraphCall], wait: bool) -> Result<Option<f64>> {
-        let start = Instant::now();
-        let mut guard = self.lock();
-        let st = &mut *guard;
-        st.check(calls)?;
-        if calls.iter().zip(&st.written).any(|(c, w)| changed(w, c)) {
-            st.wait_last("the previous run of a graph")?;
-            st.patch_calls(calls)?;
-            for p in &mut st.parts {
-                p.run_keep = None;
-            }
-        }
-        let base = st.next_base(calls.len())?;
-        st.wait_prev()?;
-        for p in &mut st.parts {
-            p.comp.patch(base)?;
-            p.copy.patch(base)?;
-        }
-        st.submit(calls)?;
-        if !wait {
-            return Ok(None);
-        }
-        st.wait_last("graph")?;
-        Ok(Some(start.elapsed().as_secs_f64()))
+        self.run_among(calls, None, wait)
+    }
+
+    fn run_updating(
+        &self,
+        _: &[&dyn Program],
+        calls: &[GraphCall],
+        updatable: &[usize],
+        wait: bool,
+    ) -> Result<Option<f64>> {
+        self.run_among(calls, Some(updatable), wait)
     }
 }
 

@@ -92,6 +92,17 @@ pub trait HwQueue<B: HcqBackend>: Send + Sized {
         sig: Option<&B::Signal>,
         value: Option<u64>,
     ) -> Result<()>;
+    /// Rewrite the values of many waits and signals at once (a graph replay's new values): what
+    /// `update_wait(p, None, Some(v))` for each wait, then `update_signal(p, None, Some(v))` for
+    /// each signal do, stopping at the first error; a backend may apply them as one batch.
+    fn update_values<'a>(
+        &mut self,
+        waits: impl IntoIterator<Item = (&'a Self::WaitPatch, u64)>,
+        signals: impl IntoIterator<Item = (&'a Self::SignalPatch, u64)>,
+    ) -> Result<()>
+    where
+        Self::WaitPatch: 'a,
+        Self::SignalPatch: 'a;
     /// Hand the commands to the GPU on `dev`'s hardware queue of this kind.
     fn submit(&self, dev: &B) -> Result<()>;
     /// Put the commands into `dev`'s memory of their own, so that a submission points the GPU at
@@ -102,6 +113,9 @@ pub trait HwQueue<B: HcqBackend>: Send + Sized {
     /// makes sure the submission two before this one has finished (the GPU may still read the
     /// previous one).
     fn bind(&mut self, dev: &B) -> Result<bool>;
+    /// Dwords the last submission of a bound queue rewrote in the image it took (its dirty
+    /// dwords); `None` when the queue is not bound.
+    fn last_written(&self) -> Option<usize>;
     /// Keep `obj` alive while this command list may run.
     fn keep_alive(&mut self, obj: KeepAlive);
     /// The objects recorded with [`HwQueue::keep_alive`] (the list is emptied).
@@ -178,6 +192,25 @@ pub trait HcqEncoder<B: HcqBackend>: Send + Sized {
         sig: Option<&B::Signal>,
         value: Option<u64>,
     ) -> Result<()>;
+    /// Rewrite many waits' and signals' values (see [`HwQueue::update_values`]); the default
+    /// patches them one by one.
+    fn update_values<'a>(
+        &mut self,
+        waits: impl IntoIterator<Item = (&'a Self::WaitPatch, u64)>,
+        signals: impl IntoIterator<Item = (&'a Self::SignalPatch, u64)>,
+    ) -> Result<()>
+    where
+        Self::WaitPatch: 'a,
+        Self::SignalPatch: 'a,
+    {
+        for (p, v) in waits {
+            self.update_wait(p, None, Some(v))?;
+        }
+        for (p, v) in signals {
+            self.update_signal(p, None, Some(v))?;
+        }
+        Ok(())
+    }
     /// Hand the encoded commands to `dev`'s hardware queue of this engine.
     fn submit(&self, dev: &B) -> Result<()>;
     /// Move the commands into `dev`'s memory of their own (see [`HwQueue::bind`]); returns that
@@ -185,6 +218,10 @@ pub trait HcqEncoder<B: HcqBackend>: Send + Sized {
     /// bind (the default).
     fn bind(&mut self, _dev: &B) -> Result<Option<KeepAlive>> {
         Ok(None)
+    }
+    /// See [`HwQueue::last_written`] (the default: not bound).
+    fn last_written(&self) -> Option<usize> {
+        None
     }
     /// The command dwords encoded so far.
     fn dwords(&self) -> &[u32];
@@ -292,6 +329,18 @@ impl<B: HcqBackend, E: HcqEncoder<B>> HwQueue<B> for HcqQueue<B, E> {
         Ok(())
     }
 
+    fn update_values<'a>(
+        &mut self,
+        waits: impl IntoIterator<Item = (&'a E::WaitPatch, u64)>,
+        signals: impl IntoIterator<Item = (&'a E::SignalPatch, u64)>,
+    ) -> Result<()>
+    where
+        E::WaitPatch: 'a,
+        E::SignalPatch: 'a,
+    {
+        self.enc.update_values(waits, signals)
+    }
+
     fn submit(&self, dev: &B) -> Result<()> {
         self.enc.submit(dev)
     }
@@ -301,6 +350,10 @@ impl<B: HcqBackend, E: HcqEncoder<B>> HwQueue<B> for HcqQueue<B, E> {
         let bound = mem.is_some();
         self.keep.extend(mem);
         Ok(bound)
+    }
+
+    fn last_written(&self) -> Option<usize> {
+        self.enc.last_written()
     }
 
     fn keep_alive(&mut self, obj: KeepAlive) {

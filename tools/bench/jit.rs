@@ -20,6 +20,9 @@
 //! eager's: on the emulated GPUs the software GPU's threads share the machine's cores with the
 //! host, and wall time counts the moments they take the host's core. No thresholds: the numbers
 //! are for people.
+//!
+//! `--graph-only 1` runs only the graph rows (no eager baseline, no ratio): a loop of replays
+//! for a profiler (`perf record ... bench jit --devices NV --graph-only 1 --repeats 2000`).
 
 use std::fmt::Write as _;
 use std::time::{Duration, Instant};
@@ -41,6 +44,8 @@ pub struct Config {
     /// Elements per kernel.
     pub n: usize,
     pub repeats: usize,
+    /// Only the graph rows (for profiling replays).
+    pub graph_only: bool,
 }
 
 impl Default for Config {
@@ -58,6 +63,7 @@ impl Default for Config {
             kernels: 64,
             n: 1024,
             repeats: 21,
+            graph_only: false,
         }
     }
 }
@@ -81,6 +87,7 @@ impl Config {
                 "--kernels" => c.kernels = num()?,
                 "--n" => c.n = num()?,
                 "--repeats" => c.repeats = num()?,
+                "--graph-only" => c.graph_only = v != "0",
                 _ => return Err(Error::InvalidArgument(format!("unknown option {a}"))),
             }
         }
@@ -157,9 +164,12 @@ fn measure(dev: &str, cfg: &Config) -> Result<Vec<(&'static str, Vec<f64>)>> {
     let x = input()?;
     chain(&x, k, &devs)?; // compile once
     let per_kernel = |v: Vec<f64>| v.into_iter().map(|s| s * 1e6 / k as f64).collect();
-    let (eager, eager_cpu) = samples(&devs, cfg.repeats, || chain(&x, k, &devs).map(drop))?;
-    let mut rows = vec![("eager", per_kernel(eager))];
-    let mut cpu_rows = vec![(cpu_row("eager"), per_kernel(eager_cpu))];
+    let (mut rows, mut cpu_rows) = (Vec::new(), Vec::new());
+    if !cfg.graph_only {
+        let (eager, eager_cpu) = samples(&devs, cfg.repeats, || chain(&x, k, &devs).map(drop))?;
+        rows.push(("eager", per_kernel(eager)));
+        cpu_rows.push((cpu_row("eager"), per_kernel(eager_cpu)));
+    }
     let cpu = matches!(devs[0].split(':').next(), Some("CLANG" | "LLVM"));
     let mut kinds = vec![
         ("jit, no graph", "capture, no graph (ms)", 2, 1, 0),
@@ -168,6 +178,9 @@ fn measure(dev: &str, cfg: &Config) -> Result<Vec<(&'static str, Vec<f64>)>> {
     if cpu {
         kinds.insert(1, ("jit, call graph", "capture, call graph (ms)", 1, 0, 0));
         kinds.push(("jit, graph sync", "capture, graph sync (ms)", 1, 1, 1));
+    }
+    if cfg.graph_only {
+        kinds.retain(|kd| kd.0 == "jit, graph");
     }
     for (metric, capture, jit, cpu_graph, sync) in kinds {
         let _c = Context::new(&[
@@ -241,7 +254,10 @@ pub fn run(cfg: &Config) -> Result<String> {
                 continue;
             }
         };
-        let eager = Stats::of(&rows[0].1).median;
+        let eager = rows
+            .iter()
+            .find(|r| r.0 == "eager")
+            .map_or(f64::NAN, |r| Stats::of(&r.1).median);
         let eager_cpu = rows
             .iter()
             .find(|r| r.0 == cpu_row("eager"))

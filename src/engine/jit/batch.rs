@@ -14,7 +14,8 @@
 //! A [`GraphRunner`] resolves every call of its batch once (buffer addresses, variable values,
 //! launch dims, transfer addresses) when it is built; a replay swaps in the input addresses and,
 //! for kernels with variables, recomputes their values and dims, then hands all calls to the
-//! device graph: no allocation, no counters and no DEBUG lines per kernel.
+//! device graph, naming those two kinds as the only ones that may have changed
+//! ([`DeviceGraph::run_updating`]): no allocation, no counters and no DEBUG lines per kernel.
 //!
 //! Not guaranteed: where the CPU batch graph does not apply the host-call graph makes one call per
 //! kernel; devices without a graph (INTERP, the vendor fallback) replay item by item.
@@ -171,6 +172,8 @@ pub struct GraphRunner {
     swaps: Vec<(usize, usize, usize)>,
     /// The kernels whose values or dims depend on variables.
     with_vars: Vec<usize>,
+    /// The items a replay may change (those of `swaps` and `with_vars`, sorted, once each).
+    updatable: Vec<usize>,
 }
 
 fn compiled(r: &dyn Runner) -> Result<&CompiledRunner> {
@@ -254,7 +257,12 @@ impl GraphRunner {
         let Some(graph) = graph else {
             return Ok(None);
         };
+        let mut updatable: Vec<usize> =
+            swaps.iter().map(|s| s.0).chain(with_vars.clone()).collect();
+        updatable.sort_unstable();
+        updatable.dedup();
         Ok(Some(GraphRunner {
+            updatable,
             graph,
             base: RunnerBase::new(name, device, sint_sum(&ops)?, sint_sum(&mem)?),
             runners,
@@ -296,7 +304,8 @@ impl Runner for GraphRunner {
                 compiled(&*self.runners[j])?.update_launch(launch, var_vals)?;
             }
         }
-        self.graph.run(&programs(&self.runners), &calls, wait)
+        self.graph
+            .run_updating(&programs(&self.runners), &calls, &self.updatable, wait)
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -63,6 +63,16 @@ impl BoundPm4 {
     pub fn patch<P: PatchPoint>(&mut self, buf: &mut Pm4Buf, p: &P, v: P::Value) -> Result<()> {
         self.images.log_patch(|log| buf.patch_logged(p, v, log))
     }
+
+    /// [`BoundPm4::patch`] over many patch points of one kind, as one batch.
+    pub fn patch_many<'a, P: PatchPoint + 'a>(
+        &mut self,
+        buf: &mut Pm4Buf,
+        points: impl IntoIterator<Item = (&'a P, P::Value)>,
+    ) -> Result<()> {
+        self.images
+            .log_patches(points, |log, (p, v)| buf.patch_logged(p, v, log))
+    }
 }
 
 impl Deref for BoundPm4 {

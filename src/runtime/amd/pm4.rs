@@ -20,6 +20,7 @@ mod tests;
 pub use exec::{ExecArgs, ExecPatch, ExecProgram, ScratchSetup};
 pub use patch::*;
 
+use crate::hcq::bound::DirtyLog;
 use crate::hw::amd::kd::KernelCodeProperties;
 use crate::hw::amd::pm4::*;
 use crate::hw::amd::targets::{AcquireMemLayout, GfxTarget, ReleaseMemCache};
@@ -94,16 +95,16 @@ impl Pm4Buf {
         patch_dwords(&mut self.dwords, patch, value)
     }
 
-    /// [`Pm4Buf::patch`], appending to `log` the position of every dword whose value changed
-    /// (what a bound copy of the buffer must rewrite: [`crate::runtime::amd::bound::BoundPm4`]).
+    /// [`Pm4Buf::patch`], telling `log` the position of every dword whose value changed (what
+    /// a bound copy of the buffer must rewrite: [`crate::runtime::amd::bound::BoundPm4`]).
     pub fn patch_logged<P: PatchPoint>(
         &mut self,
         patch: &P,
         value: P::Value,
-        log: &mut Vec<u32>,
+        log: &mut DirtyLog<'_>,
     ) -> Result<()> {
         ensure!(
-            patch.max_pos() < self.dwords.len() && u32::try_from(patch.max_pos()).is_ok(),
+            patch.max_pos() < self.dwords.len(),
             InvalidArgument,
             "patch: position {} is outside the {}-dword buffer",
             patch.max_pos(),
@@ -113,8 +114,7 @@ impl Pm4Buf {
         patch.encode(value, &mut |pos, dw| {
             if d[pos] != dw {
                 d[pos] = dw;
-                // fits: checked against max_pos above
-                log.push(pos as u32);
+                log.changed(pos);
             }
         })
     }

@@ -397,6 +397,15 @@ pub trait AmdStream: Send + 'static {
     fn timestamp_cmd(&mut self, addr: u64) -> Result<TimestampAddrPatch>;
     /// Rewrite a field.
     fn patch_at<P: PatchPoint>(&mut self, p: &P, v: P::Value) -> Result<()>;
+    /// Rewrite many fields of one kind, in order (the default: one by one).
+    fn patch_many<'a, P: PatchPoint + 'a>(
+        &mut self,
+        points: impl IntoIterator<Item = (&'a P, P::Value)>,
+    ) -> Result<()> {
+        points
+            .into_iter()
+            .try_for_each(|(p, v)| self.patch_at(p, v))
+    }
     /// The dwords so far.
     fn stream(&self) -> &[u32];
     /// Hand the dwords to `dev`'s ring of this engine.
@@ -405,6 +414,10 @@ pub trait AmdStream: Send + 'static {
     /// this engine's queues stay unbound (the default).
     fn bind_to(&mut self, _dev: &AmdBackend) -> Result<Option<KeepAlive>> {
         Ok(None)
+    }
+    /// Dwords the last submission rewrote in its bound image (`None`: not bound, the default).
+    fn bound_written(&self) -> Option<usize> {
+        None
     }
 }
 
@@ -421,6 +434,21 @@ impl AmdStream for AmdComputeEncoder {
     fn patch_at<P: PatchPoint>(&mut self, p: &P, v: P::Value) -> Result<()> {
         self.patch_pm4(p, v)
     }
+    /// Once bound: one lock and one batch of logged patches ([`BoundPm4::patch_many`]).
+    fn patch_many<'a, P: PatchPoint + 'a>(
+        &mut self,
+        points: impl IntoIterator<Item = (&'a P, P::Value)>,
+    ) -> Result<()> {
+        match &mut self.bound {
+            Some(b) => b
+                .get_mut()
+                .unwrap_or_else(|e| e.into_inner())
+                .patch_many(&mut self.buf, points),
+            None => points
+                .into_iter()
+                .try_for_each(|(p, v)| self.buf.patch(p, v)),
+        }
+    }
     fn stream(&self) -> &[u32] {
         self.buf.dwords()
     }
@@ -432,6 +460,9 @@ impl AmdStream for AmdComputeEncoder {
             }
             None => dev.submit_compute(&self.buf),
         }
+    }
+    fn bound_written(&self) -> Option<usize> {
+        self.bound.as_ref().map(|b| lock(b).last_written())
     }
     /// Binds unless the queue is empty or longer than one INDIRECT_BUFFER takes (then it stays
     /// unbound and every submission copies it into the ring).
@@ -500,12 +531,25 @@ impl<S: AmdStream> HcqEncoder<AmdBackend> for S {
         Ok(())
     }
 
+    fn update_values<'a>(
+        &mut self,
+        waits: impl IntoIterator<Item = (&'a WaitPatch, u64)>,
+        signals: impl IntoIterator<Item = (&'a SignalPatch, u64)>,
+    ) -> Result<()> {
+        self.patch_many(waits.into_iter().map(|(p, v)| (&p.value, v)))?;
+        self.patch_many(signals.into_iter().map(|(p, v)| (&p.value, v)))
+    }
+
     fn submit(&self, dev: &AmdBackend) -> Result<()> {
         self.submit_to(dev)
     }
 
     fn bind(&mut self, dev: &AmdBackend) -> Result<Option<KeepAlive>> {
         self.bind_to(dev)
+    }
+
+    fn last_written(&self) -> Option<usize> {
+        self.bound_written()
     }
 
     fn dwords(&self) -> &[u32] {

@@ -49,6 +49,16 @@ impl BoundPush {
     pub fn patch<P: PatchPoint>(&mut self, buf: &mut PushBuf, p: &P, v: P::Value) -> Result<()> {
         self.images.log_patch(|log| buf.patch_logged(p, v, log))
     }
+
+    /// [`BoundPush::patch`] over many patch points of one kind, as one batch.
+    pub fn patch_many<'a, P: PatchPoint + 'a>(
+        &mut self,
+        buf: &mut PushBuf,
+        points: impl IntoIterator<Item = (&'a P, P::Value)>,
+    ) -> Result<()> {
+        self.images
+            .log_patches(points, |log, (p, v)| buf.patch_logged(p, v, log))
+    }
 }
 
 impl Deref for BoundPush {

@@ -26,6 +26,7 @@ pub use crate::hw::nv::methods::{ClassKind, InvalidateShaderCaches};
 pub use compute::{InlineQmd, LocalMemorySetup};
 pub use patch::*;
 
+use crate::hcq::bound::DirtyLog;
 use crate::hw::nv::arch::NvClasses;
 use crate::hw::nv::methods::*;
 use crate::{ensure, Result};
@@ -76,13 +77,13 @@ impl PushBuf {
         patch.apply(&mut self.dwords, value)
     }
 
-    /// [`PushBuf::patch`], appending to `log` the position of every dword whose value changed
+    /// [`PushBuf::patch`], telling `log` the position of every dword whose value changed
     /// (what a bound copy of the buffer must rewrite: [`crate::runtime::nv::bound::BoundPush`]).
     pub fn patch_logged<P: PatchPoint>(
         &mut self,
         patch: &P,
         value: P::Value,
-        log: &mut Vec<u32>,
+        log: &mut DirtyLog<'_>,
     ) -> Result<()> {
         let mut w = Logged {
             words: &mut self.dwords,
@@ -260,12 +261,12 @@ impl PushBuf {
 }
 
 /// The dwords of a [`PushBuf`] with a log of the positions whose value a write changed.
-struct Logged<'a> {
+struct Logged<'a, 'b> {
     words: &'a mut Vec<u32>,
-    log: &'a mut Vec<u32>,
+    log: &'a mut DirtyLog<'b>,
 }
 
-impl DwordAccess for Logged<'_> {
+impl DwordAccess for Logged<'_, '_> {
     fn len_dwords(&self) -> usize {
         self.words.len()
     }
@@ -275,8 +276,7 @@ impl DwordAccess for Logged<'_> {
     fn write_dword(&mut self, pos: usize, value: u32) {
         if self.words[pos] != value {
             self.words[pos] = value;
-            // positions of a pushbuffer fit 32 bits (a GP entry takes < 2^21 dwords)
-            self.log.push(pos as u32);
+            self.log.changed(pos);
         }
     }
 }

@@ -117,6 +117,18 @@ pub(crate) fn patch_stream<S: NvStream, P: PatchPoint>(
     }
 }
 
+/// [`patch_stream`] over many patch points of one kind, in order (once bound: one batch,
+/// [`BoundPush::patch_many`]).
+pub(crate) fn patch_stream_many<'a, S: NvStream, P: PatchPoint + 'a>(
+    s: &mut S,
+    points: impl IntoIterator<Item = (&'a P, P::Value)>,
+) -> Result<()> {
+    match s.parts_mut() {
+        (buf, Some(b)) => b.patch_many(buf, points),
+        (buf, None) => points.into_iter().try_for_each(|(p, v)| buf.patch(p, v)),
+    }
+}
+
 /// The parts of an encoder holding a pushbuffer and its optional bound copies.
 pub(crate) fn split_bound<'a>(
     buf: &'a mut PushBuf,
@@ -180,6 +192,15 @@ impl<S: NvStream> HcqEncoder<NvBackend> for S {
         patch_sem(self, (&p.addr, &p.value), sig, v)
     }
 
+    fn update_values<'a>(
+        &mut self,
+        waits: impl IntoIterator<Item = (&'a WaitCmd, u64)>,
+        signals: impl IntoIterator<Item = (&'a SignalCmd, u64)>,
+    ) -> Result<()> {
+        patch_stream_many(self, waits.into_iter().map(|(p, v)| (&p.value, v)))?;
+        patch_stream_many(self, signals.into_iter().map(|(p, v)| (&p.value, v)))
+    }
+
     fn submit(&self, dev: &NvBackend) -> Result<()> {
         let dwords = self.push_buf().dwords();
         match self.bound() {
@@ -204,6 +225,10 @@ impl<S: NvStream> HcqEncoder<NvBackend> for S {
         let (b, keep) = BoundPush::new(dev, self.push_buf().dwords())?;
         self.set_bound(b);
         Ok(Some(keep))
+    }
+
+    fn last_written(&self) -> Option<usize> {
+        self.bound().map(|b| lock(b).last_written())
     }
 
     fn dwords(&self) -> &[u32] {

@@ -5,7 +5,7 @@
 use super::*;
 use crate::dtype::dtypes;
 use crate::runtime::amd::tests::graph::{
-    axpb_chain, axpb_chain_want, chain_buffers, check_many_replays, i32s_of,
+    axpb_chain, axpb_chain_want, chain_buffers, check_many_replays, check_replay_patches, i32s_of,
 };
 
 #[test]
@@ -157,6 +157,15 @@ fn hcq_graph_runs_point_one_gp_entry_at_the_bound_pushbuffer() {
 
 /// Many replays of a bound graph, three at a time without a synchronize between them (the
 /// shared AMD/NV check, [`check_many_replays`]).
+/// Replays through `run_updating` patch only the values and a swapped input (the shared AMD/NV
+/// check, [`check_replay_patches`]).
+#[test]
+fn hcq_graph_replays_patch_only_values_and_swapped_inputs() {
+    let (dev, _emu) = one_gpu();
+    let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
+    check_replay_patches(&dev, &*prg);
+}
+
 #[test]
 fn hcq_graph_many_replays_with_changing_variables_stay_exact() {
     let (dev, _emu) = one_gpu();
