@@ -271,10 +271,9 @@ impl Mapping {
                     src.len()
                 );
             };
-            // SAFETY: `ptr` checked that `src.len()` dwords from `p` lie inside this writable
-            // mapping (4-byte aligned) and `run` is `src[r]`, so `p + r.start` .. `p + r.end` is
-            // inside that window; `src` is Rust memory, never inside a mapping we write through,
-            // so the ranges do not overlap.
+            // SAFETY: `ptr` checked `src.len()` aligned dwords from `p` are in this writable
+            // mapping and `run` is `src[r]`, so `p + r` lies inside it; `src` is Rust memory, never
+            // a mapping we write through, so the two ranges cannot overlap.
             unsafe {
                 match run {
                     // most runs of a replay are one signal value: no copy call for those
