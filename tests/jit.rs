@@ -236,6 +236,58 @@ fn kwargs_are_ordered_by_name() {
     }
 }
 
+/// Replays compare the inputs with the capture cheaply while they match it exactly; any other
+/// call takes the full check: a new shape or view, a duplicate input, a keyword where a position
+/// was, an unrealized input (realized, then replayed), each with tinygrad's error or result, and
+/// matching replays after them stay exact.
+#[test]
+fn replays_that_differ_from_the_capture_take_the_full_check() {
+    for dev in devices() {
+        let mut add = add_jit();
+        let call = |add: &mut TinyJit<Tensor>, x: &Tensor, y: &Tensor| {
+            add.call_tensors(&[x.clone(), y.clone()])
+                .map(|t| vals(&t))
+                .map_err(|e| e.to_string())
+        };
+        let sum =
+            |x: &[f32], y: &[f32]| -> Vec<f32> { x.iter().zip(y).map(|(a, b)| a + b).collect() };
+        for i in 0..4u32 {
+            let (x, y) = (values(10, i), values(10, i + 3));
+            let got = call(&mut add, &tensor(&dev, &x), &tensor(&dev, &y)).unwrap();
+            assert_eq!(got, sum(&x, &y), "{dev} call {i}");
+        }
+        let (x, y) = (values(10, 20), values(10, 21));
+        let (tx, ty) = (tensor(&dev, &x), tensor(&dev, &y));
+        let e = call(&mut add, &tx, &tensor(&dev, &[1.0; 11])).unwrap_err();
+        assert!(
+            e.contains("input 1 was shape (10)") && e.contains("is shape (11)"),
+            "{dev}: {e}"
+        );
+        // the same shape over another view: an offset into a bigger buffer
+        let big = tensor(&dev, &values(20, 5)).realize().unwrap();
+        let off = big.shrink(&[Some((5, 15))]).unwrap();
+        let e = call(&mut add, &off, &ty).unwrap_err();
+        assert!(e.contains("args mismatch in JIT: input 0"), "{dev}: {e}");
+        let e = call(&mut add, &tx, &tx).unwrap_err();
+        assert!(e.contains("duplicate inputs to JIT: input 1"), "{dev}: {e}");
+        let kw = JitArgs::new()
+            .tensor(&tx)
+            .kw("y", JitArg::Tensor(ty.clone()));
+        let e = add.call(&kw).unwrap_err().to_string();
+        assert!(e.contains("args mismatch in JIT"), "{dev}: {e}");
+        // an unrealized input is realized first, then replayed
+        let lazy = tx.mul(2.0f32).unwrap();
+        let x2: Vec<f32> = x.iter().map(|v| v * 2.0).collect();
+        assert_eq!(call(&mut add, &lazy, &ty).unwrap(), sum(&x2, &y), "{dev}");
+        for i in 0..3u32 {
+            let (x, y) = (values(10, 30 + i), values(10, 40 + i));
+            let got = call(&mut add, &tensor(&dev, &x), &tensor(&dev, &y)).unwrap();
+            assert_eq!(got, sum(&x, &y), "{dev} replay {i} after the errors");
+        }
+        assert_eq!(jit_cache_len(add.jit_cache()), 1, "{dev}");
+    }
+}
+
 #[test]
 fn size1_and_const_inputs_and_buffer_sharing() {
     for dev in devices() {

@@ -85,6 +85,13 @@ pub trait DeviceGraph: Send + Sync {
         self.run(prgs, calls, wait)
     }
 
+    /// Whether runs read their `prgs` argument. A graph that kept what it needs of the programs
+    /// when it was built says no: its callers may then pass an empty list (and skip collecting
+    /// the programs on every run). The default says yes.
+    fn reads_programs(&self) -> bool {
+        true
+    }
+
     /// How many calls into compiled code the runs made so far, for a graph that compiles its
     /// batch into one program (`None`: the graph does not count them).
     fn entry_calls(&self) -> Option<u64> {

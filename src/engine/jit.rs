@@ -28,7 +28,7 @@ use crate::device::{Buffer, BufferRef, GraphBuild};
 use crate::dtype::DType;
 use crate::engine::memory::internal_memory_planner;
 use crate::engine::realize::{CaptureGuard, ExecItem, RunOptions};
-use crate::helpers::{debug, getenv};
+use crate::helpers::{debug, Knob};
 use crate::shape::{Node, ShapeTracker, VarVals};
 use crate::{bail, ensure, Error, Result, Tensor};
 
@@ -234,6 +234,80 @@ struct Inputs {
 /// The wrapped function.
 type JitFn<R> = Box<dyn FnMut(&JitArgs) -> Result<R>>;
 
+/// `JIT` (read on every call).
+static JIT: Knob = Knob::new("JIT", 1);
+
+/// What a replay compares cheaply when every captured input signature is free of variables and
+/// every input is positional: the tensors' positions (the capture's names) and, per input, the
+/// tracker, dtype and device the capture saw (the tracker as is: without variables it is its own
+/// unbound form). A call that differs in any of them, or whose inputs are unrealized or share a
+/// buffer, takes the full check (`collect_inputs`), which realizes them or names the mismatch.
+struct FastSigs {
+    positions: Vec<usize>,
+    sigs: Vec<(ShapeTracker, DType, String)>,
+}
+
+impl FastSigs {
+    /// The fast form of a capture's names and signatures, where one applies.
+    fn new(names: &[ArgName], sigs: &[InputSig]) -> Option<FastSigs> {
+        let positions = names
+            .iter()
+            .map(|n| match n {
+                ArgName::Pos(i) => Some(*i),
+                ArgName::Key(_) => None,
+            })
+            .collect::<Option<Vec<usize>>>()?;
+        let sigs = sigs
+            .iter()
+            .map(|s| {
+                s.vars
+                    .is_empty()
+                    .then(|| (s.st.clone(), s.dtype, s.device.clone()))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        Some(FastSigs { positions, sigs })
+    }
+
+    /// The buffers (into `out`, emptied first) and variables of a call that matches the capture
+    /// exactly, else `None` (see the type's doc).
+    fn inputs(&self, args: &JitArgs, out: &mut Vec<BufferRef>) -> Result<Option<VarVals>> {
+        out.clear();
+        if !args.kw.is_empty() {
+            return Ok(None);
+        }
+        let mut var_vals = VarVals::new();
+        let mut k = 0;
+        for (i, a) in args.pos.iter().enumerate() {
+            let t = match a {
+                JitArg::Tensor(t) => t,
+                JitArg::Var(v) => match v.unbind()? {
+                    (var, Some(val)) => {
+                        var_vals.insert(var, val);
+                        continue;
+                    }
+                    (_, None) => return Ok(None),
+                },
+            };
+            let (Some(&want), Some((st, dtype, device))) =
+                (self.positions.get(k), self.sigs.get(k))
+            else {
+                return Ok(None);
+            };
+            let lb = t.lazydata();
+            let same = want == i && lb.st() == st && lb.dtype() == *dtype && lb.device() == device;
+            let Some(b) = same.then(|| lb.realized_buffer()).flatten() else {
+                return Ok(None);
+            };
+            if out.contains(&b) {
+                return Ok(None);
+            }
+            out.push(b);
+            k += 1;
+        }
+        Ok((k == self.positions.len()).then_some(var_vals))
+    }
+}
+
 /// tinygrad's `TinyJit`: capture on the second call, replay from the third.
 pub struct TinyJit<R: JitReturn> {
     fxn: JitFn<R>,
@@ -241,6 +315,10 @@ pub struct TinyJit<R: JitReturn> {
     input_replace: Vec<((usize, usize), usize)>,
     extra_view_inputs: Vec<ViewInput>,
     expected: Option<(Vec<ArgName>, Vec<InputSig>)>,
+    /// The capture's signatures in the form a replay compares cheaply, where one applies.
+    fast: Option<FastSigs>,
+    /// The input buffers of a replay (kept between replays: emptied, not freed).
+    scratch: Vec<BufferRef>,
     ret: Option<R>,
     cnt: usize,
 }
@@ -253,6 +331,8 @@ impl<R: JitReturn> TinyJit<R> {
             input_replace: Vec::new(),
             extra_view_inputs: Vec::new(),
             expected: None,
+            fast: None,
+            scratch: Vec::new(),
             ret: None,
             cnt: 0,
         }
@@ -264,6 +344,7 @@ impl<R: JitReturn> TinyJit<R> {
         self.input_replace.clear();
         self.extra_view_inputs.clear();
         self.expected = None;
+        self.fast = None;
         self.ret = None;
         self.cnt = 0;
     }
@@ -305,8 +386,14 @@ impl<R: JitReturn> TinyJit<R> {
 
     /// Run, capture or replay (see the module doc).
     pub fn call(&mut self, args: &JitArgs) -> Result<R> {
+        let jit = JIT.get();
+        if jit != 0 && self.cnt >= 2 {
+            if let Some(out) = self.fast_replay(args)? {
+                self.cnt += 1;
+                return Ok(out);
+            }
+        }
         let inputs = collect_inputs(args)?;
-        let jit = getenv("JIT", 1);
         let out = if jit == 0 || self.cnt == 0 {
             let _in = InJit::enter()?;
             let ret = (self.fxn)(args)?;
@@ -351,14 +438,32 @@ impl<R: JitReturn> TinyJit<R> {
         }
         self.input_replace = get_input_replace(&cache, &input_buffers);
         self.jit_cache = cache;
+        self.fast = FastSigs::new(&inputs.names, &inputs.sigs);
         self.expected = Some((inputs.names, inputs.sigs));
         self.clear_inputs();
         self.ret = Some(ret.clone());
         Ok(ret)
     }
 
+    /// A replay whose inputs match the capture exactly by the cheap comparison ([`FastSigs`]);
+    /// `None` when the call needs the full check.
+    fn fast_replay(&mut self, args: &JitArgs) -> Result<Option<R>> {
+        let Some(fast) = &self.fast else {
+            return Ok(None);
+        };
+        let mut bufs = std::mem::take(&mut self.scratch);
+        let out = match fast.inputs(args, &mut bufs) {
+            Ok(Some(var_vals)) => self.run_replay(&mut bufs, &var_vals).map(Some),
+            Ok(None) => Ok(None),
+            Err(e) => Err(e),
+        };
+        bufs.clear();
+        self.scratch = bufs;
+        out
+    }
+
     fn replay(&mut self, inputs: &Inputs) -> Result<R> {
-        let (Some((names, sigs)), Some(ret)) = (&self.expected, &self.ret) else {
+        let Some((names, sigs)) = &self.expected else {
             bail!(Internal, "TinyJit replay without a capture");
         };
         ensure!(
@@ -374,7 +479,21 @@ impl<R: JitReturn> TinyJit<R> {
                 "args mismatch in JIT: input {name} was {want} at capture, is {got} now"
             );
         }
-        let mut input_buffers = inputs.buffers.clone();
+        let mut bufs = std::mem::take(&mut self.scratch);
+        bufs.clear();
+        bufs.extend(inputs.buffers.iter().cloned());
+        let out = self.run_replay(&mut bufs, &inputs.var_vals);
+        bufs.clear();
+        self.scratch = bufs;
+        out
+    }
+
+    /// Run the captured items over `input_buffers` (the views over them appended here).
+    fn run_replay(&mut self, input_buffers: &mut Vec<BufferRef>, var_vals: &VarVals) -> Result<R> {
+        let Some(ret) = &self.ret else {
+            bail!(Internal, "TinyJit replay without a capture");
+        };
+        let ret = ret.clone();
         for &(idx, offset, size, dtype) in &self.extra_view_inputs {
             let base = input_buffers.get(idx).ok_or_else(|| {
                 Error::Internal(format!("JIT view input over missing input {idx}"))
@@ -396,8 +515,7 @@ impl<R: JitReturn> TinyJit<R> {
         let run = self
             .jit_cache
             .iter()
-            .try_for_each(|ei| ei.run_with(&inputs.var_vals, opts).map(drop));
-        let ret = ret.clone();
+            .try_for_each(|ei| ei.run_with(var_vals, opts).map(drop));
         self.clear_inputs();
         run?;
         Ok(ret)

@@ -22,15 +22,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::inflight::InFlight;
+use super::inflight::{InFlight, Keep, What};
 use super::kernargs::KernargRing;
 use super::profile::{median, ProfQueue, Profiler, CALIBRATION_SAMPLES};
 use super::signal::{wait_timeout, wait_value, WaitFailure};
 use super::timeline::{Timeline, TimelinePoint, FORCE_WRAP_AT, WRAP_AT};
 use super::trace::{now_us, TraceEvent};
-use super::{
-    HcqBackend, HcqBuffer, HcqLaunch, HcqSignal, HwComputeQueue, HwCopyQueue, HwQueue, KeepAlive,
-};
+use super::{HcqBackend, HcqBuffer, HcqLaunch, HcqSignal, HwComputeQueue, HwCopyQueue, HwQueue};
 use crate::device::BufferOptions;
 use crate::helpers::getenv;
 use crate::{Error, Result};
@@ -196,10 +194,10 @@ impl<B: HcqBackend> HcqDevice<B> {
         &self,
         st: &mut DevState<B>,
         q: &mut Q,
-        what: String,
-        keep: Vec<KeepAlive>,
+        what: impl Into<What>,
+        keep: impl Into<Keep>,
     ) -> Result<TimelinePoint> {
-        self.commit_n(st, q, what, keep, 1)
+        self.commit_n(st, q, what.into(), keep.into(), 1)
     }
 
     /// [`HcqDevice::commit`] for a queue that signals the `n` timeline values from
@@ -208,8 +206,8 @@ impl<B: HcqBackend> HcqDevice<B> {
         &self,
         st: &mut DevState<B>,
         q: &mut Q,
-        what: String,
-        mut keep: Vec<KeepAlive>,
+        what: What,
+        keep: Keep,
         n: u64,
     ) -> Result<TimelinePoint> {
         let point = st.tl.point(st.tl.value + n - 1);
@@ -218,7 +216,7 @@ impl<B: HcqBackend> HcqDevice<B> {
         self.backend.fence_submissions(None);
         sent?;
         st.tl.value += n;
-        keep.extend(q.take_keep_alive());
+        let keep = keep.with(q.take_keep_alive());
         st.inflight.push(point, what, keep);
         let tl = &st.tl;
         st.inflight.retire(|p| tl.passed(p))?;

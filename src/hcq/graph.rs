@@ -45,6 +45,7 @@ use std::time::Instant;
 
 use self::sched::{schedule, Access, Dep, Item, QueueId};
 use super::allocator::hcq_mem;
+use super::device::DevState;
 use super::kernargs::KERNARG_ALIGN;
 use super::program::dims;
 use super::queue::{HwComputeQueue, HwCopyQueue, HwQueue};
@@ -59,6 +60,8 @@ use crate::{Error, Result};
 const MAX_GRAPH_ITEMS: usize = 1 << 16;
 /// Graph-internal signal values restart before they reach this (GPU compares are 32-bit).
 const VALUE_LIMIT: u64 = 1 << 31;
+/// The devices whose locks a run holds without allocating (more spill into a list).
+const INLINE_LOCKS: usize = 8;
 
 type CompQ<B> = <B as HcqBackend>::ComputeQueue;
 type CopyQ<B> = <B as HcqBackend>::CopyQueue;
@@ -132,8 +135,8 @@ struct DevPart<B: HcqBackend> {
     /// `keep` and the buffers of this device's items as the graph holds them now, in one object
     /// (made at the first run after a change of the calls: a run then keeps one object alive).
     run_keep: Option<KeepAlive>,
-    /// The in-flight table's name of a run.
-    what: String,
+    /// The in-flight table's name of a run (shared by every run).
+    what: Arc<str>,
     /// The items on this device's queues (their buffers are kept by its submission).
     items: Vec<usize>,
     /// Whether a queue is bound ([`HwQueue::bind`]): then a run first waits for the run before
@@ -161,6 +164,11 @@ enum Node<B: HcqBackend> {
 /// The mutable part: queues, patch points and what they hold now.
 struct GraphState<B: HcqBackend> {
     parts: Vec<DevPart<B>>,
+    /// Each part's device (`parts[i].dev`), apart so a run can hold their locks while it
+    /// changes the parts.
+    devs: Vec<Arc<HcqDevice<B>>>,
+    /// The parts in the order their devices are locked (by serial: the same order everywhere).
+    lock_order: Vec<usize>,
     nodes: Vec<Node<B>>,
     written: Vec<GraphCall>,
     /// The base value of the next run.
@@ -394,9 +402,14 @@ impl<B: HcqBackend> HcqGraph<B> {
         for (part, kb) in parts.iter_mut().zip(&kbufs) {
             part.keep.extend(kb.iter().map(|b| b.clone() as KeepAlive));
         }
+        let devs: Vec<Arc<HcqDevice<B>>> = parts.iter().map(|p| p.dev.clone()).collect();
+        let mut lock_order: Vec<usize> = (0..devs.len()).collect();
+        lock_order.sort_by_key(|&i| devs[i].serial());
         Ok(HcqGraph {
             state: Mutex::new(GraphState {
                 parts,
+                devs,
+                lock_order,
                 nodes,
                 written: calls.to_vec(),
                 base: start_base(),
@@ -541,7 +554,7 @@ fn new_part<B: HcqBackend>(dev: &Arc<HcqDevice<B>>) -> Result<DevPart<B>> {
         kick,
         keep: Vec::new(),
         run_keep: None,
-        what: String::new(),
+        what: Arc::from(""),
         items: Vec::new(),
         bound: false,
         last: None,
@@ -569,7 +582,7 @@ fn finish_parts<B: HcqBackend>(
         let comp_bound = part.comp.q.bind(b)?;
         let copy_bound = part.copy.q.bind(b)?;
         part.bound = comp_bound || copy_bound;
-        part.what = format!("graph of {} items", part.items.len());
+        part.what = format!("graph of {} items", part.items.len()).into();
         let mut keep = part.comp.q.take_keep_alive();
         keep.extend(part.copy.q.take_keep_alive());
         for s in [&part.kick, &part.comp.sig, &part.copy.sig] {
@@ -631,46 +644,68 @@ impl<B: HcqBackend> GraphState<B> {
 
     /// Under every device's lock (taken in serial order): patch the timeline waits and signals,
     /// submit each device's copy queue (if used) and compute queue, advance the timelines.
-    /// Returns the dwords the bound queues' images took.
+    /// Returns the dwords the bound queues' images took. Allocates nothing (up to
+    /// [`INLINE_LOCKS`] devices).
     fn submit(&mut self, calls: &[GraphCall]) -> Result<usize> {
-        let mut image_dwords = 0;
-        let devs: Vec<Arc<HcqDevice<B>>> = self.parts.iter().map(|p| p.dev.clone()).collect();
-        let mut order: Vec<usize> = (0..devs.len()).collect();
-        order.sort_by_key(|&i| devs[i].serial());
-        let mut guards: Vec<Option<_>> = (0..devs.len()).map(|_| None).collect();
-        for &i in &order {
+        let GraphState {
+            parts,
+            devs,
+            lock_order,
+            ..
+        } = self;
+        let n = devs.len();
+        let mut inline: [Option<MutexGuard<'_, DevState<B>>>; INLINE_LOCKS] = Default::default();
+        let mut spilled: Vec<Option<MutexGuard<'_, DevState<B>>>> = Vec::new();
+        let guards = match inline.get_mut(..n) {
+            Some(g) => g,
+            None => {
+                spilled.resize_with(n, || None);
+                &mut spilled[..]
+            }
+        };
+        for &i in lock_order.iter() {
             guards[i] = Some(devs[i].lock());
         }
-        for (part, guard) in self.parts.iter_mut().zip(&mut guards) {
+        let mut image_dwords = 0;
+        for (part, guard) in parts.iter_mut().zip(guards.iter_mut()) {
             let ds = guard
                 .as_deref_mut()
                 .ok_or_else(|| Error::Internal("HcqGraph: a device lock missing".into()))?;
-            let v = part.dev.begin(ds)?;
-            let swapped = part.tl_epoch != Some(ds.tl.epoch);
-            let tl = swapped.then(|| ds.tl.signal.clone());
-            part.comp
-                .q
-                .update_wait(&part.tl_wait, tl.as_ref(), Some(v - 1))?;
-            if let Some(p) = &part.tl_signal {
-                part.comp.q.update_signal(p, tl.as_ref(), Some(v))?;
-            }
-            part.tl_epoch = Some(ds.tl.epoch);
-            if !part.copy.q.is_empty() {
-                part.copy.q.submit(part.dev.backend())?;
-                image_dwords += part.copy.q.last_written().unwrap_or(0);
-            }
-            let keep = part.run_keep.get_or_insert_with(|| {
-                let mut keep = part.keep.clone();
-                for &j in &part.items {
-                    keep.extend(owners(&calls[j]));
-                }
-                Arc::new(keep)
-            });
-            let (what, keep) = (part.what.clone(), vec![keep.clone()]);
-            let point = part.dev.commit(ds, &mut part.comp.q, what, keep)?;
-            image_dwords += part.comp.q.last_written().unwrap_or(0);
-            part.prev = part.last.replace(point);
+            image_dwords += part.submit_locked(ds, calls)?;
         }
+        Ok(image_dwords)
+    }
+}
+
+impl<B: HcqBackend> DevPart<B> {
+    /// [`GraphState::submit`] of this device, under its lock.
+    fn submit_locked(&mut self, ds: &mut DevState<B>, calls: &[GraphCall]) -> Result<usize> {
+        let mut image_dwords = 0;
+        let v = self.dev.begin(ds)?;
+        let swapped = self.tl_epoch != Some(ds.tl.epoch);
+        let tl = swapped.then(|| ds.tl.signal.clone());
+        self.comp
+            .q
+            .update_wait(&self.tl_wait, tl.as_ref(), Some(v - 1))?;
+        if let Some(p) = &self.tl_signal {
+            self.comp.q.update_signal(p, tl.as_ref(), Some(v))?;
+        }
+        self.tl_epoch = Some(ds.tl.epoch);
+        if !self.copy.q.is_empty() {
+            self.copy.q.submit(self.dev.backend())?;
+            image_dwords += self.copy.q.last_written().unwrap_or(0);
+        }
+        let keep = self.run_keep.get_or_insert_with(|| {
+            let mut keep = self.keep.clone();
+            for &j in &self.items {
+                keep.extend(owners(&calls[j]));
+            }
+            Arc::new(keep)
+        });
+        let keep: KeepAlive = keep.clone();
+        let point = self.dev.commit(ds, &mut self.comp.q, &self.what, keep)?;
+        image_dwords += self.comp.q.last_written().unwrap_or(0);
+        self.prev = self.last.replace(point);
         Ok(image_dwords)
     }
 }
@@ -688,6 +723,10 @@ impl<B: HcqBackend> DeviceGraph for HcqGraph<B> {
         wait: bool,
     ) -> Result<Option<f64>> {
         self.run_among(calls, Some(updatable), wait)
+    }
+
+    fn reads_programs(&self) -> bool {
+        false
     }
 }
 

@@ -7,17 +7,79 @@
 //! synchronize), so memory may be held a little longer than needed.
 
 use std::collections::VecDeque;
-use std::fmt::Write;
+use std::fmt::{self, Write};
+use std::sync::Arc;
 
 use super::timeline::TimelinePoint;
 use super::KeepAlive;
 
+/// What a submission is, for fault reports: its own text, or a text every run of one graph
+/// shares (a run then allocates no text).
+pub(crate) enum What {
+    Text(String),
+    Shared(Arc<str>),
+}
+
+impl From<String> for What {
+    fn from(s: String) -> What {
+        What::Text(s)
+    }
+}
+
+impl From<&Arc<str>> for What {
+    fn from(s: &Arc<str>) -> What {
+        What::Shared(s.clone())
+    }
+}
+
+impl fmt::Display for What {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            What::Text(s) => f.write_str(s),
+            What::Shared(s) => f.write_str(s),
+        }
+    }
+}
+
+/// What a submission keeps alive: a list, or one object (a graph run's: no list allocated).
+pub(crate) enum Keep {
+    List(Vec<KeepAlive>),
+    One(KeepAlive),
+}
+
+impl From<Vec<KeepAlive>> for Keep {
+    fn from(v: Vec<KeepAlive>) -> Keep {
+        Keep::List(v)
+    }
+}
+
+impl From<KeepAlive> for Keep {
+    fn from(k: KeepAlive) -> Keep {
+        Keep::One(k)
+    }
+}
+
+impl Keep {
+    /// `self` and `more` (a list only when `more` holds anything).
+    pub(crate) fn with(self, more: Vec<KeepAlive>) -> Keep {
+        if more.is_empty() {
+            return self;
+        }
+        let mut v = match self {
+            Keep::List(v) => v,
+            Keep::One(k) => vec![k],
+        };
+        v.extend(more);
+        Keep::List(v)
+    }
+}
+
 /// One submission that has not been seen complete.
 pub(crate) struct Pending {
     pub(crate) point: TimelinePoint,
-    pub(crate) what: String,
+    pub(crate) what: What,
     #[allow(dead_code)] // held, never read: dropping it releases the memory
-    pub(crate) keep: Vec<KeepAlive>,
+    pub(crate) keep: Keep,
 }
 
 /// The submissions in timeline order.
@@ -27,7 +89,7 @@ pub(crate) struct InFlight {
 }
 
 impl InFlight {
-    pub(crate) fn push(&mut self, point: TimelinePoint, what: String, keep: Vec<KeepAlive>) {
+    pub(crate) fn push(&mut self, point: TimelinePoint, what: What, keep: Keep) {
         self.pending.push_back(Pending { point, what, keep });
     }
 

@@ -304,8 +304,12 @@ impl Runner for GraphRunner {
                 compiled(&*self.runners[j])?.update_launch(launch, var_vals)?;
             }
         }
+        let prgs = match self.graph.reads_programs() {
+            true => programs(&self.runners),
+            false => Vec::new(),
+        };
         self.graph
-            .run_updating(&programs(&self.runners), &calls, &self.updatable, wait)
+            .run_updating(&prgs, &calls, &self.updatable, wait)
     }
 
     fn as_any(&self) -> &dyn Any {

@@ -6,8 +6,9 @@
 //!
 //! [`BoundPush`] is the shared two-image bookkeeping ([`crate::hcq::bound::BoundImages`]: the
 //! images alternate, each rewrites only the dwords logged since it was last taken) over two
-//! CPU-mapped VRAM buffers; its patches go through [`PushBuf::patch_logged`] (a replay's new
-//! signal values: the low dword of each, the high dword only when it changes).
+//! CPU-mapped VRAM buffers; its patches go through [`PushBuf::patch_logged`], a replay's new
+//! signal values through [`PushBuf::patch_values`] (straight into the dwords, one batch; a
+//! dword is logged only when its value changes: the high dword of a value rarely does).
 //!
 //! Not guaranteed: that the GPU is done with an image when it is rewritten: the caller makes
 //! sure the submission two before finished ([`crate::hcq::HwQueue::bind`]). Dwords changed
@@ -18,7 +19,7 @@ use std::sync::Arc;
 
 use super::device::NvBackend;
 use super::memory::{alloc_memory, MemKind, NvBuffer};
-use super::push::{PatchPoint, PushBuf};
+use super::push::{PatchPoint, PushBuf, ValuePatch};
 use crate::hcq::bound::BoundImages;
 use crate::hcq::KeepAlive;
 use crate::Result;
@@ -50,14 +51,15 @@ impl BoundPush {
         self.images.log_patch(|log| buf.patch_logged(p, v, log))
     }
 
-    /// [`BoundPush::patch`] over many patch points of one kind, as one batch.
-    pub fn patch_many<'a, P: PatchPoint + 'a>(
+    /// Payload patch points of `buf` rewritten in turn as one batch, straight into the dwords
+    /// ([`PushBuf::patch_values`]: no call per dword), logging the dwords they changed.
+    pub fn patch_values<'a, P: ValuePatch + 'a>(
         &mut self,
         buf: &mut PushBuf,
-        points: impl IntoIterator<Item = (&'a P, P::Value)>,
+        points: impl IntoIterator<Item = (&'a P, u64)>,
     ) -> Result<()> {
         self.images
-            .log_patches(points, |log, (p, v)| buf.patch_logged(p, v, log))
+            .log_patch(|log| buf.patch_values(points, Some(log)))
     }
 }
 

@@ -92,6 +92,22 @@ impl PushBuf {
         patch.apply(&mut w, value)
     }
 
+    /// Rewrites payload patch points in turn (a replay's new signal values), straight into the
+    /// dwords ([`ValueSlots::encode_logged`]), telling `log` (when given) the position of every
+    /// dword whose value changed; stops at the first error. The same dwords as
+    /// [`PushBuf::patch`] of each.
+    pub fn patch_values<'a, P: ValuePatch + 'a>(
+        &mut self,
+        points: impl IntoIterator<Item = (&'a P, u64)>,
+        mut log: Option<&mut DirtyLog<'_>>,
+    ) -> Result<()> {
+        for (p, v) in points {
+            p.value_slots()
+                .encode_logged(P::NAME, &mut self.dwords, v, log.as_deref_mut())?;
+        }
+        Ok(())
+    }
+
     /// Runs `f`; if it fails, drops whatever it appended.
     pub(crate) fn all_or_nothing<T>(
         &mut self,

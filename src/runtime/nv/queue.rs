@@ -30,7 +30,7 @@ use super::signal::NvSignal;
 use crate::hcq::{ComputeEncoder, HcqEncoder, HcqLaunch, HcqQueue, KeepAlive};
 use crate::helpers::getenv;
 use crate::hw::nv::arch::{NvClasses, PcasAction};
-use crate::runtime::nv::push::{PatchPoint, PushBuf, QmdAddrPatch, SignalCmd, WaitCmd};
+use crate::runtime::nv::push::{PatchPoint, PushBuf, QmdAddrPatch, SignalCmd, ValuePatch, WaitCmd};
 use crate::{bail, ensure, Result};
 
 /// The `NV_PCAS_ACTION` override, checked.
@@ -117,15 +117,15 @@ pub(crate) fn patch_stream<S: NvStream, P: PatchPoint>(
     }
 }
 
-/// [`patch_stream`] over many patch points of one kind, in order (once bound: one batch,
-/// [`BoundPush::patch_many`]).
-pub(crate) fn patch_stream_many<'a, S: NvStream, P: PatchPoint + 'a>(
+/// Payload patch points rewritten in turn, straight into the dwords ([`PushBuf::patch_values`];
+/// once bound: one batch, [`BoundPush::patch_values`]).
+pub(crate) fn patch_values<'a, S: NvStream, P: ValuePatch + 'a>(
     s: &mut S,
-    points: impl IntoIterator<Item = (&'a P, P::Value)>,
+    points: impl IntoIterator<Item = (&'a P, u64)>,
 ) -> Result<()> {
     match s.parts_mut() {
-        (buf, Some(b)) => b.patch_many(buf, points),
-        (buf, None) => points.into_iter().try_for_each(|(p, v)| buf.patch(p, v)),
+        (buf, Some(b)) => b.patch_values(buf, points),
+        (buf, None) => buf.patch_values(points, None),
     }
 }
 
@@ -197,8 +197,8 @@ impl<S: NvStream> HcqEncoder<NvBackend> for S {
         waits: impl IntoIterator<Item = (&'a WaitCmd, u64)>,
         signals: impl IntoIterator<Item = (&'a SignalCmd, u64)>,
     ) -> Result<()> {
-        patch_stream_many(self, waits.into_iter().map(|(p, v)| (&p.value, v)))?;
-        patch_stream_many(self, signals.into_iter().map(|(p, v)| (&p.value, v)))
+        patch_values(self, waits.into_iter().map(|(p, v)| (&p.value, v)))?;
+        patch_values(self, signals.into_iter().map(|(p, v)| (&p.value, v)))
     }
 
     fn submit(&self, dev: &NvBackend) -> Result<()> {

@@ -11,6 +11,7 @@
 //! Not guaranteed: positions stay valid only while the dwords are not moved relative to each
 //! other (appending is fine; splicing in front is not).
 
+use crate::hcq::bound::DirtyLog;
 use crate::{ensure, Result};
 
 /// Dword-granular read/write access to a command buffer or QMD (or a CPU view of its copy).
@@ -115,21 +116,54 @@ pub struct ValueSlots {
 }
 
 impl ValueSlots {
+    /// The dwords `value` takes: `(position, dword)` of the low half and of the high half (when
+    /// the field is 64-bit), after the checks (a buffer of `len` dwords too short, a value too
+    /// wide for a 32-bit field).
+    fn dwords(&self, what: &str, len: usize, value: u64) -> Result<[Option<(usize, u32)>; 2]> {
+        let max_pos = self.max_pos();
+        ensure!(
+            max_pos < len,
+            InvalidArgument,
+            "{what}: patch position {max_pos} is outside the {len}-dword buffer"
+        );
+        let hi = match self.hi {
+            Some(hi) => Some((hi, (value >> 32) as u32)),
+            None if value > u64::from(u32::MAX) => crate::bail!(
+                InvalidArgument,
+                "{what}: value {value:#x} does not fit the 32-bit payload"
+            ),
+            None => None,
+        };
+        Ok([Some((self.lo, value as u32)), hi])
+    }
+
     pub(crate) fn encode(&self, what: &str, words: &mut dyn DwordAccess, value: u64) -> Result<()> {
-        check_len(what, words, self.hi.unwrap_or(self.lo).max(self.lo))?;
-        match self.hi {
-            Some(hi) => {
-                words.write_dword(self.lo, value as u32);
-                words.write_dword(hi, (value >> 32) as u32);
-            }
-            None => {
-                let Ok(v) = u32::try_from(value) else {
-                    crate::bail!(
-                        InvalidArgument,
-                        "{what}: value {value:#x} does not fit the 32-bit payload"
-                    )
-                };
-                words.write_dword(self.lo, v);
+        for (pos, d) in self
+            .dwords(what, words.len_dwords(), value)?
+            .into_iter()
+            .flatten()
+        {
+            words.write_dword(pos, d);
+        }
+        Ok(())
+    }
+
+    /// [`ValueSlots::encode`] straight into a pushbuffer's dwords (no call per dword through
+    /// [`DwordAccess`]: a replay's many signal values), telling `log` the position of every
+    /// dword whose value changed. The same dwords as `encode`, the same errors.
+    pub(crate) fn encode_logged(
+        &self,
+        what: &str,
+        words: &mut [u32],
+        value: u64,
+        mut log: Option<&mut DirtyLog<'_>>,
+    ) -> Result<()> {
+        for (pos, d) in self.dwords(what, words.len(), value)?.into_iter().flatten() {
+            if words[pos] != d {
+                words[pos] = d;
+                if let Some(l) = log.as_deref_mut() {
+                    l.changed(pos);
+                }
             }
         }
         Ok(())
@@ -138,6 +172,15 @@ impl ValueSlots {
     fn max_pos(&self) -> usize {
         self.hi.unwrap_or(self.lo).max(self.lo)
     }
+}
+
+/// A kind of payload patch point ([`SignalValuePatch`], [`WaitValuePatch`]): its slots and its
+/// name for errors, without a call through [`PatchPoint`] (what a replay's many values use).
+pub trait ValuePatch {
+    /// The type's name, as errors spell it.
+    const NAME: &'static str;
+    /// Where the payload lives.
+    fn value_slots(&self) -> ValueSlots;
 }
 
 macro_rules! addr_patch {
@@ -176,6 +219,12 @@ macro_rules! value_patch {
             /// Whether the payload is 64-bit.
             pub fn is_64bit(&self) -> bool {
                 self.0.hi.is_some()
+            }
+        }
+        impl ValuePatch for $name {
+            const NAME: &'static str = stringify!($name);
+            fn value_slots(&self) -> ValueSlots {
+                self.0
             }
         }
         impl PatchPoint for $name {

@@ -176,6 +176,39 @@ fn patch_points_rewrite_exactly_their_fields() {
 }
 
 #[test]
+fn value_patches_written_straight_give_the_patch_points_dwords_and_errors() {
+    let mut a = hopper();
+    let w = a.wait(0x2000, 1, false).unwrap();
+    let s = a.signal(0x3000, 2).unwrap();
+    let c = a.copy_signal(0x4000, 3, false).unwrap();
+    let mut b = a.clone();
+    for v in [7u64, 0x1_0000_0009, 0x1_0000_000A, u64::MAX] {
+        a.patch(&w.value, v).unwrap();
+        a.patch(&s.value, v + 1).unwrap();
+        b.patch_values([(&w.value, v)], None).unwrap();
+        b.patch_values([(&s.value, v + 1)], None).unwrap();
+        assert_eq!(a.dwords(), b.dwords(), "value {v:#x}");
+    }
+    // a 32-bit payload refuses a wider value with the patch point's error, writing nothing
+    let before = b.dwords().to_vec();
+    let want = a.patch(&c.value, 1 << 32).unwrap_err().to_string();
+    let got = b.patch_values([(&c.value, 1 << 32)], None).unwrap_err();
+    assert_eq!(got.to_string(), want);
+    assert!(want.contains("SignalValuePatch"), "{want}");
+    assert_eq!(b.dwords(), before);
+    b.patch_values([(&c.value, 0xFFFF_FFFF)], None).unwrap();
+    a.patch(&c.value, 0xFFFF_FFFF).unwrap();
+    assert_eq!(a.dwords(), b.dwords());
+    // a point past the end of a shorter buffer: the same error as the patch point's
+    let mut short = hopper();
+    short.wait(0x2000, 1, false).unwrap();
+    let want = s.value.apply(&mut short.dwords().to_vec(), 1).unwrap_err();
+    let got = short.patch_values([(&s.value, 1)], None).unwrap_err();
+    assert_eq!(got.to_string(), want.to_string());
+    assert!(want.to_string().contains("outside the"), "{want}");
+}
+
+#[test]
 fn copies_split_at_2g_and_patch_every_piece() {
     let mut b = hopper();
     let c = b
