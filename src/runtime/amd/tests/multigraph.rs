@@ -162,7 +162,7 @@ fn gate_timeline<B: HcqBackend>(dev: &HcqDevice<B>, gate: &B::Signal) {
         .unwrap()
         .signal(&tl, v)
         .unwrap();
-    dev.commit(&mut st, &mut q, "test gate".into(), vec![])
+    dev.commit(&mut st, &mut q, "test gate".to_string(), Vec::new())
         .unwrap();
 }
 

@@ -184,9 +184,9 @@ fn value_patches_written_straight_give_the_patch_points_dwords_and_errors() {
     let mut b = a.clone();
     for v in [7u64, 0x1_0000_0009, 0x1_0000_000A, u64::MAX] {
         a.patch(&w.value, v).unwrap();
-        a.patch(&s.value, v + 1).unwrap();
+        a.patch(&s.value, v.wrapping_add(1)).unwrap();
         b.patch_values([(&w.value, v)], None).unwrap();
-        b.patch_values([(&s.value, v + 1)], None).unwrap();
+        b.patch_values([(&s.value, v.wrapping_add(1))], None).unwrap();
         assert_eq!(a.dwords(), b.dwords(), "value {v:#x}");
     }
     // a 32-bit payload refuses a wider value with the patch point's error, writing nothing
