@@ -268,19 +268,21 @@ impl FastSigs {
         Some(FastSigs { positions, sigs })
     }
 
-    /// The buffers (into `out`, emptied first) and variables of a call that matches the capture
-    /// exactly, else `None` (see the type's doc).
-    fn inputs(&self, args: &JitArgs, out: &mut Vec<BufferRef>) -> Result<Option<VarVals>> {
+    /// The buffers (into `out`, emptied first) and variables of a call whose positional
+    /// arguments are `pos` (and no keywords) that matches the capture exactly, else `None` (see
+    /// the type's doc).
+    fn inputs<'a>(
+        &self,
+        pos: impl Iterator<Item = ArgRef<'a>>,
+        out: &mut Vec<BufferRef>,
+    ) -> Result<Option<VarVals>> {
         out.clear();
-        if !args.kw.is_empty() {
-            return Ok(None);
-        }
         let mut var_vals = VarVals::new();
         let mut k = 0;
-        for (i, a) in args.pos.iter().enumerate() {
+        for (i, a) in pos.enumerate() {
             let t = match a {
-                JitArg::Tensor(t) => t,
-                JitArg::Var(v) => match v.unbind()? {
+                ArgRef::Tensor(t) => t,
+                ArgRef::Var(v) => match v.unbind()? {
                     (var, Some(val)) => {
                         var_vals.insert(var, val);
                         continue;
@@ -305,6 +307,22 @@ impl FastSigs {
             k += 1;
         }
         Ok((k == self.positions.len()).then_some(var_vals))
+    }
+}
+
+/// A positional argument, borrowed (from [`JitArgs`] or a slice of tensors).
+#[derive(Clone, Copy)]
+enum ArgRef<'a> {
+    Tensor(&'a Tensor),
+    Var(&'a Node),
+}
+
+impl<'a> From<&'a JitArg> for ArgRef<'a> {
+    fn from(a: &'a JitArg) -> ArgRef<'a> {
+        match a {
+            JitArg::Tensor(t) => ArgRef::Tensor(t),
+            JitArg::Var(v) => ArgRef::Var(v),
+        }
     }
 }
 
@@ -381,14 +399,20 @@ impl<R: JitReturn> TinyJit<R> {
 
     /// Call with tensors only.
     pub fn call_tensors(&mut self, ts: &[Tensor]) -> Result<R> {
+        if JIT.get() != 0 && self.cnt >= 2 {
+            if let Some(out) = self.fast_replay(ts.iter().map(ArgRef::Tensor))? {
+                self.cnt += 1;
+                return Ok(out);
+            }
+        }
         self.call(&JitArgs::from(ts))
     }
 
     /// Run, capture or replay (see the module doc).
     pub fn call(&mut self, args: &JitArgs) -> Result<R> {
         let jit = JIT.get();
-        if jit != 0 && self.cnt >= 2 {
-            if let Some(out) = self.fast_replay(args)? {
+        if jit != 0 && self.cnt >= 2 && args.kw.is_empty() {
+            if let Some(out) = self.fast_replay(args.pos.iter().map(ArgRef::from))? {
                 self.cnt += 1;
                 return Ok(out);
             }
@@ -447,12 +471,12 @@ impl<R: JitReturn> TinyJit<R> {
 
     /// A replay whose inputs match the capture exactly by the cheap comparison ([`FastSigs`]);
     /// `None` when the call needs the full check.
-    fn fast_replay(&mut self, args: &JitArgs) -> Result<Option<R>> {
+    fn fast_replay<'a>(&mut self, pos: impl Iterator<Item = ArgRef<'a>>) -> Result<Option<R>> {
         let Some(fast) = &self.fast else {
             return Ok(None);
         };
         let mut bufs = std::mem::take(&mut self.scratch);
-        let out = match fast.inputs(args, &mut bufs) {
+        let out = match fast.inputs(pos, &mut bufs) {
             Ok(Some(var_vals)) => self.run_replay(&mut bufs, &var_vals).map(Some),
             Ok(None) => Ok(None),
             Err(e) => Err(e),

@@ -186,7 +186,8 @@ fn value_patches_written_straight_give_the_patch_points_dwords_and_errors() {
         a.patch(&w.value, v).unwrap();
         a.patch(&s.value, v.wrapping_add(1)).unwrap();
         b.patch_values([(&w.value, v)], None).unwrap();
-        b.patch_values([(&s.value, v.wrapping_add(1))], None).unwrap();
+        b.patch_values([(&s.value, v.wrapping_add(1))], None)
+            .unwrap();
         assert_eq!(a.dwords(), b.dwords(), "value {v:#x}");
     }
     // a 32-bit payload refuses a wider value with the patch point's error, writing nothing
