@@ -13,6 +13,11 @@
 //! `JIT=0` never captures; `JIT=2` captures without graphs; `CAPTURING=0` hides work from the
 //! capture; a TinyJit inside another one's first two calls is an error.
 //!
+//! Replays first compare the inputs cheaply (beyond 0.9.1, same outcomes): while the capture's
+//! signatures have no variables and the inputs are positional, a realized input whose tracker,
+//! dtype and device equal the capture's matches without unbinding or formatting anything; any
+//! other call takes the full check above, with its errors.
+//!
 //! Not guaranteed: the value a replay returns is the one the capturing call returned (its tensors
 //! live in the captured buffers, which every replay overwrites, as in tinygrad); non-tensor parts
 //! of it are not recomputed. Buffers created by the function that the caller holds (weights it

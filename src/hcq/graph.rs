@@ -20,7 +20,9 @@
 //! the side that differs), every graph-internal wait and signal value (each run uses values
 //! above the previous run's, so a run needs no CPU reset of the signals) and the timeline waits
 //! and signals, each queue's values as one batch ([`HwQueue::update_values`]); then it submits
-//! each queue once and advances each device's timeline by one. Whether anything changed is a
+//! each queue once and advances each device's timeline by one. The graph side of a run whose
+//! calls did not change allocates nothing (up to 8 devices): the in-flight entry shares the
+//! graph's text and one keep-alive object. Whether anything changed is a
 //! comparison of the calls' addresses, values and dims with the last run's (`calls.rs`): of
 //! every call under [`DeviceGraph::run`], of the calls named updatable under
 //! [`DeviceGraph::run_updating`] (the JIT's: the kernels reading an input and those with
