@@ -348,28 +348,115 @@ pub struct PatternMatcher {
     by_arg: HashMap<(UOps, ArgKey), Vec<usize>, FxBuild>,
     /// op (by its enum position) -> rule indices, for rules without an arg.
     by_op: Vec<Vec<usize>>,
-    /// Per rule, the ops (bit `1 << op`) its pattern needs among a node's direct sources: a
-    /// node whose sources lack one cannot match, so the rule is skipped without matching.
-    need: Vec<u32>,
+    /// Per rule, what its pattern needs of a node's direct sources ([`SrcNeed`]): a node whose
+    /// sources lack it cannot match, so the rule is skipped without matching.
+    need: Vec<SrcNeed>,
 }
 
-// `needed_src_ops` keeps one bit per op kind in a u32.
-const _: () = assert!(UOps::ALL.len() <= 32);
+/// What a match of a rule's pattern implies about the node's direct sources, as [`src_keys`]
+/// bits: `some` must all be among the sources' keys; when `every` is not zero and the node has
+/// sources, every source's op bit is in `every`.
+#[derive(Clone, Copy, Debug, Default)]
+struct SrcNeed {
+    some: u64,
+    every: u64,
+}
 
-/// The source ops a match of `p` implies (see `PatternMatcher::need`): with an exact source
-/// count (no `allow_len`), every tuple or permutation entry that accepts exactly one op is
-/// matched against some source, so that op must be among them.
-fn needed_src_ops(p: &UPat) -> u32 {
-    let pats = match &p.src {
-        Some(SrcPat::Tuple(v) | SrcPat::Perm(v)) if p.allow_len.is_empty() => v,
-        _ => return 0,
+// the op bits of `src_keys` fit below the ALU op bits
+const _: () = assert!(UOps::ALL.len() <= ALU_BITS as usize);
+
+/// The first ALU-op bit of [`src_keys`] (ops take bits 0..23).
+const ALU_BITS: u32 = 24;
+/// The first CONST-value bit of [`src_keys`] (after the 21 ALU-op bits).
+const CONST_BITS: u32 = ALU_BITS + 21;
+/// The constants with a bit of their own, in bit order.
+const KEYED_CONSTS: [i128; 3] = [0, 1, -1];
+
+/// The ALU-op bit of `op` (ops outside the ALU share one bit: a shared bit only filters less).
+fn alu_bit(op: Op) -> u64 {
+    use crate::ops::{BinaryOps as B, TernaryOps as T, UnaryOps as U};
+    let i = match op {
+        Op::Unary(u) => match u {
+            U::EXP2 => 0,
+            U::LOG2 => 1,
+            U::CAST => 2,
+            U::BITCAST => 3,
+            U::SIN => 4,
+            U::SQRT => 5,
+            U::NEG => 6,
+            U::RECIP => 7,
+        },
+        Op::Binary(b) => match b {
+            B::ADD => 8,
+            B::MUL => 9,
+            B::IDIV => 10,
+            B::MAX => 11,
+            B::MOD => 12,
+            B::CMPLT => 13,
+            B::CMPNE => 14,
+            B::XOR => 15,
+            B::SHR => 16,
+            B::SHL => 17,
+        },
+        Op::Ternary(T::WHERE) => 18,
+        Op::Ternary(T::MULACC) => 19,
+        _ => 20,
     };
-    pats.iter()
-        .filter_map(|sp| match sp.op.as_deref() {
-            Some([op]) => Some(1u32 << (*op as u32)),
-            _ => None,
-        })
-        .fold(0, |m, b| m | b)
+    1 << (ALU_BITS + i)
+}
+
+/// The bits of the constants in [`KEYED_CONSTS`] that `v` equals as a Python number.
+fn const_bits(v: ConstValue) -> u64 {
+    KEYED_CONSTS
+        .iter()
+        .enumerate()
+        .filter(|(_, &k)| const_num_eq(v, ConstValue::Int(k)))
+        .fold(0, |m, (i, _)| m | 1 << (CONST_BITS + i as u32))
+}
+
+/// A source node's keys: its op bit, its ALU op's bit, and the bits of the keyed constants it
+/// equals.
+fn src_keys(s: &UOp) -> u64 {
+    let op = 1u64 << (s.op() as u32);
+    match (s.op(), s.arg()) {
+        (UOps::ALU, UArg::Alu(o)) => op | alu_bit(*o),
+        (UOps::CONST, UArg::Const(v)) => op | const_bits(*v),
+        _ => op,
+    }
+}
+
+/// The key a node matching `sp` surely has (0 when `sp` implies none): its one accepted op, with
+/// its one accepted ALU op or keyed constant.
+fn pat_key(sp: &UPat) -> u64 {
+    let Some([op]) = sp.op.as_deref() else {
+        return 0;
+    };
+    let bit = 1u64 << (*op as u32);
+    match (op, sp.arg.as_deref()) {
+        (UOps::ALU, Some([UArg::Alu(o)])) => bit | alu_bit(*o),
+        (UOps::CONST, Some([UArg::Const(v)])) => bit | const_bits(*v),
+        _ => bit,
+    }
+}
+
+/// The source keys a match of `p` implies (see `PatternMatcher::need`): with an exact source
+/// count (no `allow_len`), every tuple or permutation entry is matched against some source, so
+/// that source has the entry's key; a repeated pattern of one op is matched against every source.
+fn needed_src_keys(p: &UPat) -> SrcNeed {
+    match &p.src {
+        Some(SrcPat::Tuple(v) | SrcPat::Perm(v)) if p.allow_len.is_empty() => SrcNeed {
+            some: v.iter().fold(0, |m, sp| m | pat_key(sp)),
+            every: 0,
+        },
+        Some(SrcPat::Repeat(one)) => SrcNeed {
+            some: 0,
+            every: match one.op.as_deref() {
+                Some([op]) => 1 << (*op as u32),
+                _ => 0,
+            },
+        },
+        _ => SrcNeed::default(),
+    }
 }
 
 impl PatternMatcher {
@@ -397,7 +484,7 @@ impl PatternMatcher {
                 }
             }
         }
-        pm.need = rules.iter().map(|(p, _)| needed_src_ops(p)).collect();
+        pm.need = rules.iter().map(|(p, _)| needed_src_keys(p)).collect();
         pm.rules = rules;
         Ok(pm)
     }
@@ -426,10 +513,16 @@ impl PatternMatcher {
             .into_iter()
             .flatten()
             .chain(generic.into_iter().flatten());
-        let have = u.src().iter().fold(0u32, |m, s| m | 1 << (s.op() as u32));
+        let have = u.src().iter().fold(0u64, |m, s| m | src_keys(s));
+        // the op bits alone (a source of an op outside a rule's `every` rules it out)
+        let ops = have & ((1 << ALU_BITS) - 1);
         let mut m = Match::default();
         for &i in ids {
-            if self.need.get(i).is_some_and(|&n| n & !have != 0) {
+            if self
+                .need
+                .get(i)
+                .is_some_and(|n| n.some & !have != 0 || (n.every != 0 && ops & !n.every != 0))
+            {
                 continue;
             }
             let (pat, f) = &self.rules[i];

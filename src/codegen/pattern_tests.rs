@@ -149,6 +149,74 @@ fn tuple_permutation_and_repeat_sources() {
     assert!(rep.rewrite(&add(&c2, &c3)).is_none());
 }
 
+/// The source pre-filter (`SrcNeed`) skips only rules that cannot match: a keyed constant
+/// matches any numerically equal constant source (`-0.0`, `False`, `0`), an ALU source only by
+/// its op, and a repeated pattern matches a node without sources.
+#[test]
+fn source_prefilter_keeps_every_possible_match() {
+    let add =
+        |a: &UOp, b: &UOp| UOp::alu(BinaryOps::ADD, dtypes::float32, vec![a.clone(), b.clone()]);
+    let x = UOp::define_var("x", 0, 9).cast(dtypes::float32);
+    let zero_rule = pm(vec![(
+        UPat::alu(BinaryOps::ADD, vec![UPat::var("x"), UPat::konst(0)]),
+        ident(),
+    )]);
+    for z in [
+        cf(0.0),
+        cf(-0.0),
+        UOp::cnst(dtypes::int32, 0),
+        UOp::cnst(dtypes::bool, false),
+    ] {
+        assert_eq!(zero_rule.rewrite(&add(&x, &z)), Some(x.clone()), "{z:?}");
+        assert_eq!(zero_rule.rewrite(&add(&z, &x)), Some(x.clone()), "{z:?}");
+    }
+    for nz in [
+        cf(1.0),
+        cf(f64::NAN),
+        cf(1e-300),
+        UOp::cnst(dtypes::int32, -1),
+    ] {
+        assert_eq!(zero_rule.rewrite(&add(&x, &nz)), None, "{nz:?}");
+    }
+    let one_rule = pm(vec![(
+        UPat::alu(BinaryOps::MUL, vec![UPat::var("x"), UPat::konst(1.0)]),
+        ident(),
+    )]);
+    let mul =
+        |a: &UOp, b: &UOp| UOp::alu(BinaryOps::MUL, dtypes::float32, vec![a.clone(), b.clone()]);
+    assert_eq!(
+        one_rule.rewrite(&mul(&x, &UOp::cnst(dtypes::bool, true))),
+        Some(x.clone())
+    );
+    assert_eq!(
+        one_rule.rewrite(&mul(&x, &UOp::cnst(dtypes::int32, 1))),
+        Some(x.clone())
+    );
+    assert_eq!(one_rule.rewrite(&mul(&x, &cf(2.0))), None);
+    // an ALU source pattern needs that ALU op among the sources
+    let neg_rule = pm(vec![(
+        UPat::alu(
+            BinaryOps::ADD,
+            vec![UPat::var("x"), UPat::alu(UnaryOps::NEG, vec![UPat::any()])],
+        ),
+        ident(),
+    )]);
+    let n = x.neg();
+    assert_eq!(neg_rule.rewrite(&add(&n, &x)), Some(x.clone()));
+    assert_eq!(neg_rule.rewrite(&add(&x, &x.recip())), None);
+    // a repeated source pattern: every source has its op, and no source at all matches
+    let rep = pm(vec![(
+        UPat::ops(&[UOps::SINK, UOps::ALU])
+            .named("x")
+            .src_repeat(UPat::op(UOps::CONST)),
+        ident(),
+    )]);
+    let empty = UOp::sink(vec![]);
+    assert_eq!(rep.rewrite(&empty), Some(empty.clone()));
+    assert!(rep.rewrite(&add(&cf(1.0), &cf(2.0))).is_some());
+    assert!(rep.rewrite(&add(&cf(1.0), &x)).is_none());
+}
+
 #[test]
 fn allow_len() {
     let m = pm(vec![(
