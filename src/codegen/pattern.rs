@@ -29,6 +29,10 @@ use crate::helpers::{FxBuild, FxHasher};
 use crate::ops::Op;
 use crate::Result;
 
+mod postorder;
+pub(crate) use postorder::PostOrder;
+use postorder::{ptr_key, SeenMap};
+
 /// The most rule results [`graph_rewrite`] keeps rewriting at once before it reports a rule set
 /// that does not terminate (a chain of results each rewritten again).
 pub const MAX_REWRITE_DEPTH: usize = 200_000;
@@ -174,13 +178,55 @@ pub fn const_num_eq(x: ConstValue, y: ConstValue) -> bool {
 /// reference count).
 #[derive(Clone, Debug, Default)]
 pub struct Match<'a> {
-    binds: Vec<(&'static str, &'a UOp)>,
+    binds: Binds<'a>,
+}
+
+/// The bindings of one match attempt, in binding order: the first [`INLINE_BINDS`] in place (a
+/// rule binds a few names; matching allocates nothing), any more in `spill`.
+#[derive(Clone, Debug, Default)]
+struct Binds<'a> {
+    len: usize,
+    inline: [Option<(&'static str, &'a UOp)>; INLINE_BINDS],
+    spill: Vec<(&'static str, &'a UOp)>,
+}
+
+/// Bindings [`Binds`] holds without allocating.
+const INLINE_BINDS: usize = 8;
+
+impl<'a> Binds<'a> {
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn push(&mut self, b: (&'static str, &'a UOp)) {
+        match self.inline.get_mut(self.len) {
+            Some(slot) => *slot = Some(b),
+            None => self.spill.push(b),
+        }
+        self.len += 1;
+    }
+    /// Forget the bindings from position `len` on.
+    fn truncate(&mut self, len: usize) {
+        if len < self.len {
+            self.spill.truncate(len.saturating_sub(INLINE_BINDS));
+            self.len = len;
+        }
+    }
+    fn clear(&mut self) {
+        self.truncate(0);
+    }
+    fn get(&self, name: &str) -> Option<&'a UOp> {
+        let inline = self.inline[..self.len.min(INLINE_BINDS)].iter().flatten();
+        inline
+            .chain(self.spill.iter())
+            .find(|(n, _)| *n == name)
+            .map(|(_, u)| *u)
+    }
 }
 
 impl<'a> Match<'a> {
     /// The node bound to `name` (None when the pattern has no such name).
     pub fn get(&self, name: &str) -> Option<&'a UOp> {
-        self.binds.iter().find(|(n, _)| *n == name).map(|(_, u)| *u)
+        self.binds.get(name)
     }
     /// The CONST value bound to `name`.
     pub fn cv(&self, name: &str) -> Option<ConstValue> {
@@ -551,16 +597,9 @@ pub fn rule(f: impl Fn(&Match) -> Option<UOp> + Send + Sync + 'static) -> Rewrit
 struct Done {
     by_ptr: HashMap<usize, (UOp, UOp), FxBuild>,
     /// Input node address (see [`ptr_key`]) -> post-order position.
-    input: HashMap<usize, usize, FxBuild>,
+    input: SeenMap,
     /// The results of the input nodes, in post-order (a prefix while the pass runs).
     results: Vec<UOp>,
-}
-
-/// The `by_ptr` key of a node: its address over 16 (nodes are larger than that, so live nodes
-/// have distinct keys; FxHasher keeps the zero low bits of an aligned address, and hashbrown picks
-/// buckets by the low bits).
-fn ptr_key(n: &UOp) -> usize {
-    n.node_id() >> 4
 }
 
 impl Done {
@@ -579,64 +618,6 @@ impl Done {
     }
     fn insert(&mut self, n: UOp, r: UOp) {
         self.by_ptr.insert(ptr_key(&n), (n, r));
-    }
-}
-
-/// The nodes under a root in DFS post-order (sources first, in order; each node once, by
-/// address), borrowed from the graph, with each node's sources as positions in that order.
-pub(crate) struct PostOrder<'a> {
-    pub(crate) nodes: Vec<&'a UOp>,
-    src_off: Vec<usize>,
-    src_ids: Vec<usize>,
-    /// Node address (see [`ptr_key`]) -> position.
-    seen: HashMap<usize, usize, FxBuild>,
-}
-
-impl<'a> PostOrder<'a> {
-    /// The positions of the sources of the node at position `i`.
-    pub(crate) fn srcs(&self, i: usize) -> &[usize] {
-        &self.src_ids[self.src_off[i]..self.src_off[i + 1]]
-    }
-
-    pub(crate) fn of(root: &'a UOp) -> PostOrder<'a> {
-        // a node is entered in `seen` when first reached (as PENDING) and gets its position when
-        // complete; a source reached again is always complete (immutable nodes form no cycles,
-        // so a pending node is never a source of its own descendants)
-        const PENDING: usize = usize::MAX;
-        let mut seen: HashMap<usize, usize, FxBuild> = HashMap::default();
-        seen.insert(ptr_key(root), PENDING);
-        let (mut nodes, mut src_off, mut src_ids) = (vec![], vec![0], vec![]);
-        // the positions of the sources of the nodes on `stack`, in order, as they complete
-        let mut pend: Vec<usize> = vec![];
-        let mut stack: Vec<(&'a UOp, usize)> = vec![(root, 0)];
-        while let Some(&mut (n, ref mut i)) = stack.last_mut() {
-            if let Some(s) = n.src().get(*i) {
-                *i += 1;
-                match seen.entry(ptr_key(s)) {
-                    std::collections::hash_map::Entry::Occupied(e) => pend.push(*e.get()),
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        e.insert(PENDING);
-                        stack.push((s, 0));
-                    }
-                }
-                continue;
-            }
-            stack.pop();
-            let id = nodes.len();
-            src_ids.extend(pend.drain(pend.len() - n.src().len()..));
-            src_off.push(src_ids.len());
-            if let Some(v) = seen.get_mut(&ptr_key(n)) {
-                *v = id;
-            }
-            nodes.push(n);
-            pend.push(id);
-        }
-        PostOrder {
-            nodes,
-            src_off,
-            src_ids,
-            seen,
-        }
     }
 }
 

@@ -407,3 +407,66 @@ fn graph_rewrite_matches_a_shared_node_once() {
     // nothing changed: the very same graph comes back
     assert!(out.ptr_eq(&sink));
 }
+
+/// Pass after pass on one thread reuses pooled address maps: a graph dropped after its pass and a
+/// different graph built next (its nodes possibly at the freed addresses) is still rewritten from
+/// its own nodes, on this thread and on others at once.
+#[test]
+fn graph_rewrite_after_dropped_graphs_and_across_threads() {
+    let run = |seed: usize| {
+        for round in 0..50usize {
+            let k = (seed * 1000 + round) as f64;
+            // a chain ((k + 1) + 2) + ... folds to one constant
+            let mut g = cf(k);
+            for i in 1..=(round % 7 + 1) {
+                g = g.add(cf(i as f64));
+            }
+            let want = k + ((round % 7 + 1) * (round % 7 + 2) / 2) as f64;
+            assert_eq!(rewrite_const(&g), want, "round {round}");
+            drop(g);
+            // a different graph, built after the first one's nodes are freed
+            let h = cf(k).mul(cf(2.0)).mul(cf(3.0));
+            assert_eq!(rewrite_const(&h), 6.0 * k, "round {round}");
+        }
+    };
+    let threads: Vec<_> = (1..4).map(|t| std::thread::spawn(move || run(t))).collect();
+    run(0);
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+/// More bindings than `Binds` keeps in place: the later ones spill, are found by name, a
+/// repeated name beyond the inline ones still must see the same node, and a failed attempt
+/// forgets its spilled bindings.
+#[test]
+fn many_bindings_spill_and_unwind() {
+    const NAMES: [&str; 11] = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"];
+    let leaves: Vec<UOp> = (0..11).map(|i| cf(i as f64)).collect();
+    let tuple = |names: &[&'static str]| {
+        UPat::op(UOps::SINK).src(names.iter().map(|&n| UPat::var(n)).collect())
+    };
+    let m = tuple(&NAMES).matches(&UOp::sink(leaves.clone())).unwrap();
+    for (i, n) in NAMES.iter().enumerate() {
+        assert_eq!(m.get(n), Some(&leaves[i]), "{n}");
+    }
+    // the last name repeats the first: the sources must agree there
+    let mut names = NAMES;
+    names[10] = "a";
+    let mut same = leaves.clone();
+    same[10] = leaves[0].clone();
+    assert!(tuple(&names).matches(&UOp::sink(same)).is_some());
+    assert!(tuple(&names).matches(&UOp::sink(leaves.clone())).is_none());
+    // a permutation whose first order fails after spilling retries from a clean state
+    let nine = tuple(&NAMES[..9]);
+    let sevens = UOp::sink(vec![cf(7.0); 9]);
+    let all_sevens =
+        UPat::op(UOps::SINK).src_repeat(UPat::op(UOps::CONST).arg(UArg::Const(7.0.into())));
+    let node = UOp::sink(vec![sevens, UOp::sink(leaves[..9].to_vec())]);
+    let got = UPat::op(UOps::SINK)
+        .src_perm(vec![nine, all_sevens])
+        .matches(&node)
+        .unwrap();
+    assert_eq!(got.get("i"), Some(&leaves[8]));
+    assert_eq!(got.get("a"), Some(&leaves[0]));
+}
