@@ -30,8 +30,10 @@ use crate::ops::Op;
 use crate::Result;
 
 mod postorder;
+mod prefilter;
 pub(crate) use postorder::PostOrder;
 use postorder::{ptr_key, SeenMap};
+use prefilter::{needed_src_keys, src_keys, SrcNeed, ALU_BITS};
 
 /// The most rule results [`graph_rewrite`] keeps rewriting at once before it reports a rule set
 /// that does not terminate (a chain of results each rewritten again).
@@ -397,112 +399,8 @@ pub struct PatternMatcher {
     /// Per rule, what its pattern needs of a node's direct sources ([`SrcNeed`]): a node whose
     /// sources lack it cannot match, so the rule is skipped without matching.
     need: Vec<SrcNeed>,
-}
-
-/// What a match of a rule's pattern implies about the node's direct sources, as [`src_keys`]
-/// bits: `some` must all be among the sources' keys; when `every` is not zero and the node has
-/// sources, every source's op bit is in `every`.
-#[derive(Clone, Copy, Debug, Default)]
-struct SrcNeed {
-    some: u64,
-    every: u64,
-}
-
-// the op bits of `src_keys` fit below the ALU op bits
-const _: () = assert!(UOps::ALL.len() <= ALU_BITS as usize);
-
-/// The first ALU-op bit of [`src_keys`] (ops take bits 0..23).
-const ALU_BITS: u32 = 24;
-/// The first CONST-value bit of [`src_keys`] (after the 21 ALU-op bits).
-const CONST_BITS: u32 = ALU_BITS + 21;
-/// The constants with a bit of their own, in bit order.
-const KEYED_CONSTS: [i128; 3] = [0, 1, -1];
-
-/// The ALU-op bit of `op` (ops outside the ALU share one bit: a shared bit only filters less).
-fn alu_bit(op: Op) -> u64 {
-    use crate::ops::{BinaryOps as B, TernaryOps as T, UnaryOps as U};
-    let i = match op {
-        Op::Unary(u) => match u {
-            U::EXP2 => 0,
-            U::LOG2 => 1,
-            U::CAST => 2,
-            U::BITCAST => 3,
-            U::SIN => 4,
-            U::SQRT => 5,
-            U::NEG => 6,
-            U::RECIP => 7,
-        },
-        Op::Binary(b) => match b {
-            B::ADD => 8,
-            B::MUL => 9,
-            B::IDIV => 10,
-            B::MAX => 11,
-            B::MOD => 12,
-            B::CMPLT => 13,
-            B::CMPNE => 14,
-            B::XOR => 15,
-            B::SHR => 16,
-            B::SHL => 17,
-        },
-        Op::Ternary(T::WHERE) => 18,
-        Op::Ternary(T::MULACC) => 19,
-        _ => 20,
-    };
-    1 << (ALU_BITS + i)
-}
-
-/// The bits of the constants in [`KEYED_CONSTS`] that `v` equals as a Python number.
-fn const_bits(v: ConstValue) -> u64 {
-    KEYED_CONSTS
-        .iter()
-        .enumerate()
-        .filter(|(_, &k)| const_num_eq(v, ConstValue::Int(k)))
-        .fold(0, |m, (i, _)| m | 1 << (CONST_BITS + i as u32))
-}
-
-/// A source node's keys: its op bit, its ALU op's bit, and the bits of the keyed constants it
-/// equals.
-fn src_keys(s: &UOp) -> u64 {
-    let op = 1u64 << (s.op() as u32);
-    match (s.op(), s.arg()) {
-        (UOps::ALU, UArg::Alu(o)) => op | alu_bit(*o),
-        (UOps::CONST, UArg::Const(v)) => op | const_bits(*v),
-        _ => op,
-    }
-}
-
-/// The key a node matching `sp` surely has (0 when `sp` implies none): its one accepted op, with
-/// its one accepted ALU op or keyed constant.
-fn pat_key(sp: &UPat) -> u64 {
-    let Some([op]) = sp.op.as_deref() else {
-        return 0;
-    };
-    let bit = 1u64 << (*op as u32);
-    match (op, sp.arg.as_deref()) {
-        (UOps::ALU, Some([UArg::Alu(o)])) => bit | alu_bit(*o),
-        (UOps::CONST, Some([UArg::Const(v)])) => bit | const_bits(*v),
-        _ => bit,
-    }
-}
-
-/// The source keys a match of `p` implies (see `PatternMatcher::need`): with an exact source
-/// count (no `allow_len`), every tuple or permutation entry is matched against some source, so
-/// that source has the entry's key; a repeated pattern of one op is matched against every source.
-fn needed_src_keys(p: &UPat) -> SrcNeed {
-    match &p.src {
-        Some(SrcPat::Tuple(v) | SrcPat::Perm(v)) if p.allow_len.is_empty() => SrcNeed {
-            some: v.iter().fold(0, |m, sp| m | pat_key(sp)),
-            every: 0,
-        },
-        Some(SrcPat::Repeat(one)) => SrcNeed {
-            some: 0,
-            every: match one.op.as_deref() {
-                Some([op]) => 1 << (*op as u32),
-                _ => 0,
-            },
-        },
-        _ => SrcNeed::default(),
-    }
+    /// The ops (bit `1 << op`) some rule matches: a node of another op is left as it is.
+    ops_with_rules: u32,
 }
 
 impl PatternMatcher {
@@ -520,6 +418,7 @@ impl PatternMatcher {
                 );
             };
             for &op in ops {
+                pm.ops_with_rules |= 1 << (op as u32);
                 match &p.arg {
                     Some(args) => {
                         for a in args {
@@ -549,6 +448,9 @@ impl PatternMatcher {
 
     /// The first rule result for `u` (rules for `u`'s arg first, then arg-agnostic ones).
     pub fn rewrite(&self, u: &UOp) -> Option<UOp> {
+        if self.ops_with_rules & 1 << (u.op() as u32) == 0 {
+            return None;
+        }
         let specific = if self.by_arg.is_empty() {
             None
         } else {
