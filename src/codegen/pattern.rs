@@ -2,10 +2,11 @@
 //! `graph_rewrite`).
 //!
 //! Owns: [`UPat`] (a pattern over one node and, recursively, its sources), [`PatternMatcher`] (an
-//! ordered list of `(pattern, rewrite function)` rules, indexed by op and arg), and
-//! [`graph_rewrite`] (one bottom-up pass that rebuilds every node from its rewritten sources,
-//! deduplicates structurally equal nodes, and rewrites each rule result again until no rule
-//! applies).
+//! ordered list of `(pattern, rewrite function)` rules, indexed by op and arg, each rule skipped
+//! without matching where the node's direct sources lack what its pattern needs:
+//! `pattern/prefilter.rs`), and [`graph_rewrite`] (one bottom-up pass over the post-order of
+//! `pattern/postorder.rs` that rebuilds every node from its rewritten sources, deduplicates
+//! structurally equal nodes, and rewrites each rule result again until no rule applies).
 //!
 //! Semantics follow 0.9.1: a pattern's op, arg and dtype are each a set of accepted values (or
 //! anything); a dtype constraint is ignored for nodes without a dtype; CONST args compare as

@@ -446,7 +446,8 @@ fn many_bindings_spill_and_unwind() {
     let tuple = |names: &[&'static str]| {
         UPat::op(UOps::SINK).src(names.iter().map(|&n| UPat::var(n)).collect())
     };
-    let m = tuple(&NAMES).matches(&UOp::sink(leaves.clone())).unwrap();
+    let all = UOp::sink(leaves.clone());
+    let m = tuple(&NAMES).matches(&all).unwrap();
     for (i, n) in NAMES.iter().enumerate() {
         assert_eq!(m.get(n), Some(&leaves[i]), "{n}");
     }
