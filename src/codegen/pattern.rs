@@ -2,10 +2,11 @@
 //! `graph_rewrite`).
 //!
 //! Owns: [`UPat`] (a pattern over one node and, recursively, its sources), [`PatternMatcher`] (an
-//! ordered list of `(pattern, rewrite function)` rules, indexed by op and arg), and
-//! [`graph_rewrite`] (one bottom-up pass that rebuilds every node from its rewritten sources,
-//! deduplicates structurally equal nodes, and rewrites each rule result again until no rule
-//! applies).
+//! ordered list of `(pattern, rewrite function)` rules, indexed by op and arg, each rule skipped
+//! without matching where the node's direct sources lack what its pattern needs:
+//! `pattern/prefilter.rs`), and [`graph_rewrite`] (one bottom-up pass over the post-order of
+//! `pattern/postorder.rs` that rebuilds every node from its rewritten sources, deduplicates
+//! structurally equal nodes, and rewrites each rule result again until no rule applies).
 //!
 //! Semantics follow 0.9.1: a pattern's op, arg and dtype are each a set of accepted values (or
 //! anything); a dtype constraint is ignored for nodes without a dtype; CONST args compare as
@@ -28,6 +29,12 @@ use crate::dtype::{ConstValue, DType};
 use crate::helpers::{FxBuild, FxHasher};
 use crate::ops::Op;
 use crate::Result;
+
+mod postorder;
+mod prefilter;
+pub(crate) use postorder::PostOrder;
+use postorder::{ptr_key, SeenMap};
+use prefilter::{needed_src_keys, src_keys, SrcNeed, ALU_BITS};
 
 /// The most rule results [`graph_rewrite`] keeps rewriting at once before it reports a rule set
 /// that does not terminate (a chain of results each rewritten again).
@@ -174,13 +181,55 @@ pub fn const_num_eq(x: ConstValue, y: ConstValue) -> bool {
 /// reference count).
 #[derive(Clone, Debug, Default)]
 pub struct Match<'a> {
-    binds: Vec<(&'static str, &'a UOp)>,
+    binds: Binds<'a>,
+}
+
+/// The bindings of one match attempt, in binding order: the first [`INLINE_BINDS`] in place (a
+/// rule binds a few names; matching allocates nothing), any more in `spill`.
+#[derive(Clone, Debug, Default)]
+struct Binds<'a> {
+    len: usize,
+    inline: [Option<(&'static str, &'a UOp)>; INLINE_BINDS],
+    spill: Vec<(&'static str, &'a UOp)>,
+}
+
+/// Bindings [`Binds`] holds without allocating.
+const INLINE_BINDS: usize = 8;
+
+impl<'a> Binds<'a> {
+    fn len(&self) -> usize {
+        self.len
+    }
+    fn push(&mut self, b: (&'static str, &'a UOp)) {
+        match self.inline.get_mut(self.len) {
+            Some(slot) => *slot = Some(b),
+            None => self.spill.push(b),
+        }
+        self.len += 1;
+    }
+    /// Forget the bindings from position `len` on.
+    fn truncate(&mut self, len: usize) {
+        if len < self.len {
+            self.spill.truncate(len.saturating_sub(INLINE_BINDS));
+            self.len = len;
+        }
+    }
+    fn clear(&mut self) {
+        self.truncate(0);
+    }
+    fn get(&self, name: &str) -> Option<&'a UOp> {
+        let inline = self.inline[..self.len.min(INLINE_BINDS)].iter().flatten();
+        inline
+            .chain(self.spill.iter())
+            .find(|(n, _)| *n == name)
+            .map(|(_, u)| *u)
+    }
 }
 
 impl<'a> Match<'a> {
     /// The node bound to `name` (None when the pattern has no such name).
     pub fn get(&self, name: &str) -> Option<&'a UOp> {
-        self.binds.iter().find(|(n, _)| *n == name).map(|(_, u)| *u)
+        self.binds.get(name)
     }
     /// The CONST value bound to `name`.
     pub fn cv(&self, name: &str) -> Option<ConstValue> {
@@ -348,28 +397,11 @@ pub struct PatternMatcher {
     by_arg: HashMap<(UOps, ArgKey), Vec<usize>, FxBuild>,
     /// op (by its enum position) -> rule indices, for rules without an arg.
     by_op: Vec<Vec<usize>>,
-    /// Per rule, the ops (bit `1 << op`) its pattern needs among a node's direct sources: a
-    /// node whose sources lack one cannot match, so the rule is skipped without matching.
-    need: Vec<u32>,
-}
-
-// `needed_src_ops` keeps one bit per op kind in a u32.
-const _: () = assert!(UOps::ALL.len() <= 32);
-
-/// The source ops a match of `p` implies (see `PatternMatcher::need`): with an exact source
-/// count (no `allow_len`), every tuple or permutation entry that accepts exactly one op is
-/// matched against some source, so that op must be among them.
-fn needed_src_ops(p: &UPat) -> u32 {
-    let pats = match &p.src {
-        Some(SrcPat::Tuple(v) | SrcPat::Perm(v)) if p.allow_len.is_empty() => v,
-        _ => return 0,
-    };
-    pats.iter()
-        .filter_map(|sp| match sp.op.as_deref() {
-            Some([op]) => Some(1u32 << (*op as u32)),
-            _ => None,
-        })
-        .fold(0, |m, b| m | b)
+    /// Per rule, what its pattern needs of a node's direct sources ([`SrcNeed`]): a node whose
+    /// sources lack it cannot match, so the rule is skipped without matching.
+    need: Vec<SrcNeed>,
+    /// The ops (bit `1 << op`) some rule matches: a node of another op is left as it is.
+    ops_with_rules: u32,
 }
 
 impl PatternMatcher {
@@ -387,6 +419,7 @@ impl PatternMatcher {
                 );
             };
             for &op in ops {
+                pm.ops_with_rules |= 1 << (op as u32);
                 match &p.arg {
                     Some(args) => {
                         for a in args {
@@ -397,7 +430,7 @@ impl PatternMatcher {
                 }
             }
         }
-        pm.need = rules.iter().map(|(p, _)| needed_src_ops(p)).collect();
+        pm.need = rules.iter().map(|(p, _)| needed_src_keys(p)).collect();
         pm.rules = rules;
         Ok(pm)
     }
@@ -416,6 +449,9 @@ impl PatternMatcher {
 
     /// The first rule result for `u` (rules for `u`'s arg first, then arg-agnostic ones).
     pub fn rewrite(&self, u: &UOp) -> Option<UOp> {
+        if self.ops_with_rules & 1 << (u.op() as u32) == 0 {
+            return None;
+        }
         let specific = if self.by_arg.is_empty() {
             None
         } else {
@@ -426,10 +462,16 @@ impl PatternMatcher {
             .into_iter()
             .flatten()
             .chain(generic.into_iter().flatten());
-        let have = u.src().iter().fold(0u32, |m, s| m | 1 << (s.op() as u32));
+        let have = u.src().iter().fold(0u64, |m, s| m | src_keys(s));
+        // the op bits alone (a source of an op outside a rule's `every` rules it out)
+        let ops = have & ((1 << ALU_BITS) - 1);
         let mut m = Match::default();
         for &i in ids {
-            if self.need.get(i).is_some_and(|&n| n & !have != 0) {
+            if self
+                .need
+                .get(i)
+                .is_some_and(|n| n.some & !have != 0 || (n.every != 0 && ops & !n.every != 0))
+            {
                 continue;
             }
             let (pat, f) = &self.rules[i];
@@ -458,16 +500,9 @@ pub fn rule(f: impl Fn(&Match) -> Option<UOp> + Send + Sync + 'static) -> Rewrit
 struct Done {
     by_ptr: HashMap<usize, (UOp, UOp), FxBuild>,
     /// Input node address (see [`ptr_key`]) -> post-order position.
-    input: HashMap<usize, usize, FxBuild>,
+    input: SeenMap,
     /// The results of the input nodes, in post-order (a prefix while the pass runs).
     results: Vec<UOp>,
-}
-
-/// The `by_ptr` key of a node: its address over 16 (nodes are larger than that, so live nodes
-/// have distinct keys; FxHasher keeps the zero low bits of an aligned address, and hashbrown picks
-/// buckets by the low bits).
-fn ptr_key(n: &UOp) -> usize {
-    n.node_id() >> 4
 }
 
 impl Done {
@@ -486,64 +521,6 @@ impl Done {
     }
     fn insert(&mut self, n: UOp, r: UOp) {
         self.by_ptr.insert(ptr_key(&n), (n, r));
-    }
-}
-
-/// The nodes under a root in DFS post-order (sources first, in order; each node once, by
-/// address), borrowed from the graph, with each node's sources as positions in that order.
-pub(crate) struct PostOrder<'a> {
-    pub(crate) nodes: Vec<&'a UOp>,
-    src_off: Vec<usize>,
-    src_ids: Vec<usize>,
-    /// Node address (see [`ptr_key`]) -> position.
-    seen: HashMap<usize, usize, FxBuild>,
-}
-
-impl<'a> PostOrder<'a> {
-    /// The positions of the sources of the node at position `i`.
-    pub(crate) fn srcs(&self, i: usize) -> &[usize] {
-        &self.src_ids[self.src_off[i]..self.src_off[i + 1]]
-    }
-
-    pub(crate) fn of(root: &'a UOp) -> PostOrder<'a> {
-        // a node is entered in `seen` when first reached (as PENDING) and gets its position when
-        // complete; a source reached again is always complete (immutable nodes form no cycles,
-        // so a pending node is never a source of its own descendants)
-        const PENDING: usize = usize::MAX;
-        let mut seen: HashMap<usize, usize, FxBuild> = HashMap::default();
-        seen.insert(ptr_key(root), PENDING);
-        let (mut nodes, mut src_off, mut src_ids) = (vec![], vec![0], vec![]);
-        // the positions of the sources of the nodes on `stack`, in order, as they complete
-        let mut pend: Vec<usize> = vec![];
-        let mut stack: Vec<(&'a UOp, usize)> = vec![(root, 0)];
-        while let Some(&mut (n, ref mut i)) = stack.last_mut() {
-            if let Some(s) = n.src().get(*i) {
-                *i += 1;
-                match seen.entry(ptr_key(s)) {
-                    std::collections::hash_map::Entry::Occupied(e) => pend.push(*e.get()),
-                    std::collections::hash_map::Entry::Vacant(e) => {
-                        e.insert(PENDING);
-                        stack.push((s, 0));
-                    }
-                }
-                continue;
-            }
-            stack.pop();
-            let id = nodes.len();
-            src_ids.extend(pend.drain(pend.len() - n.src().len()..));
-            src_off.push(src_ids.len());
-            if let Some(v) = seen.get_mut(&ptr_key(n)) {
-                *v = id;
-            }
-            nodes.push(n);
-            pend.push(id);
-        }
-        PostOrder {
-            nodes,
-            src_off,
-            src_ids,
-            seen,
-        }
     }
 }
 

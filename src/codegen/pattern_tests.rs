@@ -149,6 +149,74 @@ fn tuple_permutation_and_repeat_sources() {
     assert!(rep.rewrite(&add(&c2, &c3)).is_none());
 }
 
+/// The source pre-filter (`SrcNeed`) skips only rules that cannot match: a keyed constant
+/// matches any numerically equal constant source (`-0.0`, `False`, `0`), an ALU source only by
+/// its op, and a repeated pattern matches a node without sources.
+#[test]
+fn source_prefilter_keeps_every_possible_match() {
+    let add =
+        |a: &UOp, b: &UOp| UOp::alu(BinaryOps::ADD, dtypes::float32, vec![a.clone(), b.clone()]);
+    let x = UOp::define_var("x", 0, 9).cast(dtypes::float32);
+    let zero_rule = pm(vec![(
+        UPat::alu(BinaryOps::ADD, vec![UPat::var("x"), UPat::konst(0)]),
+        ident(),
+    )]);
+    for z in [
+        cf(0.0),
+        cf(-0.0),
+        UOp::cnst(dtypes::int32, 0),
+        UOp::cnst(dtypes::bool, false),
+    ] {
+        assert_eq!(zero_rule.rewrite(&add(&x, &z)), Some(x.clone()), "{z:?}");
+        assert_eq!(zero_rule.rewrite(&add(&z, &x)), Some(x.clone()), "{z:?}");
+    }
+    for nz in [
+        cf(1.0),
+        cf(f64::NAN),
+        cf(1e-300),
+        UOp::cnst(dtypes::int32, -1),
+    ] {
+        assert_eq!(zero_rule.rewrite(&add(&x, &nz)), None, "{nz:?}");
+    }
+    let one_rule = pm(vec![(
+        UPat::alu(BinaryOps::MUL, vec![UPat::var("x"), UPat::konst(1.0)]),
+        ident(),
+    )]);
+    let mul =
+        |a: &UOp, b: &UOp| UOp::alu(BinaryOps::MUL, dtypes::float32, vec![a.clone(), b.clone()]);
+    assert_eq!(
+        one_rule.rewrite(&mul(&x, &UOp::cnst(dtypes::bool, true))),
+        Some(x.clone())
+    );
+    assert_eq!(
+        one_rule.rewrite(&mul(&x, &UOp::cnst(dtypes::int32, 1))),
+        Some(x.clone())
+    );
+    assert_eq!(one_rule.rewrite(&mul(&x, &cf(2.0))), None);
+    // an ALU source pattern needs that ALU op among the sources
+    let neg_rule = pm(vec![(
+        UPat::alu(
+            BinaryOps::ADD,
+            vec![UPat::var("x"), UPat::alu(UnaryOps::NEG, vec![UPat::any()])],
+        ),
+        ident(),
+    )]);
+    let n = x.neg();
+    assert_eq!(neg_rule.rewrite(&add(&n, &x)), Some(x.clone()));
+    assert_eq!(neg_rule.rewrite(&add(&x, &x.recip())), None);
+    // a repeated source pattern: every source has its op, and no source at all matches
+    let rep = pm(vec![(
+        UPat::ops(&[UOps::SINK, UOps::ALU])
+            .named("x")
+            .src_repeat(UPat::op(UOps::CONST)),
+        ident(),
+    )]);
+    let empty = UOp::sink(vec![]);
+    assert_eq!(rep.rewrite(&empty), Some(empty.clone()));
+    assert!(rep.rewrite(&add(&cf(1.0), &cf(2.0))).is_some());
+    assert!(rep.rewrite(&add(&cf(1.0), &x)).is_none());
+}
+
 #[test]
 fn allow_len() {
     let m = pm(vec![(
@@ -338,4 +406,68 @@ fn graph_rewrite_matches_a_shared_node_once() {
     assert_eq!(calls.load(Ordering::Relaxed), 1);
     // nothing changed: the very same graph comes back
     assert!(out.ptr_eq(&sink));
+}
+
+/// Pass after pass on one thread reuses pooled address maps: a graph dropped after its pass and a
+/// different graph built next (its nodes possibly at the freed addresses) is still rewritten from
+/// its own nodes, on this thread and on others at once.
+#[test]
+fn graph_rewrite_after_dropped_graphs_and_across_threads() {
+    let run = |seed: usize| {
+        for round in 0..50usize {
+            let k = (seed * 1000 + round) as f64;
+            // a chain ((k + 1) + 2) + ... folds to one constant
+            let mut g = cf(k);
+            for i in 1..=(round % 7 + 1) {
+                g = g.add(cf(i as f64));
+            }
+            let want = k + ((round % 7 + 1) * (round % 7 + 2) / 2) as f64;
+            assert_eq!(rewrite_const(&g), want, "round {round}");
+            drop(g);
+            // a different graph, built after the first one's nodes are freed
+            let h = cf(k).mul(cf(2.0)).mul(cf(3.0));
+            assert_eq!(rewrite_const(&h), 6.0 * k, "round {round}");
+        }
+    };
+    let threads: Vec<_> = (1..4).map(|t| std::thread::spawn(move || run(t))).collect();
+    run(0);
+    for t in threads {
+        t.join().unwrap();
+    }
+}
+
+/// More bindings than `Binds` keeps in place: the later ones spill, are found by name, a
+/// repeated name beyond the inline ones still must see the same node, and a failed attempt
+/// forgets its spilled bindings.
+#[test]
+fn many_bindings_spill_and_unwind() {
+    const NAMES: [&str; 11] = ["a", "b", "c", "d", "e", "f", "g", "h", "i", "j", "k"];
+    let leaves: Vec<UOp> = (0..11).map(|i| cf(i as f64)).collect();
+    let tuple = |names: &[&'static str]| {
+        UPat::op(UOps::SINK).src(names.iter().map(|&n| UPat::var(n)).collect())
+    };
+    let all = UOp::sink(leaves.clone());
+    let m = tuple(&NAMES).matches(&all).unwrap();
+    for (i, n) in NAMES.iter().enumerate() {
+        assert_eq!(m.get(n), Some(&leaves[i]), "{n}");
+    }
+    // the last name repeats the first: the sources must agree there
+    let mut names = NAMES;
+    names[10] = "a";
+    let mut same = leaves.clone();
+    same[10] = leaves[0].clone();
+    assert!(tuple(&names).matches(&UOp::sink(same)).is_some());
+    assert!(tuple(&names).matches(&UOp::sink(leaves.clone())).is_none());
+    // a permutation whose first order fails after spilling retries from a clean state
+    let nine = tuple(&NAMES[..9]);
+    let sevens = UOp::sink(vec![cf(7.0); 9]);
+    let all_sevens =
+        UPat::op(UOps::SINK).src_repeat(UPat::op(UOps::CONST).arg(UArg::Const(7.0.into())));
+    let node = UOp::sink(vec![sevens, UOp::sink(leaves[..9].to_vec())]);
+    let got = UPat::op(UOps::SINK)
+        .src_perm(vec![nine, all_sevens])
+        .matches(&node)
+        .unwrap();
+    assert_eq!(got.get("i"), Some(&leaves[8]));
+    assert_eq!(got.get("a"), Some(&leaves[0]));
 }

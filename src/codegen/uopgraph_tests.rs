@@ -350,3 +350,21 @@ fn has_parent_ranges() {
     let ld = UOp::load(&g, &c, dtypes::float32);
     assert!(ld.has_parent(&g) && !ld.has_parent(&r0));
 }
+
+/// `has_parent` on walks past the keys it keeps in place: a chain of diamonds (2^60 paths, so
+/// the walk only ends if every node is visited once), a target at the bottom, and one that is
+/// not there.
+#[test]
+fn has_parent_deep_diamonds() {
+    let bottom = UOp::define_var("n", 0, 9);
+    let mut x = bottom.clone();
+    for i in 0..60 {
+        let (l, r) = (x.add(i), x.mul(i + 2));
+        x = l.add(&r);
+    }
+    assert!(x.has_parent(&bottom));
+    assert!(!x.has_parent(&UOp::define_var("m", 0, 9)));
+    let r = UOp::range_const(0, 4, 0, 0, false);
+    assert!(!x.has_parent(&r));
+    assert!(x.add(&r).has_parent(&r));
+}

@@ -645,7 +645,7 @@ impl UOp {
         let may_reach = |u: &UOp| bit == 0 || u.0.ranges & bit != 0;
         // addresses over 16 (FxHasher keeps the zero low bits of an aligned address, which
         // hashbrown uses to pick buckets); nodes are larger than 16 bytes, so keys stay distinct
-        let mut seen: HashSet<usize, crate::helpers::FxBuild> = HashSet::default();
+        let mut seen = SmallSeen::default();
         let mut stack: Vec<&UOp> = self.src().iter().filter(|u| may_reach(u)).collect();
         while let Some(u) = stack.pop() {
             if u == target {
@@ -683,6 +683,33 @@ impl UOp {
             ) => Some((*depth, *idx, *is_reduce)),
             _ => None,
         }
+    }
+}
+
+/// The keys [`UOp::has_parent`] visited: most walks (pruned by the RANGE bits) visit a few
+/// nodes, kept in place; more go to a hash set.
+#[derive(Default)]
+struct SmallSeen {
+    small: [usize; SMALL_SEEN],
+    n: usize,
+    big: HashSet<usize, crate::helpers::FxBuild>,
+}
+
+/// Keys [`SmallSeen`] holds without allocating.
+const SMALL_SEEN: usize = 16;
+
+impl SmallSeen {
+    /// Whether `k` is new (and now seen).
+    fn insert(&mut self, k: usize) -> bool {
+        if self.small[..self.n].contains(&k) {
+            return false;
+        }
+        if self.n < SMALL_SEEN {
+            self.small[self.n] = k;
+            self.n += 1;
+            return true;
+        }
+        self.big.insert(k)
     }
 }
 

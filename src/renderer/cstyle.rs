@@ -275,7 +275,7 @@ pub trait CStyle {
 struct State {
     lines: Vec<String>,
     depth: usize,
-    counters: HashMap<&'static str, usize>,
+    counters: HashMap<&'static str, usize, crate::helpers::FxBuild>,
     r: UOpMap<String>,
     params: Vec<Param>,
     needs: Needs,
@@ -302,7 +302,21 @@ impl State {
     }
     fn ssa(&mut self, prefix: &'static str, u: Option<&UOp>) -> String {
         let c = self.counters.entry(prefix).or_insert(0);
-        let name = format!("{prefix}{c}");
+        // `{prefix}{c}` without the formatting machinery (one per rendered value)
+        let mut digits = [0u8; 20];
+        let mut at = digits.len();
+        let mut v = *c;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (v % 10) as u8;
+            v /= 10;
+            if v == 0 {
+                break;
+            }
+        }
+        let mut name = String::with_capacity(prefix.len() + digits.len() - at);
+        name.push_str(prefix);
+        name.extend(digits[at..].iter().map(|&b| char::from(b)));
         *c += 1;
         if let Some(u) = u {
             self.r.insert(u.clone(), name.clone());
@@ -390,14 +404,15 @@ fn check_name(name: &str) -> Result<()> {
 pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Result<String> {
     check_name(name)?;
     let mut st = State {
-        lines: vec![],
+        lines: Vec::with_capacity(uops.len()),
         depth: 1,
-        counters: HashMap::new(),
-        r: UOpMap::default(),
+        counters: HashMap::default(),
+        r: UOpMap::with_capacity_and_hasher(uops.len(), Default::default()),
         params: vec![],
         needs: Needs::default(),
     };
-    let mut child_count: UOpMap<usize> = UOpMap::default();
+    let mut child_count: UOpMap<usize> =
+        UOpMap::with_capacity_and_hasher(uops.len(), Default::default());
     for u in uops {
         for s in u.src() {
             match child_count.get_mut(s) {

@@ -7,6 +7,11 @@
 //!
 //! Kernel names carry a process-wide dedup counter, so a dump is comparable only with a dump of
 //! the same command line. No thresholds: the numbers are for people.
+//!
+//! `--unfilled` builds the workloads over empty input buffers (`defs::build_unfilled`): no kernel
+//! runs, so the command runs under valgrind (`valgrind --tool=callgrind
+//! --toggle-collect='*time_kernel*' bench codegen --unfilled ...` counts the instructions of the
+//! timed steps alone).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -29,6 +34,8 @@ pub struct Config {
     pub devices: Vec<String>,
     pub repeats: usize,
     pub dump: Option<PathBuf>,
+    /// Empty input buffers instead of realized random ones.
+    pub unfilled: bool,
 }
 
 impl Config {
@@ -38,6 +45,7 @@ impl Config {
             devices: vec!["CLANG".into(), "LLVM".into()],
             repeats: 5,
             dump: None,
+            unfilled: false,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -57,6 +65,7 @@ impl Config {
                     })?
                 }
                 "--dump" => cfg.dump = Some(PathBuf::from(val()?)),
+                "--unfilled" => cfg.unfilled = true,
                 other => rawgrad::bail!(InvalidArgument, "bench codegen: unknown option {other}"),
             }
         }
@@ -77,7 +86,8 @@ fn cpu_s(start: Instant) -> f64 {
 }
 
 /// CPU seconds per step of one kernel (get_kernel, linearize, render) and the wall seconds of
-/// all three.
+/// all three. Never inlined: valgrind's `--toggle-collect` names it.
+#[inline(never)]
 fn time_kernel(
     renderer: &dyn Renderer,
     ast: &[rawgrad::ops::LazyOp],
@@ -96,7 +106,11 @@ fn time_kernel(
 
 fn rows_for(cfg: &Config, w: &Workload, device: &str, out: &mut String) -> Result<()> {
     let _d = Context::with_str(&[("DEVICE", device)]);
-    let outs = defs::build(w.id)?;
+    let outs = if cfg.unfilled {
+        defs::build_unfilled(w.id)?
+    } else {
+        defs::build(w.id)?
+    };
     let rest: Vec<&rawgrad::Tensor> = outs[1..].iter().collect();
     let (sched, _) = outs[0].schedule_with_vars(&rest)?;
     let dev = open_device(device)?;

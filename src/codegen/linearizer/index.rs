@@ -291,7 +291,7 @@ impl Expansion {
 
     /// Fill `map` with the values combination `j` gives the variables among `idxs` (the map can
     /// be reused from one combination to the next).
-    pub(crate) fn values_at(&self, idxs: &[Node], j: usize, map: &mut HashMap<Node, Node>) {
+    pub(crate) fn values_at(&self, idxs: &[Node], j: usize, map: &mut VarVals) {
         for (d, k) in idxs.iter().enumerate().filter(|(_, k)| k.is_var()) {
             let v = Node::Num(self.value(j, d));
             match map.get_mut(k) {
@@ -305,11 +305,7 @@ impl Expansion {
 
     /// `node` with the variables of `map` replaced (the parts without them reused through
     /// `memo` from earlier values of the same variables).
-    pub(crate) fn apply(
-        node: &Node,
-        map: &HashMap<Node, Node>,
-        memo: &mut SubstMemo,
-    ) -> Result<Node> {
+    pub(crate) fn apply(node: &Node, map: &VarVals, memo: &mut SubstMemo) -> Result<Node> {
         if map.is_empty() {
             Ok(node.clone())
         } else {
@@ -319,7 +315,7 @@ impl Expansion {
 
     /// `node` substituted once per group, handed out per combination.
     pub(crate) fn expand(&self, node: &Node, idxs: &[Node]) -> Result<Vec<Node>> {
-        let mut map = HashMap::new();
+        let mut map = VarVals::default();
         let mut memo = SubstMemo::default();
         let mut distinct = Vec::with_capacity(self.firsts.len());
         for &j in &self.firsts {
@@ -348,6 +344,10 @@ pub fn expand_node(node: &Node, idxs: Option<&[Node]>) -> Result<Vec<Node>> {
 /// Lowered nodes by symbolic node, valid while the variables' UOps stay the same: lowering
 /// through it makes the UOps of equal (sub)expressions one shared node.
 pub(crate) type RenderMemo = HashMap<Node, UOp, crate::helpers::FxBuild>;
+
+/// The values of the upcast variables for one combination ([`Expansion::values_at`]), keyed by
+/// the variable (its structural hash used through the fast hasher).
+pub(crate) type VarVals = HashMap<Node, Node, crate::helpers::FxBuild>;
 
 /// Lower a symbolic node to int32 UOps (tinygrad's `render_ops`): numbers become CONSTs,
 /// variables the loop/SPECIAL UOp of that name in `ctx` or a DEFINE_VAR, Mul/Div/Mod/Lt the ALU

@@ -138,7 +138,7 @@ impl Lin {
         };
         let mut acc_count = 0usize;
         let mut accesses = Vec::with_capacity(ex.firsts.len());
-        let mut vals = std::collections::HashMap::new();
+        let mut vals = super::index::VarVals::default();
         let mut memo = SubstMemo::default();
         for &j in &ex.firsts {
             ex.values_at(&expand_vars, j, &mut vals);

@@ -119,7 +119,8 @@ pub fn vectorize_alus(sink: &UOp, mode: VectorAlu) -> Result<UOp> {
 fn rebuild(sink: &UOp, f: &mut dyn FnMut(UOp) -> UOp) -> UOp {
     let order = PostOrder::of(sink);
     // structurally equal nodes share the first one's result (by position in `results`)
-    let mut first: HashMap<&UOp, usize, BuildHasherDefault<UOpHasher>> = HashMap::default();
+    let mut first: HashMap<&UOp, usize, BuildHasherDefault<UOpHasher>> =
+        HashMap::with_capacity_and_hasher(order.nodes.len(), Default::default());
     let mut results: Vec<UOp> = Vec::with_capacity(order.nodes.len());
     for (i, &n) in order.nodes.iter().enumerate() {
         if let Some(&j) = first.get(n) {

@@ -109,7 +109,11 @@ fn verify_alu(u: &UOp) -> Result<()> {
         u.src().len()
     );
     let d = u.dtype();
-    let s: Vec<Option<DType>> = u.src().iter().map(|x| x.dtype()).collect();
+    // the source count was checked above (at most 3: ternary ops)
+    let mut s: [Option<DType>; 3] = [None; 3];
+    for (slot, x) in s.iter_mut().zip(u.src()) {
+        *slot = x.dtype();
+    }
     let is_int = |x: Option<DType>| x.is_some_and(|x| x.is_int());
     match op {
         Op::Unary(_) => ensure!(

@@ -11,6 +11,7 @@
 //! last changed.
 
 use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 use super::{create_lt_node, Kind, Node};
@@ -39,7 +40,7 @@ impl SubstMemo {
     }
 
     /// Keep the entries only if `var_vals` substitutes exactly the variables they were made for.
-    fn key_on(&mut self, var_vals: &HashMap<Node, Node>) {
+    fn key_on<S: BuildHasher>(&mut self, var_vals: &HashMap<Node, Node, S>) {
         let same =
             self.vars.len() == var_vals.len() && self.vars.iter().all(|v| var_vals.contains_key(v));
         if !same {
@@ -58,10 +59,11 @@ fn addr(n: &Node) -> Option<usize> {
 
 impl Node {
     /// [`Node::substitute`], remembering in `memo` the results of subexpressions without any of
-    /// the variables of `var_vals` (valid for any values of the same variables).
-    pub fn substitute_memo(
+    /// the variables of `var_vals` (valid for any values of the same variables). The map may use
+    /// any hasher (the linearizer's use a fast one).
+    pub fn substitute_memo<S: BuildHasher>(
         &self,
-        var_vals: &HashMap<Node, Node>,
+        var_vals: &HashMap<Node, Node, S>,
         memo: &mut SubstMemo,
     ) -> Result<Node> {
         memo.key_on(var_vals);
@@ -70,7 +72,11 @@ impl Node {
 }
 
 /// The substitution of `n`, and whether any variable of `var_vals` occurs in `n`.
-fn subst(n: &Node, var_vals: &HashMap<Node, Node>, memo: &mut SubstMemo) -> Result<(Node, bool)> {
+fn subst<S: BuildHasher>(
+    n: &Node,
+    var_vals: &HashMap<Node, Node, S>,
+    memo: &mut SubstMemo,
+) -> Result<(Node, bool)> {
     let Some(k) = n.inner() else {
         return Ok((n.clone(), false));
     };

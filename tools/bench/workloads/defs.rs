@@ -1,8 +1,21 @@
 //! The workloads W1..W12 of issue 10, as tensor graphs: each builder realizes its inputs (random,
-//! seeded) and returns the lazy outputs to schedule and run.
+//! seeded) and returns the lazy outputs to schedule and run. [`build_unfilled`] builds the same
+//! graphs over empty (never written) input buffers: nothing runs, so the graphs can be scheduled
+//! and compiled where no kernel can run (under valgrind, whose CPU lacks the host's AVX-512).
+
+use std::cell::Cell;
 
 use rawgrad::dtype::dtypes;
 use rawgrad::{ConvArgs, Result, Tensor};
+
+thread_local! {
+    /// Inputs are empty buffers instead of realized random ones ([`build_unfilled`]).
+    static UNFILLED: Cell<bool> = const { Cell::new(false) };
+}
+
+fn unfilled() -> bool {
+    UNFILLED.with(Cell::get)
+}
 
 /// What a workload's rate is measured against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,16 +80,24 @@ pub const ALL: [Workload; 12] = [
 pub const CHAIN: usize = 64;
 
 fn rand(shape: &[usize]) -> Result<Tensor> {
+    if unfilled() {
+        return Tensor::empty(shape);
+    }
     Tensor::rand(shape)?.realize()
 }
 
 /// A weight of shape (fan_in, fan_out) (`linear` multiplies by it on the right) and a bias.
 fn layer(fan_in: usize, fan_out: usize) -> Result<(Tensor, Tensor)> {
+    let bias = || Tensor::zeros(&[fan_out])?.realize();
+    if unfilled() {
+        // a realized zeros stays a CONST (no kernel), as in the filled graph
+        return Ok((Tensor::empty(&[fan_in, fan_out])?, bias()?));
+    }
     let scale = 1.0 / (fan_in as f64).sqrt();
     let wgt = Tensor::rand(&[fan_in, fan_out])?
         .sub(0.5)?
         .mul(2.0 * scale)?;
-    Ok((wgt.realize()?, Tensor::zeros(&[fan_out])?.realize()?))
+    Ok((wgt.realize()?, bias()?))
 }
 
 fn mlp_params() -> Result<Vec<(Tensor, Tensor)>> {
@@ -119,6 +140,14 @@ fn block(x: &Tensor, heads: usize) -> Result<Tensor> {
     let (w2, b2) = layer(4 * d, d)?;
     let m = x.layernorm(-1, 1e-5)?.linear(&w1, Some(&b1))?.gelu()?;
     x.add(m.linear(&w2, Some(&b2))?)
+}
+
+/// [`build`] over empty input buffers (the same kernels; nothing runs before they are scheduled).
+pub fn build_unfilled(id: &str) -> Result<Vec<Tensor>> {
+    UNFILLED.with(|u| u.set(true));
+    let out = build(id);
+    UNFILLED.with(|u| u.set(false));
+    out
 }
 
 /// The lazy outputs of workload `id` (inputs realized).

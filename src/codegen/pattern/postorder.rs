@@ -1,0 +1,130 @@
+//! The DFS post-order of a UOp graph that the rewrite passes walk ([`PostOrder`]), and the
+//! per-thread pool of its address maps ([`SeenMap`]): a pass takes a map sized by earlier passes
+//! instead of growing a new one node by node, and gives it back (cleared) when it drops.
+//!
+//! Owns: the order and the pool. Not guaranteed: anything about nodes that are not alive while
+//! an order borrows them (keys are addresses; a map comes back from the pool empty, so no key
+//! outlives the pass that wrote it).
+
+use std::cell::RefCell;
+use std::collections::hash_map::Entry;
+use std::collections::HashMap;
+
+use crate::codegen::uops::UOp;
+use crate::helpers::FxBuild;
+
+/// The `by_ptr` key of a node: its address over 16 (nodes are larger than that, so live nodes
+/// have distinct keys; FxHasher keeps the zero low bits of an aligned address, and hashbrown picks
+/// buckets by the low bits).
+pub(super) fn ptr_key(n: &UOp) -> usize {
+    n.node_id() >> 4
+}
+
+/// Maps the pool keeps per thread (a pass holds at most two at once).
+const POOL_MAPS: usize = 4;
+/// A map with more capacity than this is freed instead of pooled.
+const POOL_MAX_CAPACITY: usize = 1 << 20;
+
+type AddrMap = HashMap<usize, usize, FxBuild>;
+
+thread_local! {
+    static POOL: RefCell<Vec<AddrMap>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Node address (see [`ptr_key`]) -> position, from the thread's pool; back to it, cleared, when
+/// dropped.
+#[derive(Default)]
+pub(crate) struct SeenMap(AddrMap);
+
+impl SeenMap {
+    /// An empty map (a pooled one when there is one).
+    pub(crate) fn take() -> SeenMap {
+        let pooled = POOL
+            .try_with(|p| p.try_borrow_mut().ok()?.pop())
+            .ok()
+            .flatten();
+        SeenMap(pooled.unwrap_or_default())
+    }
+    pub(crate) fn get(&self, k: &usize) -> Option<&usize> {
+        self.0.get(k)
+    }
+}
+
+impl Drop for SeenMap {
+    fn drop(&mut self) {
+        let mut m = std::mem::take(&mut self.0);
+        if m.capacity() == 0 || m.capacity() > POOL_MAX_CAPACITY {
+            return;
+        }
+        m.clear();
+        let _ = POOL.try_with(|p| {
+            if let Ok(mut p) = p.try_borrow_mut() {
+                if p.len() < POOL_MAPS {
+                    p.push(m);
+                }
+            }
+        });
+    }
+}
+
+/// The nodes under a root in DFS post-order (sources first, in order; each node once, by
+/// address), borrowed from the graph, with each node's sources as positions in that order.
+pub(crate) struct PostOrder<'a> {
+    pub(crate) nodes: Vec<&'a UOp>,
+    src_off: Vec<usize>,
+    src_ids: Vec<usize>,
+    /// Node address (see [`ptr_key`]) -> position.
+    pub(super) seen: SeenMap,
+}
+
+impl<'a> PostOrder<'a> {
+    /// The positions of the sources of the node at position `i`.
+    pub(crate) fn srcs(&self, i: usize) -> &[usize] {
+        &self.src_ids[self.src_off[i]..self.src_off[i + 1]]
+    }
+
+    pub(crate) fn of(root: &'a UOp) -> PostOrder<'a> {
+        // a node is entered in `seen` when first reached (as PENDING) and gets its position when
+        // complete; a source reached again is always complete (immutable nodes form no cycles,
+        // so a pending node is never a source of its own descendants)
+        const PENDING: usize = usize::MAX;
+        let mut seen = SeenMap::take();
+        let map = &mut seen.0;
+        map.insert(ptr_key(root), PENDING);
+        let cap = map.capacity() / 2;
+        let mut nodes = Vec::with_capacity(cap);
+        let (mut src_off, mut src_ids) = (Vec::with_capacity(cap + 1), Vec::with_capacity(cap));
+        src_off.push(0);
+        // the positions of the sources of the nodes on `stack`, in order, as they complete
+        let mut pend: Vec<usize> = vec![];
+        let mut stack: Vec<(&'a UOp, usize)> = vec![(root, 0)];
+        while let Some(&mut (n, ref mut i)) = stack.last_mut() {
+            if let Some(s) = n.src().get(*i) {
+                *i += 1;
+                match map.entry(ptr_key(s)) {
+                    Entry::Occupied(e) => pend.push(*e.get()),
+                    Entry::Vacant(e) => {
+                        e.insert(PENDING);
+                        stack.push((s, 0));
+                    }
+                }
+                continue;
+            }
+            stack.pop();
+            let id = nodes.len();
+            src_ids.extend(pend.drain(pend.len() - n.src().len()..));
+            src_off.push(src_ids.len());
+            if let Some(v) = map.get_mut(&ptr_key(n)) {
+                *v = id;
+            }
+            nodes.push(n);
+            pend.push(id);
+        }
+        PostOrder {
+            nodes,
+            src_off,
+            src_ids,
+            seen,
+        }
+    }
+}
