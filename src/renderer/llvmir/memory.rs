@@ -1,7 +1,8 @@
 //! Loads, stores and value conversions of the LLVM IR renderer.
 //!
 //! Memory: a buffer element is reached with `getelementptr inbounds` (globals through their
-//! pointer parameter, LDS arrays through `[N x T]`), vectors are accessed through the element
+//! pointer parameter, LDS arrays through `[N x T]`; on the CPU an index computed only for
+//! addressing is an `i64`, `index.rs`), vectors are accessed through the element
 //! address at the element's alignment; bool is stored as a byte (`trunc`/`zext`), bfloat16 as its
 //! 16 bits (widened by a shift, rounded to nearest-even on stores). Gated loads read index 0 when
 //! the gate is off and select the alternative (tinygrad 0.9.1), gated stores branch around the
