@@ -44,6 +44,7 @@
 
 mod alu;
 mod exp2;
+mod index;
 mod memory;
 pub mod nvptx;
 mod types;

@@ -22,7 +22,7 @@
 //! refused.
 
 use crate::codegen::uops::UOp;
-use crate::dtype::{ConstValue, DType, Scalar};
+use crate::dtype::{dtypes, ConstValue, DType, Scalar};
 use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
 use crate::{bail, ensure, Result};
 
@@ -52,11 +52,20 @@ impl Walk<'_> {
             _ => bail!(Codegen, "{} is not an ALU op", op.name()),
         };
         ensure!(n == want, Codegen, "{} with {n} sources", op.name());
-        let srcs: Vec<String> = (0..n).map(|i| self.src(u, i)).collect::<Result<_>>()?;
+        // an index-only ALU computes in i64 (`index.rs`); WHERE's condition stays as it is
+        let wide = self.wide.contains_key(u);
+        let is_where = op == Op::Ternary(TernaryOps::WHERE);
+        let srcs: Vec<String> = (0..n)
+            .map(|i| match wide && !(is_where && i == 0) {
+                true => self.src_wide(u, i),
+                false => self.src(u, i),
+            })
+            .collect::<Result<_>>()?;
         // operand dtype: the first source's, except WHERE (its value operands)
-        let d = match op {
-            Op::Ternary(TernaryOps::WHERE) => Self::src_dtype(u, 1)?,
-            _ => Self::src_dtype(u, 0)?,
+        let (out, d) = match op {
+            _ if wide => (dtypes::int64, dtypes::int64),
+            Op::Ternary(TernaryOps::WHERE) => (out, Self::src_dtype(u, 1)?),
+            _ => (out, Self::src_dtype(u, 0)?),
         };
         let name = self.ssa("alu");
         let v = match op {

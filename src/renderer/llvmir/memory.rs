@@ -1,7 +1,8 @@
 //! Loads, stores and value conversions of the LLVM IR renderer.
 //!
 //! Memory: a buffer element is reached with `getelementptr inbounds` (globals through their
-//! pointer parameter, LDS arrays through `[N x T]`), vectors are accessed through the element
+//! pointer parameter, LDS arrays through `[N x T]`; on the CPU an index computed only for
+//! addressing is an `i64`, `index.rs`), vectors are accessed through the element
 //! address at the element's alignment; bool is stored as a byte (`trunc`/`zext`), bfloat16 as its
 //! 16 bits (widened by a shift, rounded to nearest-even on stores). Gated loads read index 0 when
 //! the gate is off and select the alternative (tinygrad 0.9.1), gated stores branch around the
@@ -67,6 +68,16 @@ impl Walk<'_> {
         Ok((ptr, at))
     }
 
+    /// The index of a load or store and its type: `i64` when it is an index-only ALU
+    /// (`index.rs`), else as its dtype says.
+    fn index(&mut self, u: &UOp) -> Result<(String, String)> {
+        let wide = u.src().get(1).is_some_and(|s| self.wide.contains_key(s));
+        if wide {
+            return Ok((self.src(u, 1)?, "i64".to_string()));
+        }
+        Ok((self.src(u, 1)?, reg(Self::src_dtype(u, 1)?)))
+    }
+
     pub(super) fn load(&mut self, u: &UOp) -> Result<()> {
         let out = dtype_of(u)?;
         let buf = u
@@ -77,7 +88,7 @@ impl Walk<'_> {
         let bd = dtype_of(&buf)?.base().scalar();
         let access = bd.vec(out.count);
         let name = self.ssa("val");
-        let (mut idx, it) = (self.src(u, 1)?, reg(Self::src_dtype(u, 1)?));
+        let (mut idx, it) = self.index(u)?;
         // (buf, idx, gate, alt[, barrier]); a BARRIER or IF third source only orders the load
         let gated = u.src().len() >= 4 && !matches!(u.src()[2].op(), UOps::BARRIER | UOps::IF);
         let gate = if gated {
@@ -125,7 +136,7 @@ impl Walk<'_> {
         let access = bd.vec(vd.count);
         let n = self.number("store");
         let name = format!("%store{n}");
-        let (idx, it) = (self.src(u, 1)?, reg(Self::src_dtype(u, 1)?));
+        let (idx, it) = self.index(u)?;
         let mut v = self.src(u, 2)?;
         if vd.scalar != bd.scalar {
             v = self.convert(&v, vd, access, &format!("{name}.c"))?;

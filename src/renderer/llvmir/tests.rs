@@ -335,3 +335,82 @@ fn vector_alu_renders_vector_instructions() {
     assert!(!src.contains("fmul float"), "{src}");
     assert!(!src.contains("extractelement"), "{src}");
 }
+
+/// data1[r*2+1] read, r*2 also stored as a value into data2[r], data0[r*3+1] written, r < 8.
+fn mixed_index_kernel() -> Vec<UOp> {
+    let i32t = dtypes::int32;
+    let (d0, d1) = (
+        global(dtypes::float32, 0, true),
+        global(dtypes::float32, 1, false),
+    );
+    let d2 = global(i32t, 2, true);
+    let (c8, c1, c2, c3) = (ci(8), ci(1), ci(2), ci(3));
+    let r = range(c8.clone(), 1, 0, false);
+    let x = alu(BinaryOps::MUL, i32t, &[&r, &c2]);
+    let i1 = alu(BinaryOps::ADD, i32t, &[&x, &c1]);
+    let v = load(&d1, &i1, dtypes::float32);
+    let sx = store(&d2, &r, &x);
+    let y = alu(BinaryOps::MUL, i32t, &[&r, &c3]);
+    let i2 = alu(BinaryOps::ADD, i32t, &[&y, &c1]);
+    let sv = store(&d0, &i2, &v);
+    vec![
+        d0,
+        d1,
+        d2,
+        ci(0),
+        c1,
+        c2,
+        c3,
+        c8,
+        r.clone(),
+        x,
+        i1,
+        v,
+        sx,
+        y,
+        i2,
+        sv,
+        endrange(&r),
+    ]
+}
+
+/// On the CPU, integer arithmetic used only as a load or store index computes in i64 (its
+/// 32-bit operands sign-extended where used) and the access indexes with it; a value that is also
+/// stored stays i32. The GPU flavours keep every index in i32.
+#[test]
+fn index_only_arithmetic_is_64_bit_on_the_cpu() {
+    let k = mixed_index_kernel();
+    let ir = LLVMRenderer::cpu(true).render("E_8", &k).unwrap();
+    for want in [
+        // r*2 is stored as a value: i32, widened where the index uses it
+        "%alu0 = mul i32 %ridx0, 2",
+        "%wide0 = sext i32 %alu0 to i64",
+        "%alu1 = add i64 %wide0, 1",
+        "getelementptr inbounds float, ptr %data1, i64 %alu1",
+        "getelementptr inbounds i32, ptr %data2, i32 %ridx0",
+        "store i32 %alu0, ptr",
+        // r*3+1 is only an index
+        "%wide1 = sext i32 %ridx0 to i64",
+        "%alu2 = mul i64 %wide1, 3",
+        "%alu3 = add i64 %alu2, 1",
+        "getelementptr inbounds float, ptr %data0, i64 %alu3",
+    ] {
+        assert!(ir.contains(want), "{want} not in\n{ir}");
+    }
+    let gpu = LLVMRenderer::amdgpu(&GFX1030, true)
+        .render("E_8", &k)
+        .unwrap();
+    assert!(
+        !gpu.contains("i64 %alu") && !gpu.contains("sext i32 %alu"),
+        "{gpu}"
+    );
+    assert!(gpu.contains("%alu3 = add i32 %alu2, 1"), "{gpu}");
+    use crate::ffi::llvm::{find_libraries, Llvm};
+    for lib in find_libraries().iter().filter(|l| l.major >= 15) {
+        let Ok(llvm) = Llvm::open(&lib.path) else {
+            continue;
+        };
+        llvm.compile_ir(&ir, &llvm.host_triple(), "", "", false)
+            .unwrap_or_else(|e| panic!("LLVM {}: {e}\n{ir}", llvm.version()));
+    }
+}

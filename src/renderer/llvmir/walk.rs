@@ -70,6 +70,8 @@ pub(super) struct Walk<'a> {
     carried: HashMap<usize, Vec<UOp>>,
     acc_phis: UOpMap<Vec<UOp>>,
     acc_ids: UOpMap<usize>,
+    /// The index-only ALUs, rendered in `i64` (CPU flavour; `index.rs`).
+    pub(super) wide: UOpMap<()>,
 }
 
 /// Accumulators each loop must carry: for every PHI, the loops open at the PHI that were opened
@@ -171,6 +173,10 @@ impl<'a> Walk<'a> {
             carried: carried_accs(uops)?,
             acc_phis: UOpMap::default(),
             acc_ids: UOpMap::default(),
+            wide: match flavour {
+                Flavour::Cpu => super::index::index_only(uops),
+                _ => UOpMap::default(),
+            },
         })
     }
 
@@ -209,6 +215,19 @@ impl<'a> Walk<'a> {
             .get(s)
             .cloned()
             .ok_or_else(|| Error::Codegen(format!("{:?} is used before it is rendered", s.op())))
+    }
+
+    /// Source `i` of `u` as an `i64` operand of an index-only ALU (`index.rs`): a 32-bit value is
+    /// sign-extended here.
+    pub(super) fn src_wide(&mut self, u: &UOp, i: usize) -> Result<String> {
+        let v = self.src(u, i)?;
+        let s = &u.src()[i];
+        if !super::index::needs_sext(s, self.wide.contains_key(s)) {
+            return Ok(v);
+        }
+        let name = self.ssa("wide");
+        self.emit(format!("  {name} = sext i32 {v} to i64"));
+        Ok(name)
     }
 
     pub fn src_dtype(u: &UOp, i: usize) -> Result<DType> {

@@ -62,6 +62,31 @@
 //!   and index GEPs with constant offsets from a base (`gep (gep p, x), c` for `x + c`): the
 //!   passes of W12's largest kernel 37 -> 6 ms, codegen 47 -> 25, but SLP then built vectors of
 //!   pointers (W8's largest kernel 0.09 -> 0.13-0.17 ms, W12's 1.9-2.2 -> 2.4).
+//! - Index arithmetic in 64 bits (issue 10, `renderer/llvmir/index.rs`): a `perf record
+//!   --call-graph dwarf` of `bench llvmc` put 13% (W3) to 20% (W12's largest kernel) of a compile
+//!   in the SLP vectorizer's GEP-index seeds and 9-15% in loop strength reduction's IV users, both
+//!   scalar evolution proving that `sext(i32 a + c)` does not wrap, once per constant offset of an
+//!   unrolled tile. The CPU renderer now computes index-only int32 arithmetic in `i64` and indexes
+//!   with it. `bench llvmc` on the 75 kernels that `bench codegen --dump` writes for W1, W2, W3,
+//!   W6, W7, W8, W10, W11, W12 (CPU ms of the thread, 3 alternations of the before/after
+//!   binaries, loaded 2-core VM): mean per kernel 13.1 / 13.3 / 15.6 -> 9.8 / 10.3 / 12.3 (IR
+//!   passes 3.4-4.2 -> 2.1-2.7, codegen 9.0-10.7 -> 7.2-9.0); W1 4.3-5.5 -> 3.9-5.3, W3 11.1-14.9
+//!   -> 8.2-9.0, W12's largest 73-87 -> 43-54 (passes 30-41 -> 12-16). `bench workloads
+//!   --devices LLVM --threads 1 --no-ceilings`, fresh `CACHEDIR`, compile CPU ms/kernel median of
+//!   3 alternations before -> after: W1 5.5 -> 5.4, W2 9.7 -> 10.4, W3 10.5 -> 9.1, W6 13.5 ->
+//!   11.7, W7 17.3 -> 10.6, W8 9.9 -> 8.1, W10 11.8 -> 10.4, W11 11.6 -> 10.6, W12 10.6 -> 10.4
+//!   (W3 and W12 again, `--repeats 11`, 4 alternations: 11.6 -> 8.2 and 10.2 -> 7.8); steady CPU
+//!   ms equal within the noise (W3 13.6 -> 13.2, W12 17.2 -> 17.3 at `--repeats 11`; the others
+//!   at `--repeats 3`: W1 2.5 -> 1.9, W2 3.9 -> 4.1, W6 9.3 -> 9.7, W7 2.6 -> 2.5, W8 12.2 ->
+//!   11.1, W10 7.6 -> 7.6, W11 3.5 -> 3.4). Measured and not taken: on top of it, the base +
+//!   constant-offset GEP (`gep (gep p, x), c` for an index `x + c`): compile W3 10.4 -> 7.6, W12
+//!   8.9 -> 8.2 ms/kernel, but W12's steady 18.4 -> 19.9 ms (3 alternations, `--repeats 11`);
+//!   `-disable-lsr` (codegen -15% on the dumped kernels, but a process-wide LLVM option, shared
+//!   with the AMD and NV compilers); CPU `znver3` with the host's features and `+prefer-256-bit`
+//!   (no change in compile beyond the noise); the two-index GEP `[0 x T], p, 0, i` (hides the
+//!   access from SLP's GEP seeds: IR passes -30%, but W12's largest kernel's codegen +30%).
+//!   What is left of codegen is spread: SelectionDAG combining (known bits of long add chains)
+//!   is the largest part, about a sixth of W12's largest kernel.
 //! - [`LLVMRuntime`]: object bytes -> program; external calls (libm, half conversions) resolve
 //!   through [`libcalls`]. Its graph is the CPU batch graph (`runtime/cpu/graph.rs`): the kernels'
 //!   modules and the batch entry's, joined by [`MODULE_SEPARATOR`], which [`LLVMCompiler`] parses

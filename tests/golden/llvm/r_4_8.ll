@@ -16,7 +16,8 @@ loop_header_0:
   %ridx0.c = icmp slt i32 %ridx0, %ridx0.hi
   br i1 %ridx0.c, label %loop_body_0, label %loop_exit_0
 loop_body_0:
-  %alu0 = mul i32 %ridx0, 8
+  %wide0 = sext i32 %ridx0 to i64
+  %alu0 = mul i64 %wide0, 8
   br label %loop_header_1
 loop_header_1:
   %ridx1 = phi i32 [ 0, %loop_body_0 ], [ %ridx1.next, %loop_latch_1 ]
@@ -24,8 +25,9 @@ loop_header_1:
   %ridx1.c = icmp slt i32 %ridx1, 8
   br i1 %ridx1.c, label %loop_body_1, label %loop_exit_1
 loop_body_1:
-  %alu1 = add i32 %alu0, %ridx1
-  %val0.p = getelementptr inbounds half, ptr %data1, i32 %alu1
+  %wide1 = sext i32 %ridx1 to i64
+  %alu1 = add i64 %alu0, %wide1
+  %val0.p = getelementptr inbounds half, ptr %data1, i64 %alu1
   %val0.m = load half, ptr %val0.p, align 2
   %cast0 = fpext half %val0.m to float
   %alu2 = fmul float %cast0, 2.0

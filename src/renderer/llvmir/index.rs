@@ -1,0 +1,80 @@
+//! Index-only integer arithmetic of the CPU flavour, rendered in 64 bits (rawgrad, beyond
+//! tinygrad 0.9.1, whose renderer computes every index in `i32` and lets the `getelementptr`
+//! sign-extend it).
+//!
+//! An int32 ALU is *index-only* when every use of its value is the index of a LOAD or STORE or
+//! an operand of another index-only ALU; its op is one whose 64-bit result is the sign extension
+//! of the 32-bit one whenever the 32-bit one does not overflow (ADD, MUL, IDIV, MOD, MAX, XOR,
+//! NEG, WHERE, MULACC; not the shifts or comparisons). On the CPU flavour such ALUs compute in
+//! `i64`, their 32-bit operands (loop counters, kernel variables, loaded values) sign-extended
+//! where used, and the load or store indexes with the `i64`. Why: LLVM's analyses of addresses
+//! (scalar evolution in the SLP vectorizer's GEP seeds and in loop strength reduction's IV users)
+//! spent a large share of the compile proving that `sext(i32 a + c)` does not wrap, once per
+//! constant offset of an unrolled tile; `i64` addresses need no such proof (measurements in the
+//! module doc of `runtime/cpu/llvm.rs`). No value that reaches memory or a comparison changes.
+//!
+//! Not guaranteed: an index expression whose intermediate 32-bit arithmetic overflows (a view of
+//! 2^31 elements or more, which tinygrad 0.9.1's int32 indexing does not support either) may
+//! address another element than the 32-bit form would. GPU flavours keep 32-bit indices
+//! (64-bit integer arithmetic costs two instructions there).
+
+use crate::codegen::uops::{UOp, UOpMap, UOps};
+use crate::dtype::dtypes;
+use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
+
+/// Whether `u` is an int32 scalar ALU whose op keeps its value when computed in 64 bits.
+fn widenable(u: &UOp) -> bool {
+    if u.dtype() != Some(dtypes::int32) {
+        return false;
+    }
+    matches!(
+        u.alu_op(),
+        Some(
+            Op::Binary(
+                BinaryOps::ADD
+                    | BinaryOps::MUL
+                    | BinaryOps::IDIV
+                    | BinaryOps::MOD
+                    | BinaryOps::MAX
+                    | BinaryOps::XOR
+            ) | Op::Unary(UnaryOps::NEG)
+                | Op::Ternary(TernaryOps::WHERE | TernaryOps::MULACC)
+        )
+    )
+}
+
+/// The index-only ALUs of `uops` (a linear list: every use comes after its source).
+pub(super) fn index_only(uops: &[UOp]) -> UOpMap<()> {
+    // (consumer, source position) of every use
+    let mut uses: UOpMap<Vec<(UOp, usize)>> = UOpMap::default();
+    for u in uops {
+        for (i, s) in u.src().iter().enumerate() {
+            uses.entry(s.clone()).or_default().push((u.clone(), i));
+        }
+    }
+    let mut wide: UOpMap<()> = UOpMap::default();
+    for u in uops.iter().rev() {
+        if !widenable(u) {
+            continue;
+        }
+        let Some(us) = uses.get(u) else {
+            continue;
+        };
+        let all_index = us.iter().all(|(c, i)| match c.op() {
+            UOps::LOAD | UOps::STORE => *i == 1,
+            UOps::ALU => wide.contains_key(c),
+            _ => false,
+        });
+        if all_index {
+            wide.insert(u.clone(), ());
+        }
+    }
+    wide
+}
+
+/// Whether an operand `s` of an index-only ALU (or the index of a load or store) must be
+/// sign-extended to be used as an `i64`: a 32-bit integer that is neither index-only (already
+/// `i64`) nor a constant (whose literal reads the same in `i64`).
+pub(super) fn needs_sext(s: &UOp, wide: bool) -> bool {
+    !wide && s.const_value().is_none() && s.dtype() == Some(dtypes::int32)
+}
