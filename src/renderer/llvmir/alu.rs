@@ -69,6 +69,9 @@ impl Walk<'_> {
         };
         let name = self.ssa("alu");
         let v = match op {
+            Op::Unary(UnaryOps::EXP2) if self.exp2_outlined.contains_key(u) => {
+                self.call_exp2_outlined(d, &srcs[0], &name)?
+            }
             Op::Unary(o) => self.unary(o, d, &srcs[0], &name)?,
             Op::Binary(o) => self.binary(o, d, u, &srcs, &name)?,
             Op::Ternary(TernaryOps::WHERE) => {

@@ -18,10 +18,20 @@
 //! machine code has no calls; with no IR passes (`LLVMOPT=0`) they stay calls, and `default<O2>`
 //! inlines them before its SLP runs (the old behaviour).
 //!
+//! Out of line (rawgrad, issue 10): a vector EXP2 UOp of the vector ALU fold that sits after an
+//! inner loop of its loop nest (a reduce's epilogue, run once per inner loop) calls the `noinline`
+//! copy `@rg_exp2_f32_vN_outlined` when the kernel has two or more such EXP2s of that type
+//! ([`outlined`]): the machine code then has one expansion, not one per call (W12's sigmoid
+//! epilogue: 16 `<16 x float>` expansions were most of its 30-35 ms codegen; measurements in
+//! `runtime/cpu/llvm.rs`). EXP2s in a loop body stay inline (a call there costs steady time).
+//! The body is the same, so are the bits.
+//!
 //! Not guaranteed: that SLP bundles the calls (its cost model decides; a scalar call that stays
 //! scalar is inlined as scalar code, the same bits either way).
 
+use crate::codegen::uops::{UOp, UOpMap, UOps};
 use crate::dtype::{ConstValue, DType, Scalar};
+use crate::ops::{Op, UnaryOps};
 use crate::renderer::exp2::{q, BIAS, HI, LO, ROUNDER};
 use crate::Result;
 
@@ -34,6 +44,51 @@ pub const EXP2_LANES: [u16; 4] = [2, 4, 8, 16];
 /// The attributes of the helper functions (attribute group `#1`): pure, inlined by the light
 /// pipeline's `always-inline`.
 const HELPER_ATTRIBUTES: &str = "attributes #1 = { alwaysinline nounwind readnone willreturn speculatable \"no-builtins\" \"no-trapping-math\"=\"true\" }";
+
+/// How many epilogue vector EXP2s of one type a kernel needs before they call the out-of-line
+/// helper ([`outlined`]).
+pub const OUTLINE_MIN: usize = 2;
+
+/// The attributes of the out-of-line helpers (attribute group `#4`): pure, never inlined.
+const OUTLINED_ATTRIBUTES: &str = "attributes #4 = { noinline nounwind readnone willreturn \"no-builtins\" \"no-trapping-math\"=\"true\" }";
+
+/// The type of `u` when it is an EXP2 that the CPU flavour renders with a helper, of a vector
+/// type.
+fn vector_exp2(u: &UOp) -> Option<DType> {
+    let exp2 = u.op() == UOps::ALU && u.alu_op() == Some(Op::Unary(UnaryOps::EXP2));
+    u.dtype()
+        .filter(|d| exp2 && d.count > 1 && d.scalar != Scalar::Float64)
+}
+
+/// The vector EXP2 UOps of `uops` (a linear list) that call the out-of-line helper: those placed
+/// after the end of a loop opened inside their own innermost loop (or after a loop at the top
+/// level), when at least [`OUTLINE_MIN`] of them have one type.
+pub(super) fn outlined(uops: &[UOp]) -> UOpMap<()> {
+    let mut after_inner = false;
+    let mut groups: Vec<(DType, Vec<UOp>)> = vec![];
+    for u in uops {
+        match u.op() {
+            UOps::RANGE => after_inner = false,
+            UOps::ENDRANGE => after_inner = true,
+            _ => {
+                let Some(d) = vector_exp2(u).filter(|_| after_inner) else {
+                    continue;
+                };
+                match groups.iter_mut().find(|(g, _)| *g == d) {
+                    Some((_, list)) => list.push(u.clone()),
+                    None => groups.push((d, vec![u.clone()])),
+                }
+            }
+        }
+    }
+    let mut out = UOpMap::default();
+    for (_, list) in groups.into_iter().filter(|(_, l)| l.len() >= OUTLINE_MIN) {
+        for u in list {
+            out.insert(u, ());
+        }
+    }
+    out
+}
 
 /// The helper's name for `d`'s element type and width: `rg_exp2_f32`, `rg_exp2_f32_v8`, ...
 pub fn exp2_helper_name(d: DType) -> Result<String> {
@@ -112,6 +167,19 @@ pub fn exp2_helper(d: DType) -> Result<(String, String)> {
     Ok((def, decl))
 }
 
+/// The definition of the out-of-line copy of the helper for `d` (`..._outlined`, attribute group
+/// `#4`).
+fn exp2_outlined_helper(d: DType) -> Result<(String, String)> {
+    let t = reg(d);
+    let (body, decl) = exp2_lines(d, "%x", "%y")?;
+    let def = format!(
+        "define internal {t} @{}_outlined({t} %x) #4 {{\nentry:\n{}\n  ret {t} %y\n}}",
+        exp2_helper_name(d)?,
+        body.join("\n")
+    );
+    Ok((def, decl))
+}
+
 /// The call-site attribute group (`#2` for float, `#3` for half) of a scalar EXP2 of `s`: pure,
 /// and the vector forms [`EXP2_LANES`] for the SLP vectorizer.
 fn call_site_group(s: DType) -> Result<(u8, String)> {
@@ -141,6 +209,21 @@ impl Walk<'_> {
         self.decls.insert(decl);
         self.decls.insert(HELPER_ATTRIBUTES.to_string());
         Ok(())
+    }
+
+    /// `name = exp2(x)` for `x` of vector type `d`: a call of the out-of-line copy of its helper
+    /// (for the UOps of [`outlined`]).
+    pub(super) fn call_exp2_outlined(&mut self, d: DType, x: &str, name: &str) -> Result<String> {
+        let t = reg(d);
+        let helper = format!("{}_outlined", exp2_helper_name(d)?);
+        if self.helpers.insert(helper.clone()) {
+            let (def, decl) = exp2_outlined_helper(d)?;
+            self.decls.insert(def);
+            self.decls.insert(decl);
+            self.decls.insert(OUTLINED_ATTRIBUTES.to_string());
+        }
+        self.emit(format!("  {name} = call {t} @{helper}({t} {x})"));
+        Ok(name.to_string())
     }
 
     /// `name = exp2(x)` for `x` of `d` (a float32, bfloat16 or half scalar or vector): a call of

@@ -414,3 +414,62 @@ fn index_only_arithmetic_is_64_bit_on_the_cpu() {
             .unwrap_or_else(|e| panic!("LLVM {}: {e}\n{ir}", llvm.version()));
     }
 }
+
+/// `data0[4k..4k+4] = exp2(data1[4k..4k+4])` for k < `n` as `float4` EXP2s, after a loop
+/// (`epilogue`) or inside its body.
+fn vec4_exp2_kernel(n: i64, epilogue: bool) -> Vec<UOp> {
+    let f4 = dtypes::float32.vec(4);
+    let (d0, d1) = (
+        global(dtypes::float32, 0, true),
+        global(dtypes::float32, 1, false),
+    );
+    let c2 = ci(2);
+    let r = range(c2.clone(), 1, 0, false);
+    let mut body = vec![];
+    for k in 0..n {
+        let idx = ci(4 * k);
+        let x = load(&d1, &idx, f4);
+        let e = alu(UnaryOps::EXP2, f4, &[&x]);
+        let st = store(&d0, &idx, &e);
+        body.extend([idx, x, e, st]);
+    }
+    let mut uops = vec![d0, d1, ci(0), c2, r.clone()];
+    if epilogue {
+        uops.push(endrange(&r));
+        uops.extend(body);
+    } else {
+        uops.extend(body);
+        uops.push(endrange(&r));
+    }
+    uops
+}
+
+/// Vector EXP2s after a loop call the `noinline` out-of-line helper when there are
+/// `OUTLINE_MIN` (2) or more of one type; a single one, or ones in a loop body, call the
+/// inlined helper (`exp2.rs`).
+#[test]
+fn epilogue_vector_exp2s_call_one_outlined_helper() {
+    use super::exp2::OUTLINE_MIN;
+    assert_eq!(OUTLINE_MIN, 2);
+    let r = LLVMRenderer::cpu(true);
+    let ir = r.render("x", &vec4_exp2_kernel(3, true)).unwrap();
+    let call = "= call <4 x float> @rg_exp2_f32_v4_outlined(<4 x float> ";
+    assert_eq!(ir.matches(call).count(), 3, "{ir}");
+    assert!(
+        ir.contains("define internal <4 x float> @rg_exp2_f32_v4_outlined(<4 x float> %x) #4 {"),
+        "{ir}"
+    );
+    assert!(ir.contains("attributes #4 = { noinline "), "{ir}");
+    assert!(!ir.contains("@rg_exp2_f32_v4("), "{ir}");
+    for (n, epilogue) in [(1, true), (3, false)] {
+        let ir = r.render("x", &vec4_exp2_kernel(n, epilogue)).unwrap();
+        assert!(!ir.contains("outlined"), "{ir}");
+        let inline = "= call <4 x float> @rg_exp2_f32_v4(<4 x float> ";
+        assert_eq!(ir.matches(inline).count(), n as usize, "{ir}");
+    }
+    // GPU flavours have no helpers at all
+    let ir = LLVMRenderer::amdgpu(&GFX1030, true)
+        .render("x", &vec4_exp2_kernel(3, true))
+        .unwrap();
+    assert!(!ir.contains("rg_exp2"), "{ir}");
+}

@@ -72,6 +72,8 @@ pub(super) struct Walk<'a> {
     acc_ids: UOpMap<usize>,
     /// The index-only ALUs, rendered in `i64` (CPU flavour; `index.rs`).
     pub(super) wide: UOpMap<()>,
+    /// The vector EXP2s that call the out-of-line helper (CPU flavour; `exp2.rs`).
+    pub(super) exp2_outlined: UOpMap<()>,
 }
 
 /// Accumulators each loop must carry: for every PHI, the loops open at the PHI that were opened
@@ -175,6 +177,10 @@ impl<'a> Walk<'a> {
             acc_ids: UOpMap::default(),
             wide: match flavour {
                 Flavour::Cpu => super::index::index_only(uops),
+                _ => UOpMap::default(),
+            },
+            exp2_outlined: match flavour {
+                Flavour::Cpu => super::exp2::outlined(uops),
                 _ => UOpMap::default(),
             },
         })

@@ -87,6 +87,14 @@
 //!   access from SLP's GEP seeds: IR passes -30%, but W12's largest kernel's codegen +30%).
 //!   What is left of codegen is spread: SelectionDAG combining (known bits of long add chains)
 //!   is the largest part, about a sixth of W12's largest kernel.
+//! - Out-of-line epilogue EXP2 (issue 10, `renderer/llvmir/exp2.rs`): W12's sigmoid epilogue
+//!   kernels (`r_32_64_256_16_2_8`, 400 IR lines) had 16 vector-fold `<16 x float>` EXP2s after
+//!   their reduce loop, each inlined: codegen 23-35 of their 28-42 ms. Two or more epilogue
+//!   vector EXP2s of one type now call one `noinline` copy of the helper. `bench llvmc` on the
+//!   two (CPU ms of the thread, 3 alternations of the before/after binaries): 27-36 -> 13-15 ms
+//!   each (codegen 23-29 -> 9-10.5); no other dumped kernel of W1-W12 changes. `bench workloads
+//!   --devices LLVM --threads 1 --repeats 3 --no-ceilings`, fresh `CACHEDIR`, 5 alternations,
+//!   W12 steady CPU ms median 20.7 [17.9-25.2] before, 19.1 [17.4-22.8] after.
 //! - [`LLVMRuntime`]: object bytes -> program; external calls (libm, half conversions) resolve
 //!   through [`libcalls`]. Its graph is the CPU batch graph (`runtime/cpu/graph.rs`): the kernels'
 //!   modules and the batch entry's, joined by [`MODULE_SEPARATOR`], which [`LLVMCompiler`] parses

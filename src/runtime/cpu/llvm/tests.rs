@@ -558,3 +558,75 @@ fn linked_modules_with_exp2_helpers_keep_the_bits() {
         }
     }
 }
+
+/// Vector EXP2s after a loop that call the out-of-line helper (`renderer/llvmir/exp2.rs`) keep
+/// the interpreter's reference bits on every pipeline, and the light pipeline leaves the helper
+/// a call (one expansion in the machine code).
+#[test]
+fn outlined_exp2_keeps_the_bits_and_stays_a_call() {
+    use crate::codegen::uops::UOp;
+    use crate::dtype::dtypes;
+    use crate::ops::UnaryOps;
+    use crate::renderer::exp2::exp2f;
+    use crate::renderer::llvmir::LLVMRenderer;
+    use crate::renderer::Renderer;
+    let (f, f4, i) = (dtypes::float32, dtypes::float32.vec(4), dtypes::int32);
+    let (d0, d1) = (
+        UOp::define_global(f, 0, true),
+        UOp::define_global(f, 1, false),
+    );
+    let r = UOp::range_const(0, 1, 1, 0, false);
+    let (lo, hi) = (r.src()[0].clone(), r.src()[1].clone());
+    let mut uops = vec![d0.clone(), d1.clone(), lo, hi, r.clone(), UOp::endrange(&r)];
+    for k in 0..4 {
+        let idx = UOp::cnst(i, 4 * k);
+        let x = UOp::load(&d1, &idx, f4);
+        let e = UOp::alu(UnaryOps::EXP2, f4, vec![x.clone()]);
+        let st = UOp::store(&d0, &idx, &e);
+        uops.extend([idx, x, e, st]);
+    }
+    let x = [
+        0.0f32,
+        -0.0,
+        0.5,
+        -1.25,
+        3.75,
+        -149.5,
+        -150.0,
+        -152.0,
+        -200.0,
+        128.5,
+        129.0,
+        1e9,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        f32::NAN,
+        -126.3,
+    ];
+    let input: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let want: Vec<u32> = x.iter().map(|v| exp2f(*v).to_bits()).collect();
+    for c in compilers() {
+        let ir = LLVMRenderer::cpu(c.llvm().opaque_pointers())
+            .render("epi", &uops)
+            .unwrap();
+        assert!(ir.contains("@rg_exp2_f32_v4_outlined("), "{ir}");
+        let obj = c.compile(&ir).unwrap_or_else(|e| panic!("{e}\n{ir}"));
+        let out = run(&c, "epi", &obj, &input, 64, &[]);
+        let got: Vec<u32> = out
+            .chunks(4)
+            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+            .collect();
+        assert_eq!(got, want, "LLVM {} {:?}", c.llvm().version(), c.pipeline());
+        if *c.pipeline() == Pipeline::of(LlvmOpt::Light) {
+            let opt = c
+                .llvm()
+                .compile_linked(&[&ir], c.options(), Emit::Ir)
+                .unwrap();
+            let opt = String::from_utf8(opt).unwrap();
+            let calls = opt
+                .matches("call <4 x float> @rg_exp2_f32_v4_outlined(")
+                .count();
+            assert_eq!(calls, 4, "{opt}");
+        }
+    }
+}
