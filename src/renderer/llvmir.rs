@@ -51,7 +51,7 @@ mod types;
 mod walk;
 mod wmma;
 
-use crate::codegen::uops::UOp;
+use crate::codegen::uops::{UOp, UOpMap, UOps};
 use crate::ffi::llvm::Llvm;
 use crate::helpers::to_function_name;
 use crate::hw::amd::targets::GfxTarget;
@@ -319,6 +319,32 @@ impl LLVMRenderer {
     }
 }
 
+/// The first line of a CPU module whose kernel has no scalar work for the SLP vectorizer
+/// ([`vector_only`]): the LLVM device then compiles it without SLP (`runtime/cpu/llvm.rs`,
+/// rawgrad beyond tinygrad 0.9.1; an IR comment, so any LLVM reads the module the same).
+pub const VECTOR_ONLY_MARK: &str = "; rawgrad: vector-only";
+
+/// Whether the kernel `uops` has no scalar work that the SLP vectorizer could bundle: no scalar
+/// ALU other than the index-only ones of `wide` (`llvmir/index.rs`), no scalar CAST or BITCAST
+/// and no store of a scalar. Its float and integer work is then all in the vector ALU fold's
+/// vector instructions; what SLP would still find is scalar loads gathered into vectors (masked
+/// gathers and vectors of pointers on AVX-512, costly to compile) and index arithmetic.
+pub fn vector_only(uops: &[UOp], wide: &UOpMap<()>) -> bool {
+    uops.iter().all(|u| {
+        let scalar = u.dtype().is_some_and(|d| d.count == 1);
+        match u.op() {
+            UOps::ALU => !scalar || wide.contains_key(u),
+            UOps::CAST | UOps::BITCAST => !scalar,
+            UOps::STORE => u
+                .src()
+                .get(2)
+                .and_then(|v| v.dtype())
+                .is_some_and(|d| d.count > 1),
+            _ => true,
+        }
+    })
+}
+
 impl Renderer for LLVMRenderer {
     fn opts(&self) -> &RendererOpts {
         &self.opts
@@ -356,6 +382,9 @@ impl Renderer for LLVMRenderer {
             Flavour::Nvptx { .. } => "define ptx_kernel void",
         };
         let mut out = vec![];
+        if self.flavour == Flavour::Cpu && vector_only(uops, &w.wide) {
+            out.push(VECTOR_ONLY_MARK.to_string());
+        }
         out.extend(w.globals.iter().cloned());
         out.push(format!("{def} @{fname}({sig}) #0 {{"));
         out.push("entry:".into());

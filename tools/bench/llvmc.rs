@@ -108,7 +108,8 @@ fn row(c: &LLVMCompiler, name: &str, src: &str, repeats: usize) -> Result<(Strin
     for i in 0..repeats {
         let mut st = StageTimes::default();
         let t = crate::workloads::thread_cpu_s();
-        obj = llvm.compile_linked_timed(&modules, c.options(), Emit::Object, &mut st)?;
+        obj =
+            llvm.compile_linked_timed(&modules, &c.options_for(&modules), Emit::Object, &mut st)?;
         let w = crate::workloads::thread_cpu_s() - t;
         if i == 0 {
             first = w;

@@ -242,7 +242,9 @@ fn render_llvm(names: &[String], slots: &[Slot], nvals: usize, opaque: bool) -> 
     } else {
         ("i8**", "i8*", "i32*")
     };
-    let mut l = Vec::new();
+    // the entry has no work for the SLP vectorizer: marked as such, a batch of vector-only
+    // kernels compiles without SLP as each kernel alone does (`runtime/cpu/llvm.rs`)
+    let mut l = vec![crate::renderer::llvmir::VECTOR_ONLY_MARK.to_string()];
     let mut declared = std::collections::HashSet::new();
     for n in names {
         if declared.insert(n) {

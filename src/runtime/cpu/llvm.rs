@@ -117,7 +117,7 @@ use crate::device::registry::Compiled;
 use crate::device::{CallGraph, Compiler, DeviceGraph, GraphCall, Program, Runtime};
 use crate::ffi::llvm::{CompileOptions, Emit, Isel, Llvm};
 use crate::helpers::{getenv, getenv_str, to_function_name};
-use crate::renderer::llvmir::LLVMRenderer;
+use crate::renderer::llvmir::{LLVMRenderer, VECTOR_ONLY_MARK};
 use crate::runtime::cpu::clang::ClangProgram;
 use crate::runtime::cpu::graph::{BatchCompiler, BatchLang, CpuGraph, BATCH_NAME};
 use crate::runtime::cpu::objload;
@@ -132,6 +132,11 @@ use crate::{bail, Error, Result};
 /// 14 and later.
 pub const LIGHT_PASSES: &str =
     "function(early-cse,loop-mssa(licm),instcombine,simplifycfg,slp-vectorizer),always-inline,globaldce";
+
+/// [`LIGHT_PASSES`] without the SLP vectorizer: the IR passes of a module whose kernel is
+/// vector-only ([`VECTOR_ONLY_MARK`], the renderer's `vector_only`).
+pub const LIGHT_PASSES_VECTOR_ONLY: &str =
+    "function(early-cse,loop-mssa(licm),instcombine,simplifycfg),always-inline,globaldce";
 
 /// The codegen level (instruction selection and machine passes) of [`LlvmOpt::None`] and
 /// [`LlvmOpt::Light`].
@@ -303,6 +308,19 @@ impl LLVMCompiler {
         &self.opts
     }
 
+    /// The options it compiles the modules `modules` of one source with: [`Self::options`], but
+    /// at [`LLVMOPT=1`](LlvmOpt::Light) with [`LIGHT_PASSES_VECTOR_ONLY`] when every module is
+    /// marked vector-only ([`VECTOR_ONLY_MARK`]; module doc).
+    pub fn options_for(&self, modules: &[&str]) -> std::borrow::Cow<'_, CompileOptions> {
+        let light = self.opts.passes.as_deref() == Some(LIGHT_PASSES);
+        if light && modules.iter().all(|m| m.starts_with(VECTOR_ONLY_MARK)) {
+            let mut o = self.opts.clone();
+            o.passes = Some(LIGHT_PASSES_VECTOR_ONLY.to_string());
+            return std::borrow::Cow::Owned(o);
+        }
+        std::borrow::Cow::Borrowed(&self.opts)
+    }
+
     /// The pipeline it runs.
     pub fn pipeline(&self) -> &Pipeline {
         &self.pipeline
@@ -360,7 +378,8 @@ impl Compiler for LLVMCompiler {
 
     fn compile(&self, src: &str) -> Result<Vec<u8>> {
         let modules: Vec<&str> = src.split(MODULE_SEPARATOR).collect();
-        self.llvm.compile_linked(&modules, &self.opts, Emit::Object)
+        self.llvm
+            .compile_linked(&modules, &self.options_for(&modules), Emit::Object)
     }
 }
 
