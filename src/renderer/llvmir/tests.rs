@@ -473,3 +473,55 @@ fn epilogue_vector_exp2s_call_one_outlined_helper() {
         .unwrap();
     assert!(!ir.contains("rg_exp2"), "{ir}");
 }
+
+/// A CPU kernel whose ALUs are all vectors or index-only arithmetic, with vector stores, starts
+/// with the vector-only mark (the LLVM device then skips SLP); a scalar float ALU, a scalar
+/// store or a GPU flavour gives no mark.
+#[test]
+fn vector_only_kernels_carry_the_mark() {
+    let f4 = dtypes::float32.vec(4);
+    let r = LLVMRenderer::cpu(true);
+    for epilogue in [true, false] {
+        let ir = r.render("x", &vec4_exp2_kernel(2, epilogue)).unwrap();
+        assert!(ir.starts_with(&format!("{VECTOR_ONLY_MARK}\n")), "{ir}");
+    }
+    // index-only int arithmetic (r*4) keeps the mark
+    let (d0, d1) = (
+        global(dtypes::float32, 0, true),
+        global(dtypes::float32, 1, false),
+    );
+    let c8 = ci(8);
+    let rg = range(c8.clone(), 1, 0, false);
+    let idx = alu(BinaryOps::MUL, dtypes::int32, &[&rg, &ci(4)]);
+    let x = load(&d1, &idx, f4);
+    let y = alu(BinaryOps::ADD, f4, &[&x, &x]);
+    let st = store(&d0, &idx, &y);
+    let uops = vec![
+        d0.clone(),
+        d1.clone(),
+        ci(0),
+        c8,
+        rg.clone(),
+        ci(4),
+        idx.clone(),
+        x.clone(),
+        y,
+        st,
+        endrange(&rg),
+    ];
+    let ir = r.render("x", &uops).unwrap();
+    assert!(ir.starts_with(VECTOR_ONLY_MARK), "{ir}");
+    // a scalar lane of the vector stored alone: a scalar store
+    let lane = UOp::gep(&x, 0, dtypes::float32);
+    let st1 = store(&d0, &idx, &lane);
+    let mut scalar_store = uops[..8].to_vec();
+    scalar_store.extend([lane, st1, endrange(&rg)]);
+    let ir = r.render("x", &scalar_store).unwrap();
+    assert!(!ir.contains(VECTOR_ONLY_MARK), "{ir}");
+    let ir = r.render("x", &add_kernel(16, dtypes::float32)).unwrap();
+    assert!(!ir.contains(VECTOR_ONLY_MARK), "{ir}");
+    let ir = LLVMRenderer::amdgpu(&GFX1030, true)
+        .render("x", &vec4_exp2_kernel(2, false))
+        .unwrap();
+    assert!(!ir.contains(VECTOR_ONLY_MARK), "{ir}");
+}

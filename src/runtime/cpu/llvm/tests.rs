@@ -314,7 +314,13 @@ fn default_pipeline_and_overrides() {
     // the equal-bits rule: nothing that regroups floats or rewrites loops into other orders
     for banned in ["reassociate", "loop-vectorize", "default<", "unroll"] {
         assert!(!LIGHT_PASSES.contains(banned), "{banned} in {LIGHT_PASSES}");
+        assert!(!LIGHT_PASSES_VECTOR_ONLY.contains(banned), "{banned}");
     }
+    // the vector-only pipeline is the light one less SLP
+    assert_eq!(
+        LIGHT_PASSES.replace(",slp-vectorizer", ""),
+        LIGHT_PASSES_VECTOR_ONLY
+    );
     {
         let _g = Context::with_str(&[
             ("LLVM_PASSES", "function(instcombine)"),
@@ -610,6 +616,8 @@ fn outlined_exp2_keeps_the_bits_and_stays_a_call() {
             .render("epi", &uops)
             .unwrap();
         assert!(ir.contains("@rg_exp2_f32_v4_outlined("), "{ir}");
+        // vector-only: the light pipeline compiles it without SLP
+        assert!(ir.starts_with(VECTOR_ONLY_MARK), "{ir}");
         let obj = c.compile(&ir).unwrap_or_else(|e| panic!("{e}\n{ir}"));
         let out = run(&c, "epi", &obj, &input, 64, &[]);
         let got: Vec<u32> = out
@@ -628,5 +636,28 @@ fn outlined_exp2_keeps_the_bits_and_stays_a_call() {
                 .count();
             assert_eq!(calls, 4, "{opt}");
         }
+    }
+}
+
+/// The light pipeline drops SLP for a source whose modules all carry the vector-only mark (one
+/// kernel, or a batch of such kernels with its marked entry); any unmarked module, or another
+/// `LLVMOPT` level, keeps the pipeline as it is.
+#[test]
+fn vector_only_sources_compile_without_slp_at_the_light_level() {
+    let marked = format!("{VECTOR_ONLY_MARK}\ndefine void @k() {{\n  ret void\n}}\n");
+    let plain = "define void @p() {\n  ret void\n}\n";
+    for c in compilers() {
+        let base = c.options().passes.clone();
+        let light = *c.pipeline() == Pipeline::of(LlvmOpt::Light);
+        let only = c.options_for(&[&marked, &marked]).passes.clone();
+        if light {
+            assert_eq!(only.as_deref(), Some(LIGHT_PASSES_VECTOR_ONLY));
+            assert!(!LIGHT_PASSES_VECTOR_ONLY.contains("slp"));
+        } else {
+            assert_eq!(only, base, "{:?}", c.pipeline());
+        }
+        assert_eq!(c.options_for(&[&marked, plain]).passes, base);
+        assert_eq!(c.options_for(&[plain]).passes, base);
+        c.compile(&marked).unwrap_or_else(|e| panic!("{e}"));
     }
 }
