@@ -95,6 +95,32 @@
 //!   each (codegen 23-29 -> 9-10.5); no other dumped kernel of W1-W12 changes. `bench workloads
 //!   --devices LLVM --threads 1 --repeats 3 --no-ceilings`, fresh `CACHEDIR`, 5 alternations,
 //!   W12 steady CPU ms median 20.7 [17.9-25.2] before, 19.1 [17.4-22.8] after.
+//! - Vector-only kernels skip SLP (issue 10): with the vector ALU fold, 27 of the 75 kernels
+//!   dumped for W1-W12 have no scalar ALU but index arithmetic, no scalar cast and no scalar
+//!   store; the renderer marks them ([`VECTOR_ONLY_MARK`], `renderer/llvmir.rs`) and the light
+//!   level compiles them with [`LIGHT_PASSES_VECTOR_ONLY`] ([`LLVMCompiler::options_for`]; a
+//!   batch source only when all its modules are marked). On 25 of the 27 the IR after the passes
+//!   is the same with or without SLP (libLLVM 15, checked by diffing the printed modules), so
+//!   their machine code is too; on W12's two largest (`r_4_8_32_32_4_4_32`, 1493 IR lines) SLP
+//!   only turned the strided lanes of 32 `float4` build vectors into masked gathers (host CPU
+//!   `generic` with AVX-512 features) for 9-13 ms of pass time. `bench llvmc` on the 75 kernels,
+//!   3 alternations of the before (main) / after binaries, CPU ms of the thread: mean per kernel
+//!   12.3 / 12.3 / 10.3 -> 11.0 / 10.7 / 8.5 (IR passes 2.2-2.7 -> 1.5-1.9, codegen 7.4-8.9 ->
+//!   6.4-8.3, with the out-of-line EXP2 below); W12's two largest 44-61 -> 33-55 (passes 12-17 ->
+//!   3.2-5.4). `bench workloads --workloads W1,W2,W3,W6,W7,W8,W10,W11,W12 --devices LLVM
+//!   --threads 1 --repeats 3 --no-ceilings`, fresh `CACHEDIR`, 6 alternations, median [min-max]
+//!   before -> after: compile CPU ms/kernel (the median kernel) W1 5.6 -> 5.4, W2 8.6 -> 9.2, W3
+//!   9.5 -> 8.6, W6 11.5 -> 12.0, W7 11.2 -> 10.4, W8 7.1 -> 6.5, W10 8.2 -> 7.4, W11 9.6 -> 8.7,
+//!   W12 8.8 -> 9.0; steady CPU ms W1 2.0 [1.7-2.5] -> 2.3 [2.0-2.6] (same machine code), W2
+//!   3.8 -> 3.7, W3 15.0 -> 14.0, W6 10.0 -> 9.8, W7 2.0 -> 2.0, W8 10.9 -> 9.7, W10 5.6 -> 5.5,
+//!   W11 3.2 -> 3.1, W12 17.9 [17.2-22.4] -> 16.4 [15.0-20.9]. Measured and not taken: the
+//!   renderer loading those strided lanes as rows and transposing them (approximated by one
+//!   vector load pair and one shuffle per build vector, 128 scalar loads and 96 inserts fewer):
+//!   W12's largest compiled in 41-49 ms as it is, 37-42 so (3 alternations, within the noise): its
+//!   codegen is the 256 vector multiply-adds
+//!   and 128 broadcasts of the fully unrolled 4x4x32 tile (a flat profile: known bits 2.5%,
+//!   register allocation, DAG combining, none dominant); FastISel (`LLVM_ISEL=fast`) on the same
+//!   kernel: no change beyond the noise (vector code falls back to SelectionDAG).
 //! - [`LLVMRuntime`]: object bytes -> program; external calls (libm, half conversions) resolve
 //!   through [`libcalls`]. Its graph is the CPU batch graph (`runtime/cpu/graph.rs`): the kernels'
 //!   modules and the batch entry's, joined by [`MODULE_SEPARATOR`], which [`LLVMCompiler`] parses
