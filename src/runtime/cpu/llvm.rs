@@ -120,7 +120,9 @@
 //!   codegen is the 256 vector multiply-adds
 //!   and 128 broadcasts of the fully unrolled 4x4x32 tile (a flat profile: known bits 2.5%,
 //!   register allocation, DAG combining, none dominant); FastISel (`LLVM_ISEL=fast`) on the same
-//!   kernel: no change beyond the noise (vector code falls back to SelectionDAG).
+//!   kernel: no change beyond the noise (vector code falls back to SelectionDAG); codegen level 1
+//!   (`LLVM_CODEGEN=1`) on all 75, 3 alternations: mean 9.2 / 9.7 / 10.1 -> 7.9 / 9.3 / 9.7 ms,
+//!   within the noise of the machine, so level 2 stays.
 //! - [`LLVMRuntime`]: object bytes -> program; external calls (libm, half conversions) resolve
 //!   through [`libcalls`]. Its graph is the CPU batch graph (`runtime/cpu/graph.rs`): the kernels'
 //!   modules and the batch entry's, joined by [`MODULE_SEPARATOR`], which [`LLVMCompiler`] parses
