@@ -113,15 +113,15 @@
 //!   9.5 -> 8.6, W6 11.5 -> 12.0, W7 11.2 -> 10.4, W8 7.1 -> 6.5, W10 8.2 -> 7.4, W11 9.6 -> 8.7,
 //!   W12 8.8 -> 9.0; steady CPU ms W1 2.0 [1.7-2.5] -> 2.3 [2.0-2.6] (same machine code), W2
 //!   3.8 -> 3.7, W3 15.0 -> 14.0, W6 10.0 -> 9.8, W7 2.0 -> 2.0, W8 10.9 -> 9.7, W10 5.6 -> 5.5,
-//!   W11 3.2 -> 3.1, W12 17.9 [17.2-22.4] -> 16.4 [15.0-20.9] (W3 and W12 again at `--repeats 11`, 4 alternations:
-//!   W3 13.4 -> 13.7, same machine code; W12 16.5 [16.4-17.7] -> 16.2 [15.4-17.4]). Measured and not taken: the
-//!   renderer loading those strided lanes as rows and transposing them (approximated by one
-//!   vector load pair and one shuffle per build vector, 128 scalar loads and 96 inserts fewer):
-//!   W12's largest compiled in 41-49 ms as it is, 37-42 so (3 alternations, within the noise): its
-//!   codegen is the 256 vector multiply-adds
-//!   and 128 broadcasts of the fully unrolled 4x4x32 tile (a flat profile: known bits 2.5%,
-//!   register allocation, DAG combining, none dominant); FastISel (`LLVM_ISEL=fast`) on the same
-//!   kernel: no change beyond the noise (vector code falls back to SelectionDAG); codegen level 1
+//!   W11 3.2 -> 3.1, W12 17.9 [17.2-22.4] -> 16.4 [15.0-20.9] (W3 and W12 again at `--repeats
+//!   11`, 4 alternations: W3 13.4 -> 13.7, same machine code; W12 16.5 [16.4-17.7] -> 16.2
+//!   [15.4-17.4]). Measured and not taken: the renderer loading those strided lanes as rows and
+//!   transposing them (approximated by one vector load pair and one shuffle per build vector, 128
+//!   scalar loads and 96 inserts fewer): W12's largest compiled in 41-49 ms as it is, 37-42 so (3
+//!   alternations, within the noise): its codegen is the 256 vector multiply-adds and 128
+//!   broadcasts of the fully unrolled 4x4x32 tile (a flat profile: known bits 2.5%, register
+//!   allocation, DAG combining, none dominant); FastISel (`LLVM_ISEL=fast`) on the same kernel: no
+//!   change beyond the noise (vector code falls back to SelectionDAG); codegen level 1
 //!   (`LLVM_CODEGEN=1`) on all 75, 3 alternations: mean 9.2 / 9.7 / 10.1 -> 7.9 / 9.3 / 9.7 ms,
 //!   within the noise of the machine, so level 2 stays.
 //! - [`LLVMRuntime`]: object bytes -> program; external calls (libm, half conversions) resolve
