@@ -13,6 +13,8 @@
 //! submission the next image rewrites exactly its dirty dwords, each once however often it was
 //! patched, as runs of contiguous dwords ([`crate::driver::Mapping::write_u32_runs`]: one bounds
 //! check for the image, one copy per run), never comparing or reading the mapped memory back.
+//! A replay's many new wait and signal values take the direct path, [`store_logged`] per dword
+//! (NV's payload slots, AMD's value dwords: no call through a closure or trait object per dword).
 //!
 //! Not guaranteed: that the GPU is done with an image when it is rewritten: the caller makes
 //! sure the submission two before finished ([`crate::hcq::HwQueue::bind`]). Dwords changed

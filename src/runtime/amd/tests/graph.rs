@@ -358,12 +358,20 @@ fn direct_value_patches_give_the_images_of_per_point_patches() {
         direct.update_values(w.clone(), s.clone()).unwrap();
         w.for_each(|(p, v)| per_point.update_wait(p, None, Some(v)).unwrap());
         s.for_each(|(p, v)| per_point.update_signal(p, None, Some(v)).unwrap());
-        assert_eq!(direct.dwords(), per_point.dwords(), "run {run}: host dwords");
+        assert_eq!(
+            direct.dwords(),
+            per_point.dwords(),
+            "run {run}: host dwords"
+        );
         let (nd, img_d) = take(&direct);
         let (np, img_p) = take(&per_point);
         assert_eq!(nd, np, "run {run} (base {base}): dwords written");
         assert_eq!(img_d, img_p, "run {run} (base {base}): images");
-        assert_eq!(img_d.as_slice(), direct.dwords(), "run {run}: image current");
+        assert_eq!(
+            img_d.as_slice(),
+            direct.dwords(),
+            "run {run}: image current"
+        );
     }
     // a value too wide is refused alike, after the values before it were written
     let too_wide = [(&waits[0].0, 7u64), (&waits[1].0, 1 << 32)];
