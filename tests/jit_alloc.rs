@@ -3,7 +3,9 @@
 //! heap allocation on the calling thread, on CLANG and LLVM (the batch compiled into one
 //! program) and on the default device when it is a GPU (`AMD=1 MOCKGPU=1`, `NV=1 MOCKGPU=1`:
 //! the `HcqGraph` over the emulated device). The whole replay call (`TinyJit::call_tensors`,
-//! the input check and the item loop around the graph) allocates nothing either.
+//! the input check and the item loop around the graph) allocates nothing either, nor does a
+//! graph run whose kernels read a variable that kept its value (their values and dims are
+//! recomputed in place).
 //!
 //! How: this test binary's global allocator counts the allocations of threads that switched
 //! counting on; only the replaying thread does, so the emulated GPU's own threads (which run the
@@ -25,6 +27,7 @@ use std::time::Duration;
 use rawgrad::device::GraphBuild;
 use rawgrad::engine::jit::{graph_runner, JitArgs, TinyJit};
 use rawgrad::runtime::builtin::{default_device, open_device};
+use rawgrad::shape::Node;
 use rawgrad::shape::VarVals;
 use rawgrad::Tensor;
 
@@ -209,5 +212,44 @@ fn a_jit_replay_with_unchanged_inputs_allocates_nothing() {
         let want_y: Vec<f32> = [0.0f32, 1.0, -1.0, 2.0].map(want).to_vec();
         assert_eq!(out.to_vec::<f32>().unwrap(), want_y, "{dev}: new input");
         d.synchronize().unwrap();
+    }
+}
+
+/// A step whose kernels read a variable (a shrink to `i` elements, summed) around a chain.
+fn var_step(a: &JitArgs) -> rawgrad::Result<Tensor> {
+    let x = a.t(0)?.mul(2.0f32)?.realize()?;
+    let head = x.lazydata().shrink(&[(Node::Num(0), a.v(1)?.clone())])?;
+    let s = Tensor::from_lazybuffer(head, None).sum()?.realize()?;
+    x.add(s.reshape(&[1])?)?.realize()?.mul(0.5f32)?.realize()
+}
+
+#[test]
+fn a_graph_run_with_unchanged_variables_allocates_nothing() {
+    let _one = one_at_a_time();
+    let i = Node::var("i", 1, 8).unwrap();
+    for dev in graph_devices() {
+        let d = open_device(&dev).unwrap();
+        let x = Tensor::from_slice_on(&[1.0f32, -2.0, 0.5, 3.0, 4.0, 8.0, -1.0, 2.0], &[8], &dev)
+            .unwrap();
+        let mut f = TinyJit::new(var_step);
+        let args = |n: i64| JitArgs::new().tensor(&x).var(&i.bind(n).unwrap());
+        for n in [3, 5] {
+            f.call(&args(n)).unwrap();
+        }
+        assert_eq!(f.wait_graphs(Duration::from_secs(600)), GraphBuild::Ready);
+        f.call(&args(4)).unwrap();
+        assert_eq!(f.jit_cache().len(), 1, "{dev}: one graph");
+        let runner = graph_runner(&*f.jit_cache()[0].runner).expect("a graph runner");
+        let bufs = [x.lazydata().buffer().clone()];
+        let vv: VarVals = [(i.clone(), 6)].into_iter().collect();
+        use rawgrad::engine::realize::Runner;
+        runner.exec(&bufs, &vv, false).unwrap();
+        d.synchronize().unwrap();
+        for run in 0..6 {
+            let (r, n) = allocations(|| runner.exec(&bufs, &vv, false));
+            r.unwrap();
+            assert_eq!(n, 0, "{dev}: graph run {run} with i=6 allocated {n} times");
+            d.synchronize().unwrap();
+        }
     }
 }
