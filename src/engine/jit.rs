@@ -342,6 +342,8 @@ pub struct TinyJit<R: JitReturn> {
     fast: Option<FastSigs>,
     /// The input buffers of a replay (kept between replays: emptied, not freed).
     scratch: Vec<BufferRef>,
+    /// The buffers of one item as a replay runs it (kept between replays: emptied, not freed).
+    item_bufs: Vec<BufferRef>,
     ret: Option<R>,
     cnt: usize,
 }
@@ -356,6 +358,7 @@ impl<R: JitReturn> TinyJit<R> {
             expected: None,
             fast: None,
             scratch: Vec::new(),
+            item_bufs: Vec::new(),
             ret: None,
             cnt: 0,
         }
@@ -541,10 +544,12 @@ impl<R: JitReturn> TinyJit<R> {
             jit: true,
             ..RunOptions::default()
         };
+        let mut item_bufs = std::mem::take(&mut self.item_bufs);
         let run = self
             .jit_cache
             .iter()
-            .try_for_each(|ei| ei.run_with(var_vals, opts).map(drop));
+            .try_for_each(|ei| ei.run_reusing(var_vals, opts, &mut item_bufs).map(drop));
+        self.item_bufs = item_bufs;
         self.clear_inputs();
         run?;
         Ok(ret)

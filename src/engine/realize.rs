@@ -159,9 +159,31 @@ impl ExecItem {
 
     /// [`ExecItem::run`] with every option (tinygrad's `run(var_vals, wait, jit, do_update_stats)`).
     pub fn run_with(&self, var_vals: &VarVals, opts: RunOptions) -> Result<Option<f64>> {
+        self.run_reusing(var_vals, opts, &mut Vec::with_capacity(self.bufs.len()))
+    }
+
+    /// [`ExecItem::run_with`] gathering the buffers into `bufs` (a list the caller keeps between
+    /// runs, so a replay allocates none; emptied again before this returns).
+    pub fn run_reusing(
+        &self,
+        var_vals: &VarVals,
+        opts: RunOptions,
+        bufs: &mut Vec<BufferRef>,
+    ) -> Result<Option<f64>> {
+        bufs.clear();
+        let r = self.run_gathered(var_vals, opts, bufs);
+        bufs.clear();
+        r
+    }
+
+    fn run_gathered(
+        &self,
+        var_vals: &VarVals,
+        opts: RunOptions,
+        bufs: &mut Vec<BufferRef>,
+    ) -> Result<Option<f64>> {
         // the buffers allocate through the registry's table: make sure it knows the built-ins
         register_builtin_families();
-        let mut bufs = Vec::with_capacity(self.bufs.len());
         for (i, b) in self.bufs.iter().enumerate() {
             let Some(b) = b else {
                 bail!(
@@ -175,7 +197,7 @@ impl ExecItem {
             bufs.push(b.clone());
         }
         let dbg = debug();
-        let et = self.runner.exec(&bufs, var_vals, opts.wait || dbg >= 2)?;
+        let et = self.runner.exec(bufs, var_vals, opts.wait || dbg >= 2)?;
         if !opts.no_stats {
             self.update_stats(var_vals, et, opts.jit, dbg)?;
         }

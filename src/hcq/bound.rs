@@ -13,6 +13,8 @@
 //! submission the next image rewrites exactly its dirty dwords, each once however often it was
 //! patched, as runs of contiguous dwords ([`crate::driver::Mapping::write_u32_runs`]: one bounds
 //! check for the image, one copy per run), never comparing or reading the mapped memory back.
+//! A replay's many new wait and signal values take the direct path, [`store_logged`] per dword
+//! (NV's payload slots, AMD's value dwords: no call through a closure or trait object per dword).
 //!
 //! Not guaranteed: that the GPU is done with an image when it is rewritten: the caller makes
 //! sure the submission two before finished ([`crate::hcq::HwQueue::bind`]). Dwords changed
@@ -185,6 +187,33 @@ impl DirtyLog<'_> {
             b[w] |= bit;
         }
     }
+}
+
+/// Store `d` at dword `pos` of a stream's host dwords when it differs, telling `log` (when the
+/// stream is bound) that the dword changed: the direct path of a replay's many values on every
+/// backend (NV's payload slots, AMD's value dwords), with no call per dword through a closure or
+/// a trait object. A position outside `words` is an error naming `what`; nothing is stored then.
+#[inline]
+pub fn store_logged(
+    what: &str,
+    words: &mut [u32],
+    pos: usize,
+    d: u32,
+    log: Option<&mut DirtyLog<'_>>,
+) -> Result<()> {
+    let len = words.len();
+    let Some(w) = words.get_mut(pos) else {
+        return Err(Error::InvalidArgument(format!(
+            "{what}: patch position {pos} is outside the {len}-dword buffer"
+        )));
+    };
+    if *w != d {
+        *w = d;
+        if let Some(l) = log {
+            l.changed(pos);
+        }
+    }
+    Ok(())
 }
 
 /// The runs of set bits of a dirty bitmap, in order: dword index ranges.

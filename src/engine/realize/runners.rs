@@ -218,7 +218,17 @@ impl CompiledRunner {
 
     /// Recompute the variable values and launch dims of `call` for `var_vals`.
     pub fn update_launch(&self, call: &mut Launch, var_vals: &VarVals) -> Result<()> {
-        call.vals = self.p.var_values(var_vals)?;
+        // in place (a replay allocates nothing); the values of `ProgramSpec::var_values`
+        call.vals.clear();
+        for v in &self.p.vars {
+            let x = var_vals.get(v).copied().ok_or_else(|| {
+                Error::Runtime(format!(
+                    "kernel {}: no value for variable {v:?}",
+                    self.p.name
+                ))
+            })?;
+            call.vals.push(x);
+        }
         let dims = |e: Error| {
             Error::Runtime(format!(
                 "kernel {}: launch dims: {}",

@@ -3,7 +3,9 @@
 //! a submission puts one 4-dword INDIRECT_BUFFER on the compute ring instead of copying every
 //! dword of the queue there. The two images, their alternation and the dirty-dword log are the
 //! shared [`crate::hcq::bound::BoundImages`] (as NV's bound pushbuffers); patches go through
-//! [`Pm4Buf::patch_logged`].
+//! [`Pm4Buf::patch_logged`], a replay's new wait and signal values through
+//! [`Pm4Buf::patch_values`] (straight into the dwords, one batch, a dword logged only when its
+//! value changes).
 //!
 //! What this relies on, for real hardware:
 //! - The INDIRECT_BUFFER (`nvd.h` PACKET3_INDIRECT_BUFFER, [`crate::runtime::amd::pm4::
@@ -32,7 +34,7 @@ use std::sync::Arc;
 
 use super::device::AmdBackend;
 use super::memory::AmdBuffer;
-use super::pm4::{PatchPoint, Pm4Buf};
+use super::pm4::{PatchPoint, Pm4Buf, ValuePatch};
 use crate::hcq::bound::BoundImages;
 use crate::hcq::KeepAlive;
 use crate::hw::amd::pm4::INDIRECT_BUFFER_SIZE_MASK;
@@ -64,14 +66,15 @@ impl BoundPm4 {
         self.images.log_patch(|log| buf.patch_logged(p, v, log))
     }
 
-    /// [`BoundPm4::patch`] over many patch points of one kind, as one batch.
-    pub fn patch_many<'a, P: PatchPoint + 'a>(
+    /// Value patch points of `buf` rewritten in turn as one batch, straight into the dwords
+    /// ([`Pm4Buf::patch_values`]: no call per dword), logging the dwords they changed.
+    pub fn patch_values<'a, P: ValuePatch + 'a>(
         &mut self,
         buf: &mut Pm4Buf,
-        points: impl IntoIterator<Item = (&'a P, P::Value)>,
+        points: impl IntoIterator<Item = (&'a P, u64)>,
     ) -> Result<()> {
         self.images
-            .log_patches(points, |log, (p, v)| buf.patch_logged(p, v, log))
+            .log_patch(|log| buf.patch_values(points, Some(log)))
     }
 }
 

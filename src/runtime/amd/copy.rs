@@ -12,7 +12,7 @@ use super::AmdBackend;
 use crate::hcq::{CopyEncoder, HcqQueue};
 use crate::hw::amd::targets::GfxTarget;
 use crate::runtime::amd::pm4::{
-    CopyPatch, PatchPoint, SignalEvent, SignalPatch, TimestampAddrPatch, WaitPatch,
+    CopyPatch, PatchPoint, SignalEvent, SignalPatch, TimestampAddrPatch, ValuePatch, WaitPatch,
 };
 use crate::runtime::amd::sdma::SdmaBuf;
 use crate::Result;
@@ -39,6 +39,12 @@ impl AmdStream for SdmaBuf {
     }
     fn patch_at<P: PatchPoint>(&mut self, p: &P, v: P::Value) -> Result<()> {
         self.patch(p, v)
+    }
+    fn patch_values<'a, P: ValuePatch + 'a>(
+        &mut self,
+        points: impl IntoIterator<Item = (&'a P, u64)>,
+    ) -> Result<()> {
+        SdmaBuf::patch_values(self, points)
     }
     fn stream(&self) -> &[u32] {
         SdmaBuf::dwords(self)

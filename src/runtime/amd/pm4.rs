@@ -119,6 +119,16 @@ impl Pm4Buf {
         })
     }
 
+    /// Rewrites value patch points in turn, straight into the dwords ([`patch::patch_values`]),
+    /// telling `log` (when given) the position of every dword whose value changed.
+    pub fn patch_values<'a, P: ValuePatch + 'a>(
+        &mut self,
+        points: impl IntoIterator<Item = (&'a P, u64)>,
+        log: Option<&mut DirtyLog<'_>>,
+    ) -> Result<()> {
+        patch::patch_values(&mut self.dwords, points, log)
+    }
+
     /// Runs `f`; if it fails, drops whatever it appended, so a refused command leaves no
     /// partial packets behind.
     pub(crate) fn all_or_nothing<T>(

@@ -35,7 +35,7 @@ use crate::hw::amd::targets::GfxTarget;
 use crate::runtime::amd::pm4::patch::{check_global, check_local};
 use crate::runtime::amd::pm4::{
     copy_dwords_to_ring, indirect_buffer_packet, ExecPatch, MailboxPatch, PatchPoint, Pm4Buf,
-    SignalEvent, SignalPatch, TimestampAddrPatch, WaitPatch,
+    SignalEvent, SignalPatch, TimestampAddrPatch, ValuePatch, WaitPatch,
 };
 use crate::runtime::amd::sdma::SdmaBuf;
 use crate::sys::kfd::*;
@@ -397,15 +397,12 @@ pub trait AmdStream: Send + 'static {
     fn timestamp_cmd(&mut self, addr: u64) -> Result<TimestampAddrPatch>;
     /// Rewrite a field.
     fn patch_at<P: PatchPoint>(&mut self, p: &P, v: P::Value) -> Result<()>;
-    /// Rewrite many fields of one kind, in order (the default: one by one).
-    fn patch_many<'a, P: PatchPoint + 'a>(
+    /// Rewrite many 32-bit values (a replay's waits and signals), in order, straight into the
+    /// dwords (no call per dword; logged for the images once bound); stops at the first error.
+    fn patch_values<'a, P: ValuePatch + 'a>(
         &mut self,
-        points: impl IntoIterator<Item = (&'a P, P::Value)>,
-    ) -> Result<()> {
-        points
-            .into_iter()
-            .try_for_each(|(p, v)| self.patch_at(p, v))
-    }
+        points: impl IntoIterator<Item = (&'a P, u64)>,
+    ) -> Result<()>;
     /// The dwords so far.
     fn stream(&self) -> &[u32];
     /// Hand the dwords to `dev`'s ring of this engine.
@@ -434,19 +431,17 @@ impl AmdStream for AmdComputeEncoder {
     fn patch_at<P: PatchPoint>(&mut self, p: &P, v: P::Value) -> Result<()> {
         self.patch_pm4(p, v)
     }
-    /// Once bound: one lock and one batch of logged patches ([`BoundPm4::patch_many`]).
-    fn patch_many<'a, P: PatchPoint + 'a>(
+    /// Once bound: one batch of logged direct writes ([`BoundPm4::patch_values`]).
+    fn patch_values<'a, P: ValuePatch + 'a>(
         &mut self,
-        points: impl IntoIterator<Item = (&'a P, P::Value)>,
+        points: impl IntoIterator<Item = (&'a P, u64)>,
     ) -> Result<()> {
         match &mut self.bound {
             Some(b) => b
                 .get_mut()
                 .unwrap_or_else(|e| e.into_inner())
-                .patch_many(&mut self.buf, points),
-            None => points
-                .into_iter()
-                .try_for_each(|(p, v)| self.buf.patch(p, v)),
+                .patch_values(&mut self.buf, points),
+            None => self.buf.patch_values(points, None),
         }
     }
     fn stream(&self) -> &[u32] {
@@ -536,8 +531,8 @@ impl<S: AmdStream> HcqEncoder<AmdBackend> for S {
         waits: impl IntoIterator<Item = (&'a WaitPatch, u64)>,
         signals: impl IntoIterator<Item = (&'a SignalPatch, u64)>,
     ) -> Result<()> {
-        self.patch_many(waits.into_iter().map(|(p, v)| (&p.value, v)))?;
-        self.patch_many(signals.into_iter().map(|(p, v)| (&p.value, v)))
+        self.patch_values(waits.into_iter().map(|(p, v)| (&p.value, v)))?;
+        self.patch_values(signals.into_iter().map(|(p, v)| (&p.value, v)))
     }
 
     fn submit(&self, dev: &AmdBackend) -> Result<()> {

@@ -12,7 +12,7 @@ use crate::hw::amd::pm4::CompareFunction;
 use crate::hw::amd::sdma::*;
 use crate::hw::amd::targets::GfxTarget;
 use crate::runtime::amd::pm4::patch::{addr_dwords, value_dword};
-use crate::runtime::amd::pm4::{patch_dwords, PatchPoint};
+use crate::runtime::amd::pm4::{patch_dwords, patch_values, PatchPoint, ValuePatch};
 use crate::runtime::amd::pm4::{
     CopyAddrPatch, CopyPatch, MailboxPatch, SignalAddrPatch, SignalEvent, SignalPatch,
     SignalValuePatch, TimestampAddrPatch, WaitAddrPatch, WaitPatch, WaitValuePatch,
@@ -66,6 +66,15 @@ impl SdmaBuf {
     /// Rewrites a patch point of this buffer.
     pub fn patch<P: PatchPoint>(&mut self, patch: &P, value: P::Value) -> Result<()> {
         patch_dwords(&mut self.dwords, patch, value)
+    }
+
+    /// Rewrites value patch points in turn, straight into the dwords
+    /// ([`crate::runtime::amd::pm4::patch_values`]: SDMA streams stay unbound, nothing to log).
+    pub fn patch_values<'a, P: ValuePatch + 'a>(
+        &mut self,
+        points: impl IntoIterator<Item = (&'a P, u64)>,
+    ) -> Result<()> {
+        patch_values(&mut self.dwords, points, None)
     }
 
     /// Runs `f`; if it fails, drops whatever it appended.

@@ -6,11 +6,14 @@
 //! A patch point applies to the buffer it came from ([`super::Pm4Buf::patch`],
 //! [`crate::runtime::amd::sdma::SdmaBuf::patch`]) or to any copy of its dwords, e.g. a bound
 //! indirect buffer in GPU memory ([`patch_dwords`], or [`PatchPoint::encode`] with a writer that
-//! stores `4 * pos` bytes past the copy's base).
+//! stores `4 * pos` bytes past the copy's base). A replay's many wait and signal values take the
+//! direct path instead ([`patch_values`] over [`ValuePatch`]: no call per dword), logging the
+//! dwords they changed for a bound stream's images.
 //!
 //! Not guaranteed: positions stay valid only while the dwords are not moved relative to each
 //! other (appending is fine; splicing in front is not).
 
+use crate::hcq::bound::{store_logged, DirtyLog};
 use crate::{ensure, Result};
 
 /// A place in a command buffer that can be rewritten with a typed value.
@@ -34,6 +37,32 @@ pub fn patch_dwords<P: PatchPoint>(dwords: &mut [u32], patch: &P, value: P::Valu
         dwords.len()
     );
     patch.encode(value, &mut |pos, dw| dwords[pos] = dw)
+}
+
+/// A 32-bit value patch point ([`SignalValuePatch`], [`WaitValuePatch`]): its dword and its
+/// name for errors, without a call through [`PatchPoint::encode`] (what a replay's many values
+/// use: [`patch_values`]).
+pub trait ValuePatch {
+    /// The type's name, as errors spell it.
+    const NAME: &'static str;
+    /// Dword position of the 32-bit value.
+    fn pos(&self) -> usize;
+}
+
+/// Rewrites value patch points in turn (a replay's new wait and signal values), straight into
+/// `dwords` ([`store_logged`]: no call per dword), telling `log` (when given: a bound stream) the
+/// position of every dword whose value changed; stops at the first error (a value above
+/// `u32::MAX`, a position outside `dwords`). The same dwords as [`patch_dwords`] of each.
+pub fn patch_values<'a, P: ValuePatch + 'a>(
+    dwords: &mut [u32],
+    points: impl IntoIterator<Item = (&'a P, u64)>,
+    mut log: Option<&mut DirtyLog<'_>>,
+) -> Result<()> {
+    for (p, v) in points {
+        let d = check_u32(P::NAME, v)?;
+        store_logged(P::NAME, dwords, p.pos(), d, log.as_deref_mut())?;
+    }
+    Ok(())
 }
 
 fn check_addr(what: &str, va: u64, align: u64) -> Result<()> {
@@ -113,6 +142,12 @@ macro_rules! value_patch {
             }
             /// Dword position of the 32-bit value.
             pub fn pos(&self) -> usize {
+                self.pos
+            }
+        }
+        impl ValuePatch for $name {
+            const NAME: &'static str = stringify!($name);
+            fn pos(&self) -> usize {
                 self.pos
             }
         }

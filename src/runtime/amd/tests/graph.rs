@@ -313,3 +313,69 @@ fn a_bound_queue_rewrites_only_the_changed_dwords_of_each_image() {
     let e = q.submit(b).unwrap_err();
     assert!(e.message().contains("takes no more commands"), "{e}");
 }
+
+/// The direct path of a replay's values ([`HwQueue::update_values`]: straight into the dwords,
+/// one batch) and the per-point path (`update_wait` / `update_signal` of each, through
+/// [`crate::runtime::amd::pm4::PatchPoint::encode`]) give the same host dwords, the same dwords
+/// written and the same images, replay after replay: a graph-shaped queue (a timeline wait, a
+/// kickoff signal, then per item its dependency waits and its signal) whose values move with
+/// each run's base as a graph's do (rising, repeated, restarted), its timeline re-pointed now
+/// and then.
+#[test]
+fn direct_value_patches_give_the_images_of_per_point_patches() {
+    let (dev, _emu) = one_gpu();
+    let b = dev.backend();
+    let sigs: Vec<_> = (0..4).map(|_| dev.new_signal(0).unwrap()).collect();
+    let build = || {
+        let mut q = b.compute_queue();
+        let tl = q.wait(&sigs[0], 0).unwrap().into_patch();
+        let mut waits = vec![];
+        let mut signals = vec![(q.signal(&sigs[1], 1).unwrap().into_patch(), 0u64)];
+        for j in 0..12u64 {
+            for dep in [j.saturating_sub(1), j / 3] {
+                waits.push((q.wait(&sigs[2], 2 + dep).unwrap().into_patch(), 1 + dep));
+            }
+            signals.push((q.signal(&sigs[2], 2 + j).unwrap().into_patch(), 1 + j));
+        }
+        let tl_sig = q.signal(&sigs[0], 1).unwrap().into_patch();
+        assert!(q.bind(b).unwrap(), "an AMD compute queue binds");
+        (q, tl, tl_sig, waits, signals)
+    };
+    let (mut direct, tl, tl_sig, waits, signals) = build();
+    let (mut per_point, ..) = build();
+    let bases = (1u64..40)
+        .map(|r| 1 + 14 * r)
+        .chain([575, 575, 1, 15, 29, (1 << 31) - 20, 1]);
+    for (run, base) in bases.enumerate() {
+        let tl_to = (run % 7 == 3).then(|| &sigs[run % 2 * 3]);
+        for q in [&mut direct, &mut per_point] {
+            q.update_wait(&tl, tl_to, Some(run as u64)).unwrap();
+            q.update_signal(&tl_sig, tl_to, Some(run as u64 + 1))
+                .unwrap();
+        }
+        let w = waits.iter().map(|(p, v)| (p, base + v));
+        let s = signals.iter().map(|(p, v)| (p, base + v));
+        direct.update_values(w.clone(), s.clone()).unwrap();
+        w.for_each(|(p, v)| per_point.update_wait(p, None, Some(v)).unwrap());
+        s.for_each(|(p, v)| per_point.update_signal(p, None, Some(v)).unwrap());
+        assert_eq!(
+            direct.dwords(),
+            per_point.dwords(),
+            "run {run}: host dwords"
+        );
+        let (nd, img_d) = take(&direct);
+        let (np, img_p) = take(&per_point);
+        assert_eq!(nd, np, "run {run} (base {base}): dwords written");
+        assert_eq!(img_d, img_p, "run {run} (base {base}): images");
+        assert_eq!(
+            img_d.as_slice(),
+            direct.dwords(),
+            "run {run}: image current"
+        );
+    }
+    // a value too wide is refused alike, after the values before it were written
+    let too_wide = [(&waits[0].0, 7u64), (&waits[1].0, 1 << 32)];
+    let e = direct.update_values(too_wide, []).unwrap_err();
+    assert!(e.message().contains("WaitValuePatch"), "{e}");
+    assert_eq!(direct.dwords()[waits[0].0.value.pos()], 7);
+}

@@ -11,7 +11,7 @@
 //! Not guaranteed: positions stay valid only while the dwords are not moved relative to each
 //! other (appending is fine; splicing in front is not).
 
-use crate::hcq::bound::DirtyLog;
+use crate::hcq::bound::{store_logged, DirtyLog};
 use crate::{ensure, Result};
 
 /// Dword-granular read/write access to a command buffer or QMD (or a CPU view of its copy).
@@ -159,12 +159,7 @@ impl ValueSlots {
         mut log: Option<&mut DirtyLog<'_>>,
     ) -> Result<()> {
         for (pos, d) in self.dwords(what, words.len(), value)?.into_iter().flatten() {
-            if words[pos] != d {
-                words[pos] = d;
-                if let Some(l) = log.as_deref_mut() {
-                    l.changed(pos);
-                }
-            }
+            store_logged(what, words, pos, d, log.as_deref_mut())?;
         }
         Ok(())
     }
