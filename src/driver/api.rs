@@ -307,10 +307,15 @@ fn ioctl_named<T: IoctlArg>(
     request: u64,
     arg: &mut T,
 ) -> Result<()> {
-    let before = arg.describe();
+    // a copy of the argument as passed in (the driver may rewrite `arg`), described only when
+    // the call fails: no text is built on the success path, which waits poll many times
+    let before = *arg;
     drv.ioctl(fd, request, arg_bytes_mut(arg))
         .map_err(|e| match e {
-            Error::Errno(n, m) => Error::Errno(n, format!("{name}({before}) failed: {m}")),
+            Error::Errno(n, m) => {
+                let d = before.describe();
+                Error::Errno(n, format!("{name}({d}) failed: {m}"))
+            }
             other => other,
         })
 }

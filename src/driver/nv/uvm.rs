@@ -61,10 +61,14 @@ fn uvm_call<T: UvmParams>(
     arg: &mut T,
     ok: &[u32],
 ) -> Result<u32> {
-    let before = arg.describe();
+    // the argument as passed in, described only on failure (as `ioctl_named` in driver/api.rs)
+    let before = *arg;
     drv.ioctl_raw(fd, req.request, arg_bytes_mut(arg))
         .map_err(|e| match e {
-            Error::Errno(n, m) => Error::Errno(n, format!("{}({before}) failed: {m}", req.name)),
+            Error::Errno(n, m) => {
+                let d = before.describe();
+                Error::Errno(n, format!("{}({d}) failed: {m}", req.name))
+            }
             other => other,
         })?;
     match arg.rm_status() {
@@ -72,7 +76,7 @@ fn uvm_call<T: UvmParams>(
         s if ok.contains(&s) => Ok(s),
         s => Err(nv_status_error(
             s,
-            &format!("{}({before})", req.name),
+            &format!("{}({})", req.name, before.describe()),
             drv.take_diagnostic(),
         )),
     }
