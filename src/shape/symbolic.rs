@@ -567,12 +567,18 @@ impl Node {
     /// The unique Variables in this expression, in first-seen order (bounds are not searched).
     pub fn vars(&self) -> Vec<Node> {
         let mut out = Vec::new();
-        let mut seen = HashSet::new();
+        let mut seen = crate::helpers::FxHashSet::default();
         self.collect_vars(&mut out, &mut seen);
         out
     }
 
-    pub(crate) fn collect_vars(&self, out: &mut Vec<Node>, seen: &mut HashSet<Node>) {
+    /// Append to `out` the Variables of this expression not yet in `seen` (first-seen order; the
+    /// set's hasher does not change the order).
+    pub(crate) fn collect_vars<S: std::hash::BuildHasher>(
+        &self,
+        out: &mut Vec<Node>,
+        seen: &mut HashSet<Node, S>,
+    ) {
         let Some(k) = self.inner() else { return };
         match k {
             Kind::Var { .. } => {
