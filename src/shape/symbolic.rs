@@ -230,12 +230,18 @@ impl Node {
 
     /// `MulNode(a, b)` with its bounds.
     pub(crate) fn raw_mul(a: Node, b: Node) -> Result<Node> {
+        let (min, max) = Node::mul_bounds(&a, &b)?;
+        Ok(Node::mk(Kind::Mul(a, b), min, max))
+    }
+
+    /// The (min, max) of `MulNode(a, b)`; an error for a negative left operand.
+    pub(crate) fn mul_bounds(a: &Node, b: &Node) -> Result<(Node, Node)> {
         ensure!(
             compare::py_ge(a.min(), &Node::Num(0))?,
             Shape,
             "symbolic: MulNode needs a non-negative left operand, got {a} * {b}"
         );
-        let (min, max) = if let Node::Num(bi) = b {
+        Ok(if let Node::Num(bi) = *b {
             let bn = Node::Num(bi);
             if bi >= 0 {
                 (a.min().try_mul(&bn)?, a.max().try_mul(&bn)?)
@@ -246,8 +252,7 @@ impl Node {
             (a.min().try_mul(b.min())?, a.max().try_mul(b.max())?)
         } else {
             (a.max().try_mul(b.min())?, a.min().try_mul(b.max())?)
-        };
-        Ok(Node::mk(Kind::Mul(a, b), min, max))
+        })
     }
 
     /// `DivNode(a, b)` with its bounds.
