@@ -271,3 +271,36 @@ impl std::ops::Neg for &Node {
         unwrap_op(self.try_neg(), "neg")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn same_alloc(a: &Node, b: &Node) -> bool {
+        match (a, b) {
+            (Node::Op(x), Node::Op(y)) => std::sync::Arc::ptr_eq(x, y),
+            _ => false,
+        }
+    }
+
+    /// A lone `a*3` term comes out of the sum as the very node that went in; a term whose
+    /// coefficient changed (two like terms) is a new node, equal to the rebuilt one.
+    #[test]
+    fn sum_keeps_a_lone_mul_term() {
+        let a = Node::var("a", 0, 7).unwrap();
+        let b = Node::var("b", 0, 5).unwrap();
+        let a3 = Node::raw_mul(a.clone(), Node::Num(3)).unwrap();
+        let s = Node::sum(vec![a3.clone(), b.clone(), Node::Num(2)]).unwrap();
+        let Some(Kind::Sum(terms)) = s.inner() else {
+            panic!("not a sum: {s}")
+        };
+        assert!(terms.iter().any(|t| same_alloc(t, &a3)), "{s}");
+        let s2 = Node::sum(vec![a3.clone(), a.clone(), b.clone()]).unwrap();
+        let Some(Kind::Sum(terms2)) = s2.inner() else {
+            panic!("not a sum: {s2}")
+        };
+        let a4 = Node::raw_mul(a.clone(), Node::Num(4)).unwrap();
+        assert_eq!(terms2[0], a4);
+        assert!(!terms2.iter().any(|t| same_alloc(t, &a3)));
+    }
+}
