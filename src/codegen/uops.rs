@@ -244,6 +244,10 @@ fn release(u: UOp, stack: &mut Vec<UOp>) {
         return;
     }
     if let Ok(mut inner) = Arc::try_unwrap(u.0) {
+        if stack.capacity() == 0 && !inner.src.is_empty() {
+            // a graph is being taken apart: room for a few levels at once
+            stack.reserve(64);
+        }
         inner.src.drain(|s| stack.push(s));
     }
 }

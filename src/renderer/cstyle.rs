@@ -275,6 +275,8 @@ pub trait CStyle {
 struct State {
     lines: Vec<String>,
     depth: usize,
+    /// Scratch for [`State::kkf`]: a line is formatted here, then copied at its exact size.
+    scratch: String,
     counters: HashMap<&'static str, usize, crate::helpers::FxBuild>,
     r: UOpMap<String>,
     params: Vec<Param>,
@@ -290,15 +292,15 @@ impl State {
         line.push_str(s);
         self.lines.push(line);
     }
-    /// [`State::kk`] of formatted text, written straight into the line.
+    /// [`State::kk`] of formatted text (formatted into the scratch buffer, so the line is
+    /// allocated once at its size instead of growing while it is written).
     fn kkf(&mut self, args: std::fmt::Arguments) {
         use std::fmt::Write as _;
-        let mut line = String::with_capacity(2 * self.depth + 32);
-        for _ in 0..self.depth {
-            line.push_str("  ");
-        }
-        let _ = line.write_fmt(args);
-        self.lines.push(line);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        let _ = scratch.write_fmt(args);
+        self.kk(&scratch);
+        self.scratch = scratch;
     }
     fn ssa(&mut self, prefix: &'static str, u: Option<&UOp>) -> String {
         let c = self.counters.entry(prefix).or_insert(0);
@@ -420,6 +422,7 @@ pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Res
     let mut st = State {
         lines: Vec::with_capacity(uops.len()),
         depth: 1,
+        scratch: String::with_capacity(256),
         counters: HashMap::default(),
         r: UOpMap::with_capacity_and_hasher(uops.len(), Default::default()),
         params: vec![],

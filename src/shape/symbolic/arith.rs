@@ -4,7 +4,7 @@
 //! goes through `Node.__radd__`, `NumNode * Node` through `Node * int`, ...), so results match
 //! tinygrad's structure, not only its values.
 
-use indexmap::IndexMap;
+use crate::helpers::FxIndexMap;
 
 use super::{ck_add, ck_mul, ck_neg, Kind, Node};
 use crate::Result;
@@ -84,7 +84,7 @@ impl Node {
         }
         let mut flat = Vec::with_capacity(nodes.len());
         flatten_sum(&nodes, &mut flat);
-        let mut groups: IndexMap<Node, Group> = IndexMap::new();
+        let mut groups: FxIndexMap<Node, Group> = FxIndexMap::default();
         let mut num_sum = 0i64;
         for node in flat {
             match (&node, node.inner()) {
@@ -154,7 +154,7 @@ struct Group {
 }
 
 fn add_coefficient(
-    groups: &mut IndexMap<Node, Group>,
+    groups: &mut FxIndexMap<Node, Group>,
     base: &Node,
     c: &Node,
     term: Option<&Node>,
