@@ -219,39 +219,6 @@ fn range_bit(hash: u64) -> u64 {
 /// A `HashMap` keyed by UOp with [`UOpHasher`].
 pub type UOpMap<V> = HashMap<UOp, V, BuildHasherDefault<UOpHasher>>;
 
-/// Dropping a long chain of nodes must not recurse once per link (deep graphs would overflow the
-/// stack): sources whose last reference goes away here are taken apart in a loop.
-impl Drop for UOpInner {
-    fn drop(&mut self) {
-        intern::forget(self.hash);
-        if self.src.is_empty() {
-            return;
-        }
-        // allocated only when a source taken apart has sources of its own
-        let mut stack: Vec<UOp> = Vec::new();
-        self.src.drain(|u| release(u, &mut stack));
-        while let Some(u) = stack.pop() {
-            release(u, &mut stack);
-        }
-    }
-}
-
-/// Drop one reference to `u`; when it is the last, take the node apart and put its sources on
-/// `stack` (so that the node's own drop has none left to recurse into).
-fn release(u: UOp, stack: &mut Vec<UOp>) {
-    // a shared source only loses one reference (one atomic decrement, no failed unwrap)
-    if Arc::strong_count(&u.0) > 1 {
-        return;
-    }
-    if let Ok(mut inner) = Arc::try_unwrap(u.0) {
-        if stack.capacity() == 0 && !inner.src.is_empty() {
-            // a graph is being taken apart: room for a few levels at once
-            stack.reserve(64);
-        }
-        inner.src.drain(|s| stack.push(s));
-    }
-}
-
 /// A UOp: cheap to clone, compared and hashed by structure (op, dtype, sources, arg).
 #[derive(Clone)]
 pub struct UOp(Arc<UOpInner>);

@@ -4,15 +4,16 @@
 //! hash-consing finds already built (`uops/intern.rs`) allocates nothing at all.
 //!
 //! Owns: the inline/heap representation, its conversions (from a `Vec`, an array, an iterator),
-//! and moving the sources out when a node is taken apart. It reads as a `&[UOp]`
+//! and taking a node apart when it drops (its sources moved out, iteratively). It reads as a `&[UOp]`
 //! ([`Srcs::as_slice`], `Deref`); equality is the slices' equality.
 //!
 //! Not guaranteed: that a `Vec` of at most four sources keeps its allocation (it is moved inline
 //! and freed; pass an array to avoid it).
 
 use std::ops::Deref;
+use std::sync::Arc;
 
-use super::UOp;
+use super::{intern, UOp, UOpInner};
 
 /// The sources of a node, in order: inline up to four, else a `Vec`.
 #[derive(Clone, Default)]
@@ -124,6 +125,39 @@ impl From<[UOp; 3]> for Srcs {
 impl From<[UOp; 4]> for Srcs {
     fn from(a: [UOp; 4]) -> Srcs {
         Srcs::N4(a)
+    }
+}
+
+/// Dropping a long chain of nodes must not recurse once per link (deep graphs would overflow the
+/// stack): sources whose last reference goes away here are taken apart in a loop.
+impl Drop for UOpInner {
+    fn drop(&mut self) {
+        intern::forget(self.hash);
+        if self.src.is_empty() {
+            return;
+        }
+        // allocated only when a source taken apart has sources of its own
+        let mut stack: Vec<UOp> = Vec::new();
+        self.src.drain(|u| release(u, &mut stack));
+        while let Some(u) = stack.pop() {
+            release(u, &mut stack);
+        }
+    }
+}
+
+/// Drop one reference to `u`; when it is the last, take the node apart and put its sources on
+/// `stack` (so that the node's own drop has none left to recurse into).
+fn release(u: UOp, stack: &mut Vec<UOp>) {
+    // a shared source only loses one reference (one atomic decrement, no failed unwrap)
+    if Arc::strong_count(&u.0) > 1 {
+        return;
+    }
+    if let Ok(mut inner) = Arc::try_unwrap(u.0) {
+        if stack.capacity() == 0 && !inner.src.is_empty() {
+            // a graph is being taken apart: room for a few levels at once
+            stack.reserve(64);
+        }
+        inner.src.drain(|s| stack.push(s));
     }
 }
 
