@@ -16,7 +16,7 @@ use std::collections::HashMap;
 
 use crate::codegen::kernel::{dedup_kernel_name, Kernel, KernelBuf, Linearized, LocalBuffer};
 use crate::codegen::uopgraph;
-use crate::codegen::uops::UOp;
+use crate::codegen::uops::{Srcs, UOp};
 use crate::ops::{LazyOp, Op, ReduceOps, UnaryOps};
 use crate::shape::{Node, ShapeTracker, Sint};
 use crate::{bail, Error, Result};
@@ -392,7 +392,9 @@ impl Lin {
                     );
                 }
                 (0..n)
-                    .map(|j| UOp::alu_auto(op, values.iter().map(|v| v[j].clone()).collect()))
+                    .map(|j| {
+                        UOp::alu_auto(op, values.iter().map(|v| v[j].clone()).collect::<Srcs>())
+                    })
                     .collect()
             }
         };
@@ -469,7 +471,7 @@ pub(crate) fn reduce_step(
         let Some(a) = acc.get(off).cloned() else {
             bail!(Internal, "linearize: accumulator {off} of {}", acc.len());
         };
-        let n = UOp::alu_auto(op, vec![v.clone(), a]);
+        let n = UOp::alu_auto(op, [v.clone(), a]);
         acc[off] = n.clone();
         ret.push(n);
     }

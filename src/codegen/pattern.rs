@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
 
-use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
+use crate::codegen::uops::{Srcs, UArg, UOp, UOpMap, UOps};
 use crate::dtype::{ConstValue, DType};
 use crate::helpers::{FxBuild, FxHasher};
 use crate::ops::Op;
@@ -561,7 +561,7 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
         let x = if unchanged {
             node.clone()
         } else {
-            let src = srcs.iter().map(|&j| results[j].clone()).collect();
+            let src: Srcs = srcs.iter().map(|&j| results[j].clone()).collect();
             UOp::new(node.op(), node.dtype(), src, node.arg().clone())
         };
         let r = rw.settle(x)?;
@@ -666,7 +666,7 @@ impl Rewriter<'_> {
         let x = if unchanged {
             n.clone()
         } else {
-            let src = n.src().iter().filter_map(|s| self.done.get(s)).collect();
+            let src: Srcs = n.src().iter().filter_map(|s| self.done.get(s)).collect();
             UOp::new(n.op(), n.dtype(), src, n.arg().clone())
         };
         if let Some(found) = self.nodes.get(&x) {

@@ -458,17 +458,21 @@ fn toposort(g: &Graph<'_>) -> Result<Vec<UOp>> {
         items: vec![],
         nodes: &g.nodes,
     };
-    let priority = |scopes: &[Scope], u: usize| -> i64 {
-        scopes
-            .iter()
-            .filter(|s| s.member[u])
-            .filter_map(|s| s.weight)
-            .map(|w| -w)
-            .sum()
-    };
+    // a node's priority only reads the scopes' membership of the node itself, which changes when
+    // the node is placed (after its last push): fixed per node, computed once
+    let prio: Vec<i64> = (0..g.nodes.len())
+        .map(|u| {
+            scopes
+                .iter()
+                .filter(|s| s.member[u])
+                .filter_map(|s| s.weight)
+                .map(|w| -w)
+                .sum()
+        })
+        .collect();
     for (u, &d) in in_degree.iter().enumerate() {
         if d == 0 {
-            heap.push((priority(&scopes, u), u));
+            heap.push((prio[u], u));
         }
     }
     let mut placed = Placed::new(g.nodes.len() + scopes.len());
@@ -513,12 +517,12 @@ fn toposort(g: &Graph<'_>) -> Result<Vec<UOp>> {
             }
         }
         for d in released {
-            heap.push((priority(&scopes, d), d));
+            heap.push((prio[d], d));
         }
         for &c in g.children(x) {
             in_degree[c] -= 1;
             if in_degree[c] == 0 {
-                heap.push((priority(&scopes, c), c));
+                heap.push((prio[c], c));
             }
         }
     }

@@ -9,6 +9,8 @@
 //!
 //! Nodes are hash-consed per thread (`uops/intern.rs`, beyond 0.9.1): building a node equal to a
 //! live one built on the same thread returns that node.
+//! A node holds up to four sources inline ([`Srcs`], `uops/srcs.rs`, beyond 0.9.1): constructors
+//! take an array, a `Vec` or a collected iterator.
 //!
 //! Not guaranteed: a `UOp` built by hand is not verified until `type_verify` runs; that equal
 //! nodes are one allocation (see `uops/intern.rs`: equality stays structural).
@@ -24,6 +26,9 @@ use crate::helpers::{fmix64, FxHasher};
 use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
 
 mod intern;
+mod srcs;
+
+pub use srcs::Srcs;
 
 /// The UOp kinds of 0.9.1, in their enum order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -179,7 +184,7 @@ pub enum UArg {
 pub struct UOpInner {
     pub op: UOps,
     pub dtype: Option<DType>,
-    pub src: Vec<UOp>,
+    pub src: Srcs,
     pub arg: UArg,
     hash: u64,
     /// One bit per RANGE this node depends on (itself included), chosen by the RANGE's structural
@@ -214,38 +219,18 @@ fn range_bit(hash: u64) -> u64 {
 /// A `HashMap` keyed by UOp with [`UOpHasher`].
 pub type UOpMap<V> = HashMap<UOp, V, BuildHasherDefault<UOpHasher>>;
 
-/// Dropping a long chain of nodes must not recurse once per link (deep graphs would overflow the
-/// stack): sources whose last reference goes away here are taken apart in a loop.
-impl Drop for UOpInner {
-    fn drop(&mut self) {
-        intern::forget(self.hash);
-        if self.src.is_empty() {
-            return;
-        }
-        let mut stack = std::mem::take(&mut self.src);
-        while let Some(u) = stack.pop() {
-            // a shared source only loses one reference (one atomic decrement, no failed unwrap)
-            if Arc::strong_count(&u.0) > 1 {
-                continue;
-            }
-            if let Ok(mut inner) = Arc::try_unwrap(u.0) {
-                stack.append(&mut inner.src);
-            }
-        }
-    }
-}
-
 /// A UOp: cheap to clone, compared and hashed by structure (op, dtype, sources, arg).
 #[derive(Clone)]
 pub struct UOp(Arc<UOpInner>);
 
 impl UOp {
-    pub fn new(op: UOps, dtype: Option<DType>, src: Vec<UOp>, arg: UArg) -> UOp {
+    pub fn new(op: UOps, dtype: Option<DType>, src: impl Into<Srcs>, arg: UArg) -> UOp {
+        let src: Srcs = src.into();
         let mut h = FxHasher::default();
         op.hash(&mut h);
         dtype.hash(&mut h);
         h.write_usize(src.len());
-        for s in &src {
+        for s in src.iter() {
             h.write_u64(s.0.hash);
         }
         arg.hash(&mut h);
@@ -288,8 +273,9 @@ impl UOp {
 
     /// tinygrad's `UOp.alu(op, *src)`: the output dtype is bool for CMPLT/CMPNE, else the dtype of
     /// the last source.
-    pub fn alu_auto(op: impl Into<Op>, src: Vec<UOp>) -> UOp {
+    pub fn alu_auto(op: impl Into<Op>, src: impl Into<Srcs>) -> UOp {
         let op = op.into();
+        let src: Srcs = src.into();
         let dtype = if matches!(op, Op::Binary(BinaryOps::CMPLT | BinaryOps::CMPNE)) {
             Some(dtypes::bool)
         } else {
@@ -365,7 +351,7 @@ impl UOp {
             idx,
             is_reduce,
         };
-        UOp::new(UOps::RANGE, Some(dtypes::int32), vec![start, end], arg)
+        UOp::new(UOps::RANGE, Some(dtypes::int32), [start, end], arg)
     }
 
     /// A loop over the constant range `start..end`.
@@ -382,14 +368,14 @@ impl UOp {
         UOp::new(
             UOps::LOAD,
             Some(dtype),
-            vec![buf.clone(), idx.clone()],
+            [buf.clone(), idx.clone()],
             UArg::None,
         )
     }
 
     /// `gate ? buf[idx] : alt` (the load does not happen when the gate is false).
     pub fn load_gated(buf: &UOp, idx: &UOp, gate: &UOp, alt: &UOp, dtype: DType) -> UOp {
-        let src = vec![buf.clone(), idx.clone(), gate.clone(), alt.clone()];
+        let src = [buf.clone(), idx.clone(), gate.clone(), alt.clone()];
         UOp::new(UOps::LOAD, Some(dtype), src, UArg::None)
     }
 
@@ -415,14 +401,14 @@ impl UOp {
         UOp::new(
             UOps::STORE,
             None,
-            vec![buf.clone(), idx.clone(), val.clone()],
+            [buf.clone(), idx.clone(), val.clone()],
             UArg::None,
         )
     }
 
     /// `if (gate) buf[idx] = val`.
     pub fn store_gated(buf: &UOp, idx: &UOp, val: &UOp, gate: &UOp) -> UOp {
-        let src = vec![buf.clone(), idx.clone(), val.clone(), gate.clone()];
+        let src = [buf.clone(), idx.clone(), val.clone(), gate.clone()];
         UOp::new(UOps::STORE, None, src, UArg::None)
     }
 
@@ -431,24 +417,24 @@ impl UOp {
         UOp::new(
             UOps::PHI,
             acc.dtype(),
-            vec![acc.clone(), val.clone()],
+            [acc.clone(), val.clone()],
             UArg::None,
         )
     }
 
     /// Lane `lane` of the vector `x`, as `dtype`.
     pub fn gep(x: &UOp, lane: usize, dtype: DType) -> UOp {
-        UOp::new(UOps::GEP, Some(dtype), vec![x.clone()], UArg::Gep(lane))
+        UOp::new(UOps::GEP, Some(dtype), [x.clone()], UArg::Gep(lane))
     }
 
     /// A value conversion to `dtype`.
     pub fn cast(&self, dtype: DType) -> UOp {
-        UOp::new(UOps::CAST, Some(dtype), vec![self.clone()], UArg::None)
+        UOp::new(UOps::CAST, Some(dtype), [self.clone()], UArg::None)
     }
 
     /// A CAST whose dtype may be unknown (patterns: `x.cast()`).
     pub fn cast_opt(&self, dtype: Option<DType>) -> UOp {
-        UOp::new(UOps::CAST, dtype, vec![self.clone()], UArg::None)
+        UOp::new(UOps::CAST, dtype, [self.clone()], UArg::None)
     }
 
     /// A vector built from scalars (a CAST with one source per lane).
@@ -458,7 +444,7 @@ impl UOp {
 
     /// A reinterpretation of the bits of `self` as `dtype` (same size).
     pub fn bitcast(&self, dtype: DType) -> UOp {
-        UOp::new(UOps::BITCAST, Some(dtype), vec![self.clone()], UArg::None)
+        UOp::new(UOps::BITCAST, Some(dtype), [self.clone()], UArg::None)
     }
 
     /// A workgroup barrier after the stores in `src`.
@@ -477,7 +463,7 @@ impl UOp {
 
     /// A tensor-core multiply-accumulate `c + a*b` on warp-distributed vectors.
     pub fn wmma(a: &UOp, b: &UOp, c: &UOp, arg: WmmaArg, dtype: DType) -> UOp {
-        let src = vec![a.clone(), b.clone(), c.clone()];
+        let src = [a.clone(), b.clone(), c.clone()];
         UOp::new(UOps::WMMA, Some(dtype), src, UArg::Wmma(Box::new(arg)))
     }
 
@@ -493,12 +479,12 @@ impl UOp {
 
     /// The end of a loop (the linearizer's output only).
     pub fn endrange(range: &UOp) -> UOp {
-        UOp::new(UOps::ENDRANGE, None, vec![range.clone()], UArg::None)
+        UOp::new(UOps::ENDRANGE, None, [range.clone()], UArg::None)
     }
 
     /// The end of an IF (the linearizer's output only).
     pub fn endif(if_: &UOp) -> UOp {
-        UOp::new(UOps::ENDIF, None, vec![if_.clone()], UArg::None)
+        UOp::new(UOps::ENDIF, None, [if_.clone()], UArg::None)
     }
 
     /// The node's identity: the same for every handle to one node (not its structure).
@@ -570,44 +556,44 @@ operand_number!(i32, i64, f32, f64, bool, ConstValue);
 /// Arithmetic that builds ALU nodes the way tinygrad's operator overloads do.
 impl UOp {
     pub fn neg(&self) -> UOp {
-        UOp::alu_auto(UnaryOps::NEG, vec![self.clone()])
+        UOp::alu_auto(UnaryOps::NEG, [self.clone()])
     }
     pub fn recip(&self) -> UOp {
-        UOp::alu_auto(UnaryOps::RECIP, vec![self.clone()])
+        UOp::alu_auto(UnaryOps::RECIP, [self.clone()])
     }
     pub fn add(&self, x: impl IntoOperand) -> UOp {
         let x = x.into_operand(self.dtype());
-        UOp::alu_auto(BinaryOps::ADD, vec![self.clone(), x])
+        UOp::alu_auto(BinaryOps::ADD, [self.clone(), x])
     }
     /// `self + (-x)`, as tinygrad spells subtraction.
     pub fn sub(&self, x: impl IntoOperand) -> UOp {
         let x = x.into_operand(self.dtype());
-        UOp::alu_auto(BinaryOps::ADD, vec![self.clone(), x.neg()])
+        UOp::alu_auto(BinaryOps::ADD, [self.clone(), x.neg()])
     }
     pub fn mul(&self, x: impl IntoOperand) -> UOp {
         let x = x.into_operand(self.dtype());
-        UOp::alu_auto(BinaryOps::MUL, vec![self.clone(), x])
+        UOp::alu_auto(BinaryOps::MUL, [self.clone(), x])
     }
     pub fn idiv(&self, x: impl IntoOperand) -> UOp {
         let x = x.into_operand(self.dtype());
-        UOp::alu_auto(BinaryOps::IDIV, vec![self.clone(), x])
+        UOp::alu_auto(BinaryOps::IDIV, [self.clone(), x])
     }
     /// `self * (1/x)`, as tinygrad spells true division.
     pub fn div(&self, x: impl IntoOperand) -> UOp {
         let x = x.into_operand(self.dtype());
-        UOp::alu_auto(BinaryOps::MUL, vec![self.clone(), x.recip()])
+        UOp::alu_auto(BinaryOps::MUL, [self.clone(), x.recip()])
     }
     pub fn modulo(&self, x: impl IntoOperand) -> UOp {
         let x = x.into_operand(self.dtype());
-        UOp::alu_auto(BinaryOps::MOD, vec![self.clone(), x])
+        UOp::alu_auto(BinaryOps::MOD, [self.clone(), x])
     }
     pub fn lt(&self, x: impl IntoOperand) -> UOp {
         let x = x.into_operand(self.dtype());
-        UOp::alu_auto(BinaryOps::CMPLT, vec![self.clone(), x])
+        UOp::alu_auto(BinaryOps::CMPLT, [self.clone(), x])
     }
     pub fn ne(&self, x: impl IntoOperand) -> UOp {
         let x = x.into_operand(self.dtype());
-        UOp::alu_auto(BinaryOps::CMPNE, vec![self.clone(), x])
+        UOp::alu_auto(BinaryOps::CMPNE, [self.clone(), x])
     }
     /// `!(self < x)`.
     pub fn ge(&self, x: impl IntoOperand) -> UOp {
@@ -615,22 +601,22 @@ impl UOp {
     }
     pub fn max(&self, x: impl IntoOperand) -> UOp {
         let x = x.into_operand(self.dtype());
-        UOp::alu_auto(BinaryOps::MAX, vec![self.clone(), x])
+        UOp::alu_auto(BinaryOps::MAX, [self.clone(), x])
     }
     /// `-max(-self, -x)`, as tinygrad spells minimum.
     pub fn min(&self, x: impl IntoOperand) -> UOp {
         let x = x.into_operand(self.dtype());
-        UOp::alu_auto(BinaryOps::MAX, vec![self.neg(), x.neg()]).neg()
+        UOp::alu_auto(BinaryOps::MAX, [self.neg(), x.neg()]).neg()
     }
     pub fn xor(&self, x: impl IntoOperand) -> UOp {
         let x = x.into_operand(self.dtype());
-        UOp::alu_auto(BinaryOps::XOR, vec![self.clone(), x])
+        UOp::alu_auto(BinaryOps::XOR, [self.clone(), x])
     }
     /// `cond ? a : b`, with the dtype of `b`.
     pub fn where_(cond: &UOp, a: impl IntoOperand, b: impl IntoOperand) -> UOp {
         let b = b.into_operand(None);
         let a = a.into_operand(b.dtype());
-        UOp::alu_auto(TernaryOps::WHERE, vec![cond.clone(), a, b])
+        UOp::alu_auto(TernaryOps::WHERE, [cond.clone(), a, b])
     }
 
     /// Is `target` among the transitive sources of `self` (tinygrad's `target in self.parents`)?

@@ -100,7 +100,7 @@ pub trait CStyle {
     }
 
     /// The expression of an ALU op over rendered operands.
-    fn code_for_op(&self, op: Op, a: &[String], d: DType, needs: &mut Needs) -> Result<String> {
+    fn code_for_op(&self, op: Op, a: &[&str], d: DType, needs: &mut Needs) -> Result<String> {
         base_code_for_op(op, a, d, needs)
     }
 
@@ -113,7 +113,7 @@ pub trait CStyle {
     }
 
     /// A value conversion: one source casts, several build a vector.
-    fn render_cast(&self, x: &[String], d: DType, needs: &mut Needs) -> Result<String> {
+    fn render_cast(&self, x: &[&str], d: DType, needs: &mut Needs) -> Result<String> {
         let t = self.render_dtype(d, needs)?;
         match x {
             [one] => Ok(format!("({t})({one})")),
@@ -159,7 +159,7 @@ pub trait CStyle {
             format!("{buf}[{idx}]")
         };
         if out.scalar != buf_dtype.scalar {
-            return self.render_cast(&[val], out, needs);
+            return self.render_cast(&[val.as_str()], out, needs);
         }
         Ok(val)
     }
@@ -275,6 +275,8 @@ pub trait CStyle {
 struct State {
     lines: Vec<String>,
     depth: usize,
+    /// Scratch for [`State::kkf`]: a line is formatted here, then copied at its exact size.
+    scratch: String,
     counters: HashMap<&'static str, usize, crate::helpers::FxBuild>,
     r: UOpMap<String>,
     params: Vec<Param>,
@@ -290,15 +292,15 @@ impl State {
         line.push_str(s);
         self.lines.push(line);
     }
-    /// [`State::kk`] of formatted text, written straight into the line.
+    /// [`State::kk`] of formatted text (formatted into the scratch buffer, so the line is
+    /// allocated once at its size instead of growing while it is written).
     fn kkf(&mut self, args: std::fmt::Arguments) {
         use std::fmt::Write as _;
-        let mut line = String::with_capacity(2 * self.depth + 32);
-        for _ in 0..self.depth {
-            line.push_str("  ");
-        }
-        let _ = line.write_fmt(args);
-        self.lines.push(line);
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        let _ = scratch.write_fmt(args);
+        self.kk(&scratch);
+        self.scratch = scratch;
     }
     fn ssa(&mut self, prefix: &'static str, u: Option<&UOp>) -> String {
         let c = self.counters.entry(prefix).or_insert(0);
@@ -324,20 +326,34 @@ impl State {
         name
     }
     fn get(&self, u: &UOp) -> Result<String> {
-        match self.r.get(u) {
-            Some(s) => Ok(s.clone()),
-            None => bail!(
-                Codegen,
-                "render: {} is used before it is rendered",
-                u.op().name()
-            ),
-        }
+        name_of(&self.r, u).map(str::to_string)
     }
     fn src(&self, u: &UOp, i: usize) -> Result<String> {
         match u.src().get(i) {
             Some(s) => self.get(s),
             None => bail!(Codegen, "render: {} lacks source {i}", u.op().name()),
         }
+    }
+}
+
+/// The rendered name or expression of `u`, borrowed from the renderer's map (a free function, so
+/// that the other fields of [`State`] stay free to borrow mutably).
+fn name_of<'a>(r: &'a UOpMap<String>, u: &UOp) -> Result<&'a str> {
+    match r.get(u) {
+        Some(s) => Ok(s),
+        None => bail!(
+            Codegen,
+            "render: {} is used before it is rendered",
+            u.op().name()
+        ),
+    }
+}
+
+/// [`name_of`] of source `i` of `u`.
+fn src_name<'a>(r: &'a UOpMap<String>, u: &UOp, i: usize) -> Result<&'a str> {
+    match u.src().get(i) {
+        Some(s) => name_of(r, s),
+        None => bail!(Codegen, "render: {} lacks source {i}", u.op().name()),
     }
 }
 
@@ -406,6 +422,7 @@ pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Res
     let mut st = State {
         lines: Vec::with_capacity(uops.len()),
         depth: 1,
+        scratch: String::with_capacity(256),
         counters: HashMap::default(),
         r: UOpMap::with_capacity_and_hasher(uops.len(), Default::default()),
         params: vec![],
@@ -484,14 +501,18 @@ fn render_uop<L: CStyle + ?Sized>(
 }
 
 fn render_store_uop<L: CStyle + ?Sized>(l: &L, st: &mut State, u: &UOp) -> Result<()> {
-    let (buf, idx, val) = (st.src(u, 0)?, st.src(u, 1)?, st.src(u, 2)?);
+    let (buf, idx, val) = (
+        src_name(&st.r, u, 0)?,
+        src_name(&st.r, u, 1)?,
+        src_name(&st.r, u, 2)?,
+    );
     let local = u.src()[0].op() == UOps::DEFINE_LOCAL;
     let s = l.render_store(
-        &buf,
+        buf,
         src_dtype(u, 0)?,
-        &val,
+        val,
         src_dtype(u, 2)?,
-        strip_parens(&idx),
+        strip_parens(idx),
         local,
         &mut st.needs,
     )?;
@@ -544,14 +565,15 @@ fn render_alu<L: CStyle + ?Sized>(
         op,
         Op::Binary(BinaryOps::ADD | BinaryOps::MUL | BinaryOps::XOR)
     );
-    let mut operands = vec![];
+    // the operands' names borrowed from `st.r` (`st.needs` is borrowed apart)
+    let mut operands: Vec<&str> = Vec::with_capacity(u.src().len());
     for (i, s) in u.src().iter().enumerate() {
-        let r = st.get(s)?;
+        let r = name_of(&st.r, s)?;
         // C groups `a*b*c` as `(a*b)*c`: a float chain may only lose the parentheses of its left
         // operand, or `a*(b*c)` would be computed as `(a*b)*c` (other bits than the interpreter's).
         let regroups = i > 0 && d.is_float();
         operands.push(if chain && !regroups && s.alu_op() == Some(op) {
-            strip_parens(&r).to_string()
+            strip_parens(r)
         } else {
             r
         });
@@ -652,12 +674,14 @@ fn render_convert<L: CStyle + ?Sized>(
 ) -> Result<()> {
     match (u.op(), u.arg()) {
         (UOps::CAST, _) => {
-            let xs = (0..u.src().len())
-                .map(|i| st.src(u, i))
+            let xs = u
+                .src()
+                .iter()
+                .map(|s| name_of(&st.r, s))
                 .collect::<Result<Vec<_>>>()?;
             let from = src_dtype(u, 0)?;
             let val = if xs.len() == 1 && from.count > 1 && d.count > 1 {
-                l.render_vector_cast(&xs[0], from, d, &mut st.needs)?
+                l.render_vector_cast(xs[0], from, d, &mut st.needs)?
             } else {
                 l.render_cast(&xs, d, &mut st.needs)?
             };
@@ -703,19 +727,20 @@ fn render_misc<L: CStyle + ?Sized>(
         (UOps::RANGE, _) => render_range(st, u, split, l)?,
         (UOps::ALU, _) => render_alu(l, st, u, d, children)?,
         (UOps::LOAD, _) => {
-            let (buf, idx) = (st.src(u, 0)?, st.src(u, 1)?);
+            let (buf, idx) = (src_name(&st.r, u, 0)?, src_name(&st.r, u, 1)?);
             let local = u.src()[0].op() == UOps::DEFINE_LOCAL;
             let mut val = l.render_load(
                 d,
-                &buf,
+                buf,
                 src_dtype(u, 0)?,
-                strip_parens(&idx),
+                strip_parens(idx),
                 local,
                 &mut st.needs,
             )?;
             if u.src().len() > 3 && !matches!(u.src()[2].op(), UOps::BARRIER | UOps::IF) {
-                let (g, alt) = (st.src(u, 2)?, st.src(u, 3)?);
-                val = l.code_for_op(TernaryOps::WHERE.into(), &[g, val, alt], d, &mut st.needs)?;
+                let (g, alt) = (name_of(&st.r, &u.src()[2])?, name_of(&st.r, &u.src()[3])?);
+                let ops = [g, val.as_str(), alt];
+                val = l.code_for_op(TernaryOps::WHERE.into(), &ops, d, &mut st.needs)?;
             }
             let t = l.render_dtype(d, &mut st.needs)?;
             let name = st.ssa("val", Some(u));
@@ -727,13 +752,17 @@ fn render_misc<L: CStyle + ?Sized>(
             st.r.insert(u.clone(), acc);
         }
         (UOps::GEP, UArg::Gep(i)) => {
-            let x = st.src(u, 0)?;
+            let x = src_name(&st.r, u, 0)?;
             let from_ssa = matches!(
                 u.src()[0].op(),
                 UOps::LOAD | UOps::WMMA | UOps::DEFINE_ACC | UOps::PHI
             );
-            let base = if from_ssa { x } else { format!("({x})") };
-            let lane = l.render_gep(&base, *i, src_dtype(u, 0)?)?;
+            let from = src_dtype(u, 0)?;
+            let lane = if from_ssa {
+                l.render_gep(x, *i, from)?
+            } else {
+                l.render_gep(&format!("({x})"), *i, from)?
+            };
             st.r.insert(u.clone(), lane);
         }
         (UOps::WMMA, UArg::Wmma(w)) => {

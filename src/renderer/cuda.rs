@@ -321,12 +321,12 @@ impl CStyle for CUDARenderer {
         self.render_dtype(d.base(), needs)
     }
 
-    fn code_for_op(&self, op: Op, a: &[String], d: DType, needs: &mut Needs) -> Result<String> {
+    fn code_for_op(&self, op: Op, a: &[&str], d: DType, needs: &mut Needs) -> Result<String> {
         if d.count > 1 {
             bail!(Codegen, "CUDA: no vector form of {} on {d}", op.name());
         }
-        let x = a.first().map(String::as_str).unwrap_or("");
-        let y = a.get(1).map(String::as_str).unwrap_or("");
+        let x = a.first().copied().unwrap_or("");
+        let y = a.get(1).copied().unwrap_or("");
         let half = d.scalar == Scalar::Float16;
         match op {
             Op::Binary(BinaryOps::MUL) if d.is_bool() => Ok(format!("({x}&&{y})")),
@@ -368,7 +368,7 @@ impl CStyle for CUDARenderer {
         })
     }
 
-    fn render_cast(&self, x: &[String], d: DType, needs: &mut Needs) -> Result<String> {
+    fn render_cast(&self, x: &[&str], d: DType, needs: &mut Needs) -> Result<String> {
         let t = self.render_dtype(d, needs)?;
         match x {
             [one] => Ok(format!("({t})({one})")),
@@ -402,6 +402,7 @@ impl CStyle for CUDARenderer {
             let lane = self.render_gep(x, i, from)?;
             lanes.push(format!("({s})({lane})"));
         }
+        let lanes: Vec<&str> = lanes.iter().map(String::as_str).collect();
         self.render_cast(&lanes, to, needs)
     }
 

@@ -7,7 +7,6 @@
 //!
 //! Not guaranteed: `unbind`/`var_vals` skip unbound Variables (tinygrad asserts on them).
 
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::helpers::Knob;
@@ -141,7 +140,7 @@ impl ShapeTracker {
     /// The Variables of all views, in first-seen order.
     pub fn vars(&self) -> Vec<Node> {
         let mut out = Vec::new();
-        let mut seen = HashSet::new();
+        let mut seen = crate::helpers::FxHashSet::default();
         for v in self.views.iter() {
             for x in v.vars() {
                 if seen.insert(x.clone()) {
@@ -317,7 +316,7 @@ impl ShapeTracker {
         let idxs = default_idxs(&last.shape)?;
         let (idx, valid) = self.expr_idxs(Some(&idxs))?;
         let mut ret: Vec<Option<Sint>> = vec![None; last.shape.len()];
-        let mut bad_idx_vars: HashSet<Node> = HashSet::new();
+        let mut bad_idx_vars: crate::helpers::FxHashSet<Node> = Default::default();
         let terms = match idx.inner() {
             Some(Kind::Sum(n)) => n.clone(),
             _ => vec![idx.clone()],
@@ -332,8 +331,8 @@ impl ShapeTracker {
                 None => bad_idx_vars.extend(idx_maybe.vars()),
             }
         }
-        let idx_vars: HashSet<Node> = idx.vars().into_iter().collect();
-        let valid_vars: HashSet<Node> = valid.vars().into_iter().collect();
+        let idx_vars: crate::helpers::FxHashSet<Node> = idx.vars().into_iter().collect();
+        let valid_vars: crate::helpers::FxHashSet<Node> = valid.vars().into_iter().collect();
         for (i, tidx) in idxs.iter().enumerate() {
             if bad_idx_vars.contains(tidx) || (valid_vars.contains(tidx) && !ignore_valid) {
                 ret[i] = None;

@@ -230,12 +230,18 @@ impl Node {
 
     /// `MulNode(a, b)` with its bounds.
     pub(crate) fn raw_mul(a: Node, b: Node) -> Result<Node> {
+        let (min, max) = Node::mul_bounds(&a, &b)?;
+        Ok(Node::mk(Kind::Mul(a, b), min, max))
+    }
+
+    /// The (min, max) of `MulNode(a, b)`; an error for a negative left operand.
+    pub(crate) fn mul_bounds(a: &Node, b: &Node) -> Result<(Node, Node)> {
         ensure!(
             compare::py_ge(a.min(), &Node::Num(0))?,
             Shape,
             "symbolic: MulNode needs a non-negative left operand, got {a} * {b}"
         );
-        let (min, max) = if let Node::Num(bi) = b {
+        Ok(if let Node::Num(bi) = *b {
             let bn = Node::Num(bi);
             if bi >= 0 {
                 (a.min().try_mul(&bn)?, a.max().try_mul(&bn)?)
@@ -246,8 +252,7 @@ impl Node {
             (a.min().try_mul(b.min())?, a.max().try_mul(b.max())?)
         } else {
             (a.max().try_mul(b.min())?, a.min().try_mul(b.max())?)
-        };
-        Ok(Node::mk(Kind::Mul(a, b), min, max))
+        })
     }
 
     /// `DivNode(a, b)` with its bounds.
@@ -567,12 +572,18 @@ impl Node {
     /// The unique Variables in this expression, in first-seen order (bounds are not searched).
     pub fn vars(&self) -> Vec<Node> {
         let mut out = Vec::new();
-        let mut seen = HashSet::new();
+        let mut seen = crate::helpers::FxHashSet::default();
         self.collect_vars(&mut out, &mut seen);
         out
     }
 
-    pub(crate) fn collect_vars(&self, out: &mut Vec<Node>, seen: &mut HashSet<Node>) {
+    /// Append to `out` the Variables of this expression not yet in `seen` (first-seen order; the
+    /// set's hasher does not change the order).
+    pub(crate) fn collect_vars<S: std::hash::BuildHasher>(
+        &self,
+        out: &mut Vec<Node>,
+        seen: &mut HashSet<Node, S>,
+    ) {
         let Some(k) = self.inner() else { return };
         match k {
             Kind::Var { .. } => {

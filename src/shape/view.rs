@@ -12,7 +12,7 @@
 //! Not guaranteed: symbolic masks and strides are handled as tinygrad handles them (comparisons
 //! through the truthiness of symbolic comparison nodes), which is conservative, not complete.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use crate::shape::symbolic::{
     py_ge, py_gt, py_le, py_lt, py_max2, py_min2, render_shape, sint_prod, sint_sum, Node, Sint,
@@ -212,7 +212,7 @@ impl View {
     /// The Variables in shape, strides, offset and mask, in first-seen order.
     pub fn vars(&self) -> Vec<Node> {
         let mut out = Vec::new();
-        let mut seen = HashSet::new();
+        let mut seen = crate::helpers::FxHashSet::default();
         for x in self.all_sints() {
             x.collect_vars(&mut out, &mut seen);
         }

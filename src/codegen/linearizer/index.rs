@@ -239,7 +239,7 @@ impl Expansion {
                 .checked_mul(size)
                 .ok_or_else(|| Error::Codegen("iter_idxs: too many combinations".into()))?;
         }
-        let mut seen: std::collections::HashSet<Node> = std::collections::HashSet::new();
+        let mut seen = crate::helpers::FxHashSet::<Node>::default();
         let mut vars = Vec::new();
         for n in nodes {
             n.collect_vars(&mut vars, &mut seen);

@@ -27,11 +27,10 @@
 //! folded.
 
 use std::collections::HashMap;
-use std::hash::BuildHasherDefault;
 
 use crate::codegen::pattern::PostOrder;
 use crate::codegen::renderer::VectorAlu;
-use crate::codegen::uops::{UArg, UOp, UOpHasher, UOpMap, UOps};
+use crate::codegen::uops::{Srcs, UArg, UOp, UOpMap, UOps};
 use crate::dtype::{DType, Scalar};
 use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
 use crate::Result;
@@ -115,27 +114,20 @@ pub fn vectorize_alus(sink: &UOp, mode: VectorAlu) -> Result<UOp> {
 }
 
 /// Rebuild the graph under `sink` bottom up (iteratively), passing every rebuilt node through
-/// `f`.
+/// `f`. Each node is visited once by address (nodes are hash-consed, so equal structures built on
+/// this thread are one node); two equal nodes at different addresses each go through `f`, which
+/// gives them equal results (`f` is a function of the structure: the fold memoizes structurally).
 fn rebuild(sink: &UOp, f: &mut dyn FnMut(UOp) -> UOp) -> UOp {
     let order = PostOrder::of(sink);
-    // structurally equal nodes share the first one's result (by position in `results`)
-    let mut first: HashMap<&UOp, usize, BuildHasherDefault<UOpHasher>> =
-        HashMap::with_capacity_and_hasher(order.nodes.len(), Default::default());
     let mut results: Vec<UOp> = Vec::with_capacity(order.nodes.len());
     for (i, &n) in order.nodes.iter().enumerate() {
-        if let Some(&j) = first.get(n) {
-            let r = results[j].clone();
-            results.push(r);
-            continue;
-        }
-        first.insert(n, i);
         let srcs = order.srcs(i);
         // sources that came back as the very same nodes keep `n` (no new source list)
         let same = srcs.iter().zip(n.src()).all(|(&j, s)| results[j].ptr_eq(s));
         let built = if same {
             n.clone()
         } else {
-            let src: Vec<UOp> = srcs.iter().map(|&j| results[j].clone()).collect();
+            let src: Srcs = srcs.iter().map(|&j| results[j].clone()).collect();
             UOp::new(n.op(), n.dtype(), src, n.arg().clone())
         };
         results.push(f(built));
@@ -171,8 +163,16 @@ impl Fold {
         if let Some(f) = self.memo.get(lanes) {
             return f.clone();
         }
-        let f = self.fold_new(lanes, d, depth);
-        self.memo.insert(lanes.to_vec(), f.clone());
+        self.fold_owned(lanes.to_vec(), d, depth)
+    }
+
+    /// [`Fold::fold`] of lanes the caller built (the memo keeps them, no second copy).
+    fn fold_owned(&mut self, lanes: Vec<UOp>, d: DType, depth: usize) -> Folded {
+        if let Some(f) = self.memo.get(&lanes) {
+            return f.clone();
+        }
+        let f = self.fold_new(&lanes, d, depth);
+        self.memo.insert(lanes, f.clone());
         f
     }
 
@@ -230,7 +230,7 @@ impl Fold {
             let Some(od) = lane_dtype(&ops) else {
                 return Self::gather(lanes, d);
             };
-            let f = self.fold(&ops, od, depth + 1);
+            let f = self.fold_owned(ops, od, depth + 1);
             any_vector |= matches!(f, Folded::Vector(_));
             srcs.push(f.uop().clone());
         }
@@ -268,7 +268,7 @@ impl Fold {
         if lane_dtype(&vals) != Some(d) {
             return Self::gather(lanes, d);
         }
-        let v = self.fold(&vals, d, depth + 1);
+        let v = self.fold_owned(vals, d, depth + 1);
         let phi = UOp::phi(&acc, v.uop());
         for (i, l) in lanes.iter().enumerate() {
             self.phi_subst.insert(l.clone(), UOp::gep(&phi, i, d));

@@ -45,9 +45,9 @@ pub fn cat(parts: &[&str]) -> String {
 }
 
 /// tinygrad's base `code_for_op` table (plus shifts and MULACC).
-pub fn base_code_for_op(op: Op, a: &[String], d: DType, needs: &mut Needs) -> Result<String> {
+pub fn base_code_for_op(op: Op, a: &[&str], d: DType, needs: &mut Needs) -> Result<String> {
     let _ = needs;
-    let arg = |i: usize| a.get(i).map(String::as_str).unwrap_or("");
+    let arg = |i: usize| a.get(i).copied().unwrap_or("");
     let (x, y, z) = (arg(0), arg(1), arg(2));
     let bin = |sym: &str| cat(&["(", x, sym, y, ")"]);
     Ok(match op {
@@ -100,7 +100,7 @@ pub fn base_render_const<L: CStyle + ?Sized>(
     };
     let plain = [Scalar::Float32, Scalar::Int32, Scalar::Bool].contains(&s);
     if d.count > 1 || !plain {
-        let lanes = vec![val; d.count as usize];
+        let lanes = vec![val.as_str(); d.count as usize];
         return l.render_cast(&lanes, d, needs);
     }
     Ok(val)

@@ -29,7 +29,7 @@ pub(crate) fn render_load_bf16_emulated<L: CStyle + ?Sized>(
         return if out.scalar == Scalar::BFloat16 {
             Ok(v)
         } else {
-            l.render_cast(&[v], out, needs)
+            l.render_cast(&[v.as_str()], out, needs)
         };
     }
     let val = if out.count > 1 {
@@ -41,7 +41,7 @@ pub(crate) fn render_load_bf16_emulated<L: CStyle + ?Sized>(
         format!("{buf}[{idx}]")
     };
     if out.scalar != buf_dtype.scalar {
-        return l.render_cast(&[val], out, needs);
+        return l.render_cast(&[val.as_str()], out, needs);
     }
     Ok(val)
 }

@@ -227,8 +227,8 @@ impl CStyle for ClangRenderer {
         self.render_dtype(d.base(), needs)
     }
 
-    fn code_for_op(&self, op: Op, a: &[String], d: DType, needs: &mut Needs) -> Result<String> {
-        let x = a.first().map(String::as_str).unwrap_or("");
+    fn code_for_op(&self, op: Op, a: &[&str], d: DType, needs: &mut Needs) -> Result<String> {
+        let x = a.first().copied().unwrap_or("");
         // WHERE on vectors: only the gated vector load makes one, with a scalar gate (bool
         // vectors, the only other kind of condition, have no C type here)
         let vector_ok = matches!(
@@ -240,7 +240,7 @@ impl CStyle for ClangRenderer {
         if d.count > 1 && !vector_ok {
             bail!(Codegen, "CLANG: no vector form of {} on {d}", op.name());
         }
-        let y = a.get(1).map(String::as_str).unwrap_or("");
+        let y = a.get(1).copied().unwrap_or("");
         match op {
             // bool arithmetic as logic (`*` on _Bool trips -Wint-in-bool-context)
             Op::Binary(BinaryOps::MUL) if d.is_bool() => Ok(format!("({x}&&{y})")),

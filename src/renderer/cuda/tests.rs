@@ -86,12 +86,7 @@ fn float_max_propagates_nan_and_wide_vectors_get_structs() {
     let r = CUDARenderer::new(90);
     let f = dtypes::float32;
     let m = r
-        .code_for_op(
-            Op::Binary(BinaryOps::MAX),
-            &["a".into(), "b".into()],
-            f,
-            &mut needs,
-        )
+        .code_for_op(Op::Binary(BinaryOps::MAX), &["a", "b"], f, &mut needs)
         .unwrap();
     assert_eq!(m, "rg_fmax(a,b)");
     assert!(needs.helpers.contains("rg_fmax"));

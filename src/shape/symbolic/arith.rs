@@ -4,7 +4,7 @@
 //! goes through `Node.__radd__`, `NumNode * Node` through `Node * int`, ...), so results match
 //! tinygrad's structure, not only its values.
 
-use indexmap::IndexMap;
+use crate::helpers::FxIndexMap;
 
 use super::{ck_add, ck_mul, ck_neg, Kind, Node};
 use crate::Result;
@@ -84,21 +84,21 @@ impl Node {
         }
         let mut flat = Vec::with_capacity(nodes.len());
         flatten_sum(&nodes, &mut flat);
-        let mut groups: IndexMap<Node, Node> = IndexMap::new();
+        let mut groups: FxIndexMap<Node, Group> = FxIndexMap::default();
         let mut num_sum = 0i64;
         for node in flat {
             match (&node, node.inner()) {
                 (Node::Num(v), _) => num_sum = ck_add(num_sum, *v)?,
-                (_, Some(Kind::Mul(a, c))) => add_coefficient(&mut groups, a, c)?,
-                _ => add_coefficient(&mut groups, &node, &Node::Num(1))?,
+                (_, Some(Kind::Mul(a, c))) => add_coefficient(&mut groups, a, c, Some(&node))?,
+                _ => add_coefficient(&mut groups, &node, &Node::Num(1), None)?,
             }
         }
         let mut new_nodes = Vec::with_capacity(groups.len() + 1);
-        for (a, c) in groups {
-            if c == 0 {
+        for (a, g) in groups {
+            if g.coef == 0 {
                 continue;
             }
-            new_nodes.push(if c == 1 { a } else { Node::raw_mul(a, c)? });
+            new_nodes.push(if g.coef == 1 { a } else { mul_term(a, g)? });
         }
         if num_sum != 0 {
             new_nodes.push(Node::Num(num_sum));
@@ -146,10 +146,49 @@ fn flatten_sum(nodes: &[Node], out: &mut Vec<Node>) {
     }
 }
 
-fn add_coefficient(groups: &mut IndexMap<Node, Node>, base: &Node, c: &Node) -> Result<()> {
-    let slot = groups.entry(base.clone()).or_insert(Node::Num(0));
-    *slot = slot.try_add(c)?;
+/// The like terms of one base in [`Node::sum`]: their summed coefficient, and the term itself
+/// while it is the only one and a `MulNode` (which the sum may then keep instead of rebuilding).
+struct Group {
+    coef: Node,
+    term: Option<Node>,
+}
+
+fn add_coefficient(
+    groups: &mut FxIndexMap<Node, Group>,
+    base: &Node,
+    c: &Node,
+    term: Option<&Node>,
+) -> Result<()> {
+    match groups.entry(base.clone()) {
+        indexmap::map::Entry::Occupied(mut e) => {
+            let g = e.get_mut();
+            g.coef = g.coef.try_add(c)?;
+            g.term = None;
+        }
+        indexmap::map::Entry::Vacant(e) => {
+            e.insert(Group {
+                coef: Node::Num(0).try_add(c)?,
+                term: term.cloned(),
+            });
+        }
+    }
     Ok(())
+}
+
+/// `MulNode(base, coef)` of a group: its single term when that is this very node (same operands
+/// and the bounds `raw_mul` gives), else a new one; the same node either way.
+fn mul_term(base: Node, g: Group) -> Result<Node> {
+    if let Some(t) = g.term {
+        if let Some(Kind::Mul(ta, tc)) = t.inner() {
+            if *ta == base && *tc == g.coef {
+                let (min, max) = Node::mul_bounds(&base, &g.coef)?;
+                if *t.min() == min && *t.max() == max {
+                    return Ok(t);
+                }
+            }
+        }
+    }
+    Node::raw_mul(base, g.coef)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -230,5 +269,38 @@ impl std::ops::Neg for &Node {
     type Output = Node;
     fn neg(self) -> Node {
         unwrap_op(self.try_neg(), "neg")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn same_alloc(a: &Node, b: &Node) -> bool {
+        match (a, b) {
+            (Node::Op(x), Node::Op(y)) => std::sync::Arc::ptr_eq(x, y),
+            _ => false,
+        }
+    }
+
+    /// A lone `a*3` term comes out of the sum as the very node that went in; a term whose
+    /// coefficient changed (two like terms) is a new node, equal to the rebuilt one.
+    #[test]
+    fn sum_keeps_a_lone_mul_term() {
+        let a = Node::var("a", 0, 7).unwrap();
+        let b = Node::var("b", 0, 5).unwrap();
+        let a3 = Node::raw_mul(a.clone(), Node::Num(3)).unwrap();
+        let s = Node::sum(vec![a3.clone(), b.clone(), Node::Num(2)]).unwrap();
+        let Some(Kind::Sum(terms)) = s.inner() else {
+            panic!("not a sum: {s}")
+        };
+        assert!(terms.iter().any(|t| same_alloc(t, &a3)), "{s}");
+        let s2 = Node::sum(vec![a3.clone(), a.clone(), b.clone()]).unwrap();
+        let Some(Kind::Sum(terms2)) = s2.inner() else {
+            panic!("not a sum: {s2}")
+        };
+        let a4 = Node::raw_mul(a.clone(), Node::Num(4)).unwrap();
+        assert_eq!(terms2[0], a4);
+        assert!(!terms2.iter().any(|t| same_alloc(t, &a3)));
     }
 }
