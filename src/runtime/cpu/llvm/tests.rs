@@ -456,15 +456,10 @@ fn exp2_lanes_uops() -> Vec<crate::codegen::uops::UOp> {
     uops
 }
 
-/// Scalar EXP2 lanes render as calls of the `rg_exp2_f32` helper that the light pipeline's SLP
-/// vectorizer bundles into a vector helper (vector `llvm.fma` in the IR after the passes), and
-/// that `always-inline` and `globaldce` leave no call or helper of; every pipeline computes the
-/// bits of the interpreter's reference (`renderer::exp2::exp2f`), edges included.
-#[test]
-fn exp2_lanes_vectorize_inline_and_keep_the_bits() {
+/// Sixteen EXP2 inputs with the edges (signed zero, subnormal and overflow boundaries, the
+/// infinities, NaN) as the kernel's input bytes, and the interpreter's reference bits of each.
+fn exp2_edge_case() -> (Vec<u8>, Vec<u32>) {
     use crate::renderer::exp2::exp2f;
-    use crate::renderer::llvmir::LLVMRenderer;
-    use crate::renderer::Renderer;
     let x = [
         0.0f32,
         -0.0,
@@ -483,8 +478,20 @@ fn exp2_lanes_vectorize_inline_and_keep_the_bits() {
         f32::NAN,
         -126.3,
     ];
-    let input: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let want: Vec<u32> = x.iter().map(|v| exp2f(*v).to_bits()).collect();
+    let input = x.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let want = x.iter().map(|v| exp2f(*v).to_bits()).collect();
+    (input, want)
+}
+
+/// Scalar EXP2 lanes render as calls of the `rg_exp2_f32` helper that the light pipeline's SLP
+/// vectorizer bundles into a vector helper (vector `llvm.fma` in the IR after the passes), and
+/// that `always-inline` and `globaldce` leave no call or helper of; every pipeline computes the
+/// bits of the interpreter's reference (`renderer::exp2::exp2f`), edges included.
+#[test]
+fn exp2_lanes_vectorize_inline_and_keep_the_bits() {
+    use crate::renderer::llvmir::LLVMRenderer;
+    use crate::renderer::Renderer;
+    let (input, want) = exp2_edge_case();
     for c in compilers() {
         let r = LLVMRenderer::cpu(c.llvm().opaque_pointers());
         let ir = r.render("lanes", &exp2_lanes_uops()).unwrap();
@@ -573,7 +580,6 @@ fn outlined_exp2_keeps_the_bits_and_stays_a_call() {
     use crate::codegen::uops::UOp;
     use crate::dtype::dtypes;
     use crate::ops::UnaryOps;
-    use crate::renderer::exp2::exp2f;
     use crate::renderer::llvmir::LLVMRenderer;
     use crate::renderer::Renderer;
     let (f, f4, i) = (dtypes::float32, dtypes::float32.vec(4), dtypes::int32);
@@ -591,26 +597,7 @@ fn outlined_exp2_keeps_the_bits_and_stays_a_call() {
         let st = UOp::store(&d0, &idx, &e);
         uops.extend([idx, x, e, st]);
     }
-    let x = [
-        0.0f32,
-        -0.0,
-        0.5,
-        -1.25,
-        3.75,
-        -149.5,
-        -150.0,
-        -152.0,
-        -200.0,
-        128.5,
-        129.0,
-        1e9,
-        f32::INFINITY,
-        f32::NEG_INFINITY,
-        f32::NAN,
-        -126.3,
-    ];
-    let input: Vec<u8> = x.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let want: Vec<u32> = x.iter().map(|v| exp2f(*v).to_bits()).collect();
+    let (input, want) = exp2_edge_case();
     for c in compilers() {
         let ir = LLVMRenderer::cpu(c.llvm().opaque_pointers())
             .render("epi", &uops)
