@@ -73,6 +73,22 @@ fn ir_for(c: &LLVMCompiler, opaque: &str, typed: &str) -> String {
     .to_string()
 }
 
+/// The little-endian 32-bit words of a kernel's output bytes.
+fn words(out: &[u8]) -> Vec<u32> {
+    out.chunks(4)
+        .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
+        .collect()
+}
+
+/// The IR of the module `ir` after `c`'s passes (its options, as `compile` runs them).
+fn passed_ir(c: &LLVMCompiler, ir: &str) -> String {
+    let opt = c
+        .llvm()
+        .compile_linked(&[ir], c.options(), Emit::Ir)
+        .unwrap();
+    String::from_utf8(opt).unwrap()
+}
+
 /// Run a one-input, one-output kernel `name` from `obj` on `input` (four-byte elements).
 fn run(
     c: &LLVMCompiler,
@@ -295,10 +311,7 @@ fn pipelines_neither_reassociate_nor_contract() {
         let ir = lanes_ir(&c);
         let obj = c.compile(&ir).unwrap_or_else(|e| panic!("{e}\n{ir}"));
         let out = run(&c, "lanes", &obj, &input, 32, &[]);
-        let got: Vec<u32> = out
-            .chunks(4)
-            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
-            .collect();
+        let got = words(&out);
         assert_eq!(got, want, "LLVM {} {:?}", c.llvm().version(), c.pipeline());
     }
 }
@@ -498,17 +511,10 @@ fn exp2_lanes_vectorize_inline_and_keep_the_bits() {
         assert!(ir.contains("call float @rg_exp2_f32(float "), "{ir}");
         let obj = c.compile(&ir).unwrap_or_else(|e| panic!("{e}\n{ir}"));
         let out = run(&c, "lanes", &obj, &input, 64, &[]);
-        let got: Vec<u32> = out
-            .chunks(4)
-            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
-            .collect();
+        let got = words(&out);
         assert_eq!(got, want, "LLVM {} {:?}", c.llvm().version(), c.pipeline());
         if *c.pipeline() == Pipeline::of(LlvmOpt::Light) {
-            let opt = c
-                .llvm()
-                .compile_linked(&[&ir], c.options(), Emit::Ir)
-                .unwrap();
-            let opt = String::from_utf8(opt).unwrap();
+            let opt = passed_ir(&c, &ir);
             assert!(opt.contains("x double> @llvm.fma.v"), "{opt}");
             assert!(!opt.contains("@rg_exp2"), "{opt}");
         }
@@ -556,10 +562,7 @@ fn linked_modules_with_exp2_helpers_keep_the_bits() {
             let obj = c.compile(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
             for (name, n) in [("lanes", 16), ("vec4", 4)] {
                 let out = run(&c, name, &obj, &input, 4 * n, &[]);
-                let got: Vec<u32> = out
-                    .chunks(4)
-                    .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
-                    .collect();
+                let got = words(&out);
                 assert_eq!(
                     got,
                     want[..n],
@@ -607,17 +610,10 @@ fn outlined_exp2_keeps_the_bits_and_stays_a_call() {
         assert!(ir.starts_with(VECTOR_ONLY_MARK), "{ir}");
         let obj = c.compile(&ir).unwrap_or_else(|e| panic!("{e}\n{ir}"));
         let out = run(&c, "epi", &obj, &input, 64, &[]);
-        let got: Vec<u32> = out
-            .chunks(4)
-            .map(|b| u32::from_le_bytes(b.try_into().unwrap()))
-            .collect();
+        let got = words(&out);
         assert_eq!(got, want, "LLVM {} {:?}", c.llvm().version(), c.pipeline());
         if *c.pipeline() == Pipeline::of(LlvmOpt::Light) {
-            let opt = c
-                .llvm()
-                .compile_linked(&[&ir], c.options(), Emit::Ir)
-                .unwrap();
-            let opt = String::from_utf8(opt).unwrap();
+            let opt = passed_ir(&c, &ir);
             let calls = opt
                 .matches("call <4 x float> @rg_exp2_f32_v4_outlined(")
                 .count();
