@@ -5,7 +5,7 @@
 //! the `HcqGraph` over the emulated device). The whole replay call (`TinyJit::call_tensors`,
 //! the input check and the item loop around the graph) allocates nothing either, nor does a
 //! graph run whose kernels read a variable that kept its value (their values and dims are
-//! recomputed in place).
+//! recomputed in place), nor does a graph of 160 kernels (more than any fixed list would hold).
 //!
 //! How: this test binary's global allocator counts the allocations of threads that switched
 //! counting on; only the replaying thread does, so the emulated GPU's own threads (which run the
@@ -25,7 +25,8 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use rawgrad::device::GraphBuild;
-use rawgrad::engine::jit::{graph_runner, JitArgs, TinyJit};
+use rawgrad::engine::jit::{graph_items, graph_runner, JitArgs, TinyJit};
+use rawgrad::helpers::Context;
 use rawgrad::runtime::builtin::{default_device, open_device};
 use rawgrad::shape::Node;
 use rawgrad::shape::VarVals;
@@ -117,18 +118,27 @@ fn graph_devices() -> Vec<String> {
     out
 }
 
-/// Eight realized steps of `x * 1.5 + 0.25` (one kernel each).
-fn chain(a: &JitArgs) -> rawgrad::Result<Tensor> {
-    let mut x = a.t(0)?.clone();
-    for _ in 0..8 {
-        x = x.mul(1.5f32)?.add(0.25f32)?.realize()?;
+/// `steps` realized steps of `x * 1.5 + 0.25` (one kernel each).
+fn chain_of(steps: usize) -> impl Fn(&JitArgs) -> rawgrad::Result<Tensor> {
+    move |a: &JitArgs| {
+        let mut x = a.t(0)?.clone();
+        for _ in 0..steps {
+            x = x.mul(1.5f32)?.add(0.25f32)?.realize()?;
+        }
+        Ok(x)
     }
-    Ok(x)
 }
 
-/// A jit of [`chain`] over `x`, captured into one graph, its background build swapped in.
+/// A jit of an 8-step [`chain_of`] over `x`, captured into one graph, its background build
+/// swapped in.
 fn captured(dev: &str, x: &Tensor) -> TinyJit<Tensor> {
-    let mut f = TinyJit::new(chain);
+    captured_chain(dev, x, 8)
+}
+
+/// A jit of `steps` steps of [`chain_of`] over `x`, captured into one graph (the batch size
+/// must allow it), its background build swapped in.
+fn captured_chain(dev: &str, x: &Tensor, steps: usize) -> TinyJit<Tensor> {
+    let mut f = TinyJit::new(chain_of(steps));
     for _ in 0..2 {
         f.call_tensors(std::slice::from_ref(x)).unwrap();
     }
@@ -139,8 +149,12 @@ fn captured(dev: &str, x: &Tensor) -> TinyJit<Tensor> {
     f
 }
 
+fn want_after(v: f32, steps: usize) -> f32 {
+    (0..steps).fold(v, |v, _| v * 1.5 + 0.25)
+}
+
 fn want(v: f32) -> f32 {
-    (0..8).fold(v, |v, _| v * 1.5 + 0.25)
+    want_after(v, 8)
 }
 
 #[test]
@@ -251,5 +265,43 @@ fn a_graph_run_with_unchanged_variables_allocates_nothing() {
             assert_eq!(n, 0, "{dev}: graph run {run} with i=6 allocated {n} times");
             d.synchronize().unwrap();
         }
+    }
+}
+
+/// A graph of more kernels than fit any fixed list (160, in one batch: `JIT_BATCH_SIZE=160`)
+/// replays without allocating either: the graph keeps its programs, a replay collects none.
+#[test]
+fn a_graph_run_of_160_kernels_allocates_nothing() {
+    let _one = one_at_a_time();
+    let _batch = Context::new(&[("JIT_BATCH_SIZE", 160)]);
+    let steps = 160;
+    let input = [1.0f32, -2.0, 0.5, 3.0];
+    let host: Vec<f32> = input.map(|v| want_after(v, steps)).to_vec();
+    for dev in graph_devices() {
+        let d = open_device(&dev).unwrap();
+        let x = Tensor::from_slice_on(&input, &[4], &dev).unwrap();
+        let mut f = captured_chain(&dev, &x, steps);
+        let ei = &f.jit_cache()[0];
+        let items = graph_items(&*ei.runner).expect("a graph runner").len();
+        assert_eq!(items, steps, "{dev}: every kernel in the one graph");
+        let runner = graph_runner(&*ei.runner).expect("a graph runner");
+        let bufs = [x.lazydata().buffer().clone()];
+        let vv = VarVals::default();
+        use rawgrad::engine::realize::Runner;
+        for _ in 0..3 {
+            runner.exec(&bufs, &vv, false).unwrap();
+            d.synchronize().unwrap();
+        }
+        for run in 0..6 {
+            let (r, n) = allocations(|| runner.exec(&bufs, &vv, false));
+            r.unwrap();
+            assert_eq!(
+                n, 0,
+                "{dev}: graph run {run} of {steps} kernels allocated {n} times"
+            );
+            d.synchronize().unwrap();
+        }
+        let out = f.call_tensors(std::slice::from_ref(&x)).unwrap();
+        assert_eq!(out.to_vec::<f32>().unwrap(), host, "{dev}: {steps} steps");
     }
 }

@@ -15,10 +15,13 @@
 //! with variables) says so with [`DeviceGraph::run_updating`], so a graph that compares the
 //! calls with the last run's (HCQ) compares only those.
 //!
-//! Not guaranteed: a graph checks the number and kinds of the calls it is run with, not that the
-//! programs are the ones it was built from (its owner keeps them together); nor, under
+//! A graph keeps the programs it was built from (shared with their runners), so a run takes the
+//! calls alone: a replay collects nothing, whatever the batch's size.
+//!
+//! Not guaranteed: a graph checks the number and kinds of the calls it is run with, not, under
 //! [`DeviceGraph::run_updating`], that the calls not named are those of the last run.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use super::{LaunchDims, Program, RawBuf};
@@ -66,30 +69,22 @@ impl GraphCall {
 
 /// A batch of calls built once and run many times.
 pub trait DeviceGraph: Send + Sync {
-    /// Run the calls in order (the programs, count and kinds of the build; addresses, values and
-    /// dims may differ). `prgs` holds the program of every kernel call, in order. With `wait`,
-    /// block until done and return the elapsed seconds.
-    fn run(&self, prgs: &[&dyn Program], calls: &[GraphCall], wait: bool) -> Result<Option<f64>>;
+    /// Run the calls in order (the count and kinds of the build, each kernel call for the program
+    /// the graph was built with at its place; addresses, values and dims may differ). With
+    /// `wait`, block until done and return the elapsed seconds.
+    fn run(&self, calls: &[GraphCall], wait: bool) -> Result<Option<f64>>;
 
     /// [`DeviceGraph::run`] where only the calls at the indices `updatable` may differ from the
     /// last run's (before the first run: from the calls the graph was built from); the caller
     /// vouches for the others. The default runs [`DeviceGraph::run`].
     fn run_updating(
         &self,
-        prgs: &[&dyn Program],
         calls: &[GraphCall],
         updatable: &[usize],
         wait: bool,
     ) -> Result<Option<f64>> {
         let _ = updatable;
-        self.run(prgs, calls, wait)
-    }
-
-    /// Whether runs read their `prgs` argument. A graph that kept what it needs of the programs
-    /// when it was built says no: its callers may then pass an empty list (and skip collecting
-    /// the programs on every run). The default says yes.
-    fn reads_programs(&self) -> bool {
-        true
+        self.run(calls, wait)
     }
 
     /// How many calls into compiled code the runs made so far, for a graph that compiles its
@@ -119,35 +114,58 @@ pub enum GraphBuild {
 
 /// The host-call graph: every launch is one synchronous call of its program.
 pub struct CallGraph {
-    pub len: usize,
+    prgs: Vec<Arc<dyn Program>>,
 }
 
 impl CallGraph {
-    /// The graph of `calls`, `None` when one of them is not a kernel.
-    pub fn build(calls: &[GraphCall]) -> Option<CallGraph> {
-        calls
-            .iter()
-            .all(|c| c.launch().is_some())
-            .then_some(CallGraph { len: calls.len() })
+    /// The graph of `calls` with the program of each, in order; `None` when one of the calls is
+    /// not a kernel or the counts differ.
+    pub fn build(prgs: &[Arc<dyn Program>], calls: &[GraphCall]) -> Option<CallGraph> {
+        (prgs.len() == calls.len() && calls.iter().all(|c| c.launch().is_some())).then(|| {
+            CallGraph {
+                prgs: prgs.to_vec(),
+            }
+        })
+    }
+
+    /// How many launches the graph makes.
+    pub fn len(&self) -> usize {
+        self.prgs.len()
+    }
+
+    /// Launch `l` through the program of call `k`.
+    pub fn call(&self, k: usize, l: &Launch) -> Result<()> {
+        let p = self.prgs.get(k).ok_or_else(|| {
+            Error::Runtime(format!(
+                "host-call graph of {} launches asked for launch {k}",
+                self.prgs.len()
+            ))
+        })?;
+        p.call(&l.raws, &l.vals, l.global, l.local, false)?;
+        Ok(())
+    }
+
+    /// Whether the graph makes no launch.
+    pub fn is_empty(&self) -> bool {
+        self.prgs.is_empty()
     }
 }
 
 impl DeviceGraph for CallGraph {
-    fn run(&self, prgs: &[&dyn Program], calls: &[GraphCall], wait: bool) -> Result<Option<f64>> {
+    fn run(&self, calls: &[GraphCall], wait: bool) -> Result<Option<f64>> {
         ensure!(
-            prgs.len() == self.len && calls.len() == self.len,
+            calls.len() == self.prgs.len(),
             Runtime,
-            "graph of {} launches run with {} programs and {} calls",
-            self.len,
-            prgs.len(),
+            "graph of {} launches run with {} calls",
+            self.prgs.len(),
             calls.len()
         );
         let start = Instant::now();
-        for (p, c) in prgs.iter().zip(calls) {
+        for (k, c) in calls.iter().enumerate() {
             let l = c
                 .launch()
                 .ok_or_else(|| Error::Runtime("a host-call graph run with a transfer".into()))?;
-            p.call(&l.raws, &l.vals, l.global, l.local, false)?;
+            self.call(k, l)?;
         }
         Ok(wait.then(|| start.elapsed().as_secs_f64()))
     }

@@ -182,7 +182,7 @@ pub trait Runtime: Send + Sync {
     /// by one).
     fn graph(
         &self,
-        prgs: &[&dyn Program],
+        prgs: &[Arc<dyn Program>],
         calls: &[GraphCall],
     ) -> Result<Option<Box<dyn DeviceGraph>>> {
         let _ = (prgs, calls);

@@ -208,7 +208,7 @@ fn buf_key(r: &RawBuf) -> usize {
 /// `Runtime::graph` of an HCQ backend: the graph, or `None` when a program or buffer is not of a
 /// `B` device.
 pub fn build<B: HcqBackend>(
-    prgs: &[&dyn Program],
+    prgs: &[Arc<dyn Program>],
     calls: &[GraphCall],
 ) -> Result<Option<Box<dyn DeviceGraph>>> {
     Ok(build_graph::<B>(prgs, calls)?.map(|g| Box::new(g) as Box<dyn DeviceGraph>))
@@ -216,7 +216,7 @@ pub fn build<B: HcqBackend>(
 
 /// [`build`], the graph as its own type.
 pub fn build_graph<B: HcqBackend>(
-    prgs: &[&dyn Program],
+    prgs: &[Arc<dyn Program>],
     calls: &[GraphCall],
 ) -> Result<Option<HcqGraph<B>>> {
     if calls.is_empty() || calls.len() > MAX_GRAPH_ITEMS {
@@ -236,7 +236,7 @@ struct Plan<B: HcqBackend> {
 }
 
 impl<B: HcqBackend> Plan<B> {
-    fn new(prgs: &[&dyn Program], calls: &[GraphCall]) -> Option<Plan<B>> {
+    fn new(prgs: &[Arc<dyn Program>], calls: &[GraphCall]) -> Option<Plan<B>> {
         let mut plan = Plan {
             devs: Vec::new(),
             prgs: Vec::with_capacity(calls.len()),
@@ -246,7 +246,7 @@ impl<B: HcqBackend> Plan<B> {
         for c in calls {
             let item = match c {
                 GraphCall::Kernel { launch, writes } => {
-                    let h = handle::<B>(*kernels.next()?)?;
+                    let h = handle::<B>(&**kernels.next()?)?;
                     let dev = plan.dev_index(h.device());
                     plan.prgs.push(Some(h.program().clone()));
                     let mut item = Item {
@@ -713,22 +713,17 @@ impl<B: HcqBackend> DevPart<B> {
 }
 
 impl<B: HcqBackend> DeviceGraph for HcqGraph<B> {
-    fn run(&self, _: &[&dyn Program], calls: &[GraphCall], wait: bool) -> Result<Option<f64>> {
+    fn run(&self, calls: &[GraphCall], wait: bool) -> Result<Option<f64>> {
         self.run_among(calls, None, wait)
     }
 
     fn run_updating(
         &self,
-        _: &[&dyn Program],
         calls: &[GraphCall],
         updatable: &[usize],
         wait: bool,
     ) -> Result<Option<f64>> {
         self.run_among(calls, Some(updatable), wait)
-    }
-
-    fn reads_programs(&self) -> bool {
-        false
     }
 }
 

@@ -15,9 +15,9 @@
 //! launch dims, transfer addresses) when it is built; a replay swaps in the input addresses and,
 //! for kernels with variables, recomputes their values and dims, then hands all calls to the
 //! device graph, naming those two kinds as the only ones that may have changed
-//! ([`DeviceGraph::run_updating`]): no allocation, no counters and no DEBUG lines per kernel; a
-//! replay of a batch of at most 128 items allocates nothing at all (the programs a graph reads go
-//! on the stack; `tests/jit_alloc.rs` pins it).
+//! ([`DeviceGraph::run_updating`]): no counters and no DEBUG lines per kernel, and no allocation
+//! whatever the batch's size (the graph keeps the programs it was built from; `tests/jit_alloc.rs`
+//! pins it).
 //!
 //! Not guaranteed: where the CPU batch graph does not apply the host-call graph makes one call per
 //! kernel; devices without a graph (INTERP, the vendor fallback) replay item by item.
@@ -26,7 +26,7 @@ use std::any::Any;
 use std::sync::{Arc, Mutex};
 
 use crate::device::registry::device_family;
-use crate::device::{BufferRef, DeviceGraph, GraphCall, LaunchDims, Program, RawBuf, Xfer};
+use crate::device::{BufferRef, DeviceGraph, GraphCall, Program, Xfer};
 use crate::engine::realize::{
     BufferCopy, CompiledRunner, EmptyOp, ExecItem, Runner, RunnerBase, ViewOp,
 };
@@ -206,57 +206,13 @@ fn prepare_call(ji: &ExecItem, var_vals: &VarVals) -> Result<GraphCall> {
     }))
 }
 
-/// The kernels among `runners`, in order.
-fn kernel_programs(runners: &[Arc<dyn Runner>]) -> impl Iterator<Item = &dyn Program> {
+/// The programs of the kernels among `runners`, in order.
+fn programs(runners: &[Arc<dyn Runner>]) -> Vec<Arc<dyn Program>> {
     runners
         .iter()
         .filter_map(|r| r.as_any().downcast_ref::<CompiledRunner>())
-        .map(CompiledRunner::program)
-}
-
-/// The programs of the kernels among `runners`, in order.
-fn programs(runners: &[Arc<dyn Runner>]) -> Vec<&dyn Program> {
-    // sized up front: a filtered collect would grow (and copy) the list step by step
-    let mut out = Vec::with_capacity(runners.len());
-    out.extend(kernel_programs(runners));
-    out
-}
-
-/// Batches of at most this many items hand their programs to a replay without allocating.
-const INLINE_PROGRAMS: usize = 128;
-
-/// What fills the unused places of a replay's inline program list; never called (a replay
-/// passes only the filled places).
-struct NoProgram;
-
-impl Program for NoProgram {
-    fn call(
-        &self,
-        _: &[RawBuf],
-        _: &[i64],
-        _: Option<LaunchDims>,
-        _: Option<LaunchDims>,
-        _: bool,
-    ) -> Result<Option<f64>> {
-        Err(Error::Internal(
-            "a graph runner's placeholder program was called".into(),
-        ))
-    }
-}
-
-/// `f` of the programs of the kernels among `runners`: on the stack up to [`INLINE_PROGRAMS`]
-/// items (no allocation per replay), in a list beyond.
-fn with_programs<R>(runners: &[Arc<dyn Runner>], f: impl FnOnce(&[&dyn Program]) -> R) -> R {
-    if runners.len() > INLINE_PROGRAMS {
-        return f(&programs(runners));
-    }
-    let mut inline: [&dyn Program; INLINE_PROGRAMS] = [&NoProgram; INLINE_PROGRAMS];
-    let mut n = 0;
-    for (slot, p) in inline.iter_mut().zip(kernel_programs(runners)) {
-        *slot = p;
-        n += 1;
-    }
-    f(&inline[..n])
+        .map(|r| Arc::clone(r.shared_program()))
+        .collect()
 }
 
 impl GraphRunner {
@@ -346,12 +302,7 @@ impl Runner for GraphRunner {
                 compiled(&*self.runners[j])?.update_launch(launch, var_vals)?;
             }
         }
-        if !self.graph.reads_programs() {
-            return self.graph.run_updating(&[], &calls, &self.updatable, wait);
-        }
-        with_programs(&self.runners, |prgs| {
-            self.graph.run_updating(prgs, &calls, &self.updatable, wait)
-        })
+        self.graph.run_updating(&calls, &self.updatable, wait)
     }
 
     fn as_any(&self) -> &dyn Any {

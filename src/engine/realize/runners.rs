@@ -38,7 +38,8 @@ pub struct CompiledRunner {
     pub p: ProgramSpec,
     /// The device binary.
     pub lib: Arc<[u8]>,
-    prg: Box<dyn Program>,
+    /// Shared with the device graphs built over it.
+    prg: Arc<dyn Program>,
     /// For a device that takes buffers by DEFINE_GLOBAL index, when the indices are not `0..n` in
     /// order: the position in the buffer list of the buffer for each index (`None` for an index
     /// the kernel does not use).
@@ -94,7 +95,7 @@ impl CompiledRunner {
             base,
             p,
             lib,
-            prg,
+            prg: Arc::from(prg),
             slots,
             tuned: OnceLock::new(),
         })
@@ -275,6 +276,11 @@ impl CompiledRunner {
     /// The loaded program.
     pub fn program(&self) -> &dyn Program {
         &*self.prg
+    }
+
+    /// The loaded program, shared (a device graph keeps it).
+    pub fn shared_program(&self) -> &Arc<dyn Program> {
+        &self.prg
     }
 
     /// Launch a prepared call.

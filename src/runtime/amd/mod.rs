@@ -81,7 +81,7 @@ impl Runtime for AmdRuntime {
     }
     fn graph(
         &self,
-        prgs: &[&dyn Program],
+        prgs: &[Arc<dyn Program>],
         calls: &[GraphCall],
     ) -> Result<Option<Box<dyn DeviceGraph>>> {
         crate::hcq::graph::build::<AmdBackend>(prgs, calls)

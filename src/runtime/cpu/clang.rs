@@ -166,7 +166,7 @@ impl Runtime for ClangRuntime {
     }
     fn graph(
         &self,
-        prgs: &[&dyn Program],
+        prgs: &[Arc<dyn Program>],
         calls: &[GraphCall],
     ) -> Result<Option<Box<dyn DeviceGraph>>> {
         let compile = BatchCompiler {

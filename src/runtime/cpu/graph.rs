@@ -182,7 +182,7 @@ fn int_val(v: i64, k: usize) -> Result<i32> {
 /// `None` when the batch cannot be one program.
 type Plan = (Vec<String>, Vec<String>, Vec<Slot>);
 
-fn plan(prgs: &[&dyn Program], calls: &[GraphCall]) -> Result<Option<Plan>> {
+fn plan(prgs: &[Arc<dyn Program>], calls: &[GraphCall]) -> Result<Option<Plan>> {
     if prgs.len() != calls.len() || prgs.is_empty() {
         return Ok(None);
     }
@@ -190,7 +190,7 @@ fn plan(prgs: &[&dyn Program], calls: &[GraphCall]) -> Result<Option<Plan>> {
     let mut seen: HashMap<&str, &str> = HashMap::new();
     let (mut nb, mut nv) = (0usize, 0usize);
     for (p, c) in prgs.iter().zip(calls) {
-        let (Some((name, src, prg)), Some(l)) = (member(*p), c.launch()) else {
+        let (Some((name, src, prg)), Some(l)) = (member(&**p), c.launch()) else {
             return Ok(None);
         };
         match seen.get(name) {
@@ -296,7 +296,7 @@ impl CpuGraph {
     /// loaded entry: at once when the compile cache holds it or with `CPU_GRAPH_SYNC=1`, else on
     /// the build thread.
     pub fn build_or_call(
-        prgs: &[&dyn Program],
+        prgs: &[Arc<dyn Program>],
         calls: &[GraphCall],
         lang: BatchLang,
         join: &str,
@@ -312,14 +312,14 @@ impl CpuGraph {
                 Err(_) => {}
             }
         }
-        Ok(CallGraph::build(calls).map(|g| Box::new(g) as Box<dyn DeviceGraph>))
+        Ok(CallGraph::build(prgs, calls).map(|g| Box::new(g) as Box<dyn DeviceGraph>))
     }
 
     /// The batch graph of `calls`, `None` where it does not apply (see the module doc): its
     /// entry loaded now from the compile cache when it holds it, compiled now with
     /// `CPU_GRAPH_SYNC=1`, else compiled on a build thread.
     pub fn build(
-        prgs: &[&dyn Program],
+        prgs: &[Arc<dyn Program>],
         calls: &[GraphCall],
         lang: BatchLang,
         join: &str,
@@ -357,8 +357,11 @@ impl CpuGraph {
             let job = move || (compile.load)(&compile_cached(&*compile.compiler, &src)?);
             (Entry::Building, Some(Build::spawn(Box::new(job))?))
         };
+        let Some(host) = CallGraph::build(prgs, calls) else {
+            return Ok(None);
+        };
         Ok(Some(CpuGraph {
-            host: CallGraph { len: slots.len() },
+            host,
             slots,
             state: Mutex::new(State { table, entry }),
             build,
@@ -399,13 +402,7 @@ impl CpuGraph {
 
     /// A replay through the compiled entry: the ranges of kernels it runs, and between them the
     /// kernels split over cores, each through its own program.
-    fn run_entry(
-        &self,
-        entry: &ClangProgram,
-        t: &mut Table,
-        prgs: &[&dyn Program],
-        calls: &[GraphCall],
-    ) -> Result<()> {
+    fn run_entry(&self, entry: &ClangProgram, t: &mut Table, calls: &[GraphCall]) -> Result<()> {
         refresh(&self.slots, t, calls)?;
         let mut from = 0;
         for (k, (s, c)) in self.slots.iter().zip(calls).enumerate() {
@@ -416,7 +413,7 @@ impl CpuGraph {
             if from < k {
                 self.call_range(entry, t, from, k)?;
             }
-            prgs[k].call(&l.raws, &l.vals, l.global, l.local, false)?;
+            self.host.call(k, l)?;
             from = k + 1;
         }
         if from < self.slots.len() {
@@ -456,13 +453,12 @@ fn refresh(slots: &[Slot], t: &mut Table, calls: &[GraphCall]) -> Result<()> {
 }
 
 impl DeviceGraph for CpuGraph {
-    fn run(&self, prgs: &[&dyn Program], calls: &[GraphCall], wait: bool) -> Result<Option<f64>> {
+    fn run(&self, calls: &[GraphCall], wait: bool) -> Result<Option<f64>> {
         ensure!(
-            prgs.len() == self.slots.len() && calls.len() == self.slots.len(),
+            calls.len() == self.slots.len(),
             Runtime,
-            "batch graph of {} kernels run with {} programs and {} calls",
+            "batch graph of {} kernels run with {} calls",
             self.slots.len(),
-            prgs.len(),
             calls.len()
         );
         let start = Instant::now();
@@ -477,9 +473,9 @@ impl DeviceGraph for CpuGraph {
         }
         let State { table, entry } = &mut *st;
         match entry {
-            Entry::Ready(p) => self.run_entry(p, table, prgs, calls)?,
+            Entry::Ready(p) => self.run_entry(p, table, calls)?,
             Entry::Building | Entry::Failed => {
-                self.host.run(prgs, calls, false)?;
+                self.host.run(calls, false)?;
             }
         }
         Ok(wait.then(|| start.elapsed().as_secs_f64()))

@@ -444,11 +444,11 @@ impl Runtime for LLVMRuntime {
     }
     fn graph(
         &self,
-        prgs: &[&dyn Program],
+        prgs: &[Arc<dyn Program>],
         calls: &[GraphCall],
     ) -> Result<Option<Box<dyn DeviceGraph>>> {
         let Some(c) = &self.compiler else {
-            return Ok(CallGraph::build(calls).map(|g| Box::new(g) as Box<dyn DeviceGraph>));
+            return Ok(CallGraph::build(prgs, calls).map(|g| Box::new(g) as Box<dyn DeviceGraph>));
         };
         let lang = BatchLang::LlvmIr {
             opaque: c.llvm.opaque_pointers(),

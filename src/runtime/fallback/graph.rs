@@ -29,15 +29,20 @@ pub struct VendorGraph {
 
 /// The node of one kernel call, `None` when the call or program cannot be a node.
 fn node_of(p: &dyn Program, c: &GraphCall) -> Result<Option<KernelNode>> {
-    let (Some(vp), Some(l)) = (
-        p.as_any().and_then(|a| a.downcast_ref::<VendorProgram>()),
-        c.launch(),
-    ) else {
+    match p.as_any().and_then(|a| a.downcast_ref::<VendorProgram>()) {
+        Some(vp) => node_for(vp.function, c),
+        None => Ok(None),
+    }
+}
+
+/// The node of kernel call `c` of the loaded `function`, `None` when the call is not a kernel.
+fn node_for(function: u64, c: &GraphCall) -> Result<Option<KernelNode>> {
+    let Some(l) = c.launch() else {
         return Ok(None);
     };
     let addrs: Vec<u64> = l.raws.iter().map(|b| b.addr).collect();
     Ok(Some(KernelNode {
-        function: vp.function,
+        function,
         params: pack_params(&addrs, &int_params(&l.vals)?),
         grid: launch_dims(l.global, "global")?,
         block: launch_dims(l.local, "local")?,
@@ -48,7 +53,7 @@ impl VendorGraph {
     /// The graph of `calls` on `dev`, `None` where it does not apply (see the module doc).
     pub fn build(
         dev: &Arc<dyn VendorDevice>,
-        prgs: &[&dyn Program],
+        prgs: &[Arc<dyn Program>],
         calls: &[GraphCall],
     ) -> Result<Option<VendorGraph>> {
         if !dev.has_graph() || prgs.len() != calls.len() || calls.is_empty() {
@@ -56,7 +61,7 @@ impl VendorGraph {
         }
         let mut nodes = Vec::with_capacity(calls.len());
         for (p, c) in prgs.iter().zip(calls) {
-            match node_of(*p, c)? {
+            match node_of(&**p, c)? {
                 Some(n) => nodes.push(n),
                 None => return Ok(None),
             }
@@ -72,19 +77,18 @@ impl VendorGraph {
 }
 
 impl DeviceGraph for VendorGraph {
-    fn run(&self, prgs: &[&dyn Program], calls: &[GraphCall], wait: bool) -> Result<Option<f64>> {
+    fn run(&self, calls: &[GraphCall], wait: bool) -> Result<Option<f64>> {
         let mut nodes = self.nodes.lock().unwrap_or_else(|e| e.into_inner());
         ensure!(
-            prgs.len() == nodes.len() && calls.len() == nodes.len(),
+            calls.len() == nodes.len(),
             Runtime,
-            "vendor graph of {} launches run with {} programs and {} calls",
+            "vendor graph of {} launches run with {} calls",
             nodes.len(),
-            prgs.len(),
             calls.len()
         );
         let start = Instant::now();
-        for (i, (p, c)) in prgs.iter().zip(calls).enumerate() {
-            let n = node_of(*p, c)?.ok_or_else(|| {
+        for (i, c) in calls.iter().enumerate() {
+            let n = node_for(nodes[i].function, c)?.ok_or_else(|| {
                 Error::Runtime(format!(
                     "vendor graph: call {i} is not a kernel of this device"
                 ))

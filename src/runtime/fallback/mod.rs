@@ -273,7 +273,7 @@ impl Runtime for VendorRuntime {
     }
     fn graph(
         &self,
-        prgs: &[&dyn Program],
+        prgs: &[Arc<dyn Program>],
         calls: &[GraphCall],
     ) -> Result<Option<Box<dyn DeviceGraph>>> {
         let g = graph::VendorGraph::build(&self.dev, prgs, calls)?;

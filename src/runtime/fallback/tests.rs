@@ -226,7 +226,7 @@ fn allocator_runtime_and_program_over_a_vendor_device() {
     assert!(alloc.offset(&buf, 8, 4).is_err());
     let rt = VendorRuntime::new(Arc::clone(&dev));
     assert!(rt.load("nope", b"module").is_err());
-    let prg = rt.load("add1", b"module").unwrap();
+    let prg: Arc<dyn Program> = rt.load("add1", b"module").unwrap().into();
     assert!(prg
         .call(std::slice::from_ref(&view), &[10], None, None, false)
         .unwrap()
@@ -293,8 +293,8 @@ fn a_graph_replays_with_one_graph_launch_and_the_eager_results() {
     let bufs: Vec<RawBuf> = (0..6).map(|_| alloc.alloc(4, &opts).unwrap()).collect();
     let rt = VendorRuntime::new(Arc::clone(&dev));
     assert!(rt.has_graph());
-    let prg = rt.load("add1", b"module").unwrap();
-    let prgs: Vec<&dyn Program> = vec![&*prg; 3];
+    let prg: Arc<dyn Program> = rt.load("add1", b"module").unwrap().into();
+    let prgs = vec![prg.clone(); 3];
     let read = |b: &RawBuf| {
         let mut out = [0u8; 4];
         alloc.copyout(&mut out, b).unwrap();
@@ -320,7 +320,7 @@ fn a_graph_replays_with_one_graph_launch_and_the_eager_results() {
     let batches = [first, [(2, 1), (1, 2), (2, 5)], [(2, 1), (1, 2), (2, 5)]];
     for (r, batch) in batches.iter().enumerate() {
         host.log.lock().unwrap().clear();
-        let t = graph.run(&prgs, &add1_calls(&bufs, batch), r == 0).unwrap();
+        let t = graph.run(&add1_calls(&bufs, batch), r == 0).unwrap();
         assert_eq!(t.is_some(), r == 0);
         let log = host.log.lock().unwrap().clone();
         assert_eq!(

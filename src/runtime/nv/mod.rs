@@ -90,7 +90,7 @@ impl Runtime for NvRuntime {
     }
     fn graph(
         &self,
-        prgs: &[&dyn Program],
+        prgs: &[Arc<dyn Program>],
         calls: &[GraphCall],
     ) -> Result<Option<Box<dyn DeviceGraph>>> {
         crate::hcq::graph::build::<NvBackend>(prgs, calls)

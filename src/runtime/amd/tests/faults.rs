@@ -57,7 +57,7 @@ pub(super) fn check_recovered(dev: &Arc<AmdDevice>, emu: &EmuDriver, baseline: u
 pub(super) fn stuck_run(
     dev: &Arc<AmdDevice>,
     name: &str,
-) -> (AmdSignal, AmdComputeQueue, Box<dyn Program>, Vec<RawBuf>) {
+) -> (AmdSignal, AmdComputeQueue, Arc<dyn Program>, Vec<RawBuf>) {
     let gate = dev.new_signal(0).unwrap();
     let mut q = dev.backend().compute_queue();
     q.wait(&gate, 1).unwrap();

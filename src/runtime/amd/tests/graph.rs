@@ -28,7 +28,7 @@ pub(super) fn i32s(b: &[u8]) -> Vec<i32> {
 /// `doorbells` counts the device's doorbell writes so far.
 pub(crate) fn check_graph<B: HcqBackend>(
     dev: &Arc<HcqDevice<B>>,
-    prg: &dyn Program,
+    prg: &Arc<dyn Program>,
     doorbells: &dyn Fn() -> usize,
 ) {
     let a = HcqAllocator::new(dev.clone());
@@ -52,7 +52,7 @@ pub(crate) fn check_graph<B: HcqBackend>(
         },
         writes: vec![0],
     };
-    let prgs = [prg, prg, prg];
+    let prgs = vec![prg.clone(); 3];
     let first: Vec<GraphCall> = (0..3).map(|k| launch(k, &bufs[0], 1, 2, 2)).collect();
     let g = crate::hcq::graph::build::<B>(&prgs, &first)
         .unwrap()
@@ -62,7 +62,7 @@ pub(crate) fn check_graph<B: HcqBackend>(
             .map(|k| launch(k, &bufs[input], m, n, groups))
             .collect();
         let before = doorbells();
-        g.run(&prgs, &launches, false).unwrap();
+        g.run(&launches, false).unwrap();
         assert_eq!(doorbells() - before, 1, "one submission per run");
         dev.synchronize().unwrap();
         let mut out = vec![0u8; 128];
@@ -85,7 +85,7 @@ fn hcq_graph_runs_are_one_submission_with_patched_kernargs_and_dims() {
     let (dev, emu) = one_gpu();
     let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
     let gpu = dev.backend().gpu_id();
-    check_graph(&dev, &*prg, &|| emu.doorbell_writes(gpu).unwrap().len());
+    check_graph(&dev, &prg, &|| emu.doorbell_writes(gpu).unwrap().len());
 }
 
 /// `k + 1` buffers of 32 int32 for an `E_axpb` chain, the first holding `x` (synchronized).
@@ -134,20 +134,20 @@ pub(crate) fn i32s_of<B: HcqBackend>(a: &HcqAllocator<B>, b: &RawBuf) -> Vec<i32
 /// Many replays of a bound graph of `prg` (`axpb_uops(2, 16)`), three at a time without a
 /// synchronize between them (the images alternate while the GPU may still run the previous
 /// one), the variables changing every three runs: every result is the host's.
-pub(crate) fn check_many_replays<B: HcqBackend>(dev: &Arc<HcqDevice<B>>, prg: &dyn Program) {
+pub(crate) fn check_many_replays<B: HcqBackend>(dev: &Arc<HcqDevice<B>>, prg: &Arc<dyn Program>) {
     let a = HcqAllocator::new(dev.clone());
     let k = 4;
     let x: Vec<i32> = (0..32).map(|i| 7 - i).collect();
     let bufs = chain_buffers(dev, &a, &x, k);
     let calls = |m: i64, n: i64| axpb_chain(&bufs, m, n);
-    let prgs: Vec<&dyn Program> = vec![prg; k];
+    let prgs = vec![prg.clone(); k];
     let g = crate::hcq::graph::build::<B>(&prgs, &calls(1, 1))
         .unwrap()
         .expect("an HCQ graph");
     for step in 0..20i64 {
         let (m, n) = (step % 5 - 2, 1 + step % 3);
         for _ in 0..3 {
-            g.run(&prgs, &calls(m, n), false).unwrap();
+            g.run(&calls(m, n), false).unwrap();
         }
         dev.synchronize().unwrap();
         let want = axpb_chain_want(&x, k, m, n);
@@ -160,7 +160,7 @@ pub(crate) fn check_many_replays<B: HcqBackend>(dev: &Arc<HcqDevice<B>>, prg: &d
 /// kernargs or dims and the bound images take exactly the wait and signal values; an input
 /// swapped between replays is patched (one item) and gives the host's results; a plain `run`
 /// with new variables patches every kernel.
-pub(crate) fn check_replay_patches<B: HcqBackend>(dev: &Arc<HcqDevice<B>>, prg: &dyn Program) {
+pub(crate) fn check_replay_patches<B: HcqBackend>(dev: &Arc<HcqDevice<B>>, prg: &Arc<dyn Program>) {
     let a = HcqAllocator::new(dev.clone());
     let k = 5;
     let x: Vec<i32> = (0..32).map(|i| 3 - i).collect();
@@ -172,12 +172,12 @@ pub(crate) fn check_replay_patches<B: HcqBackend>(dev: &Arc<HcqDevice<B>>, prg: 
     );
     a.copyin(&by, &i32_bytes(&y)).unwrap();
     dev.synchronize().unwrap();
-    let prgs: Vec<&dyn Program> = vec![prg; k];
+    let prgs = vec![prg.clone(); k];
     let g = crate::hcq::graph::build_graph::<B>(&prgs, &axpb_chain(&bufs, 1, 2))
         .unwrap()
         .expect("an HCQ graph");
     for run in 0..6 {
-        g.run_updating(&prgs, &axpb_chain(&bufs, 1, 2), &[0], false)
+        g.run_updating(&axpb_chain(&bufs, 1, 2), &[0], false)
             .unwrap();
         let p = g.last_run();
         assert_eq!(p.items, 0, "run {run}: nothing changed ({p:?})");
@@ -191,18 +191,18 @@ pub(crate) fn check_replay_patches<B: HcqBackend>(dev: &Arc<HcqDevice<B>>, prg: 
     assert_eq!(i32s_of(&a, &bufs[k]), axpb_chain_want(&x, k, 1, 2));
     for (input, src) in [(&by, &y), (&bx, &x), (&by, &y)] {
         bufs[0] = input.clone();
-        g.run_updating(&prgs, &axpb_chain(&bufs, 1, 2), &[0], false)
+        g.run_updating(&axpb_chain(&bufs, 1, 2), &[0], false)
             .unwrap();
         assert_eq!(g.last_run().items, 1, "the swapped input is patched");
         dev.synchronize().unwrap();
         assert_eq!(i32s_of(&a, &bufs[k]), axpb_chain_want(src, k, 1, 2));
     }
-    g.run(&prgs, &axpb_chain(&bufs, -3, 2), false).unwrap();
+    g.run(&axpb_chain(&bufs, -3, 2), false).unwrap();
     assert_eq!(g.last_run().items, k, "new variables patch every kernel");
     dev.synchronize().unwrap();
     assert_eq!(i32s_of(&a, &bufs[k]), axpb_chain_want(&y, k, -3, 2));
     let e = g
-        .run_updating(&prgs, &axpb_chain(&bufs, -3, 2), &[k], false)
+        .run_updating(&axpb_chain(&bufs, -3, 2), &[k], false)
         .unwrap_err();
     assert!(e.message().contains("updatable item 5"), "{e}");
 }
@@ -211,14 +211,14 @@ pub(crate) fn check_replay_patches<B: HcqBackend>(dev: &Arc<HcqDevice<B>>, prg: 
 fn hcq_graph_replays_patch_only_values_and_swapped_inputs() {
     let (dev, _emu) = one_gpu();
     let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
-    check_replay_patches(&dev, &*prg);
+    check_replay_patches(&dev, &prg);
 }
 
 #[test]
 fn hcq_graph_many_replays_with_changing_variables_stay_exact() {
     let (dev, _emu) = one_gpu();
     let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
-    check_many_replays(&dev, &*prg);
+    check_many_replays(&dev, &prg);
 }
 
 /// A graph run on AMD is one doorbell and one 4-dword INDIRECT_BUFFER on the compute ring,
@@ -232,7 +232,7 @@ fn hcq_graph_runs_put_one_indirect_buffer_on_the_compute_ring() {
     let x: Vec<i32> = (0..32).map(|i| i - 10).collect();
     for k in [3usize, 7] {
         let bufs = chain_buffers(&dev, &a, &x, k);
-        let prgs: Vec<&dyn Program> = vec![&*prg; k];
+        let prgs = vec![prg.clone(); k];
         let g =
             crate::hcq::graph::build::<super::super::AmdBackend>(&prgs, &axpb_chain(&bufs, 1, 2))
                 .unwrap()
@@ -241,7 +241,7 @@ fn hcq_graph_runs_put_one_indirect_buffer_on_the_compute_ring() {
             let wptr = b.ring_pointers().unwrap()[0].0;
             let bells = emu.doorbell_writes(gpu).unwrap().len();
             for _ in 0..5 {
-                g.run(&prgs, &axpb_chain(&bufs, m, n), false).unwrap();
+                g.run(&axpb_chain(&bufs, m, n), false).unwrap();
             }
             let ring = b.ring_pointers().unwrap()[0].0 - wptr;
             assert_eq!(ring, 5 * 4, "{k} kernels: one INDIRECT_BUFFER a run");

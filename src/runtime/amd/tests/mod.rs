@@ -82,10 +82,13 @@ pub(crate) fn f32s(b: &[u8]) -> Vec<f32> {
 pub(crate) use crate::mockgpu::exec::tests::{add_uops, axpb_uops};
 
 /// Render, compile and load `uops` as kernel `name` the way the registry's AMD device does.
-pub(crate) fn load(dev: &Arc<AmdDevice>, name: &str, uops: &[UOp]) -> Box<dyn Program> {
+pub(crate) fn load(dev: &Arc<AmdDevice>, name: &str, uops: &[UOp]) -> Arc<dyn Program> {
     let src = MockAmdRenderer::new().render(name, uops).unwrap();
     let lib = MockAmdCompiler::new(dev.backend().target())
         .compile(&src)
         .unwrap();
-    AmdRuntime::new(dev.clone()).load(name, &lib).unwrap()
+    AmdRuntime::new(dev.clone())
+        .load(name, &lib)
+        .unwrap()
+        .into()
 }

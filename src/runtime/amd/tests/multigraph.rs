@@ -18,7 +18,7 @@ use crate::Error;
 /// out = in * n + m), `doorbells(i)` = doorbell writes on device `i` so far.
 pub(crate) struct Two<'a, B: HcqBackend> {
     pub devs: [Arc<HcqDevice<B>>; 2],
-    pub prgs: [&'a dyn Program; 2],
+    pub prgs: [Arc<dyn Program>; 2],
     pub doorbells: &'a dyn Fn(usize) -> usize,
 }
 
@@ -126,8 +126,7 @@ pub(crate) fn check_multi_graph<B: HcqBackend>(t: &Two<'_, B>) {
     let g = build(t, &c.calls(0, 1, 2, 2));
     for (input, m, n, groups) in [(0, 1, 2, 2), (0, 3, -1, 2), (1, 0, 5, 2), (1, 2, 3, 1)] {
         let before = [(t.doorbells)(0), (t.doorbells)(1)];
-        g.run(&t.prgs, &c.calls(input, m, n, groups), false)
-            .unwrap();
+        g.run(&c.calls(input, m, n, groups), false).unwrap();
         let after = [(t.doorbells)(0), (t.doorbells)(1)];
         assert_eq!(
             [after[0] - before[0], after[1] - before[1]],
@@ -136,16 +135,14 @@ pub(crate) fn check_multi_graph<B: HcqBackend>(t: &Two<'_, B>) {
         );
         c.check(input, m, n, groups);
     }
-    let e = g
-        .run(&t.prgs, &c.calls(0, 1, 2, 2)[..2], false)
-        .unwrap_err();
+    let e = g.run(&c.calls(0, 1, 2, 2)[..2], false).unwrap_err();
     assert!(e.message().contains("run with 2 calls"), "{e}");
     // the graph's signal values restart below 2^31: the second run here restarts them
     START_BASE.with(|b| b.set(Some((1 << 31) - 5)));
     let g = build(t, &c.calls(0, 1, 2, 2));
     START_BASE.with(|b| b.set(None));
     for (input, m, n) in [(0, 1, 2), (1, 2, 1), (0, -3, 2)] {
-        g.run(&t.prgs, &c.calls(input, m, n, 2), false).unwrap();
+        g.run(&c.calls(input, m, n, 2), false).unwrap();
         c.check(input, m, n, 2);
     }
 }
@@ -196,7 +193,7 @@ pub(crate) fn check_copy_waits_for_its_source<B: HcqBackend>(t: &Two<'_, B>, dro
     DROP_DEP.with(|d| d.set(None));
     let gate = t.devs[1].new_signal(0).unwrap();
     gate_timeline(&t.devs[1], &gate);
-    g.run(&t.prgs[..1], &calls, false).unwrap();
+    g.run(&calls, false).unwrap();
     let view = hcq_mem::<B>(&out)
         .unwrap()
         .buffer()
@@ -228,13 +225,13 @@ pub(crate) fn check_copy_waits_for_its_source<B: HcqBackend>(t: &Two<'_, B>, dro
 pub(crate) fn check_fault_on_second_gpu<B: HcqBackend>(t: &Two<'_, B>) {
     let c = Chain::new(t);
     let g = build(t, &c.calls(0, 1, 2, 2));
-    g.run(&t.prgs, &c.calls(0, 1, 2, 2), true).unwrap();
+    g.run(&c.calls(0, 1, 2, 2), true).unwrap();
     c.check(0, 1, 2, 2);
     let mut bad = c.calls(1, 1, 2, 2);
     if let GraphCall::Kernel { launch, .. } = &mut bad[2] {
         launch.raws[0].addr += 4_000_000_000;
     }
-    let e = g.run(&t.prgs, &bad, true).unwrap_err();
+    let e = g.run(&bad, true).unwrap_err();
     let Error::Fault(m) = &e else {
         panic!("expected a fault, got {e}")
     };
@@ -248,7 +245,7 @@ pub(crate) fn check_fault_on_second_gpu<B: HcqBackend>(t: &Two<'_, B>) {
     let want: Vec<i32> = c.xs[1].iter().map(|v| 2 * v + 1).collect();
     assert_eq!(mid0, want, "GPU 0 unaffected");
     for (input, m, n) in [(1, 4, 1), (0, 1, 2)] {
-        g.run(&t.prgs, &c.calls(input, m, n, 2), true).unwrap();
+        g.run(&c.calls(input, m, n, 2), true).unwrap();
         c.check(input, m, n, 2);
     }
     let extra = upload(&c.a[1], &[5; 32]);
@@ -276,7 +273,7 @@ fn two_amd() -> (Vec<Arc<AmdDevice>>, EmuDriver) {
 /// Runs `f` over two emulated AMD GPUs.
 fn with_two(f: impl Fn(&Two<'_, super::super::AmdBackend>)) {
     let (devs, emu) = two_amd();
-    let prgs: Vec<Box<dyn Program>> = devs
+    let prgs: Vec<Arc<dyn Program>> = devs
         .iter()
         .map(|d| load(d, "E_axpb", &axpb_uops(2, 16)))
         .collect();
@@ -284,7 +281,7 @@ fn with_two(f: impl Fn(&Two<'_, super::super::AmdBackend>)) {
     let doorbells = |i: usize| emu.doorbell_writes(ids[i]).unwrap().len();
     f(&Two {
         devs: [devs[0].clone(), devs[1].clone()],
-        prgs: [&*prgs[0], &*prgs[1]],
+        prgs: [prgs[0].clone(), prgs[1].clone()],
         doorbells: &doorbells,
     });
 }

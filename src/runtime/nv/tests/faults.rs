@@ -66,7 +66,7 @@ pub(super) fn check_recovered(dev: &Arc<NvDevice>, emu: &EmuDriver, baseline: (u
 pub(super) fn stuck_run(
     dev: &Arc<NvDevice>,
     name: &str,
-) -> (NvSignal, NvComputeQueue, Box<dyn Program>, Vec<RawBuf>) {
+) -> (NvSignal, NvComputeQueue, Arc<dyn Program>, Vec<RawBuf>) {
     let gate = dev.new_signal(0).unwrap();
     let mut q = dev.backend().compute_queue();
     q.wait(&gate, 1).unwrap();

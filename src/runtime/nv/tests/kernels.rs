@@ -112,7 +112,7 @@ fn hcq_graph_runs_are_one_submission_with_patched_kernargs_and_dims() {
     let (dev, emu) = one_gpu();
     let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
     let doorbells = || emu.nv_doorbell_writes(0).len();
-    crate::runtime::amd::tests::graph::check_graph(&dev, &*prg, &doorbells);
+    crate::runtime::amd::tests::graph::check_graph(&dev, &prg, &doorbells);
 }
 
 /// A graph run submits the graph's own bound pushbuffer (tinygrad 0.9.1 `bind`): one GP entry
@@ -129,14 +129,14 @@ fn hcq_graph_runs_point_one_gp_entry_at_the_bound_pushbuffer() {
     for k in [3usize, 7] {
         let bufs = chain_buffers(&dev, &a, &x, k);
         let calls = |m: i64, n: i64| axpb_chain(&bufs, m, n);
-        let prgs: Vec<&dyn Program> = vec![&*prg; k];
+        let prgs = vec![prg.clone(); k];
         let g = crate::hcq::graph::build::<super::super::NvBackend>(&prgs, &calls(1, 2))
             .unwrap()
             .expect("an HCQ graph");
         for (m, n) in [(1, 2), (3, -1)] {
             let (put, cmd) = (b.gp_puts().unwrap().0, b.cmd_positions().unwrap());
             for _ in 0..5 {
-                g.run(&prgs, &calls(m, n), false).unwrap();
+                g.run(&calls(m, n), false).unwrap();
             }
             assert_eq!(
                 b.gp_puts().unwrap().0 - put,
@@ -163,14 +163,14 @@ fn hcq_graph_runs_point_one_gp_entry_at_the_bound_pushbuffer() {
 fn hcq_graph_replays_patch_only_values_and_swapped_inputs() {
     let (dev, _emu) = one_gpu();
     let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
-    check_replay_patches(&dev, &*prg);
+    check_replay_patches(&dev, &prg);
 }
 
 #[test]
 fn hcq_graph_many_replays_with_changing_variables_stay_exact() {
     let (dev, _emu) = one_gpu();
     let prg = load(&dev, "E_axpb", &axpb_uops(2, 16));
-    check_many_replays(&dev, &*prg);
+    check_many_replays(&dev, &prg);
 }
 
 #[test]

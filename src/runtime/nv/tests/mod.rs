@@ -63,13 +63,13 @@ pub(crate) fn one_gpu() -> (Arc<NvDevice>, EmuDriver) {
 }
 
 /// Render, compile and load `uops` as kernel `name` the way the registry's NV device does.
-pub(crate) fn load(dev: &Arc<NvDevice>, name: &str, uops: &[UOp]) -> Box<dyn Program> {
+pub(crate) fn load(dev: &Arc<NvDevice>, name: &str, uops: &[UOp]) -> Arc<dyn Program> {
     let src = MockNvRenderer::new().render(name, uops).unwrap();
     let b = dev.backend();
     let lib = MockNvCompiler::new(b.classes().arch, b.sm())
         .compile(&src)
         .unwrap();
-    NvRuntime::new(dev.clone()).load(name, &lib).unwrap()
+    NvRuntime::new(dev.clone()).load(name, &lib).unwrap().into()
 }
 
 pub(crate) fn alloc(dev: &Arc<NvDevice>, size: usize) -> (HcqAllocator<super::NvBackend>, RawBuf) {

@@ -10,14 +10,14 @@ use crate::runtime::amd::tests::multigraph::Two;
 fn with_two(f: impl Fn(&Two<'_, super::super::NvBackend>)) {
     let (p, emu) = mock_nv(2, "hopper", "");
     let devs: [Arc<NvDevice>; 2] = [open(&p, 0), open(&p, 1)];
-    let prgs: Vec<Box<dyn Program>> = devs
+    let prgs: Vec<Arc<dyn Program>> = devs
         .iter()
         .map(|d| load(d, "E_axpb", &axpb_uops(2, 16)))
         .collect();
     let doorbells = |i: usize| emu.nv_doorbell_writes(i).len();
     f(&Two {
         devs,
-        prgs: [&*prgs[0], &*prgs[1]],
+        prgs: [prgs[0].clone(), prgs[1].clone()],
         doorbells: &doorbells,
     });
 }
