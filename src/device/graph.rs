@@ -128,11 +128,6 @@ impl CallGraph {
         })
     }
 
-    /// How many launches the graph makes.
-    pub fn len(&self) -> usize {
-        self.prgs.len()
-    }
-
     /// Launch `l` through the program of call `k`.
     pub fn call(&self, k: usize, l: &Launch) -> Result<()> {
         let p = self.prgs.get(k).ok_or_else(|| {
@@ -143,11 +138,6 @@ impl CallGraph {
         })?;
         p.call(&l.raws, &l.vals, l.global, l.local, false)?;
         Ok(())
-    }
-
-    /// Whether the graph makes no launch.
-    pub fn is_empty(&self) -> bool {
-        self.prgs.is_empty()
     }
 }
 
