@@ -386,22 +386,35 @@ impl Renderer for LLVMRenderer {
             Flavour::Amdgpu { .. } => "define amdgpu_kernel void",
             Flavour::Nvptx { .. } => "define ptx_kernel void",
         };
-        let mut out = vec![];
-        if self.flavour == Flavour::Cpu && vector_only(uops, &w.wide) {
-            out.push(VECTOR_ONLY_MARK.to_string());
+        let vector_only = self.flavour == Flavour::Cpu && vector_only(uops, &w.wide);
+        let entry = match self.flavour {
+            Flavour::Cpu => Some(self.cpu_entry(&fname, &params, split)),
+            _ => None,
+        };
+        let head = format!("{def} @{fname}({sig}) #0 {{");
+        let attrs = self.attributes(w.local_threads);
+        let mut out = String::with_capacity(
+            w.lines.iter().map(|l| l.len() + 1).sum::<usize>() + head.len() + 4096,
+        );
+        let mut line = |l: &str| {
+            out.push_str(l);
+            out.push('\n');
+        };
+        if vector_only {
+            line(VECTOR_ONLY_MARK);
         }
-        out.extend(w.globals.iter().cloned());
-        out.push(format!("{def} @{fname}({sig}) #0 {{"));
-        out.push("entry:".into());
-        out.extend(w.lines.iter().cloned());
-        out.push("  ret void".into());
-        out.push("}".into());
-        if self.flavour == Flavour::Cpu {
-            out.push(self.cpu_entry(&fname, &params, split));
+        w.globals.iter().for_each(|g| line(g));
+        line(&head);
+        line("entry:");
+        w.lines.iter().for_each(|l| line(l));
+        line("  ret void");
+        line("}");
+        if let Some(e) = &entry {
+            line(e);
         }
-        out.extend(w.decls.iter().cloned());
-        out.push(self.attributes(w.local_threads));
-        Ok(out.join("\n") + "\n")
+        w.decls.iter().for_each(|d| line(d));
+        line(&attrs);
+        Ok(out)
     }
 }
 

@@ -146,17 +146,27 @@ impl Lin {
             let valid = Expansion::apply(&g_valid, &vals, &mut memo)?;
             accesses.push(self.load_cached(&ctx, idx, valid, &mut acc_count)?);
         }
+        let Some(f) = &f4 else {
+            return Ok(ex.group.iter().map(|&g| accesses[g].clone()).collect());
+        };
+        // one GEP per (access, lane): combinations that differ only in variables the index does
+        // not hold read the same lane of the same access
+        let mut geps: Vec<Option<UOp>> = vec![None; accesses.len().saturating_mul(f.amt)];
         let mut ret = Vec::with_capacity(ex.group.len());
         for (j, &g) in ex.group.iter().enumerate() {
-            let u = accesses[g].clone();
-            ret.push(match &f4 {
-                Some(f) => {
-                    let lane = usize::try_from(ex.value(j, f.dim))
-                        .map_err(|_| Error::Internal("global_load: negative float4 lane".into()))?;
-                    UOp::gep(&u, lane, dtype.scalar())
+            let lane = usize::try_from(ex.value(j, f.dim))
+                .map_err(|_| Error::Internal("global_load: negative float4 lane".into()))?;
+            let slot = (lane < f.amt).then(|| g * f.amt + lane);
+            match slot.and_then(|k| geps[k].as_ref()) {
+                Some(u) => ret.push(u.clone()),
+                None => {
+                    let u = UOp::gep(&accesses[g], lane, dtype.scalar());
+                    if let Some(k) = slot {
+                        geps[k] = Some(u.clone());
+                    }
+                    ret.push(u);
                 }
-                None => u,
-            });
+            }
         }
         Ok(ret)
     }

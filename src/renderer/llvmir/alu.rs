@@ -77,7 +77,7 @@ impl Walk<'_> {
             Op::Ternary(TernaryOps::WHERE) => {
                 let t = reg(out);
                 let ct = reg(Self::src_dtype(u, 0)?);
-                self.emit(format!(
+                self.emit_fmt(format_args!(
                     "  {name} = select {ct} {}, {t} {}, {t} {}",
                     srcs[0], srcs[1], srcs[2]
                 ));
@@ -90,8 +90,11 @@ impl Walk<'_> {
                 } else {
                     ("mul".to_string(), "add".to_string())
                 };
-                self.emit(format!("  {name}.m = {mul} {t} {}, {}", srcs[0], srcs[1]));
-                self.emit(format!("  {name} = {add} {t} {name}.m, {}", srcs[2]));
+                self.emit_fmt(format_args!(
+                    "  {name}.m = {mul} {t} {}, {}",
+                    srcs[0], srcs[1]
+                ));
+                self.emit_fmt(format_args!("  {name} = {add} {t} {name}.m, {}", srcs[2]));
                 name
             }
             _ => bail!(Codegen, "{} is not an ALU op", op.name()),
@@ -103,9 +106,9 @@ impl Walk<'_> {
     fn intrinsic(&mut self, f: &str, d: DType, x: &str, name: &str) -> Result<String> {
         let (t, m) = (reg(d), mangle(d)?);
         self.decls.insert(format!("declare {t} @llvm.{f}.{m}({t})"));
-        self.emit(format!(
-            "  {name} = call{} {t} @llvm.{f}.{m}({t} {x})",
-            self.fmf
+        let fmf = self.fmf;
+        self.emit_fmt(format_args!(
+            "  {name} = call{fmf} {t} @llvm.{f}.{m}({t} {x})"
         ));
         Ok(name.to_string())
     }
@@ -128,15 +131,16 @@ impl Walk<'_> {
         }
         match o {
             UnaryOps::NEG if d.is_bool() => {
-                self.emit(format!(
+                self.emit_fmt(format_args!(
                     "  {name} = xor {t} {x}, {}",
                     literal(ConstValue::Bool(true), d)
                 ));
             }
             UnaryOps::NEG if d.is_float() => {
-                self.emit(format!("  {name} = fneg{} {t} {x}", self.fmf));
+                let fmf = self.fmf;
+                self.emit_fmt(format_args!("  {name} = fneg{fmf} {t} {x}"));
             }
-            UnaryOps::NEG => self.emit(format!("  {name} = sub {t} {}, {x}", splat(0, d))),
+            UnaryOps::NEG => self.emit_fmt(format_args!("  {name} = sub {t} {}, {x}", splat(0, d))),
             UnaryOps::EXP2 | UnaryOps::LOG2 | UnaryOps::SIN if amd_f64 => bail!(
                 Codegen,
                 "{o:?} of double: AMD GPUs have no such instruction (LLVM would call libm)"
@@ -151,9 +155,9 @@ impl Walk<'_> {
             UnaryOps::SIN => return self.intrinsic("sin", d, x, name),
             UnaryOps::SQRT => return self.intrinsic("sqrt", d, x, name),
             UnaryOps::RECIP => {
-                self.emit(format!(
-                    "  {name} = fdiv{} {t} {}, {x}",
-                    self.fmf,
+                let fmf = self.fmf;
+                self.emit_fmt(format_args!(
+                    "  {name} = fdiv{fmf} {t} {}, {x}",
                     fsplat(1.0, d)
                 ));
             }
@@ -173,9 +177,9 @@ impl Walk<'_> {
         let f32 = DType::new(Scalar::Float32);
         match d.scalar {
             Scalar::Float16 => {
-                self.emit(format!("  {name}.x = fpext half {x} to float"));
+                self.emit_fmt(format_args!("  {name}.x = fpext half {x} to float"));
                 let r = self.nvptx_math(o, f32, &format!("{name}.x"), &format!("{name}.f"))?;
-                self.emit(format!("  {name} = fptrunc float {r} to half"));
+                self.emit_fmt(format_args!("  {name} = fptrunc float {r} to half"));
                 Ok(name.to_string())
             }
             Scalar::Float64 if o == UnaryOps::SQRT => self.intrinsic("sqrt", d, x, name),
@@ -188,7 +192,7 @@ impl Walk<'_> {
                 };
                 self.decls
                     .insert(format!("declare float @llvm.nvvm.{f}.approx.f(float)"));
-                self.emit(format!(
+                self.emit_fmt(format_args!(
                     "  {name} = call float @llvm.nvvm.{f}.approx.f(float {x})"
                 ));
                 Ok(name.to_string())
@@ -211,24 +215,24 @@ impl Walk<'_> {
         let t = reg(d);
         let (x, y) = (&s[0], &s[1]);
         let f = self.fmf;
-        let simple = |i: &str| format!("  {name} = {i} {t} {x}, {y}");
-        let line = match o {
-            BinaryOps::ADD if d.is_bool() => simple("or"),
-            BinaryOps::ADD if d.is_float() => simple(&format!("fadd{f}")),
-            BinaryOps::ADD => simple("add"),
-            BinaryOps::MUL if d.is_bool() => simple("and"),
-            BinaryOps::MUL if d.is_float() => simple(&format!("fmul{f}")),
-            BinaryOps::MUL => simple("mul"),
-            BinaryOps::XOR => simple("xor"),
-            BinaryOps::SHL => simple("shl"),
-            BinaryOps::SHR if d.is_unsigned() || d.is_bool() => simple("lshr"),
-            BinaryOps::SHR => simple("ashr"),
-            BinaryOps::CMPLT if d.is_float() => simple(&format!("fcmp{f} olt")),
-            BinaryOps::CMPLT if d.is_unsigned() || d.is_bool() => simple("icmp ult"),
-            BinaryOps::CMPLT => simple("icmp slt"),
-            BinaryOps::CMPNE if d.is_float() => simple(&format!("fcmp{f} une")),
-            BinaryOps::CMPNE => simple("icmp ne"),
-            BinaryOps::MAX if d.is_bool() => simple("or"),
+        // (instruction, fast-math flags, predicate): `{i}{flags}{pred}`
+        let (i, flags, pred) = match o {
+            BinaryOps::ADD if d.is_bool() => ("or", "", ""),
+            BinaryOps::ADD if d.is_float() => ("fadd", f, ""),
+            BinaryOps::ADD => ("add", "", ""),
+            BinaryOps::MUL if d.is_bool() => ("and", "", ""),
+            BinaryOps::MUL if d.is_float() => ("fmul", f, ""),
+            BinaryOps::MUL => ("mul", "", ""),
+            BinaryOps::XOR => ("xor", "", ""),
+            BinaryOps::SHL => ("shl", "", ""),
+            BinaryOps::SHR if d.is_unsigned() || d.is_bool() => ("lshr", "", ""),
+            BinaryOps::SHR => ("ashr", "", ""),
+            BinaryOps::CMPLT if d.is_float() => ("fcmp", f, " olt"),
+            BinaryOps::CMPLT if d.is_unsigned() || d.is_bool() => ("icmp ult", "", ""),
+            BinaryOps::CMPLT => ("icmp slt", "", ""),
+            BinaryOps::CMPNE if d.is_float() => ("fcmp", f, " une"),
+            BinaryOps::CMPNE => ("icmp ne", "", ""),
+            BinaryOps::MAX if d.is_bool() => ("or", "", ""),
             BinaryOps::MAX => return self.max(d, x, y, name),
             BinaryOps::IDIV | BinaryOps::MOD if d.is_float() => {
                 return self.float_div(o, d, x, y, name)
@@ -238,7 +242,7 @@ impl Walk<'_> {
                 return self.int_div(o, d, x, y, divisor, name);
             }
         };
-        self.emit(line);
+        self.emit_fmt(format_args!("  {name} = {i}{flags}{pred} {t} {x}, {y}"));
         Ok(name.to_string())
     }
 
@@ -249,11 +253,13 @@ impl Walk<'_> {
         if d.is_float() {
             // ops::float_max: NaN if either is NaN, +0 above -0. `x + y` (no fast-math flags, so
             // the sign of zero holds) is the answer for a NaN and for two equal zeros.
-            self.emit(format!("  {name}.s = fadd {t} {x}, {y}"));
-            self.emit(format!("  {name}.gt = fcmp ogt {t} {y}, {x}"));
-            self.emit(format!("  {name}.lt = fcmp olt {t} {y}, {x}"));
-            self.emit(format!("  {name}.z = fcmp oeq {t} {x}, zeroinitializer"));
-            self.emit(format!("  {name}.nan = fcmp uno {t} {x}, {y}"));
+            self.emit_fmt(format_args!("  {name}.s = fadd {t} {x}, {y}"));
+            self.emit_fmt(format_args!("  {name}.gt = fcmp ogt {t} {y}, {x}"));
+            self.emit_fmt(format_args!("  {name}.lt = fcmp olt {t} {y}, {x}"));
+            self.emit_fmt(format_args!(
+                "  {name}.z = fcmp oeq {t} {x}, zeroinitializer"
+            ));
+            self.emit_fmt(format_args!("  {name}.nan = fcmp uno {t} {x}, {y}"));
             let sel = |out: &str, c: &str, a: &str, b: &str| {
                 format!("  {name}{out} = select {ct} {name}.{c}, {t} {a}, {t} {b}")
             };
@@ -263,8 +269,8 @@ impl Walk<'_> {
             self.emit(sel("", "nan", &format!("{name}.s"), &format!("{name}.t3")));
         } else {
             let cmp = if d.is_unsigned() { "ugt" } else { "sgt" };
-            self.emit(format!("  {name}.gt = icmp {cmp} {t} {x}, {y}"));
-            self.emit(format!(
+            self.emit_fmt(format_args!("  {name}.gt = icmp {cmp} {t} {x}, {y}"));
+            self.emit_fmt(format_args!(
                 "  {name} = select {ct} {name}.gt, {t} {x}, {t} {y}"
             ));
         }
@@ -291,35 +297,41 @@ impl Walk<'_> {
         let i = if o == BinaryOps::IDIV { div } else { rem };
         let safe = divisor.is_some_and(|c| c.as_i128() != 0 && !(signed && c.as_i128() == -1));
         if safe {
-            self.emit(format!("  {name} = {i} {t} {x}, {y}"));
+            self.emit_fmt(format_args!("  {name} = {i} {t} {x}, {y}"));
             return Ok(name.to_string());
         }
         let ct = reg(DType::new(Scalar::Bool).vec(d.count));
-        self.emit(format!("  {name}.z = icmp eq {t} {y}, {}", splat(0, d)));
+        self.emit_fmt(format_args!(
+            "  {name}.z = icmp eq {t} {y}, {}",
+            splat(0, d)
+        ));
         let bad = if signed {
-            self.emit(format!("  {name}.m1 = icmp eq {t} {y}, {}", splat(-1, d)));
-            self.emit(format!("  {name}.bad = or {ct} {name}.z, {name}.m1"));
+            self.emit_fmt(format_args!(
+                "  {name}.m1 = icmp eq {t} {y}, {}",
+                splat(-1, d)
+            ));
+            self.emit_fmt(format_args!("  {name}.bad = or {ct} {name}.z, {name}.m1"));
             format!("{name}.bad")
         } else {
             format!("{name}.z")
         };
-        self.emit(format!(
+        self.emit_fmt(format_args!(
             "  {name}.d = select {ct} {bad}, {t} {}, {t} {y}",
             splat(1, d)
         ));
-        self.emit(format!("  {name}.q = {i} {t} {x}, {name}.d"));
+        self.emit_fmt(format_args!("  {name}.q = {i} {t} {x}, {name}.d"));
         let zero = splat(0, d);
         if signed && o == BinaryOps::IDIV {
             // x / -1 = -x (wrapping); x / 0 = 0
-            self.emit(format!("  {name}.neg = sub {t} {zero}, {x}"));
-            self.emit(format!(
+            self.emit_fmt(format_args!("  {name}.neg = sub {t} {zero}, {x}"));
+            self.emit_fmt(format_args!(
                 "  {name}.r = select {ct} {name}.m1, {t} {name}.neg, {t} {name}.q"
             ));
-            self.emit(format!(
+            self.emit_fmt(format_args!(
                 "  {name} = select {ct} {name}.z, {t} {zero}, {t} {name}.r"
             ));
         } else {
-            self.emit(format!(
+            self.emit_fmt(format_args!(
                 "  {name} = select {ct} {bad}, {t} {zero}, {t} {name}.q"
             ));
         }
@@ -338,13 +350,13 @@ impl Walk<'_> {
         let t = reg(d);
         let f = self.fmf;
         if o == BinaryOps::IDIV {
-            self.emit(format!("  {name}.q = fdiv{f} {t} {x}, {y}"));
+            self.emit_fmt(format_args!("  {name}.q = fdiv{f} {t} {x}, {y}"));
             return self.intrinsic("trunc", d, &format!("{name}.q"), name);
         }
         let l = DType::new(Scalar::Int64).vec(d.count);
         let lt = reg(l);
-        self.emit(format!("  {name}.x = fptosi {t} {x} to {lt}"));
-        self.emit(format!("  {name}.y = fptosi {t} {y} to {lt}"));
+        self.emit_fmt(format_args!("  {name}.x = fptosi {t} {x} to {lt}"));
+        self.emit_fmt(format_args!("  {name}.y = fptosi {t} {y} to {lt}"));
         let r = self.int_div(
             BinaryOps::MOD,
             l,
@@ -353,7 +365,7 @@ impl Walk<'_> {
             None,
             &format!("{name}.i"),
         )?;
-        self.emit(format!("  {name} = sitofp {lt} {r} to {t}"));
+        self.emit_fmt(format_args!("  {name} = sitofp {lt} {r} to {t}"));
         Ok(name.to_string())
     }
 }

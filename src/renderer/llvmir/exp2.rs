@@ -222,7 +222,7 @@ impl Walk<'_> {
             self.decls.insert(decl);
             self.decls.insert(OUTLINED_ATTRIBUTES.to_string());
         }
-        self.emit(format!("  {name} = call {t} @{helper}({t} {x})"));
+        self.emit_fmt(format_args!("  {name} = call {t} @{helper}({t} {x})"));
         Ok(name.to_string())
     }
 
@@ -241,7 +241,7 @@ impl Walk<'_> {
             }
             attrs = format!(" #{n}");
         }
-        self.emit(format!(
+        self.emit_fmt(format_args!(
             "  {name} = call {t} @{}({t} {x}){attrs}",
             exp2_helper_name(d)?
         ));

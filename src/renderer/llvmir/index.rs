@@ -44,29 +44,28 @@ fn widenable(u: &UOp) -> bool {
 }
 
 /// The index-only ALUs of `uops` (a linear list: every use comes after its source).
+///
+/// Walked backwards, so that every consumer of a node is decided before the node: each consumer
+/// marks its sources as used, and as used other than as an index or by an index-only ALU where
+/// that is so (no per-node list of uses).
 pub(super) fn index_only(uops: &[UOp]) -> UOpMap<()> {
-    // (consumer, source position) of every use
-    let mut uses: UOpMap<Vec<(UOp, usize)>> = UOpMap::default();
-    for u in uops {
-        for (i, s) in u.src().iter().enumerate() {
-            uses.entry(s.clone()).or_default().push((u.clone(), i));
-        }
-    }
+    const USED: u8 = 1;
+    const NOT_INDEX: u8 = 2;
+    let mut flags: UOpMap<u8> = UOpMap::default();
     let mut wide: UOpMap<()> = UOpMap::default();
     for u in uops.iter().rev() {
-        if !widenable(u) {
-            continue;
-        }
-        let Some(us) = uses.get(u) else {
-            continue;
-        };
-        let all_index = us.iter().all(|(c, i)| match c.op() {
-            UOps::LOAD | UOps::STORE => *i == 1,
-            UOps::ALU => wide.contains_key(c),
-            _ => false,
-        });
-        if all_index {
+        let is_wide = widenable(u) && flags.get(u).copied() == Some(USED);
+        if is_wide {
             wide.insert(u.clone(), ());
+        }
+        for (i, s) in u.src().iter().enumerate() {
+            let index_use = match u.op() {
+                UOps::LOAD | UOps::STORE => i == 1,
+                UOps::ALU => is_wide,
+                _ => false,
+            };
+            let f = flags.entry(s.clone()).or_insert(0);
+            *f |= if index_use { USED } else { USED | NOT_INDEX };
         }
     }
     wide

@@ -15,6 +15,8 @@
 //!
 //! Not guaranteed: vector bool or bfloat16 accesses beyond what LLVM legalizes on the target.
 
+use std::borrow::Cow;
+
 use crate::codegen::uops::{UArg, UOp, UOps};
 use crate::dtype::{ConstValue, DType, Scalar};
 use crate::{bail, ensure, Error, Result};
@@ -39,7 +41,7 @@ impl Walk<'_> {
             UOps::DEFINE_GLOBAL => {
                 let a = self.flavour.global_addrspace();
                 let pt = ptr_type(self.opaque, &elem, a);
-                self.emit(format!(
+                self.emit_fmt(format_args!(
                     "  {name}.p = getelementptr inbounds {elem}, {pt} {base}, {it} {idx}"
                 ));
                 (a, format!("{name}.p"))
@@ -51,7 +53,7 @@ impl Walk<'_> {
                 let a = self.flavour.local_addrspace();
                 let arr = format!("[{size} x {elem}]");
                 let at = ptr_type(self.opaque, &arr, a);
-                self.emit(format!(
+                self.emit_fmt(format_args!(
                     "  {name}.p = getelementptr inbounds {arr}, {at} {base}, i32 0, {it} {idx}"
                 ));
                 (a, format!("{name}.p"))
@@ -61,7 +63,7 @@ impl Walk<'_> {
         let et = ptr_type(self.opaque, &elem, addrspace);
         if access.count > 1 && !self.opaque {
             let vt = ptr_type(self.opaque, &mem(access), addrspace);
-            self.emit(format!("  {name}.vp = bitcast {et} {ptr} to {vt}"));
+            self.emit_fmt(format_args!("  {name}.vp = bitcast {et} {ptr} to {vt}"));
             return Ok((format!("{name}.vp"), vt));
         }
         let at = ptr_type(self.opaque, &mem(access), addrspace);
@@ -70,10 +72,10 @@ impl Walk<'_> {
 
     /// The index of a load or store and its type: `i64` when it is an index-only ALU
     /// (`index.rs`), else as its dtype says.
-    fn index(&mut self, u: &UOp) -> Result<(String, String)> {
+    fn index(&mut self, u: &UOp) -> Result<(String, Cow<'static, str>)> {
         let wide = u.src().get(1).is_some_and(|s| self.wide.contains_key(s));
         if wide {
-            return Ok((self.src(u, 1)?, "i64".to_string()));
+            return Ok((self.src(u, 1)?, Cow::Borrowed("i64")));
         }
         Ok((self.src(u, 1)?, reg(Self::src_dtype(u, 1)?)))
     }
@@ -97,17 +99,24 @@ impl Walk<'_> {
             None
         };
         if let Some((g, _)) = &gate {
-            self.emit(format!("  {name}.i = select i1 {g}, {it} {idx}, {it} 0"));
+            self.emit_fmt(format_args!(
+                "  {name}.i = select i1 {g}, {it} {idx}, {it} 0"
+            ));
             idx = format!("{name}.i");
         }
         let (ptr, pt) = self.elem_ptr(&buf, (&idx, &it), access, &name)?;
         let mt = mem(access);
         let align = bd.itemsize();
-        self.emit(format!("  {name}.m = load {mt}, {pt} {ptr}, align {align}"));
+        self.emit_fmt(format_args!(
+            "  {name}.m = load {mt}, {pt} {ptr}, align {align}"
+        ));
         let mut v = format!("{name}.m");
         v = match bd.scalar {
             Scalar::Bool => {
-                self.emit(format!("  {name}.b = trunc {mt} {v} to {}", reg(access)));
+                self.emit_fmt(format_args!(
+                    "  {name}.b = trunc {mt} {v} to {}",
+                    reg(access)
+                ));
                 format!("{name}.b")
             }
             Scalar::BFloat16 => bf16_to_float(&v, &format!("{name}.f"), out.count, &mut self.lines),
@@ -118,7 +127,7 @@ impl Walk<'_> {
         }
         if let Some((g, alt)) = gate {
             let t = reg(out);
-            self.emit(format!("  {name} = select i1 {g}, {t} {v}, {t} {alt}"));
+            self.emit_fmt(format_args!("  {name} = select i1 {g}, {t} {v}, {t} {alt}"));
             v = name;
         }
         self.r.insert(u.clone(), v);
@@ -144,7 +153,10 @@ impl Walk<'_> {
         let mt = mem(access);
         v = match bd.scalar {
             Scalar::Bool => {
-                self.emit(format!("  {name}.b = zext {} {v} to {mt}", reg(access)));
+                self.emit_fmt(format_args!(
+                    "  {name}.b = zext {} {v} to {mt}",
+                    reg(access)
+                ));
                 format!("{name}.b")
             }
             Scalar::BFloat16 => float_to_bf16(&v, &format!("{name}.h"), vd.count, &mut self.lines),
@@ -156,16 +168,16 @@ impl Walk<'_> {
             None
         };
         if let Some(g) = &gate {
-            self.emit(format!(
+            self.emit_fmt(format_args!(
                 "  br i1 {g}, label %store_{n}, label %store_{n}.end"
             ));
             self.label(format!("store_{n}"));
         }
         let (ptr, pt) = self.elem_ptr(&buf, (&idx, &it), access, &name)?;
         let align = bd.itemsize();
-        self.emit(format!("  store {mt} {v}, {pt} {ptr}, align {align}"));
+        self.emit_fmt(format_args!("  store {mt} {v}, {pt} {ptr}, align {align}"));
         if gate.is_some() {
-            self.emit(format!("  br label %store_{n}.end"));
+            self.emit_fmt(format_args!("  br label %store_{n}.end"));
             self.label(format!("store_{n}.end"));
         }
         Ok(())
@@ -197,10 +209,10 @@ impl Walk<'_> {
             let (vt, st) = (reg(out), reg(out.scalar()));
             let x = &lanes[0];
             let n = out.count;
-            self.emit(format!(
+            self.emit_fmt(format_args!(
                 "  {name}.i = insertelement {vt} poison, {st} {x}, i32 0"
             ));
-            self.emit(format!(
+            self.emit_fmt(format_args!(
                 "  {name} = shufflevector {vt} {name}.i, {vt} poison, <{n} x i32> zeroinitializer"
             ));
             self.r.insert(u.clone(), name);
@@ -221,7 +233,7 @@ impl Walk<'_> {
             } else {
                 format!("{name}.{i}")
             };
-            self.emit(format!(
+            self.emit_fmt(format_args!(
                 "  {cur} = insertelement {vt} {prev}, {st} {x}, i32 {i}"
             ));
             prev = cur;
@@ -247,13 +259,13 @@ impl Walk<'_> {
             } else {
                 "icmp ne".to_string()
             };
-            self.emit(format!("  {name} = {cmp} {ft} {x}, {zero}"));
+            self.emit_fmt(format_args!("  {name} = {cmp} {ft} {x}, {zero}"));
             return Ok(name.to_string());
         }
         match types::cast_op(from.scalar, to.scalar)? {
             None => Ok(x.to_string()),
             Some(op) => {
-                self.emit(format!("  {name} = {op} {ft} {x} to {}", reg(to)));
+                self.emit_fmt(format_args!("  {name} = {op} {ft} {x} to {}", reg(to)));
                 Ok(name.to_string())
             }
         }
@@ -275,7 +287,7 @@ impl Walk<'_> {
         }
         let (fm, tm) = (mem(from), mem(to));
         if fm != tm {
-            self.emit(format!("  {name}.b = bitcast {fm} {v} to {tm}"));
+            self.emit_fmt(format_args!("  {name}.b = bitcast {fm} {v} to {tm}"));
             v = format!("{name}.b");
         }
         if to.scalar == Scalar::BFloat16 {

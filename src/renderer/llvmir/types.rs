@@ -6,6 +6,8 @@
 //!
 //! Not guaranteed: image dtypes do not exist here; a dtype LLVM cannot hold is an error.
 
+use std::borrow::Cow;
+
 use crate::dtype::{ConstValue, DType, Scalar};
 use crate::{bail, Result};
 
@@ -32,21 +34,22 @@ pub fn scalar_mem(s: Scalar) -> &'static str {
     }
 }
 
-fn vectorize(scalar: &str, count: u16) -> String {
+fn vectorize(scalar: &'static str, count: u16) -> Cow<'static, str> {
     if count > 1 {
-        format!("<{count} x {scalar}>")
+        Cow::Owned(format!("<{count} x {scalar}>"))
     } else {
-        scalar.to_string()
+        Cow::Borrowed(scalar)
     }
 }
 
-/// The register type of a value of `d` (pointer forms use their element).
-pub fn reg(d: DType) -> String {
+/// The register type of a value of `d` (pointer forms use their element); a scalar's is static
+/// text (no allocation).
+pub fn reg(d: DType) -> Cow<'static, str> {
     vectorize(scalar_reg(d.scalar), d.count)
 }
 
 /// The in-memory type of `d`.
-pub fn mem(d: DType) -> String {
+pub fn mem(d: DType) -> Cow<'static, str> {
     vectorize(scalar_mem(d.scalar), d.count)
 }
 
@@ -122,8 +125,20 @@ pub fn literal(v: ConstValue, d: DType) -> String {
         return one;
     }
     let t = scalar_reg(d.scalar);
-    let lanes: Vec<String> = (0..d.count).map(|_| format!("{t} {one}")).collect();
-    format!("<{}>", lanes.join(", "))
+    // `<t one, t one, ...>`, written into one string of the final length
+    let lane = t.len() + 1 + one.len();
+    let mut out = String::with_capacity(2 + d.count as usize * (lane + 2));
+    out.push('<');
+    for i in 0..d.count {
+        if i > 0 {
+            out.push_str(", ");
+        }
+        out.push_str(t);
+        out.push(' ');
+        out.push_str(&one);
+    }
+    out.push('>');
+    out
 }
 
 /// The conversion instruction (without operands) from register `from` to `to`, or `None` when the

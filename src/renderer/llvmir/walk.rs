@@ -74,6 +74,8 @@ pub(super) struct Walk<'a> {
     pub(super) wide: UOpMap<()>,
     /// The vector EXP2s that call the out-of-line helper (CPU flavour; `exp2.rs`).
     pub(super) exp2_outlined: UOpMap<()>,
+    /// The buffer [`Walk::emit_fmt`] formats a line into.
+    scratch: String,
 }
 
 /// Accumulators each loop must carry: for every PHI, the loops open at the PHI that were opened
@@ -183,13 +185,19 @@ impl<'a> Walk<'a> {
                 Flavour::Cpu => super::exp2::outlined(uops),
                 _ => UOpMap::default(),
             },
+            scratch: String::with_capacity(256),
         })
     }
 
     /// A fresh SSA name `%{prefix}{n}`.
     pub fn ssa(&mut self, prefix: &'static str) -> String {
+        use std::fmt::Write as _;
         let n = self.counters.entry(prefix).or_insert(0);
-        let name = format!("%{prefix}{n}");
+        let mut name = String::with_capacity(prefix.len() + 8);
+        name.push('%');
+        name.push_str(prefix);
+        // writing into a String cannot fail
+        let _ = write!(name, "{n}");
         *n += 1;
         name
     }
@@ -202,6 +210,16 @@ impl<'a> Walk<'a> {
 
     pub fn emit(&mut self, line: String) {
         self.lines.push(line);
+    }
+
+    /// Emit a line formatted from `args`: written into a reused buffer, then copied once into a
+    /// line of exactly its length (no growth of a fresh string argument by argument).
+    pub fn emit_fmt(&mut self, args: std::fmt::Arguments<'_>) {
+        use std::fmt::Write as _;
+        self.scratch.clear();
+        // writing into a String cannot fail
+        let _ = self.scratch.write_fmt(args);
+        self.lines.push(self.scratch.as_str().to_owned());
     }
 
     /// The rendered value of source `i` of `u`.
@@ -232,7 +250,7 @@ impl<'a> Walk<'a> {
             return Ok(v);
         }
         let name = self.ssa("wide");
-        self.emit(format!("  {name} = sext i32 {v} to i64"));
+        self.emit_fmt(format_args!("  {name} = sext i32 {v} to i64"));
         Ok(name)
     }
 
@@ -292,7 +310,7 @@ impl<'a> Walk<'a> {
     fn if_(&mut self, u: &UOp) -> Result<()> {
         let c = self.src(u, 0)?;
         let n = self.number("if");
-        self.emit(format!("  br i1 {c}, label %if_{n}, label %endif_{n}"));
+        self.emit_fmt(format_args!("  br i1 {c}, label %if_{n}, label %endif_{n}"));
         self.label(format!("if_{n}"));
         self.ifs.push((u.clone(), n));
         Ok(())
@@ -314,7 +332,7 @@ impl<'a> Walk<'a> {
         let Some((_, n)) = self.ifs.pop() else {
             bail!(Codegen, "ENDIF without IF");
         };
-        self.emit(format!("  br label %endif_{n}"));
+        self.emit_fmt(format_args!("  br label %endif_{n}"));
         self.label(format!("endif_{n}"));
         Ok(())
     }
@@ -326,7 +344,9 @@ impl<'a> Walk<'a> {
             bail!(Codegen, "GEP without a lane");
         };
         let name = self.ssa("gep");
-        self.emit(format!("  {name} = extractelement {t} {x}, i32 {lane}"));
+        self.emit_fmt(format_args!(
+            "  {name} = extractelement {t} {x}, i32 {lane}"
+        ));
         self.r.insert(u.clone(), name);
         Ok(())
     }
@@ -390,7 +410,7 @@ impl<'a> Walk<'a> {
                 self.r.insert(u.clone(), format!("@{g}"));
             }
             Flavour::Cpu => {
-                self.emit(format!("  %{g} = alloca {arr}, align 16"));
+                self.emit_fmt(format_args!("  %{g} = alloca {arr}, align 16"));
                 self.r.insert(u.clone(), format!("%{g}"));
             }
         }
@@ -440,8 +460,10 @@ impl<'a> Walk<'a> {
                 self.sreg(&sreg("ctaid"), &format!("{ssa}.ctaid"));
                 self.sreg(&sreg("ntid"), &format!("{ssa}.ntid"));
                 self.sreg(&sreg("tid"), &format!("{ssa}.tid"));
-                self.emit(format!("  {ssa}.base = mul i32 {ssa}.ctaid, {ssa}.ntid"));
-                self.emit(format!("  {ssa} = add i32 {ssa}.base, {ssa}.tid"));
+                self.emit_fmt(format_args!(
+                    "  {ssa}.base = mul i32 {ssa}.ctaid, {ssa}.ntid"
+                ));
+                self.emit_fmt(format_args!("  {ssa} = add i32 {ssa}.base, {ssa}.tid"));
             }
             _ => bail!(Codegen, "SPECIAL {name}: not a gidx/lidx/idx launch index"),
         }
@@ -452,7 +474,7 @@ impl<'a> Walk<'a> {
     /// `dst = call i32 @llvm.<f>()`, a launch-register intrinsic (declared once).
     fn sreg(&mut self, f: &str, dst: &str) {
         self.decls.insert(format!("declare i32 @llvm.{f}()"));
-        self.emit(format!("  {dst} = call i32 @llvm.{f}()"));
+        self.emit_fmt(format_args!("  {dst} = call i32 @llvm.{f}()"));
     }
 
     fn barrier(&mut self) -> Result<()> {
@@ -489,7 +511,7 @@ impl<'a> Walk<'a> {
                 let et = reg(dtype_of(u)?);
                 let cur = self.val(&root)?;
                 let name = self.ssa("acc");
-                self.emit(format!(
+                self.emit_fmt(format_args!(
                     "  {name} = insertelement {vt} {cur}, {et} {v}, i32 {i}"
                 ));
                 name
@@ -517,13 +539,13 @@ impl<'a> Walk<'a> {
             let entry = self.val(&acc)?;
             accs.push((acc, format!("%acc{k}.{n}"), entry));
         }
-        self.emit(format!("  br label %loop_header_{n}"));
+        self.emit_fmt(format_args!("  br label %loop_header_{n}"));
         let pre_block = self.cur_block.clone();
         self.label(format!("loop_header_{n}"));
         let phi_line = self.lines.len();
         self.emit(String::new());
-        self.emit(format!("  {counter}.c = icmp slt {t} {counter}, {hi}"));
-        self.emit(format!(
+        self.emit_fmt(format_args!("  {counter}.c = icmp slt {t} {counter}, {hi}"));
+        self.emit_fmt(format_args!(
             "  br i1 {counter}.c, label %loop_body_{n}, label %loop_exit_{n}"
         ));
         self.label(format!("loop_body_{n}"));
@@ -557,7 +579,7 @@ impl<'a> Walk<'a> {
         let n = if zero {
             end.to_string()
         } else {
-            self.emit(format!("  {c}.n = sub {t} {end}, {start}"));
+            self.emit_fmt(format_args!("  {c}.n = sub {t} {end}, {start}"));
             format!("{c}.n")
         };
         self.lines.extend([
@@ -575,8 +597,8 @@ impl<'a> Walk<'a> {
         if zero {
             return (format!("{c}.lo"), format!("{c}.hi"));
         }
-        self.emit(format!("  {c}.lo0 = add {t} {start}, {c}.lo"));
-        self.emit(format!("  {c}.hi0 = add {t} {start}, {c}.hi"));
+        self.emit_fmt(format_args!("  {c}.lo0 = add {t} {start}, {c}.lo"));
+        self.emit_fmt(format_args!("  {c}.hi0 = add {t} {start}, {c}.hi"));
         (format!("{c}.lo0"), format!("{c}.hi0"))
     }
 
@@ -605,10 +627,10 @@ impl<'a> Walk<'a> {
             ));
         }
         self.lines[lp.phi_line] = phis.join("\n");
-        self.emit(format!("  br label %{latch}"));
+        self.emit_fmt(format_args!("  br label %{latch}"));
         self.label(latch);
-        self.emit(format!("  {c}.next = add nsw {t} {c}, 1"));
-        self.emit(format!("  br label %loop_header_{n}"));
+        self.emit_fmt(format_args!("  {c}.next = add nsw {t} {c}, 1"));
+        self.emit_fmt(format_args!("  br label %loop_header_{n}"));
         self.label(format!("loop_exit_{n}"));
         // after the loop, the accumulator (and every PHI of it) is the header's phi
         for (acc, phi, _) in lp.accs {
@@ -617,7 +639,9 @@ impl<'a> Walk<'a> {
                     Some(i) => {
                         let vt = reg(dtype_of(&acc)?);
                         let name = self.ssa("acc");
-                        self.emit(format!("  {name} = extractelement {vt} {phi}, i32 {i}"));
+                        self.emit_fmt(format_args!(
+                            "  {name} = extractelement {vt} {phi}, i32 {i}"
+                        ));
                         name
                     }
                     None => phi.clone(),
