@@ -387,7 +387,7 @@ impl Renderer for LLVMRenderer {
             Flavour::Nvptx { .. } => "define ptx_kernel void",
         };
         let mut out = vec![];
-        if self.flavour == Flavour::Cpu && vector_only(uops, &w.wide) {
+        if w.vector_only {
             out.push(VECTOR_ONLY_MARK.to_string());
         }
         out.extend(w.globals.iter().cloned());
