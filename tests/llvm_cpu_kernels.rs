@@ -441,3 +441,39 @@ fn a_loop_inside_an_if_agrees() {
         .collect();
     assert_eq!(got, [6.0, 22.0, 38.0, 54.0, 70.0, -1.0, -1.0, -1.0]);
 }
+
+#[test]
+fn split_constant_offset_addresses_agree() {
+    // a vector-only kernel (float4 loads, ALUs and stores; the int arithmetic only indexes):
+    // data0[4r+1..] = a*b + a, a = data1[4r+3..], b = data1[-4r+60..], r < 8. Its `x + c`
+    // addresses render as `(base + x) + c`, `base + x` outside the buffer for the negative `x`.
+    let (f, f4) = (dtypes::float32, dtypes::float32.vec(4));
+    let (d0, d1) = (
+        UOp::define_global(f, 0, true),
+        UOp::define_global(f, 1, false),
+    );
+    let r = UOp::range_const(0, 8, 1, 0, false);
+    let a = UOp::load(&d1, &r.mul(4).add(3), f4);
+    let b = UOp::load(&d1, &r.mul(-4).add(60), f4);
+    let sinks = [UOp::store(&d0, &r.mul(4).add(1), &a.mul(&b).add(&a))];
+    let uops = linearize(&sinks, None, true).unwrap();
+    let ir = rawgrad::renderer::llvmir::LLVMRenderer::cpu(true)
+        .render("E_8_4", &uops)
+        .unwrap();
+    for want in [
+        "getelementptr float, ptr %data1, i64",
+        "getelementptr float, ptr %data0, i64",
+    ] {
+        assert!(ir.contains(want), "{want} not in\n{ir}");
+    }
+    let src: Vec<f64> = (0..64).map(|i| (i as f64 - 20.5) * 0.37).collect();
+    let bufs = vec![
+        bytes_of(&[-1.0; 64], Scalar::Float32),
+        bytes_of(&src, Scalar::Float32),
+    ];
+    let (i, outs) = both("E_8_4", &sinks, &bufs, &[]);
+    assert!(values(&i[0], Scalar::Float32)[1].as_f64() != -1.0);
+    for (v, c) in &outs {
+        assert_eq!(&i, c, "LLVM {v}");
+    }
+}

@@ -38,8 +38,9 @@
 //!
 //! Beyond 0.9.1 on the CPU flavour, for the LLVM device's compile time: a module whose kernel is
 //! vector-only ([`vector_only`]) starts with the comment [`VECTOR_ONLY_MARK`] (the device then
-//! skips the SLP vectorizer), and epilogue vector EXP2s may call an out-of-line helper
-//! (`llvmir/exp2.rs`); neither changes a computed bit.
+//! skips the SLP vectorizer) and addresses its global `x + c` indices as `(base + x) + c`
+//! (`llvmir/memory.rs`), and epilogue vector EXP2s may call an out-of-line helper
+//! (`llvmir/exp2.rs`); none changes a computed bit.
 //!
 //! Tensor cores: WMMA UOps become `llvm.amdgcn.wmma.*` calls (gfx11, gfx12) or inline `mma.sync`
 //! PTX (sm_80+), see `llvmir/wmma.rs`.
@@ -386,7 +387,6 @@ impl Renderer for LLVMRenderer {
             Flavour::Amdgpu { .. } => "define amdgpu_kernel void",
             Flavour::Nvptx { .. } => "define ptx_kernel void",
         };
-        let vector_only = self.flavour == Flavour::Cpu && vector_only(uops, &w.wide);
         let entry = match self.flavour {
             Flavour::Cpu => Some(self.cpu_entry(&fname, &params, split)),
             _ => None,
@@ -400,7 +400,7 @@ impl Renderer for LLVMRenderer {
             out.push_str(l);
             out.push('\n');
         };
-        if vector_only {
+        if w.vector_only {
             line(VECTOR_ONLY_MARK);
         }
         w.globals.iter().for_each(|g| line(g));

@@ -77,3 +77,16 @@ pub(super) fn index_only(uops: &[UOp]) -> UOpMap<()> {
 pub(super) fn needs_sext(s: &UOp, wide: bool) -> bool {
     !wide && s.const_value().is_none() && s.dtype() == Some(dtypes::int32)
 }
+
+/// The split of a load or store index `idx` that is an index-only `x + c` (`c` a constant):
+/// the source positions of `x` and of `c` (memory.rs renders the address as `(base + x) + c`).
+pub(super) fn const_offset(idx: &UOp, wide: &UOpMap<()>) -> Option<(usize, usize)> {
+    if !wide.contains_key(idx) || idx.alu_op() != Some(Op::Binary(BinaryOps::ADD)) {
+        return None;
+    }
+    match idx.src() {
+        [a, b] if b.const_value().is_some() && a.const_value().is_none() => Some((0, 1)),
+        [a, b] if a.const_value().is_some() && b.const_value().is_none() => Some((1, 0)),
+        _ => None,
+    }
+}

@@ -3,7 +3,13 @@
 //! Memory: a buffer element is reached with `getelementptr inbounds` (globals through their
 //! pointer parameter, LDS arrays through `[N x T]`; on the CPU an index computed only for
 //! addressing is an `i64`, `index.rs`), vectors are accessed through the element
-//! address at the element's alignment; bool is stored as a byte (`trunc`/`zext`), bfloat16 as its
+//! address at the element's alignment. In a vector-only CPU kernel (`llvmir.rs`, `vector_only`:
+//! compiled without the SLP vectorizer) an index-only `x + c` into a global buffer, `c` a
+//! constant, becomes two `getelementptr`s, `(base + x) + c` (without `inbounds`: `base + x`
+//! alone may lie outside the buffer), rawgrad beyond tinygrad 0.9.1: the unrolled tile's loads
+//! then share one base address (CSE) and instruction selection folds each `c` into the
+//! addressing mode, where it otherwise recomputed known bits of every `x + c` (measurements in
+//! `runtime/cpu/llvm.rs`); ungated loads and stores only, the address is the same; bool is stored as a byte (`trunc`/`zext`), bfloat16 as its
 //! 16 bits (widened by a shift, rounded to nearest-even on stores). Gated loads read index 0 when
 //! the gate is off and select the alternative (tinygrad 0.9.1), gated stores branch around the
 //! store.
@@ -24,26 +30,49 @@ use crate::{bail, ensure, Error, Result};
 use super::types::{self, bf16_to_float, float_to_bf16, literal, mem, ptr_type, reg};
 use super::walk::{dtype_of, Walk};
 
+/// A load or store index as rendered: the value, its LLVM type and, for a split address, the
+/// constant element offset a second `getelementptr` adds.
+struct Index {
+    val: String,
+    ty: Cow<'static, str>,
+    offset: Option<String>,
+}
+
 impl Walk<'_> {
     /// The pointer to element `idx` of `buf` accessed as `access` (a vector of the element type
     /// or the element type), named from `name`; returns (pointer, pointer type).
     fn elem_ptr(
         &mut self,
         buf: &UOp,
-        idx: (&str, &str),
+        idx: &Index,
         access: DType,
         name: &str,
     ) -> Result<(String, String)> {
         let base = self.val(buf)?;
         let elem = mem(dtype_of(buf)?.base().scalar());
-        let (idx, it) = idx;
+        let Index {
+            val: idx,
+            ty: it,
+            offset,
+        } = idx;
         let (addrspace, ptr) = match buf.op() {
             UOps::DEFINE_GLOBAL => {
                 let a = self.flavour.global_addrspace();
                 let pt = ptr_type(self.opaque, &elem, a);
-                self.emit_fmt(format_args!(
-                    "  {name}.p = getelementptr inbounds {elem}, {pt} {base}, {it} {idx}"
-                ));
+                match offset {
+                    None => self.emit_fmt(format_args!(
+                        "  {name}.p = getelementptr inbounds {elem}, {pt} {base}, {it} {idx}"
+                    )),
+                    // no `inbounds`: `base + x` alone may lie outside the buffer
+                    Some(c) => {
+                        self.emit_fmt(format_args!(
+                            "  {name}.b = getelementptr {elem}, {pt} {base}, {it} {idx}"
+                        ));
+                        self.emit_fmt(format_args!(
+                            "  {name}.p = getelementptr {elem}, {pt} {name}.b, i64 {c}"
+                        ));
+                    }
+                }
                 (a, format!("{name}.p"))
             }
             UOps::DEFINE_LOCAL => {
@@ -70,14 +99,38 @@ impl Walk<'_> {
         Ok((ptr, at))
     }
 
-    /// The index of a load or store and its type: `i64` when it is an index-only ALU
-    /// (`index.rs`), else as its dtype says.
-    fn index(&mut self, u: &UOp) -> Result<(String, Cow<'static, str>)> {
-        let wide = u.src().get(1).is_some_and(|s| self.wide.contains_key(s));
-        if wide {
-            return Ok((self.src(u, 1)?, Cow::Borrowed("i64")));
+    /// The index of a load or store: `i64` when it is an index-only ALU (`index.rs`), else as
+    /// its dtype says; split into `x` and the constant offset `c` of an index-only `x + c` into a
+    /// global buffer of a vector-only kernel when `may_split` (module doc).
+    fn index(&mut self, u: &UOp, may_split: bool) -> Result<Index> {
+        let s = u
+            .src()
+            .get(1)
+            .cloned()
+            .ok_or_else(|| Error::Codegen(format!("{:?} without an index", u.op())))?;
+        let global = u
+            .src()
+            .first()
+            .is_some_and(|b| b.op() == UOps::DEFINE_GLOBAL);
+        if may_split && global && self.vector_only {
+            if let Some((x, c)) = super::index::const_offset(&s, &self.wide) {
+                return Ok(Index {
+                    val: self.src_wide(&s, x)?,
+                    ty: Cow::Borrowed("i64"),
+                    offset: Some(self.src(&s, c)?),
+                });
+            }
         }
-        Ok((self.src(u, 1)?, reg(Self::src_dtype(u, 1)?)))
+        let ty = if self.wide.contains_key(&s) {
+            Cow::Borrowed("i64")
+        } else {
+            reg(dtype_of(&s)?)
+        };
+        Ok(Index {
+            val: self.val(&s)?,
+            ty,
+            offset: None,
+        })
     }
 
     pub(super) fn load(&mut self, u: &UOp) -> Result<()> {
@@ -90,21 +143,23 @@ impl Walk<'_> {
         let bd = dtype_of(&buf)?.base().scalar();
         let access = bd.vec(out.count);
         let name = self.ssa("val");
-        let (mut idx, it) = self.index(u)?;
         // (buf, idx, gate, alt[, barrier]); a BARRIER or IF third source only orders the load
         let gated = u.src().len() >= 4 && !matches!(u.src()[2].op(), UOps::BARRIER | UOps::IF);
+        let mut idx = self.index(u, !gated)?;
         let gate = if gated {
             Some((self.src(u, 2)?, self.src(u, 3)?))
         } else {
             None
         };
         if let Some((g, _)) = &gate {
+            let it = &idx.ty;
             self.emit_fmt(format_args!(
-                "  {name}.i = select i1 {g}, {it} {idx}, {it} 0"
+                "  {name}.i = select i1 {g}, {it} {}, {it} 0",
+                idx.val
             ));
-            idx = format!("{name}.i");
+            idx.val = format!("{name}.i");
         }
-        let (ptr, pt) = self.elem_ptr(&buf, (&idx, &it), access, &name)?;
+        let (ptr, pt) = self.elem_ptr(&buf, &idx, access, &name)?;
         let mt = mem(access);
         let align = bd.itemsize();
         self.emit_fmt(format_args!(
@@ -145,7 +200,7 @@ impl Walk<'_> {
         let access = bd.vec(vd.count);
         let n = self.number("store");
         let name = format!("%store{n}");
-        let (idx, it) = self.index(u)?;
+        let idx = self.index(u, true)?;
         let mut v = self.src(u, 2)?;
         if vd.scalar != bd.scalar {
             v = self.convert(&v, vd, access, &format!("{name}.c"))?;
@@ -173,7 +228,7 @@ impl Walk<'_> {
             ));
             self.label(format!("store_{n}"));
         }
-        let (ptr, pt) = self.elem_ptr(&buf, (&idx, &it), access, &name)?;
+        let (ptr, pt) = self.elem_ptr(&buf, &idx, access, &name)?;
         let align = bd.itemsize();
         self.emit_fmt(format_args!("  store {mt} {v}, {pt} {ptr}, align {align}"));
         if gate.is_some() {

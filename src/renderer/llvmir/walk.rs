@@ -72,6 +72,9 @@ pub(super) struct Walk<'a> {
     acc_ids: UOpMap<usize>,
     /// The index-only ALUs, rendered in `i64` (CPU flavour; `index.rs`).
     pub(super) wide: UOpMap<()>,
+    /// Whether the kernel is vector-only ([`super::vector_only`], CPU flavour): its global
+    /// addresses `base + (x + c)` are then split into `(base + x) + c` (`memory.rs`).
+    pub vector_only: bool,
     /// The vector EXP2s that call the out-of-line helper (CPU flavour; `exp2.rs`).
     pub(super) exp2_outlined: UOpMap<()>,
     /// The buffer [`Walk::emit_fmt`] formats a line into.
@@ -158,6 +161,10 @@ fn var_name(name: &str) -> String {
 
 impl<'a> Walk<'a> {
     pub fn new(flavour: &'a Flavour, opaque: bool, fmf: &'a str, uops: &[UOp]) -> Result<Walk<'a>> {
+        let wide = match flavour {
+            Flavour::Cpu => super::index::index_only(uops),
+            _ => UOpMap::default(),
+        };
         Ok(Walk {
             flavour,
             opaque,
@@ -177,10 +184,8 @@ impl<'a> Walk<'a> {
             carried: carried_accs(uops)?,
             acc_phis: UOpMap::default(),
             acc_ids: UOpMap::default(),
-            wide: match flavour {
-                Flavour::Cpu => super::index::index_only(uops),
-                _ => UOpMap::default(),
-            },
+            vector_only: *flavour == Flavour::Cpu && super::vector_only(uops, &wide),
+            wide,
             exp2_outlined: match flavour {
                 Flavour::Cpu => super::exp2::outlined(uops),
                 _ => UOpMap::default(),

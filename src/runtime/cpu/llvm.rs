@@ -124,6 +124,27 @@
 //!   change beyond the noise (vector code falls back to SelectionDAG); codegen level 1
 //!   (`LLVM_CODEGEN=1`) on all 75, 3 alternations: mean 9.2 / 9.7 / 10.1 -> 7.9 / 9.3 / 9.7 ms,
 //!   within the noise of the machine, so level 2 stays.
+//! - Split constant-offset addresses in vector-only kernels (issue 10, `renderer/llvmir/memory.rs`):
+//!   W12's largest kernels load each of their 256 scalar lanes at `base + (x + c)`; instruction
+//!   selection recomputed the known bits of every `x + c` chain (DAG combining a third of the
+//!   compile, `computeKnownBits` a fifth). A vector-only kernel (no SLP, so no vectors of pointers
+//!   to fear) now addresses `(base + x) + c`. Callgrind of `bench llvmc --repeats 2` (libLLVM 15,
+//!   instructions, deterministic) on the 39 kernels `bench codegen --devices LLVM --dump` writes
+//!   for W1, W2, W11, W12 (16 of them change): 5564M -> 4903M (-11.9%; codegen 4368M -> 3803M,
+//!   IR passes 802M -> 690M, parse 298M -> 311M); on the 33 of W3, W6, W7, W8 (10 change): 3138M
+//!   -> 3096M. CPU ms of the thread, 3 alternations of the before/after binaries, loaded 2-core
+//!   VM: mean per kernel 8.1 / 8.8 / 9.2 -> 7.7 / 9.3 / 8.0, W12's two largest 29-46 -> 19-31
+//!   (median 32 -> 21). `bench workloads --workloads W1,W3,W6,W7,W8,W12 --devices LLVM --threads 1
+//!   --repeats 5 --budget-s 2 --no-ceilings`, fresh `CACHEDIR`, 4 alternations, steady CPU ms
+//!   before -> after: W12 14.9-20.1 -> 14.9-15.2, W6 8.8-9.7 -> 8.8-10.1, W7 1.9-2.5 -> 1.9-2.2;
+//!   W3 and W8 again at `--repeats 11`, 3 alternations: W3 13.2-13.7 -> 13.1-13.9, W8 9.0-9.5 ->
+//!   8.9-9.3; compile CPU ms/kernel W12 9.1-12.6 -> 7.8-9.3, W3 7.7-9.0 -> 7.2-7.5. Measured on
+//!   the same 39 kernels and not taken (process-wide LLVM options, `LLVMParseCommandLineOptions`,
+//!   which would change the AMD and NV compiles sharing the library; callgrind instructions of
+//!   the whole run): `-fast-isel` -4.0%, `-disable-lsr` -1.8%, `-disable-machine-licm` -1.4%,
+//!   `-disable-machine-cse` -1.4%, `-enable-misched=false` -0.8%, `-disable-block-placement`
+//!   -0.4%, `-disable-machine-sink` -0.3%, `-disable-early-taildup -disable-tail-duplicate` -0.2%:
+//!   no single one, nor their sum, comes near the 5 ms goal.
 //! - [`LLVMRuntime`]: object bytes -> program; external calls (libm, half conversions) resolve
 //!   through [`libcalls`]. Its graph is the CPU batch graph (`runtime/cpu/graph.rs`): the kernels'
 //!   modules and the batch entry's, joined by [`MODULE_SEPARATOR`], which [`LLVMCompiler`] parses
