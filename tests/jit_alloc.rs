@@ -25,7 +25,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use rawgrad::device::GraphBuild;
-use rawgrad::engine::jit::{graph_items, graph_runner, JitArgs, TinyJit};
+use rawgrad::engine::jit::{graph_items, graph_runner, GraphRunner, JitArgs, TinyJit};
 use rawgrad::helpers::Context;
 use rawgrad::runtime::builtin::{default_device, open_device};
 use rawgrad::shape::Node;
@@ -149,6 +149,30 @@ fn captured_chain(dev: &str, x: &Tensor, steps: usize) -> TinyJit<Tensor> {
     f
 }
 
+/// Three warm-up runs of the graph `runner` (captured over input `x` on `dev`), then `runs` runs
+/// with the same input, none of which may allocate. Two runs in flight (a bound graph's images
+/// alternate), never a third: the third would wait for the first, and a wait for the GPU polls
+/// the driver for faults, which may allocate (not pinned).
+fn runs_allocate_nothing(dev: &str, runner: &GraphRunner, x: &Tensor, runs: usize) {
+    use rawgrad::engine::realize::Runner;
+    let d = open_device(dev).unwrap();
+    let bufs = [x.lazydata().buffer().clone()];
+    let vv = VarVals::default();
+    for _ in 0..3 {
+        runner.exec(&bufs, &vv, false).unwrap();
+        d.synchronize().unwrap();
+    }
+    for run in 0..runs {
+        let (r, n) = allocations(|| runner.exec(&bufs, &vv, false));
+        r.unwrap();
+        assert_eq!(n, 0, "{dev}: graph run {run} allocated {n} times");
+        if run % 2 == 1 {
+            d.synchronize().unwrap();
+        }
+    }
+    d.synchronize().unwrap();
+}
+
 fn want_after(v: f32, steps: usize) -> f32 {
     (0..steps).fold(v, |v, _| v * 1.5 + 0.25)
 }
@@ -174,30 +198,11 @@ fn the_counter_counts_this_thread_only() {
 fn a_graph_run_with_unchanged_inputs_allocates_nothing() {
     let _one = one_at_a_time();
     for dev in graph_devices() {
-        let d = open_device(&dev).unwrap();
         let x = Tensor::from_slice_on(&[1.0f32, -2.0, 0.5, 3.0], &[4], &dev).unwrap();
         let f = captured(&dev, &x);
         let ei = &f.jit_cache()[0];
         let runner = graph_runner(&*ei.runner).expect("a graph runner");
-        let bufs = [x.lazydata().buffer().clone()];
-        let vv = VarVals::default();
-        use rawgrad::engine::realize::Runner;
-        for _ in 0..3 {
-            runner.exec(&bufs, &vv, false).unwrap();
-            d.synchronize().unwrap();
-        }
-        for run in 0..20 {
-            let (r, n) = allocations(|| runner.exec(&bufs, &vv, false));
-            r.unwrap();
-            assert_eq!(n, 0, "{dev}: graph run {run} allocated {n} times");
-            // two runs in flight (a bound graph's images alternate), never a third: the third
-            // would wait for the first, and a wait for the GPU polls the driver for faults,
-            // which may allocate (not pinned)
-            if run % 2 == 1 {
-                d.synchronize().unwrap();
-            }
-        }
-        d.synchronize().unwrap();
+        runs_allocate_nothing(&dev, runner, &x, 20);
     }
 }
 
@@ -278,29 +283,13 @@ fn a_graph_run_of_160_kernels_allocates_nothing() {
     let input = [1.0f32, -2.0, 0.5, 3.0];
     let host: Vec<f32> = input.map(|v| want_after(v, steps)).to_vec();
     for dev in graph_devices() {
-        let d = open_device(&dev).unwrap();
         let x = Tensor::from_slice_on(&input, &[4], &dev).unwrap();
         let mut f = captured_chain(&dev, &x, steps);
         let ei = &f.jit_cache()[0];
         let items = graph_items(&*ei.runner).expect("a graph runner").len();
         assert_eq!(items, steps, "{dev}: every kernel in the one graph");
         let runner = graph_runner(&*ei.runner).expect("a graph runner");
-        let bufs = [x.lazydata().buffer().clone()];
-        let vv = VarVals::default();
-        use rawgrad::engine::realize::Runner;
-        for _ in 0..3 {
-            runner.exec(&bufs, &vv, false).unwrap();
-            d.synchronize().unwrap();
-        }
-        for run in 0..6 {
-            let (r, n) = allocations(|| runner.exec(&bufs, &vv, false));
-            r.unwrap();
-            assert_eq!(
-                n, 0,
-                "{dev}: graph run {run} of {steps} kernels allocated {n} times"
-            );
-            d.synchronize().unwrap();
-        }
+        runs_allocate_nothing(&dev, runner, &x, 6);
         let out = f.call_tensors(std::slice::from_ref(&x)).unwrap();
         assert_eq!(out.to_vec::<f32>().unwrap(), host, "{dev}: {steps} steps");
     }
