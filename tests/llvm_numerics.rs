@@ -2,6 +2,10 @@
 //! (tinygrad's fast-math flags and `default<O3>` let LLVM regroup equal expressions differently
 //! in two kernels): a conv/batchnorm-shaped product under max-pool, whose backward must find the
 //! forward's maxima again, and sinh/cosh gradients where exp overflows (NaN on every device).
+//! Also the float MAX of a max reduction over every pair of edge values (NaN, signed zeros,
+//! infinities, denormals), whose select sequence the LLVM renderer arranges for a short
+//! accumulator chain: the interpreter's bits on every device, the default one included (an
+//! emulated GPU under `AMD=1 MOCKGPU=1` / `NV=1 MOCKGPU=1`).
 //! The first also pins CLANG: the C renderer once dropped the parentheses of `a*(b*c)`, which C
 //! then computed as `(a*b)*c`. Each case runs on INTERP, CLANG and LLVM (LLVM skipped, and said
 //! so, without libLLVM).
@@ -232,4 +236,63 @@ fn vector_accumulator_kernels_render_and_agree_on_llvm() {
     let (ln, mlp) = heuristic_shapes("LLVM");
     assert_close("layernorm", &ln, &ln0, 10.0);
     assert_close("mlp", &mlp, &mlp0, 1000.0);
+}
+
+/// Edge values of a float max: NaN of either sign, signed zeros, infinities, a denormal, equals.
+const MAX_EDGES: [f32; 12] = [
+    0.0,
+    -0.0,
+    1.0,
+    -1.0,
+    2.5,
+    1e-40,
+    -1e-40,
+    3.0e38,
+    f32::INFINITY,
+    f32::NEG_INFINITY,
+    f32::NAN,
+    -f32::NAN,
+];
+
+/// Row maxima (rows `[a, b, b, a]` for every pair of [`MAX_EDGES`]) and column maxima (the same
+/// values as 4 rows) on `dev`.
+fn edge_maxima(dev: &str) -> Vec<f32> {
+    let _g = on(dev);
+    let n = MAX_EDGES.len();
+    let mut v = Vec::with_capacity(n * n * 4);
+    for a in MAX_EDGES {
+        for b in MAX_EDGES {
+            v.extend([a, b, b, a]);
+        }
+    }
+    let rows = Tensor::from_slice(&v, &[n * n, 4]).unwrap();
+    let mut out = rows.max_axis(1, false).unwrap().to_vec::<f32>().unwrap();
+    let cols = rows.reshape(&[4, (n * n) as isize]).unwrap();
+    out.extend(cols.max_axis(0, false).unwrap().to_vec::<f32>().unwrap());
+    out
+}
+
+#[test]
+fn max_reductions_over_edge_values_give_the_interpreters_bits_on_every_device() {
+    let mut devs = devices();
+    let default = rawgrad::runtime::builtin::default_device().unwrap();
+    if !devs.contains(&default.as_str()) {
+        devs.push(Box::leak(default.into_boxed_str()));
+    }
+    let want = edge_maxima(devs[0]);
+    assert!(want.iter().any(|v| v.is_nan()) && want.iter().any(|v| v.to_bits() == 0));
+    for d in &devs[1..] {
+        let got = edge_maxima(d);
+        assert_eq!(got.len(), want.len());
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            // the sign and payload of a NaN are the hardware's, as in every device test
+            let same = g.to_bits() == w.to_bits() || (g.is_nan() && w.is_nan());
+            assert!(
+                same,
+                "{d} max [{i}]: {g:?} ({:#x}) vs INTERP {w:?} ({:#x})",
+                g.to_bits(),
+                w.to_bits()
+            );
+        }
+    }
 }

@@ -252,21 +252,26 @@ impl Walk<'_> {
         let ct = reg(DType::new(Scalar::Bool).vec(d.count));
         if d.is_float() {
             // ops::float_max: NaN if either is NaN, +0 above -0. `x + y` (no fast-math flags, so
-            // the sign of zero holds) is the answer for a NaN and for two equal zeros.
+            // the sign of zero holds) is the answer for a NaN and for two equal zeros, else the
+            // greater one (`x` when equal). Arranged so that a reduction's accumulator (either
+            // operand) passes through one compare and two selects, or the add and one select:
+            // `c` is "a NaN, or two zeros" (`x` zero: unordered-or-equal; else: unordered).
             self.emit_fmt(format_args!("  {name}.s = fadd {t} {x}, {y}"));
             self.emit_fmt(format_args!("  {name}.gt = fcmp ogt {t} {y}, {x}"));
-            self.emit_fmt(format_args!("  {name}.lt = fcmp olt {t} {y}, {x}"));
             self.emit_fmt(format_args!(
                 "  {name}.z = fcmp oeq {t} {x}, zeroinitializer"
             ));
+            self.emit_fmt(format_args!("  {name}.ueq = fcmp ueq {t} {x}, {y}"));
             self.emit_fmt(format_args!("  {name}.nan = fcmp uno {t} {x}, {y}"));
-            let sel = |out: &str, c: &str, a: &str, b: &str| {
-                format!("  {name}{out} = select {ct} {name}.{c}, {t} {a}, {t} {b}")
-            };
-            self.emit(sel(".t1", "z", &format!("{name}.s"), x));
-            self.emit(sel(".t2", "lt", x, &format!("{name}.t1")));
-            self.emit(sel(".t3", "gt", y, &format!("{name}.t2")));
-            self.emit(sel("", "nan", &format!("{name}.s"), &format!("{name}.t3")));
+            self.emit_fmt(format_args!(
+                "  {name}.c = select {ct} {name}.z, {ct} {name}.ueq, {ct} {name}.nan"
+            ));
+            self.emit_fmt(format_args!(
+                "  {name}.m = select {ct} {name}.gt, {t} {y}, {t} {x}"
+            ));
+            self.emit_fmt(format_args!(
+                "  {name} = select {ct} {name}.c, {t} {name}.s, {t} {name}.m"
+            ));
         } else {
             let cmp = if d.is_unsigned() { "ugt" } else { "sgt" };
             self.emit_fmt(format_args!("  {name}.gt = icmp {cmp} {t} {x}, {y}"));
