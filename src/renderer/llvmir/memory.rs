@@ -2,17 +2,18 @@
 //!
 //! Memory: a buffer element is reached with `getelementptr inbounds` (globals through their
 //! pointer parameter, LDS arrays through `[N x T]`; on the CPU an index computed only for
-//! addressing is an `i64`, `index.rs`), vectors are accessed through the element
-//! address at the element's alignment. In a vector-only CPU kernel (`llvmir.rs`, `vector_only`:
-//! compiled without the SLP vectorizer) an index-only `x + c` into a global buffer, `c` a
-//! constant, becomes two `getelementptr`s, `(base + x) + c` (without `inbounds`: `base + x`
-//! alone may lie outside the buffer), rawgrad beyond tinygrad 0.9.1: the unrolled tile's loads
-//! then share one base address (CSE) and instruction selection folds each `c` into the
-//! addressing mode, where it otherwise recomputed known bits of every `x + c` (measurements in
-//! `runtime/cpu/llvm.rs`); ungated loads and stores only, the address is the same; bool is stored as a byte (`trunc`/`zext`), bfloat16 as its
-//! 16 bits (widened by a shift, rounded to nearest-even on stores). Gated loads read index 0 when
-//! the gate is off and select the alternative (tinygrad 0.9.1), gated stores branch around the
-//! store.
+//! addressing is an `i64`, `index.rs`), vectors are accessed through the element address at the
+//! element's alignment; bool is stored as a byte (`trunc`/`zext`), bfloat16 as its 16 bits
+//! (widened by a shift, rounded to nearest-even on stores). Gated loads read index 0 when the gate
+//! is off and select the alternative (tinygrad 0.9.1), gated stores branch around the store.
+//!
+//! Split addresses (rawgrad beyond tinygrad 0.9.1): in a vector-only CPU kernel (`llvmir.rs`,
+//! `vector_only`: compiled without the SLP vectorizer) an ungated load or store at an index-only
+//! `x + c` into a global buffer, `c` a constant, is addressed by two `getelementptr`s,
+//! `(base + x) + c`, without `inbounds` (`base + x` alone may lie outside the buffer). The address
+//! is the same; the unrolled tile's loads then share one base, and instruction selection folds
+//! each `c` into the addressing mode instead of recomputing the known bits of every `x + c`
+//! (measurements in `runtime/cpu/llvm.rs`).
 //!
 //! Conversions: the cast table of `types::cast_op`; casts to bool compare with zero (`une` for
 //! floats, so NaN is true, as in C); bitcasts go through the in-memory form. A vector built from

@@ -74,7 +74,7 @@ pub(super) struct Walk<'a> {
     pub(super) wide: UOpMap<()>,
     /// Whether the kernel is vector-only ([`super::vector_only`], CPU flavour): its global
     /// addresses `base + (x + c)` are then split into `(base + x) + c` (`memory.rs`).
-    pub vector_only: bool,
+    pub(super) vector_only: bool,
     /// The vector EXP2s that call the out-of-line helper (CPU flavour; `exp2.rs`).
     pub(super) exp2_outlined: UOpMap<()>,
     /// The buffer [`Walk::emit_fmt`] formats a line into.
