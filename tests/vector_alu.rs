@@ -97,19 +97,26 @@ fn check(name: &str, d: DType, n: usize, cols: &[Vec<f64>], f: LaneFn, c_too: bo
     let sinks = lanewise(d, cols.len(), n, len / n, f);
     let mut bufs = vec![vec![0u8; len * d.itemsize()]];
     bufs.extend(cols.iter().map(|c| bytes_of(c, d.scalar)));
-    let scalar = linearize(&sinks, None, true).unwrap();
+    agree(name, d, &sinks, &bufs, c_too);
+}
+
+/// Run `sinks` over `bufs` (the output first) unfolded on the interpreter and folded on LLVM
+/// (and on C when `c_too`): the output must have the interpreter's bytes, and the fold must have
+/// made vector ALUs.
+fn agree(name: &str, d: DType, sinks: &[UOp], bufs: &[Vec<u8>], c_too: bool) {
+    let scalar = linearize(sinks, None, true).unwrap();
     assert_eq!(vector_alus(&scalar), 0);
-    let mut want = bufs.clone();
+    let mut want = bufs.to_vec();
     InterpProgram::new(name, &scalar)
         .unwrap()
         .run(&mut want, &[], [1, 1, 1], [1, 1, 1])
         .unwrap();
-    let folded = linearize_for(&sinks, VectorAlu::Llvm, true).unwrap();
+    let folded = linearize_for(sinks, VectorAlu::Llvm, true).unwrap();
     assert!(vector_alus(&folded) > 0, "{name}: nothing folded");
     for c in compilers() {
         let src = c.renderer().render(name, &folded).unwrap();
         let lib = c.compile(&src).unwrap();
-        let got = run_llvm(&c, name, &lib, &bufs);
+        let got = run_llvm(&c, name, &lib, bufs);
         if let Err(e) = same(&want[0], &got, d.scalar) {
             panic!("{name} {d}: LLVM {}: {e}\n{src}", c.llvm().version());
         }
@@ -117,11 +124,11 @@ fn check(name: &str, d: DType, n: usize, cols: &[Vec<f64>], f: LaneFn, c_too: bo
     if !c_too {
         return;
     }
-    let folded = linearize_for(&sinks, VectorAlu::C, true).unwrap();
+    let folded = linearize_for(sinks, VectorAlu::C, true).unwrap();
     assert!(vector_alus(&folded) > 0, "{name}: nothing folded for C");
     let Some(cc) = compiler() else { return };
     let src = ClangRenderer::new().render(name, &folded).unwrap();
-    let mut got = bufs.clone();
+    let mut got = bufs.to_vec();
     compile(cc, &src).run(name, &mut got, &[], 1);
     if let Err(e) = same(&want[0], &got[0], d.scalar) {
         panic!("{name} {d}: C: {e}\n{src}");
@@ -257,5 +264,93 @@ fn int_vector_alus_equal_the_interpreter() {
         let shr: LaneFn = |x| bin(BinaryOps::SHR)(x);
         check("E_ishl", d, 8, &shifts, shl, false);
         check("E_ishr", d, 8, &shifts, shr, false);
+    }
+}
+
+/// A variance's reduce as the CPU kernels have it: per row `r`, one `n`-wide load of `x` per step
+/// and every lane's `f(x_i, m[r])` added into one scalar accumulator in lane order (a chain of
+/// scalar adds), then `post(acc)` stored. The lanes' `f` folds into vector ops (the chain stays
+/// scalar and in order, so the sum is the interpreter's).
+fn lane_chain(d: DType, n: usize, rows: usize, cols: usize, f: LaneFn, post: LaneFn) -> Vec<UOp> {
+    let r = UOp::range_const(0, rows as i64, 1, 0, false);
+    let k = UOp::range_const(0, (cols / n) as i64, 2, 1, true);
+    let x = UOp::load(
+        &UOp::define_global(d, 1, false),
+        &r.mul(cols as i64).add(k.mul(n as i64)),
+        d.vec(n as u16),
+    );
+    let m = UOp::load(&UOp::define_global(d, 2, false), &r, d);
+    let acc = UOp::define_acc(d, 0.0, &[k], 0, 0);
+    let sum = (0..n).fold(acc.clone(), |s, i| {
+        f(&[UOp::gep(&x, i, d), m.clone()]).add(&s)
+    });
+    let out = UOp::define_global(d, 0, true);
+    vec![UOp::store(&out, &r, &post(&[UOp::phi(&acc, &sum)]))]
+}
+
+/// Rows of `cols` for the variance chains, each with its "mean": every edge value of [`FLOATS`]
+/// once among ordinary values and as a whole row, each also as the mean of an ordinary row, a row
+/// of alternating signed zeros, one of denormals.
+fn variance_rows(cols: usize) -> (Vec<f64>, Vec<f64>) {
+    let ordinary = |r: usize| -> Vec<f64> {
+        (0..cols)
+            .map(|i| (((r * cols + i) as f64) * 0.7547).sin() * 3.0)
+            .collect()
+    };
+    let (mut x, mut m) = (vec![], vec![]);
+    for (k, e) in FLOATS.into_iter().enumerate() {
+        let mut row = ordinary(k);
+        row[5] = e;
+        x.extend(row);
+        x.extend(vec![e; cols]);
+        x.extend(ordinary(k + 100));
+        m.extend([0.25, e, e]);
+    }
+    x.extend((0..cols).map(|i| if i % 2 == 0 { 0.0 } else { -0.0 }));
+    x.extend((0..cols).map(|i| 1e-40 * (i % 7) as f64 - 3e-40));
+    m.extend([-0.0, 1e-40]);
+    (x, m)
+}
+
+/// `(x - m)^2` as tinygrad writes it: `(x + -m) * (x + -m)`.
+fn square_dev(x: &[UOp]) -> UOp {
+    let d = x[0].add(x[1].neg());
+    d.mul(&d)
+}
+
+#[test]
+fn variance_chains_fold_their_lanes_and_keep_the_interpreters_sums() {
+    let cases: [(&str, LaneFn, LaneFn, bool); 3] = [
+        ("var", square_dev, |a| a[0].mul(1.0 / 255.0), true),
+        (
+            "std",
+            square_dev,
+            |a| UOp::alu_auto(UnaryOps::SQRT, vec![a[0].mul(0.5)]),
+            true,
+        ),
+        (
+            "absdev",
+            |x| x[0].add(x[1].neg()).max(x[1].add(x[0].neg())),
+            |a| a[0].clone(),
+            false,
+        ),
+    ];
+    let cols = 256;
+    let (x, m) = variance_rows(cols);
+    for (d, n) in [
+        (dtypes::float32, 4),
+        (dtypes::float32, 8),
+        (dtypes::float64, 4),
+    ] {
+        let rows = m.len();
+        let bufs = vec![
+            vec![0u8; rows * d.itemsize()],
+            bytes_of(&x, d.scalar),
+            bytes_of(&m, d.scalar),
+        ];
+        for (name, f, post, c_too) in cases {
+            let sinks = lane_chain(d, n, rows, cols, f, post);
+            agree(&format!("r_{name}{n}"), d, &sinks, &bufs, c_too);
+        }
     }
 }

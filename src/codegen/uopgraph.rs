@@ -1,7 +1,8 @@
 //! From a UOp graph to the linear UOp list a renderer walks (tinygrad 0.9.1 `UOpGraph`).
 //!
 //! Owns: [`linearize_for`] ([`linearize`] plus, for a renderer with vector ALUs, the vector ALU
-//! fold of `uopgraph/vectorize.rs`, beyond 0.9.1), [`linearize`] (wrap the roots in a SINK, rewrite with the constant folder and any extra
+//! fold of `uopgraph/vectorize.rs` and the lane-group fold of `uopgraph/lanes.rs`, beyond 0.9.1),
+//! [`linearize`] (wrap the roots in a SINK, rewrite with the constant folder and any extra
 //! rules, keep what the SINK reaches, order it with tinygrad's heap toposort, hoist accumulators,
 //! insert ENDRANGE/ENDIF when a scope empties, drop the SINK), [`type_verify`], [`flops_mem`], and
 //! [`uop_cmp`] (tinygrad's `cmp_tuple` order, the toposort tie-break).
@@ -26,6 +27,7 @@ use crate::dtype::ConstValue;
 use crate::ops::{BinaryOps, Op, TernaryOps};
 use crate::{bail, ensure, Result};
 
+mod lanes;
 mod vectorize;
 mod verify;
 pub use vectorize::{allows as vector_alu_allows, vectorize_alus};

@@ -18,6 +18,9 @@
 //!   accumulator);
 //! - anything else: the CAST of the lanes as they are.
 //!
+//! Then the lane-group fold of `uopgraph/lanes.rs` folds the lanes no CAST gathers (the per-lane
+//! work feeding a scalar accumulator chain, lane-wise updates of a vector accumulator).
+//!
 //! Each lane computes the same op on the same values as before, so the results are the scalar
 //! kernel's bits, as long as the renderer's vector op is lane-wise the scalar one (the renderers
 //! say which ops that holds for: [`allows`]). Scalar uses of a lane elsewhere keep their GEPs.
@@ -105,19 +108,19 @@ pub fn vectorize_alus(sink: &UOp, mode: VectorAlu) -> Result<UOp> {
         phi_subst: UOpMap::default(),
         acc_phi: UOpMap::default(),
     };
-    let out = rebuild(sink, &mut |n| f.root(n));
-    if f.phi_subst.is_empty() {
-        return Ok(out);
+    let mut out = rebuild(sink, &mut |n| f.root(n));
+    if !f.phi_subst.is_empty() {
+        let subst = std::mem::take(&mut f.phi_subst);
+        out = rebuild(&out, &mut |n| subst.get(&n).cloned().unwrap_or(n));
     }
-    let subst = std::mem::take(&mut f.phi_subst);
-    Ok(rebuild(&out, &mut |n| subst.get(&n).cloned().unwrap_or(n)))
+    Ok(super::lanes::fold_lane_groups(&out, mode))
 }
 
 /// Rebuild the graph under `sink` bottom up (iteratively), passing every rebuilt node through
 /// `f`. Each node is visited once by address (nodes are hash-consed, so equal structures built on
 /// this thread are one node); two equal nodes at different addresses each go through `f`, which
 /// gives them equal results (`f` is a function of the structure: the fold memoizes structurally).
-fn rebuild(sink: &UOp, f: &mut dyn FnMut(UOp) -> UOp) -> UOp {
+pub(super) fn rebuild(sink: &UOp, f: &mut dyn FnMut(UOp) -> UOp) -> UOp {
     let order = PostOrder::of(sink);
     let mut results: Vec<UOp> = Vec::with_capacity(order.nodes.len());
     for (i, &n) in order.nodes.iter().enumerate() {
@@ -279,7 +282,7 @@ impl Fold {
 }
 
 /// `v` when the lanes are `GEP(v, 0)`, ..., `GEP(v, n-1)` of one vector `v` of dtype `vd`.
-fn in_order_geps(lanes: &[UOp], vd: DType) -> Option<UOp> {
+pub(super) fn in_order_geps(lanes: &[UOp], vd: DType) -> Option<UOp> {
     let v = lanes.first()?.src().first()?;
     let ok = v.dtype() == Some(vd)
         && lanes.iter().enumerate().all(|(i, l)| {
