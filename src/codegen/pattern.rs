@@ -34,7 +34,8 @@ mod postorder;
 mod prefilter;
 pub(crate) use postorder::PostOrder;
 use postorder::{ptr_key, SeenMap};
-use prefilter::{needed_src_keys, src_keys, SrcNeed, ALU_BITS};
+pub(crate) use prefilter::node_key;
+use prefilter::{needed_src_keys, SrcNeed};
 
 /// The most rule results [`graph_rewrite`] keeps rewriting at once before it reports a rule set
 /// that does not terminate (a chain of results each rewritten again).
@@ -462,16 +463,9 @@ impl PatternMatcher {
             .into_iter()
             .flatten()
             .chain(generic.into_iter().flatten());
-        let have = u.src().iter().fold(0u64, |m, s| m | src_keys(s));
-        // the op bits alone (a source of an op outside a rule's `every` rules it out)
-        let ops = have & ((1 << ALU_BITS) - 1);
         let mut m = Match::default();
         for &i in ids {
-            if self
-                .need
-                .get(i)
-                .is_some_and(|n| n.some & !have != 0 || (n.every != 0 && ops & !n.every != 0))
-            {
+            if self.need.get(i).is_some_and(|n| !n.admits(u)) {
                 continue;
             }
             let (pat, f) = &self.rules[i];
