@@ -20,6 +20,7 @@
 //! Not guaranteed: termination of user rule sets; a rewrite chain deeper than
 //! [`MAX_REWRITE_DEPTH`] is reported as an error instead of looping forever.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -33,7 +34,7 @@ use crate::Result;
 mod postorder;
 mod prefilter;
 pub(crate) use postorder::PostOrder;
-use postorder::{ptr_key, SeenMap};
+use postorder::{ptr_key, Positions};
 pub(crate) use prefilter::node_key;
 use prefilter::{needed_src_keys, SrcNeed};
 
@@ -463,15 +464,17 @@ impl PatternMatcher {
             .into_iter()
             .flatten()
             .chain(generic.into_iter().flatten());
-        let mut m = Match::default();
+        // made for the first rule the pre-filter lets through (most nodes have none)
+        let mut store: Option<Match> = None;
         for &i in ids {
             if self.need.get(i).is_some_and(|n| !n.admits(u)) {
                 continue;
             }
             let (pat, f) = &self.rules[i];
+            let m = store.get_or_insert_with(Match::default);
             m.binds.clear();
-            if match_pat(u, pat, &mut m) {
-                if let Some(out) = f(&m) {
+            if match_pat(u, pat, m) {
+                if let Some(out) = f(m) {
                     return Some(out);
                 }
             }
@@ -494,7 +497,7 @@ pub fn rule(f: impl Fn(&Match) -> Option<UOp> + Send + Sync + 'static) -> Rewrit
 struct Done {
     by_ptr: HashMap<usize, (UOp, UOp), FxBuild>,
     /// Input node address (see [`ptr_key`]) -> post-order position.
-    input: SeenMap,
+    input: Positions,
     /// The results of the input nodes, in post-order (a prefix while the pass runs).
     results: Vec<UOp>,
 }
@@ -505,7 +508,7 @@ impl Done {
     }
     fn get_ref(&self, n: &UOp) -> Option<&UOp> {
         let k = ptr_key(n);
-        if let Some(r) = self.input.get(&k).and_then(|&i| self.results.get(i)) {
+        if let Some(r) = self.input.get(k).and_then(|i| self.results.get(i)) {
             return Some(r);
         }
         self.by_ptr.get(&k).map(|(_, r)| r)
@@ -539,7 +542,7 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
         pm,
         done: Done {
             by_ptr: HashMap::default(),
-            input: std::mem::take(&mut order.seen),
+            input: std::mem::take(&mut order.positions),
             results: Vec::with_capacity(n),
         },
         nodes: UOpMap::with_capacity_and_hasher(n, Default::default()),
@@ -581,23 +584,23 @@ impl Rewriter<'_> {
     /// rewritten before, else the rewritten rule result, else `x`; recorded for `x` (the caller
     /// records it for the input node, in `Done::results`).
     fn settle(&mut self, x: UOp) -> Result<UOp> {
-        if let Some(found) = self.nodes.get(&x) {
-            return Ok(found.clone());
-        }
-        let r = match self.pm.rewrite(&x) {
-            None => {
-                self.nodes.insert(x.clone(), x.clone());
-                x
-            }
-            Some(target) => {
-                let r = match self.done.get(&target) {
-                    Some(r) => r,
-                    None => self.rewrite_result(target)?,
-                };
-                self.nodes.insert(x, r.clone());
-                r
-            }
+        // one probe of `nodes` for a node no rule rewrites (most of them)
+        let (x, target) = match self.nodes.entry(x) {
+            Entry::Occupied(e) => return Ok(e.get().clone()),
+            Entry::Vacant(e) => match self.pm.rewrite(e.key()) {
+                None => {
+                    let x = e.key().clone();
+                    e.insert(x.clone());
+                    return Ok(x);
+                }
+                Some(target) => (e.into_key(), target),
+            },
         };
+        let r = match self.done.get(&target) {
+            Some(r) => r,
+            None => self.rewrite_result(target)?,
+        };
+        self.nodes.insert(x, r.clone());
         Ok(r)
     }
 
