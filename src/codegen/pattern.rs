@@ -404,6 +404,8 @@ pub struct PatternMatcher {
     need: Vec<SrcNeed>,
     /// The ops (bit `1 << op`) some rule matches: a node of another op is left as it is.
     ops_with_rules: u32,
+    /// The ops some rule with an arg matches: for another op, `by_arg` is not looked up.
+    ops_with_arg_rules: u32,
 }
 
 impl PatternMatcher {
@@ -424,6 +426,7 @@ impl PatternMatcher {
                 pm.ops_with_rules |= 1 << (op as u32);
                 match &p.arg {
                     Some(args) => {
+                        pm.ops_with_arg_rules |= 1 << (op as u32);
                         for a in args {
                             pm.by_arg.entry((op, arg_key(a))).or_default().push(i);
                         }
@@ -454,16 +457,15 @@ impl PatternMatcher {
         if self.ops_with_rules & 1 << (u.op() as u32) == 0 {
             return None;
         }
-        let specific = if self.by_arg.is_empty() {
-            None
+        let specific: &[usize] = if self.ops_with_arg_rules & 1 << (u.op() as u32) == 0 {
+            &[]
         } else {
-            self.by_arg.get(&(u.op(), arg_key(u.arg())))
+            self.by_arg
+                .get(&(u.op(), arg_key(u.arg())))
+                .map_or(&[], Vec::as_slice)
         };
-        let generic = self.by_op.get(u.op() as usize);
-        let ids = specific
-            .into_iter()
-            .flatten()
-            .chain(generic.into_iter().flatten());
+        let generic: &[usize] = self.by_op.get(u.op() as usize).map_or(&[], Vec::as_slice);
+        let ids = specific.iter().chain(generic);
         // made for the first rule the pre-filter lets through (most nodes have none)
         let mut store: Option<Match> = None;
         for &i in ids {

@@ -40,6 +40,7 @@ impl InnerNeed {
 
 impl SrcNeed {
     /// Whether a node with these sources may match (false: it cannot).
+    #[inline]
     pub(super) fn admits(&self, u: &UOp) -> bool {
         let have = u.src_keys();
         if self.some & !have != 0 {
