@@ -3,7 +3,7 @@
 //!
 //! Owns: [`UPat`] (a pattern over one node and, recursively, its sources), [`PatternMatcher`] (an
 //! ordered list of `(pattern, rewrite function)` rules, indexed by op and arg, each rule skipped
-//! without matching where the node's direct sources lack what its pattern needs:
+//! without matching where the node's sources (or theirs) lack what its pattern needs:
 //! `pattern/prefilter.rs`), and [`graph_rewrite`] (one bottom-up pass over the post-order of
 //! `pattern/postorder.rs` that rebuilds every node from its rewritten sources, deduplicates
 //! structurally equal nodes, and rewrites each rule result again until no rule applies).
@@ -399,8 +399,8 @@ pub struct PatternMatcher {
     by_arg: HashMap<(UOps, ArgKey), Vec<usize>, FxBuild>,
     /// op (by its enum position) -> rule indices, for rules without an arg.
     by_op: Vec<Vec<usize>>,
-    /// Per rule, what its pattern needs of a node's direct sources ([`SrcNeed`]): a node whose
-    /// sources lack it cannot match, so the rule is skipped without matching.
+    /// Per rule, what its pattern needs of a node's sources and theirs ([`SrcNeed`]): a node
+    /// whose sources lack it cannot match, so the rule is skipped without matching.
     need: Vec<SrcNeed>,
     /// The ops (bit `1 << op`) some rule matches: a node of another op is left as it is.
     ops_with_rules: u32,
