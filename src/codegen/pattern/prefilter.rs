@@ -106,9 +106,9 @@ fn alu_bit(op: Op) -> u64 {
 fn const_bits(v: ConstValue) -> u64 {
     // `const_num_eq(v, ConstValue::Int(k))` for each keyed `k`, without the conversions
     let i = match v {
-        ConstValue::Float(f) if f == 0.0 => 0,
-        ConstValue::Float(f) if f == 1.0 => 1,
-        ConstValue::Float(f) if f == -1.0 => 2,
+        ConstValue::Float(0.0) => 0,
+        ConstValue::Float(1.0) => 1,
+        ConstValue::Float(-1.0) => 2,
         ConstValue::Int(0) | ConstValue::Bool(false) => 0,
         ConstValue::Int(1) | ConstValue::Bool(true) => 1,
         ConstValue::Int(-1) => 2,
