@@ -3,7 +3,7 @@
 //!
 //! Owns: [`UPat`] (a pattern over one node and, recursively, its sources), [`PatternMatcher`] (an
 //! ordered list of `(pattern, rewrite function)` rules, indexed by op and arg, each rule skipped
-//! without matching where the node's direct sources lack what its pattern needs:
+//! without matching where the node's sources (or theirs) lack what its pattern needs:
 //! `pattern/prefilter.rs`), and [`graph_rewrite`] (one bottom-up pass over the post-order of
 //! `pattern/postorder.rs` that rebuilds every node from its rewritten sources, deduplicates
 //! structurally equal nodes, and rewrites each rule result again until no rule applies).
@@ -20,6 +20,7 @@
 //! Not guaranteed: termination of user rule sets; a rewrite chain deeper than
 //! [`MAX_REWRITE_DEPTH`] is reported as an error instead of looping forever.
 
+use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -33,8 +34,9 @@ use crate::Result;
 mod postorder;
 mod prefilter;
 pub(crate) use postorder::PostOrder;
-use postorder::{ptr_key, SeenMap};
-use prefilter::{needed_src_keys, src_keys, SrcNeed, ALU_BITS};
+use postorder::{ptr_key, Positions};
+pub(crate) use prefilter::node_key;
+use prefilter::{needed_src_keys, SrcNeed};
 
 /// The most rule results [`graph_rewrite`] keeps rewriting at once before it reports a rule set
 /// that does not terminate (a chain of results each rewritten again).
@@ -397,11 +399,13 @@ pub struct PatternMatcher {
     by_arg: HashMap<(UOps, ArgKey), Vec<usize>, FxBuild>,
     /// op (by its enum position) -> rule indices, for rules without an arg.
     by_op: Vec<Vec<usize>>,
-    /// Per rule, what its pattern needs of a node's direct sources ([`SrcNeed`]): a node whose
-    /// sources lack it cannot match, so the rule is skipped without matching.
+    /// Per rule, what its pattern needs of a node's sources and theirs ([`SrcNeed`]): a node
+    /// whose sources lack it cannot match, so the rule is skipped without matching.
     need: Vec<SrcNeed>,
     /// The ops (bit `1 << op`) some rule matches: a node of another op is left as it is.
     ops_with_rules: u32,
+    /// The ops some rule with an arg matches: for another op, `by_arg` is not looked up.
+    ops_with_arg_rules: u32,
 }
 
 impl PatternMatcher {
@@ -422,6 +426,7 @@ impl PatternMatcher {
                 pm.ops_with_rules |= 1 << (op as u32);
                 match &p.arg {
                     Some(args) => {
+                        pm.ops_with_arg_rules |= 1 << (op as u32);
                         for a in args {
                             pm.by_arg.entry((op, arg_key(a))).or_default().push(i);
                         }
@@ -452,32 +457,26 @@ impl PatternMatcher {
         if self.ops_with_rules & 1 << (u.op() as u32) == 0 {
             return None;
         }
-        let specific = if self.by_arg.is_empty() {
-            None
+        let specific: &[usize] = if self.ops_with_arg_rules & 1 << (u.op() as u32) == 0 {
+            &[]
         } else {
-            self.by_arg.get(&(u.op(), arg_key(u.arg())))
+            self.by_arg
+                .get(&(u.op(), arg_key(u.arg())))
+                .map_or(&[], Vec::as_slice)
         };
-        let generic = self.by_op.get(u.op() as usize);
-        let ids = specific
-            .into_iter()
-            .flatten()
-            .chain(generic.into_iter().flatten());
-        let have = u.src().iter().fold(0u64, |m, s| m | src_keys(s));
-        // the op bits alone (a source of an op outside a rule's `every` rules it out)
-        let ops = have & ((1 << ALU_BITS) - 1);
-        let mut m = Match::default();
+        let generic: &[usize] = self.by_op.get(u.op() as usize).map_or(&[], Vec::as_slice);
+        let ids = specific.iter().chain(generic);
+        // made for the first rule the pre-filter lets through (most nodes have none)
+        let mut store: Option<Match> = None;
         for &i in ids {
-            if self
-                .need
-                .get(i)
-                .is_some_and(|n| n.some & !have != 0 || (n.every != 0 && ops & !n.every != 0))
-            {
+            if self.need.get(i).is_some_and(|n| !n.admits(u)) {
                 continue;
             }
             let (pat, f) = &self.rules[i];
+            let m = store.get_or_insert_with(Match::default);
             m.binds.clear();
-            if match_pat(u, pat, &mut m) {
-                if let Some(out) = f(&m) {
+            if match_pat(u, pat, m) {
+                if let Some(out) = f(m) {
                     return Some(out);
                 }
             }
@@ -500,7 +499,7 @@ pub fn rule(f: impl Fn(&Match) -> Option<UOp> + Send + Sync + 'static) -> Rewrit
 struct Done {
     by_ptr: HashMap<usize, (UOp, UOp), FxBuild>,
     /// Input node address (see [`ptr_key`]) -> post-order position.
-    input: SeenMap,
+    input: Positions,
     /// The results of the input nodes, in post-order (a prefix while the pass runs).
     results: Vec<UOp>,
 }
@@ -511,7 +510,7 @@ impl Done {
     }
     fn get_ref(&self, n: &UOp) -> Option<&UOp> {
         let k = ptr_key(n);
-        if let Some(r) = self.input.get(&k).and_then(|&i| self.results.get(i)) {
+        if let Some(r) = self.input.get(k).and_then(|i| self.results.get(i)) {
             return Some(r);
         }
         self.by_ptr.get(&k).map(|(_, r)| r)
@@ -545,7 +544,7 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
         pm,
         done: Done {
             by_ptr: HashMap::default(),
-            input: std::mem::take(&mut order.seen),
+            input: std::mem::take(&mut order.positions),
             results: Vec::with_capacity(n),
         },
         nodes: UOpMap::with_capacity_and_hasher(n, Default::default()),
@@ -587,23 +586,23 @@ impl Rewriter<'_> {
     /// rewritten before, else the rewritten rule result, else `x`; recorded for `x` (the caller
     /// records it for the input node, in `Done::results`).
     fn settle(&mut self, x: UOp) -> Result<UOp> {
-        if let Some(found) = self.nodes.get(&x) {
-            return Ok(found.clone());
-        }
-        let r = match self.pm.rewrite(&x) {
-            None => {
-                self.nodes.insert(x.clone(), x.clone());
-                x
-            }
-            Some(target) => {
-                let r = match self.done.get(&target) {
-                    Some(r) => r,
-                    None => self.rewrite_result(target)?,
-                };
-                self.nodes.insert(x, r.clone());
-                r
-            }
+        // one probe of `nodes` for a node no rule rewrites (most of them)
+        let (x, target) = match self.nodes.entry(x) {
+            Entry::Occupied(e) => return Ok(e.get().clone()),
+            Entry::Vacant(e) => match self.pm.rewrite(e.key()) {
+                None => {
+                    let x = e.key().clone();
+                    e.insert(x.clone());
+                    return Ok(x);
+                }
+                Some(target) => (e.into_key(), target),
+            },
         };
+        let r = match self.done.get(&target) {
+            Some(r) => r,
+            None => self.rewrite_result(target)?,
+        };
+        self.nodes.insert(x, r.clone());
         Ok(r)
     }
 

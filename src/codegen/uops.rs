@@ -190,6 +190,10 @@ pub struct UOpInner {
     /// One bit per RANGE this node depends on (itself included), chosen by the RANGE's structural
     /// hash: a clear bit proves the node does not depend on that loop (see `UOp::has_parent`).
     ranges: u64,
+    /// The pattern pre-filter's keys of this node (`pattern/prefilter.rs`)...
+    key: u64,
+    /// ... and of its direct sources, or-ed: computed once here instead of at every rewrite.
+    src_keys: u64,
 }
 
 /// A hasher for maps and sets keyed by [`UOp`]: a node's structural hash is already well mixed, so
@@ -235,10 +239,15 @@ impl UOp {
         }
         arg.hash(&mut h);
         let hash = fmix64(h.finish());
-        let mut ranges = src.iter().fold(0, |acc, s| acc | s.0.ranges);
+        let (mut ranges, mut src_keys) = (0, 0);
+        for s in src.iter() {
+            ranges |= s.0.ranges;
+            src_keys |= s.0.key;
+        }
         if op == UOps::RANGE {
             ranges |= range_bit(hash);
         }
+        let key = crate::codegen::pattern::node_key(op, &arg);
         UOp(intern::intern(UOpInner {
             op,
             dtype,
@@ -246,6 +255,8 @@ impl UOp {
             arg,
             hash,
             ranges,
+            key,
+            src_keys,
         }))
     }
 
@@ -524,6 +535,14 @@ impl UOp {
     /// The structural hash (stable within a process).
     pub fn structural_hash(&self) -> u64 {
         self.0.hash
+    }
+    /// The pattern pre-filter keys of the node (see `pattern/prefilter.rs`).
+    pub(crate) fn key(&self) -> u64 {
+        self.0.key
+    }
+    /// The pattern pre-filter keys of the direct sources, or-ed.
+    pub(crate) fn src_keys(&self) -> u64 {
+        self.0.src_keys
     }
 }
 

@@ -31,7 +31,7 @@ thread_local! {
     static POOL: RefCell<Vec<AddrMap>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Node address (see [`ptr_key`]) -> position, from the thread's pool; back to it, cleared, when
+/// Node address (see [`ptr_key`]) -> a number, from the thread's pool; back to it, cleared, when
 /// dropped.
 #[derive(Default)]
 pub(crate) struct SeenMap(AddrMap);
@@ -67,14 +67,31 @@ impl Drop for SeenMap {
     }
 }
 
+/// Node address (see [`ptr_key`]) -> post-order position, for the nodes of a [`PostOrder`]: the
+/// map holds each node's pre-order number (entered once, when the node is first reached) and
+/// `post` turns it into the position the node got when complete.
+#[derive(Default)]
+pub(crate) struct Positions {
+    seen: SeenMap,
+    post: Vec<usize>,
+}
+
+impl Positions {
+    /// The post-order position of the node with key `k`.
+    pub(crate) fn get(&self, k: usize) -> Option<usize> {
+        self.seen
+            .get(&k)
+            .and_then(|&pre| self.post.get(pre).copied())
+    }
+}
+
 /// The nodes under a root in DFS post-order (sources first, in order; each node once, by
 /// address), borrowed from the graph, with each node's sources as positions in that order.
 pub(crate) struct PostOrder<'a> {
     pub(crate) nodes: Vec<&'a UOp>,
     src_off: Vec<usize>,
     src_ids: Vec<usize>,
-    /// Node address (see [`ptr_key`]) -> position.
-    pub(super) seen: SeenMap,
+    pub(super) positions: Positions,
 }
 
 impl<'a> PostOrder<'a> {
@@ -84,28 +101,33 @@ impl<'a> PostOrder<'a> {
     }
 
     pub(crate) fn of(root: &'a UOp) -> PostOrder<'a> {
-        // a node is entered in `seen` when first reached (as PENDING) and gets its position when
-        // complete; a source reached again is always complete (immutable nodes form no cycles,
-        // so a pending node is never a source of its own descendants)
+        // a node is entered in `seen` with its pre-order number when first reached (one probe per
+        // node) and gets its position in `post` when complete; a source reached again is always
+        // complete (immutable nodes form no cycles, so a pending node is never a source of its
+        // own descendants)
         const PENDING: usize = usize::MAX;
         let mut seen = SeenMap::take();
         let map = &mut seen.0;
-        map.insert(ptr_key(root), PENDING);
+        map.insert(ptr_key(root), 0);
         let cap = map.capacity() / 2;
+        let mut post = Vec::with_capacity(cap);
+        post.push(PENDING);
         let mut nodes = Vec::with_capacity(cap);
         let (mut src_off, mut src_ids) = (Vec::with_capacity(cap + 1), Vec::with_capacity(cap));
         src_off.push(0);
         // the positions of the sources of the nodes on `stack`, in order, as they complete
         let mut pend: Vec<usize> = vec![];
-        let mut stack: Vec<(&'a UOp, usize)> = vec![(root, 0)];
-        while let Some(&mut (n, ref mut i)) = stack.last_mut() {
+        // (node, next source, pre-order number)
+        let mut stack: Vec<(&'a UOp, usize, usize)> = vec![(root, 0, 0)];
+        while let Some(&mut (n, ref mut i, pre)) = stack.last_mut() {
             if let Some(s) = n.src().get(*i) {
                 *i += 1;
                 match map.entry(ptr_key(s)) {
-                    Entry::Occupied(e) => pend.push(*e.get()),
+                    Entry::Occupied(e) => pend.push(post[*e.get()]),
                     Entry::Vacant(e) => {
-                        e.insert(PENDING);
-                        stack.push((s, 0));
+                        e.insert(post.len());
+                        stack.push((s, 0, post.len()));
+                        post.push(PENDING);
                     }
                 }
                 continue;
@@ -114,9 +136,7 @@ impl<'a> PostOrder<'a> {
             let id = nodes.len();
             src_ids.extend(pend.drain(pend.len() - n.src().len()..));
             src_off.push(src_ids.len());
-            if let Some(v) = map.get_mut(&ptr_key(n)) {
-                *v = id;
-            }
+            post[pre] = id;
             nodes.push(n);
             pend.push(id);
         }
@@ -124,7 +144,7 @@ impl<'a> PostOrder<'a> {
             nodes,
             src_off,
             src_ids,
-            seen,
+            positions: Positions { seen, post },
         }
     }
 }

@@ -1,11 +1,12 @@
 //! The source pre-filter of [`PatternMatcher::rewrite`](super::PatternMatcher::rewrite): what a
-//! rule's pattern implies about a node's direct sources ([`needed_src_keys`]) against what the
-//! sources have ([`src_keys`]), as bits: each source's op, its ALU op, and whether it equals one
-//! of the keyed constants (0, 1, -1, as Python numbers). A rule whose needs a node lacks cannot
-//! match it and is skipped without matching.
+//! rule's pattern implies about a node's direct sources and their sources ([`needed_src_keys`])
+//! against what they have ([`src_keys`], kept or-ed per node by `UOp::new`), as bits: each
+//! source's op, its ALU op, and whether it equals one of the keyed constants (0, 1, -1, as Python
+//! numbers). A rule whose needs a node lacks cannot match it and is skipped without matching.
 //!
-//! Owns: the key bits. Not guaranteed: that a rule that passes matches (the filter only rules
-//! out; shared bits, as for ALU ops outside unary/binary/ternary, only filter less).
+//! Owns: the key bits and the check ([`SrcNeed::admits`]). Not guaranteed: that a rule that
+//! passes matches (the filter only rules out; shared bits, as for ALU ops outside
+//! unary/binary/ternary, only filter less).
 
 use super::{const_num_eq, SrcPat, UPat};
 use crate::codegen::uops::{UArg, UOp, UOps};
@@ -14,18 +15,54 @@ use crate::ops::Op;
 
 /// What a match of a rule's pattern implies about the node's direct sources, as [`src_keys`]
 /// bits: `some` must all be among the sources' keys; when `every` is not zero and the node has
-/// sources, every source's op bit is in `every`.
-#[derive(Clone, Copy, Debug, Default)]
+/// sources, every source's op bit is in `every`; and each of `inner` must hold for a source.
+#[derive(Clone, Debug, Default)]
 pub(super) struct SrcNeed {
-    pub(super) some: u64,
-    pub(super) every: u64,
+    some: u64,
+    every: u64,
+    inner: Vec<InnerNeed>,
+}
+
+/// What a match implies about one source and its own sources: the source (the one at `pos` for a
+/// tuple, some source for a permutation) has the keys `key`, and its sources together have `some`.
+#[derive(Clone, Copy, Debug)]
+struct InnerNeed {
+    pos: Option<usize>,
+    key: u64,
+    some: u64,
+}
+
+impl InnerNeed {
+    fn holds_for(&self, s: &UOp) -> bool {
+        self.key & !src_keys(s) == 0 && self.some & !s.src_keys() == 0
+    }
+}
+
+impl SrcNeed {
+    /// Whether a node with these sources may match (false: it cannot).
+    #[inline]
+    pub(super) fn admits(&self, u: &UOp) -> bool {
+        let have = u.src_keys();
+        if self.some & !have != 0 {
+            return false;
+        }
+        // the op bits alone (a source of an op outside `every` rules it out)
+        let ops = have & ((1 << ALU_BITS) - 1);
+        if self.every != 0 && ops & !self.every != 0 {
+            return false;
+        }
+        self.inner.iter().all(|n| match n.pos {
+            Some(p) => u.src().get(p).is_some_and(|s| n.holds_for(s)),
+            None => u.src().iter().any(|s| n.holds_for(s)),
+        })
+    }
 }
 
 // the op bits of `src_keys` fit below the ALU op bits
 const _: () = assert!(UOps::ALL.len() <= ALU_BITS as usize);
 
 /// The first ALU-op bit of [`src_keys`] (ops take bits 0..23).
-pub(super) const ALU_BITS: u32 = 24;
+const ALU_BITS: u32 = 24;
 /// The first CONST-value bit of [`src_keys`] (after the 21 ALU-op bits).
 const CONST_BITS: u32 = ALU_BITS + 21;
 /// The constants with a bit of their own, in bit order.
@@ -64,24 +101,37 @@ fn alu_bit(op: Op) -> u64 {
     1 << (ALU_BITS + i)
 }
 
-/// The bits of the constants in [`KEYED_CONSTS`] that `v` equals as a Python number.
+/// The bit of the constant in [`KEYED_CONSTS`] that `v` equals as a Python number (one at most),
+/// or 0.
 fn const_bits(v: ConstValue) -> u64 {
-    KEYED_CONSTS
-        .iter()
-        .enumerate()
-        .filter(|(_, &k)| const_num_eq(v, ConstValue::Int(k)))
-        .fold(0, |m, (i, _)| m | 1 << (CONST_BITS + i as u32))
+    // `const_num_eq(v, ConstValue::Int(k))` for each keyed `k`, without the conversions
+    let i = match v {
+        ConstValue::Float(0.0) => 0,
+        ConstValue::Float(1.0) => 1,
+        ConstValue::Float(-1.0) => 2,
+        ConstValue::Int(0) | ConstValue::Bool(false) => 0,
+        ConstValue::Int(1) | ConstValue::Bool(true) => 1,
+        ConstValue::Int(-1) => 2,
+        _ => return 0,
+    };
+    debug_assert!(const_num_eq(v, ConstValue::Int(KEYED_CONSTS[i as usize])));
+    1 << (CONST_BITS + i)
 }
 
-/// A source node's keys: its op bit, its ALU op's bit, and the bits of the keyed constants it
-/// equals.
-pub(super) fn src_keys(s: &UOp) -> u64 {
-    let op = 1u64 << (s.op() as u32);
-    match (s.op(), s.arg()) {
-        (UOps::ALU, UArg::Alu(o)) => op | alu_bit(*o),
-        (UOps::CONST, UArg::Const(v)) => op | const_bits(*v),
-        _ => op,
+/// The keys of a node of `op` and `arg` as a source: its op bit, its ALU op's bit, and the bit
+/// of the keyed constant it equals (`UOp::new` keeps them per node).
+pub(crate) fn node_key(op: UOps, arg: &UArg) -> u64 {
+    let bit = 1u64 << (op as u32);
+    match (op, arg) {
+        (UOps::ALU, UArg::Alu(o)) => bit | alu_bit(*o),
+        (UOps::CONST, UArg::Const(v)) => bit | const_bits(*v),
+        _ => bit,
     }
+}
+
+/// A source node's keys ([`node_key`]).
+fn src_keys(s: &UOp) -> u64 {
+    s.key()
 }
 
 /// The key a node matching `sp` surely has (0 when `sp` implies none): its one accepted op, with
@@ -99,20 +149,37 @@ fn pat_key(sp: &UPat) -> u64 {
 }
 
 /// The source keys a match of `p` implies (see `PatternMatcher::need`): with an exact source
-/// count (no `allow_len`), every tuple or permutation entry is matched against some source, so
-/// that source has the entry's key; a repeated pattern of one op is matched against every source.
+/// count (no `allow_len`), every tuple or permutation entry is matched against some source (a
+/// tuple's against the source at its position), so that source has the entry's key and its own
+/// sources have what the entry needs of them; a repeated pattern of one op is matched against
+/// every source.
 pub(super) fn needed_src_keys(p: &UPat) -> SrcNeed {
     match &p.src {
-        Some(SrcPat::Tuple(v) | SrcPat::Perm(v)) if p.allow_len.is_empty() => SrcNeed {
-            some: v.iter().fold(0, |m, sp| m | pat_key(sp)),
-            every: 0,
-        },
+        Some(SrcPat::Tuple(v) | SrcPat::Perm(v)) if p.allow_len.is_empty() => {
+            let tuple = matches!(p.src, Some(SrcPat::Tuple(_)));
+            let inner = v
+                .iter()
+                .enumerate()
+                .map(|(i, sp)| InnerNeed {
+                    pos: tuple.then_some(i),
+                    key: pat_key(sp),
+                    some: needed_src_keys(sp).some,
+                })
+                .filter(|n| n.some != 0)
+                .collect();
+            SrcNeed {
+                some: v.iter().fold(0, |m, sp| m | pat_key(sp)),
+                every: 0,
+                inner,
+            }
+        }
         Some(SrcPat::Repeat(one)) => SrcNeed {
             some: 0,
             every: match one.op.as_deref() {
                 Some([op]) => 1 << (*op as u32),
                 _ => 0,
             },
+            inner: vec![],
         },
         _ => SrcNeed::default(),
     }

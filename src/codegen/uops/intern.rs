@@ -41,53 +41,42 @@ thread_local! {
     });
 }
 
-/// What the table holds for a hash.
-enum Slot {
-    /// A live node of this structure.
-    Same(Arc<UOpInner>),
-    /// A live node of another structure (a hash collision): the new node is not interned.
-    Other,
-    /// Nothing alive.
-    Free,
+/// Whether two nodes have one structure.
+fn same(a: &UOpInner, b: &UOpInner) -> bool {
+    a.op == b.op && a.dtype == b.dtype && a.arg == b.arg && a.src == b.src
 }
 
 /// The live node of `inner`'s structure built before on this thread, else `inner` in a new
-/// node (interned unless a live node of another structure has its hash). An unused `inner` drops
-/// outside the table's borrow (its drop may remove entries).
+/// node (interned unless a live node of another structure has its hash), with one probe of the
+/// table: the node is built first, so a miss (the common case) fills the probed slot at once; a
+/// hit drops the new node, and a replaced dead handle drops, after the table's borrow ends (their
+/// drops may remove entries).
 pub(super) fn intern(inner: UOpInner) -> Arc<UOpInner> {
-    let hash = inner.hash;
-    let same = |n: &UOpInner| {
-        n.op == inner.op && n.dtype == inner.dtype && n.arg == inner.arg && n.src == inner.src
-    };
-    let slot = TABLE
+    let node = Arc::new(inner);
+    let (found, _dead) = TABLE
         .try_with(|t| {
-            let Ok(t) = t.try_borrow() else {
-                return Slot::Other;
+            let Ok(mut t) = t.try_borrow_mut() else {
+                return (None, None);
             };
-            match t.map.get(&hash).and_then(Weak::upgrade) {
-                Some(n) if same(&n) => Slot::Same(n),
-                Some(_) => Slot::Other,
-                None => Slot::Free,
+            let dead = match t.map.entry(node.hash) {
+                Entry::Occupied(mut e) => match e.get().upgrade() {
+                    // a live node of this structure, or of another one (not interned)
+                    Some(n) => return (same(&n, &node).then_some(n), None),
+                    None => Some(e.insert(Arc::downgrade(&node))),
+                },
+                Entry::Vacant(e) => {
+                    e.insert(Arc::downgrade(&node));
+                    None
+                }
+            };
+            if t.map.len() >= t.sweep_at {
+                t.map.retain(|_, w| w.strong_count() > 0);
+                t.sweep_at = MIN_SWEEP.max(2 * t.map.len());
             }
+            (None, dead)
         })
-        .unwrap_or(Slot::Other);
-    let node = match slot {
-        Slot::Same(n) => return n,
-        Slot::Other => return Arc::new(inner),
-        Slot::Free => Arc::new(inner),
-    };
-    let weak = Arc::downgrade(&node);
-    // a replaced (dead) handle is dropped after the borrow ends
-    let _old = TABLE.try_with(|t| {
-        let mut t = t.try_borrow_mut().ok()?;
-        let old = t.map.insert(hash, weak);
-        if t.map.len() >= t.sweep_at {
-            t.map.retain(|_, w| w.strong_count() > 0);
-            t.sweep_at = MIN_SWEEP.max(2 * t.map.len());
-        }
-        old
-    });
-    node
+        .unwrap_or((None, None));
+    found.unwrap_or(node)
 }
 
 /// A node of hash `hash` is being dropped: remove the table's entry for the hash if its node is

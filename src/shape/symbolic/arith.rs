@@ -4,7 +4,9 @@
 //! goes through `Node.__radd__`, `NumNode * Node` through `Node * int`, ...), so results match
 //! tinygrad's structure, not only its values.
 
-use crate::helpers::FxIndexMap;
+use std::collections::HashMap;
+
+use crate::helpers::FxBuild;
 
 use super::{ck_add, ck_mul, ck_neg, Kind, Node};
 use crate::Result;
@@ -84,7 +86,7 @@ impl Node {
         }
         let mut flat = Vec::with_capacity(nodes.len());
         flatten_sum(&nodes, &mut flat);
-        let mut groups: FxIndexMap<Node, Group> = FxIndexMap::default();
+        let mut groups = Groups::with_capacity(flat.len());
         let mut num_sum = 0i64;
         for node in flat {
             match (&node, node.inner()) {
@@ -93,8 +95,8 @@ impl Node {
                 _ => add_coefficient(&mut groups, &node, &Node::Num(1), None)?,
             }
         }
-        let mut new_nodes = Vec::with_capacity(groups.len() + 1);
-        for (a, g) in groups {
+        let mut new_nodes = Vec::with_capacity(groups.items.len() + 1);
+        for (a, g) in groups.items {
             if g.coef == 0 {
                 continue;
             }
@@ -153,24 +155,63 @@ struct Group {
     term: Option<Node>,
 }
 
-fn add_coefficient(
-    groups: &mut FxIndexMap<Node, Group>,
-    base: &Node,
-    c: &Node,
-    term: Option<&Node>,
-) -> Result<()> {
-    match groups.entry(base.clone()) {
-        indexmap::map::Entry::Occupied(mut e) => {
-            let g = e.get_mut();
+/// The groups of like terms of one [`Node::sum`] by base, in order of first occurrence: the few
+/// groups of a typical sum are searched in place (comparing bases, hash first), an index by base
+/// is kept once there are more than [`SCAN_GROUPS`].
+struct Groups {
+    items: Vec<(Node, Group)>,
+    index: HashMap<Node, usize, FxBuild>,
+}
+
+/// The most groups [`Groups`] searches without its index.
+const SCAN_GROUPS: usize = 8;
+
+impl Groups {
+    fn with_capacity(n: usize) -> Groups {
+        Groups {
+            items: Vec::with_capacity(n),
+            index: HashMap::default(),
+        }
+    }
+
+    fn find(&self, base: &Node) -> Option<usize> {
+        if self.items.len() <= SCAN_GROUPS {
+            self.items.iter().position(|(b, _)| b == base)
+        } else {
+            self.index.get(base).copied()
+        }
+    }
+
+    fn push(&mut self, base: Node, g: Group) {
+        self.items.push((base, g));
+        let n = self.items.len();
+        if n == SCAN_GROUPS + 1 {
+            let all = self
+                .items
+                .iter()
+                .enumerate()
+                .map(|(i, (b, _))| (b.clone(), i));
+            self.index.extend(all);
+        } else if n > SCAN_GROUPS + 1 {
+            self.index.insert(self.items[n - 1].0.clone(), n - 1);
+        }
+    }
+}
+
+fn add_coefficient(groups: &mut Groups, base: &Node, c: &Node, term: Option<&Node>) -> Result<()> {
+    match groups.find(base) {
+        Some(i) => {
+            let g = &mut groups.items[i].1;
             g.coef = g.coef.try_add(c)?;
             g.term = None;
         }
-        indexmap::map::Entry::Vacant(e) => {
-            e.insert(Group {
+        None => groups.push(
+            base.clone(),
+            Group {
                 coef: Node::Num(0).try_add(c)?,
                 term: term.cloned(),
-            });
-        }
+            },
+        ),
     }
     Ok(())
 }
