@@ -8,6 +8,9 @@
 //! accumulator reading `temp` after the barrier, and, for a reduce that is not the last, one more
 //! store/barrier/load that broadcasts the result to every thread.
 //!
+//! On the CPU renderers an exactly associative reduce keeps one accumulator per unrolled lane
+//! (`linearizer/reduce_lanes.rs`, beyond 0.9.1).
+//!
 //! A tensor-core reduce takes the WMMA path of `linearizer/tensor_core.rs` instead (it never
 //! groups).
 //!
@@ -63,7 +66,12 @@ impl Lin {
             }
         }
         let local_accs = self.gate_accs(accs, &full_idxs)?;
-        let offs = self.k.acc_offsets(self.k.full_buf_index)?;
+        let mut offs = self.k.acc_offsets(self.k.full_buf_index)?;
+        let lanes = self.reduce_lanes(&reduceop, acc.len(), &offs, &loop_ctx, out_buf)?;
+        if let Some(l) = &lanes {
+            acc = l.lanes.clone();
+            offs = l.offsets();
+        }
         self.ast_parse(
             &reduceop,
             &local_accs,
@@ -72,6 +80,9 @@ impl Lin {
             Some(&mut acc),
             &mut HashMap::new(),
         )?;
+        if let Some(l) = &lanes {
+            acc = l.combine(&acc)?;
+        }
         self.load_cache.clear();
         if gfr == 0 {
             accs.insert(ri, acc);

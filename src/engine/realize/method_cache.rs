@@ -36,8 +36,9 @@ use super::debug::{colored_kernel_name, debug_print};
 use super::runners::CompiledRunner;
 use super::Runner;
 
-/// The knobs that change which opts `get_kernel` applies, so each is part of the cache key.
-pub const OPT_KNOBS: [&str; 11] = [
+/// The knobs that change which opts `get_kernel` applies (or, `CPU_REDUCE_LANES`, how a CPU reduce
+/// lowers), so each is part of the cache key.
+pub const OPT_KNOBS: [&str; 12] = [
     "BEAM",
     "NOOPT",
     "TC",
@@ -49,6 +50,7 @@ pub const OPT_KNOBS: [&str; 11] = [
     "NOLOCALS",
     "CPU_TILE",
     "CPU_REDUCE",
+    "CPU_REDUCE_LANES",
 ];
 
 /// The values of [`OPT_KNOBS`] now (an unset knob reads as `i64::MIN`).
@@ -68,6 +70,7 @@ fn opt_knobs() -> [i64; OPT_KNOBS.len()] {
         k(8),
         k(9),
         k(10),
+        k(11),
     ];
     std::array::from_fn(|i| KNOBS[i].get())
 }
