@@ -10,7 +10,7 @@
 //! keeps its own accumulator (8 independent chains, no reassociation: every element still adds
 //! its values in the unoptimized kernel's order, so the results are the same bits), then
 //! `UNROLL(r, 4)` of the last reduce dim when it divides (0.9.1's unroll). Where the reduce op is
-//! MAX (exactly associative), the linearizer also gives each of the 4 unrolled lanes
+//! MAX (exactly associative) on LLVM, the linearizer also gives each of the 4 unrolled lanes
 //! its own accumulator, so a row's lanes are one vector op per iteration instead of a chain of 4
 //! (`linearizer/reduce_lanes.rs`; a float sum keeps its lanes in order). The output axis is one
 //! with unit stride in a buffer the reduce reads (a column sum: the 8 lanes are one contiguous

@@ -3,17 +3,19 @@
 //! order: `acc = max(max(max(max(v0, acc), v1), v2), v3)` per loop iteration, a chain of
 //! dependent ops bound by their latency).
 //!
-//! Owns: the choice and the UOps of lane accumulators. On a renderer without locals (the CPU
-//! devices; GPU kernels keep 0.9.1's UOps), for a reduce whose ALU op is exactly associative and
+//! Owns: the choice and the UOps of lane accumulators. On a renderer without locals whose vector
+//! ALU fold takes the op on the dtype (LLVM; GPU kernels keep 0.9.1's UOps), for a reduce whose ALU op is exactly associative and
 //! commutative (MAX of any dtype; not float ADD, nor integer ADD, see below) with a loop and 2
 //! or 4 unrolled lanes per output, each output gets one vector DEFINE_ACC of that many lanes, every
 //! lane accumulates its own values in its own lane (`GEP(acc, k)`), and after the loop the lanes
 //! are combined in lane order (`((l0 op l1) op l2) op l3`) before the store or any later use. The
 //! lanes' PHIs are read back through one CAST of them, so 0.9.1's float4 PHI fold (the constant
 //! folder, 2 and 4 lanes) makes them one vector PHI, and the vector ALU fold
-//! (`uopgraph/vectorize.rs`) one vector op per row and iteration where the renderer has it (LLVM;
-//! C has no vector MAX and keeps scalar lanes in a vector accumulator). `CPU_REDUCE_LANES=0`
-//! keeps 0.9.1's single accumulator.
+//! (`uopgraph/vectorize.rs`) one vector op per row and iteration. C has no vector MAX: CLANG
+//! keeps 0.9.1's accumulator, because scalar lanes in a vector accumulator ran slower there than
+//! the chain (W6's and W11's max kernels in a C harness calling the CLANG device's build, best of
+//! 15, 3 alternations: 1.35-1.40 -> 1.59-1.63 ms and 1.14-1.25 -> 1.62-1.70 ms), as does
+//! `VECALU=0`. `CPU_REDUCE_LANES=0` keeps 0.9.1's single accumulator.
 //!
 //! Why the bits do not change: every lane starts at the op's identity (0, or the dtype's minimum:
 //! `-inf` for floats), and the result combines the same multiset of values with an op whose
@@ -37,6 +39,7 @@
 //! accumulator.
 
 use super::Lin;
+use crate::codegen::uopgraph::vector_alu_allows;
 use crate::codegen::uops::UOp;
 use crate::dtype::{ConstValue, DType, Scalar};
 use crate::helpers::getenv;
@@ -91,10 +94,12 @@ impl Lin {
             return Ok(None);
         };
         if self.k.opts.has_local
+            || !vector_alu_allows(self.k.opts.vector_alu, Op::Binary(op), dt)
             || self.k.tensor_core.is_some()
             || self.k.group_for_reduces > 0
             || loop_ctx.is_empty()
             || getenv("CPU_REDUCE_LANES", 1) == 0
+            || getenv("VECALU", 1) == 0
         {
             return Ok(None);
         }
