@@ -12,25 +12,11 @@
 
 mod tensor_common;
 
-use rawgrad::runtime::builtin::open_device;
 use rawgrad::Tensor;
-use tensor_common::on;
+use tensor_common::{cpu_devices, on};
 
 /// (values, gradient) of one loss.
 type Run = (Vec<f32>, Vec<f32>);
-
-/// The devices that open here, INTERP first (the reference).
-fn devices() -> Vec<&'static str> {
-    let mut out = vec![];
-    for d in ["INTERP", "CLANG", "LLVM"] {
-        let _g = on(d);
-        match open_device(d) {
-            Ok(_) => out.push(d),
-            Err(e) => println!("skipped {d}: {e}"),
-        }
-    }
-    out
-}
 
 /// Deterministic values in (-1, 1) that are not simple fractions.
 fn values(n: usize, seed: f32) -> Vec<f32> {
@@ -71,7 +57,7 @@ fn maxpool_product_grad(dev: &str) -> Run {
 
 #[test]
 fn max_pool_backward_finds_the_forward_maxima_on_every_device() {
-    let runs: Vec<(&str, Run)> = devices()
+    let runs: Vec<(&str, Run)> = cpu_devices()
         .into_iter()
         .map(|d| (d, maxpool_product_grad(d)))
         .collect();
@@ -143,7 +129,7 @@ fn canon(v: &[f32]) -> Vec<u32> {
 
 #[test]
 fn sinh_cosh_gradients_at_300_are_nan_as_on_interp() {
-    let runs: Vec<(&str, Vec<Run>)> = devices()
+    let runs: Vec<(&str, Vec<Run>)> = cpu_devices()
         .into_iter()
         .map(|d| (d, sinh_cosh_grads(d)))
         .collect();
@@ -228,7 +214,7 @@ fn assert_close(what: &str, got: &[f32], want: &[f32], scale: f32) {
 
 #[test]
 fn vector_accumulator_kernels_render_and_agree_on_llvm() {
-    let devs = devices();
+    let devs = cpu_devices();
     if !devs.contains(&"LLVM") {
         return;
     }
@@ -274,7 +260,7 @@ fn edge_maxima(dev: &str) -> Vec<f32> {
 
 #[test]
 fn max_reductions_over_edge_values_give_the_interpreters_bits_on_every_device() {
-    let mut devs = devices();
+    let mut devs = cpu_devices();
     let default = rawgrad::runtime::builtin::default_device().unwrap();
     if !devs.contains(&default.as_str()) {
         devs.push(Box::leak(default.into_boxed_str()));

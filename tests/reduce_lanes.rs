@@ -19,22 +19,8 @@ use rawgrad::renderer::cstyle::ClangRenderer;
 use rawgrad::renderer::cuda::CUDARenderer;
 use rawgrad::renderer::llvmir::LLVMRenderer;
 use rawgrad::renderer::Renderer;
-use rawgrad::runtime::builtin::open_device;
 use rawgrad::Tensor;
-use tensor_common::{check, on};
-
-/// The devices that open here, INTERP first (the reference).
-fn devices() -> Vec<&'static str> {
-    let mut out = vec![];
-    for d in ["INTERP", "CLANG", "LLVM"] {
-        let _g = on(d);
-        match open_device(d) {
-            Ok(_) => out.push(d),
-            Err(e) => println!("skipped {d}: {e}"),
-        }
-    }
-    out
-}
+use tensor_common::{check, cpu_devices, on};
 
 /// (rows, row length): lane accumulators where the length divides by 4 with a loop left (64, 40,
 /// 36, 1028, 8), 0.9.1's fully unrolled reduce where it is at most 32 and does not (17, 24 with
@@ -215,7 +201,7 @@ fn assert_same(what: &str, got: &Results, want: &Results) {
 
 #[test]
 fn reductions_over_edge_values_give_the_interpreters_bits_on_every_device() {
-    let devs = devices();
+    let devs = cpu_devices();
     for (rows, c) in SHAPES {
         let want = reference(rows, c);
         let interp = run(devs[0], rows, c);

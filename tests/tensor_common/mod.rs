@@ -91,6 +91,19 @@ pub fn on(dev: &str) -> Context {
     Context::with_str(&[("DEVICE", dev)])
 }
 
+/// The CPU devices that open here, INTERP first (the reference of the bit-exact tests).
+pub fn cpu_devices() -> Vec<&'static str> {
+    let mut out = vec![];
+    for d in ["INTERP", "CLANG", "LLVM"] {
+        let _g = on(d);
+        match rawgrad::runtime::builtin::open_device(d) {
+            Ok(_) => out.push(d),
+            Err(e) => println!("skipped {d}: {e}"),
+        }
+    }
+    out
+}
+
 /// A float32 tensor of the reference array's values.
 pub fn t32(r: &reference::R) -> Tensor {
     Tensor::from_vec(r.f32(), &r.shape).unwrap()
