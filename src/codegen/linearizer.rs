@@ -4,8 +4,8 @@
 //! Owns: the DEFINE_GLOBAL per buffer, the local `temp` buffers of a grouped reduce, the kernel
 //! name (with the process-wide dedup suffix), the index variables (SPECIAL launch indices when
 //! the renderer has locals, RANGE loops otherwise), the per-reduce loops and accumulators
-//! (`lower_reduce.rs`; on the CPU renderers, one accumulator per unrolled lane of a MAX
-//! reduce, `reduce_lanes.rs`), loads and stores (`memory.rs`), the ALU lowering of every LazyOp
+//! (`lower_reduce.rs`; on LLVM, one accumulator per unrolled lane of a MAX reduce,
+//! `reduce_lanes.rs`), loads and stores (`memory.rs`), the ALU lowering of every LazyOp
 //! (`ast_parse`), and the final `UOpGraph` pass (constant folder, toposort, `type_verify`).
 //! Index helpers live in `linearizer/index.rs`.
 //!

@@ -8,8 +8,8 @@
 //! accumulator reading `temp` after the barrier, and, for a reduce that is not the last, one more
 //! store/barrier/load that broadcasts the result to every thread.
 //!
-//! On the CPU renderers an exactly associative reduce keeps one accumulator per unrolled lane
-//! (`linearizer/reduce_lanes.rs`, beyond 0.9.1).
+//! On LLVM (a renderer without locals whose vector fold takes MAX) a MAX reduce keeps one
+//! accumulator per unrolled lane (`linearizer/reduce_lanes.rs`, beyond 0.9.1).
 //!
 //! A tensor-core reduce takes the WMMA path of `linearizer/tensor_core.rs` instead (it never
 //! groups).
