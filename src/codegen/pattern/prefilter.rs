@@ -1,8 +1,8 @@
 //! The source pre-filter of [`PatternMatcher::rewrite`](super::PatternMatcher::rewrite): what a
 //! rule's pattern implies about a node's direct sources and their sources ([`needed_src_keys`])
-//! against what they have ([`src_keys`], kept or-ed per node by `UOp::new`), as bits: each
-//! source's op, its ALU op, and whether it equals one of the keyed constants (0, 1, -1, as Python
-//! numbers). A rule whose needs a node lacks cannot match it and is skipped without matching.
+//! against what they have ([`node_key`] bits, kept per node and or-ed over its sources by
+//! `UOp::new`), as bits: each source's op, its ALU op, and whether it equals one of the keyed
+//! constants (0, 1, -1, as Python numbers). A rule whose needs a node lacks cannot match it and is skipped without matching.
 //!
 //! Owns: the key bits and the check ([`SrcNeed::admits`]). Not guaranteed: that a rule that
 //! passes matches (the filter only rules out; shared bits, as for ALU ops outside
@@ -13,7 +13,7 @@ use crate::codegen::uops::{UArg, UOp, UOps};
 use crate::dtype::ConstValue;
 use crate::ops::Op;
 
-/// What a match of a rule's pattern implies about the node's direct sources, as [`src_keys`]
+/// What a match of a rule's pattern implies about the node's direct sources, as [`node_key`]
 /// bits: `some` must all be among the sources' keys; when `every` is not zero and the node has
 /// sources, every source's op bit is in `every`; and each of `inner` must hold for a source.
 #[derive(Clone, Debug, Default)]
@@ -34,7 +34,7 @@ struct InnerNeed {
 
 impl InnerNeed {
     fn holds_for(&self, s: &UOp) -> bool {
-        self.key & !src_keys(s) == 0 && self.some & !s.src_keys() == 0
+        self.key & !s.key() == 0 && self.some & !s.src_keys() == 0
     }
 }
 
@@ -58,12 +58,12 @@ impl SrcNeed {
     }
 }
 
-// the op bits of `src_keys` fit below the ALU op bits
+// the op bits of `node_key` fit below the ALU op bits
 const _: () = assert!(UOps::ALL.len() <= ALU_BITS as usize);
 
-/// The first ALU-op bit of [`src_keys`] (ops take bits 0..23).
+/// The first ALU-op bit of [`node_key`] (ops take bits 0..23).
 const ALU_BITS: u32 = 24;
-/// The first CONST-value bit of [`src_keys`] (after the 21 ALU-op bits).
+/// The first CONST-value bit of [`node_key`] (after the 21 ALU-op bits).
 const CONST_BITS: u32 = ALU_BITS + 21;
 /// The constants with a bit of their own, in bit order.
 const KEYED_CONSTS: [i128; 3] = [0, 1, -1];
@@ -127,11 +127,6 @@ pub(crate) fn node_key(op: UOps, arg: &UArg) -> u64 {
         (UOps::CONST, UArg::Const(v)) => bit | const_bits(*v),
         _ => bit,
     }
-}
-
-/// A source node's keys ([`node_key`]).
-fn src_keys(s: &UOp) -> u64 {
-    s.key()
 }
 
 /// The key a node matching `sp` surely has (0 when `sp` implies none): its one accepted op, with
