@@ -36,9 +36,10 @@ use super::debug::{colored_kernel_name, debug_print};
 use super::runners::CompiledRunner;
 use super::Runner;
 
-/// The knobs that change which opts `get_kernel` applies (or, `CPU_REDUCE_LANES`, how a CPU reduce
-/// lowers), so each is part of the cache key.
-pub const OPT_KNOBS: [&str; 12] = [
+/// The knobs that change which opts `get_kernel` applies (or how a kernel lowers and renders:
+/// `CPU_REDUCE_LANES`, and `VECALU`, which gates the vector ALU fold and the lane accumulators),
+/// so each is part of the cache key.
+pub const OPT_KNOBS: [&str; 13] = [
     "BEAM",
     "NOOPT",
     "TC",
@@ -51,6 +52,7 @@ pub const OPT_KNOBS: [&str; 12] = [
     "CPU_TILE",
     "CPU_REDUCE",
     "CPU_REDUCE_LANES",
+    "VECALU",
 ];
 
 /// The values of [`OPT_KNOBS`] now (an unset knob reads as `i64::MIN`).
@@ -71,6 +73,7 @@ fn opt_knobs() -> [i64; OPT_KNOBS.len()] {
         k(9),
         k(10),
         k(11),
+        k(12),
     ];
     std::array::from_fn(|i| KNOBS[i].get())
 }
