@@ -628,19 +628,25 @@ pub fn uop_cmp(a: &UOp, b: &UOp) -> Ordering {
         if a.ptr_eq(b) {
             return Ordering::Equal;
         }
-        // the arg only breaks a tie of ops (and not for ALU)
-        let o = a.op().cmp(&b.op()).then_with(|| {
-            let argo = if a.op() == UOps::ALU {
-                Ordering::Equal
-            } else {
-                arg_cmp(a.arg(), b.arg())
-            };
-            argo.then(a.dtype().cmp(&b.dtype()))
-        });
+        let o = a.op().cmp(&b.op());
         if o != Ordering::Equal {
             return o;
         }
-        match a.src().iter().zip(b.src()).find(|(x, y)| x != y) {
+        // the arg only breaks a tie of ops (and not for ALU)
+        if a.op() != UOps::ALU {
+            let o = arg_cmp(a.arg(), b.arg());
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        let o = a.dtype().cmp(&b.dtype());
+        if o != Ordering::Equal {
+            return o;
+        }
+        // the first pair of sources that differ (the same node is the common case: no
+        // structural comparison for it)
+        let differ = |(x, y): &(&UOp, &UOp)| !x.ptr_eq(y) && x != y;
+        match a.src().iter().zip(b.src()).find(differ) {
             Some((x, y)) => {
                 a = x;
                 b = y;
