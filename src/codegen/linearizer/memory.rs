@@ -11,7 +11,7 @@
 //!
 //! Not guaranteed: image buffers are not supported.
 
-use super::index::{expand_idxs, expand_node, render_node, Expansion};
+use super::index::{expand_first, expand_idxs, expand_node, render_node, Expansion};
 use super::{acc_init, Lin};
 use crate::codegen::kernel::KernelBuf;
 use crate::codegen::uops::UOp;
@@ -65,15 +65,15 @@ impl Lin {
         let Some(idx) = idxs.get(*dim) else {
             return Ok(None);
         };
-        let lanes = expand_node(idx, None)?;
-        if !(matches!(lanes.len(), 2 | 4) || (self.k.wide_vectors && matches!(lanes.len(), 8 | 16)))
-        {
+        // the lane count and the first lane's index (the other lanes are not needed)
+        let (amt, first) = expand_first(idx)?;
+        if !(matches!(amt, 2 | 4) || (self.k.wide_vectors && matches!(amt, 8 | 16))) {
             return Ok(None);
         }
-        Ok(Some(Float4 {
+        Ok(first.map(|first| Float4 {
             dim: *dim,
-            amt: lanes.len(),
-            first: lanes[0].clone(),
+            amt,
+            first,
         }))
     }
 
