@@ -58,24 +58,25 @@ pub fn fold_lane_groups(sink: &UOp, mode: VectorAlu) -> UOp {
     if complete.is_empty() {
         return sink.clone();
     }
-    let mut lanes: UOpMap<Lane> = UOpMap::default();
+    // the lane of each rebuilt ALU lane node, by position in `order`
+    let mut lanes: Vec<Option<Lane>> = Vec::with_capacity(order.nodes.len());
     let out = rebuild_in(&order, &mut |i, n| {
         // a kept ALU node (its sources came back as they were, so their lanes are the ones the
         // first pass found) has the lane the first pass found; any other is looked at again
         let lane = match (n.op(), at.get(i)) {
             (UOps::ALU, Some(l)) if n.ptr_eq(order.nodes[i]) => l.clone(),
-            _ => lane_of(&n, mode, &lanes),
+            _ => {
+                let srcs = order.srcs(i);
+                lane_of(&n, mode, &|k| lanes.get(*srcs.get(k)?).cloned().flatten())
+            }
         };
-        let (Some(d), Some(l)) = (n.dtype(), lane) else {
-            return n;
+        let (r, l) = match (n.dtype(), lane) {
+            (Some(d), Some(l)) if complete.contains_key(&l.v) => (UOp::gep(&l.v, l.i, d), None),
+            (Some(_), Some(l)) if n.op() == UOps::ALU => (n, Some(l)),
+            _ => (n, None),
         };
-        if complete.contains_key(&l.v) {
-            return UOp::gep(&l.v, l.i, d);
-        }
-        if n.op() == UOps::ALU {
-            lanes.insert(n.clone(), l);
-        }
-        n
+        lanes.push(l);
+        r
     });
     fold_lane_phis(&out.unwrap_or_else(|| sink.clone()))
 }
@@ -126,14 +127,17 @@ fn fold_lane_phis(sink: &UOp) -> UOp {
 /// The templates of the graph in `order` with every lane present and none blocked ([`blocked`]),
 /// and each node's lane when it is an ALU lane node (by position in `order`).
 fn complete_templates(order: &PostOrder, mode: VectorAlu) -> (UOpMap<()>, Vec<Option<Lane>>) {
-    let mut lanes: UOpMap<Lane> = UOpMap::default();
     let mut at: Vec<Option<Lane>> = Vec::with_capacity(order.nodes.len());
     let mut seen: HashMap<UOp, u64, crate::helpers::FxBuild> = HashMap::default();
-    for &n in &order.nodes {
-        let l = lane_of(n, mode, &lanes).filter(|_| n.op() == UOps::ALU);
+    for (i, &n) in order.nodes.iter().enumerate() {
+        let srcs = order.srcs(i);
+        let known = |k: usize| at.get(*srcs.get(k)?).cloned().flatten();
+        let l = match n.op() {
+            UOps::ALU => lane_of(n, mode, &known),
+            _ => None,
+        };
         if let Some(l) = &l {
             *seen.entry(l.v.clone()).or_default() |= 1 << l.i;
-            lanes.insert(n.clone(), l.clone());
         }
         at.push(l);
     }
@@ -204,30 +208,39 @@ fn lane_count(v: &UOp) -> usize {
 }
 
 /// `n`'s lane, if it is one: a GEP of a vector not built from lanes, or an ALU node over lanes
-/// (`lanes`: those of the nodes seen so far).
-fn lane_of(n: &UOp, mode: VectorAlu, lanes: &UOpMap<Lane>) -> Option<Lane> {
+/// (`known(k)`: the lane of `n`'s source `k` when that source is an ALU lane node).
+fn lane_of(n: &UOp, mode: VectorAlu, known: &dyn Fn(usize) -> Option<Lane>) -> Option<Lane> {
     let d = n.dtype().filter(|d| d.count == 1)?;
     match n.op() {
-        UOps::GEP => {
-            let v = n.src().first()?;
-            let count = lane_count(v);
-            let UArg::Gep(i) = *n.arg() else { return None };
-            let ok = v.op() != UOps::CAST && (2..=MAX_LANES).contains(&count) && i < count;
-            ok.then(|| Lane { v: v.clone(), i })
-        }
-        UOps::ALU => alu_lane(n, d, mode, lanes),
+        UOps::GEP => gep_lane(n),
+        UOps::ALU => alu_lane(n, d, mode, known),
         _ => None,
     }
 }
 
+/// The lane a scalar GEP is, when its vector is not built from lanes.
+fn gep_lane(n: &UOp) -> Option<Lane> {
+    n.dtype().filter(|d| d.count == 1)?;
+    let v = n.src().first()?;
+    let count = lane_count(v);
+    let UArg::Gep(i) = *n.arg() else { return None };
+    let ok = v.op() != UOps::CAST && (2..=MAX_LANES).contains(&count) && i < count;
+    ok.then(|| Lane { v: v.clone(), i })
+}
+
 /// An ALU node's lane: every source a lane `i` of the same width or a leaf, at least one a lane.
-fn alu_lane(n: &UOp, d: DType, mode: VectorAlu, lanes: &UOpMap<Lane>) -> Option<Lane> {
+fn alu_lane(
+    n: &UOp,
+    d: DType,
+    mode: VectorAlu,
+    known: &dyn Fn(usize) -> Option<Lane>,
+) -> Option<Lane> {
     if !takes(n, mode) {
         return None;
     }
-    let src_lane = |s: &UOp| match s.op() {
-        UOps::GEP => lane_of(s, mode, lanes),
-        _ => lanes.get(s).cloned(),
+    let src_lane = |k: usize, s: &UOp| match s.op() {
+        UOps::GEP => gep_lane(s),
+        _ => known(k),
     };
     // an ALU node has at most three sources (a longer list is left scalar): their lanes are
     // kept in place, and the template's sources are collected inline
@@ -235,8 +248,8 @@ fn alu_lane(n: &UOp, d: DType, mode: VectorAlu, lanes: &UOpMap<Lane>) -> Option<
     if n.src().len() > found.len() {
         return None;
     }
-    for (f, s) in found.iter_mut().zip(n.src()) {
-        *f = src_lane(s);
+    for (k, (f, s)) in found.iter_mut().zip(n.src()).enumerate() {
+        *f = src_lane(k, s);
     }
     let first = found.iter().flatten().next()?.clone();
     let count = lane_count(&first.v);
