@@ -17,6 +17,7 @@
 //! Not guaranteed: the output of a graph with a cycle-free but malformed structure (for example a
 //! DEFINE_ACC whose loop sources are not RANGEs) is only rejected by [`type_verify`] where it checks.
 
+use std::cell::Cell;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 
@@ -151,6 +152,14 @@ fn order(sink: &UOp, verify: bool) -> Result<Vec<UOp>> {
     Ok(uops)
 }
 
+thread_local! {
+    /// The node count of the last graph [`Graph::build`] made on this thread.
+    static GRAPH_SIZE: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The largest size hint [`Graph::build`] takes (a larger graph grows as it is built).
+const MAX_HINT: usize = 1 << 16;
+
 /// A map keyed by borrowed UOps, hashed and compared by structure like [`crate::codegen::uops::UOpMap`].
 type UOpRefMap<'a> = HashMap<&'a UOp, usize, std::hash::BuildHasherDefault<UOpHasher>>;
 
@@ -190,12 +199,16 @@ fn group_edges(n: usize, edges: &[(usize, usize)], by_first: bool) -> (Vec<usize
 
 impl<'a> Graph<'a> {
     fn build(sink: &'a UOp) -> Graph<'a> {
-        let mut nodes: Vec<&'a UOp> = vec![];
-        let mut post: Vec<usize> = vec![];
+        // sized like the last graph this thread ordered (kernels come in runs of similar size),
+        // instead of growing node by node
+        let hint = GRAPH_SIZE.try_with(Cell::get).unwrap_or(0).min(MAX_HINT);
+        let mut nodes: Vec<&'a UOp> = Vec::with_capacity(hint);
+        let mut post: Vec<usize> = Vec::with_capacity(hint);
         // (node, user): `user` is appended to the children of `node`
-        let mut edges: Vec<(usize, usize)> = vec![];
+        let mut edges: Vec<(usize, usize)> = Vec::with_capacity(2 * hint);
         // structural keys borrowed from the graph (no reference counting)
-        let mut index: UOpRefMap<'a> = UOpRefMap::default();
+        let mut index: UOpRefMap<'a> =
+            UOpRefMap::with_capacity_and_hasher(hint, Default::default());
         let visit = |u: &'a UOp, nodes: &mut Vec<&'a UOp>, index: &mut UOpRefMap<'a>| -> usize {
             let id = nodes.len();
             index.insert(u, id);
@@ -224,6 +237,7 @@ impl<'a> Graph<'a> {
             }
         }
         let n = nodes.len();
+        let _ = GRAPH_SIZE.try_with(|h| h.set(n));
         let in_degree = nodes.iter().map(|u| u.src().len()).collect();
         let (child_off, child_ids) = group_edges(n, &edges, true);
         let (src_off, src_ids) = group_edges(n, &edges, false);
@@ -628,19 +642,25 @@ pub fn uop_cmp(a: &UOp, b: &UOp) -> Ordering {
         if a.ptr_eq(b) {
             return Ordering::Equal;
         }
-        // the arg only breaks a tie of ops (and not for ALU)
-        let o = a.op().cmp(&b.op()).then_with(|| {
-            let argo = if a.op() == UOps::ALU {
-                Ordering::Equal
-            } else {
-                arg_cmp(a.arg(), b.arg())
-            };
-            argo.then(a.dtype().cmp(&b.dtype()))
-        });
+        let o = a.op().cmp(&b.op());
         if o != Ordering::Equal {
             return o;
         }
-        match a.src().iter().zip(b.src()).find(|(x, y)| x != y) {
+        // the arg only breaks a tie of ops (and not for ALU)
+        if a.op() != UOps::ALU {
+            let o = arg_cmp(a.arg(), b.arg());
+            if o != Ordering::Equal {
+                return o;
+            }
+        }
+        let o = a.dtype().cmp(&b.dtype());
+        if o != Ordering::Equal {
+            return o;
+        }
+        // the first pair of sources that differ (the same node is the common case: no
+        // structural comparison for it)
+        let differ = |(x, y): &(&UOp, &UOp)| !x.ptr_eq(y) && x != y;
+        match a.src().iter().zip(b.src()).find(differ) {
             Some((x, y)) => {
                 a = x;
                 b = y;

@@ -341,6 +341,20 @@ pub fn expand_node(node: &Node, idxs: Option<&[Node]>) -> Result<Vec<Node>> {
     Expansion::new(&[node], idxs)?.expand(node, idxs)
 }
 
+/// The number of values [`expand_node`] gives `node` (along its own expand variable) and the
+/// first of them (`None` when there are none), without substituting the others.
+pub(crate) fn expand_first(node: &Node) -> Result<(usize, Option<Node>)> {
+    let idxs = [expand_idx(node)];
+    let ex = Expansion::new(&[node], &idxs)?;
+    let Some(&j) = ex.firsts.first() else {
+        return Ok((ex.group.len(), None));
+    };
+    let mut map = VarVals::default();
+    ex.values_at(&idxs, j, &mut map);
+    let first = Expansion::apply(node, &map, &mut SubstMemo::default())?;
+    Ok((ex.group.len(), Some(first)))
+}
+
 /// Lowered nodes by symbolic node, valid while the variables' UOps stay the same: lowering
 /// through it makes the UOps of equal (sub)expressions one shared node.
 pub(crate) type RenderMemo = HashMap<Node, UOp, crate::helpers::FxBuild>;

@@ -11,13 +11,12 @@
 //!
 //! Not guaranteed: image buffers are not supported.
 
-use indexmap::IndexMap;
-
-use super::index::{expand_idxs, expand_node, render_node, Expansion};
+use super::index::{expand_first, expand_idxs, expand_node, render_node, Expansion};
 use super::{acc_init, Lin};
 use crate::codegen::kernel::KernelBuf;
 use crate::codegen::uops::UOp;
 use crate::dtype::{dtypes, ConstValue, DType};
+use crate::helpers::FxIndexMap;
 use crate::ops::{ConstArg, LazyOp};
 use crate::shape::symbolic::SubstMemo;
 use crate::shape::Node;
@@ -66,15 +65,15 @@ impl Lin {
         let Some(idx) = idxs.get(*dim) else {
             return Ok(None);
         };
-        let lanes = expand_node(idx, None)?;
-        if !(matches!(lanes.len(), 2 | 4) || (self.k.wide_vectors && matches!(lanes.len(), 8 | 16)))
-        {
+        // the lane count and the first lane's index (the other lanes are not needed)
+        let (amt, first) = expand_first(idx)?;
+        if !(matches!(amt, 2 | 4) || (self.k.wide_vectors && matches!(amt, 8 | 16))) {
             return Ok(None);
         }
-        Ok(Some(Float4 {
+        Ok(first.map(|first| Float4 {
             dim: *dim,
-            amt: lanes.len(),
-            first: lanes[0].clone(),
+            amt,
+            first,
         }))
     }
 
@@ -281,23 +280,25 @@ impl Lin {
             .map(|x| expand_node(x, Some(&expand_vars)))
             .collect::<Result<_>>()?;
         let n = per_dim.first().map_or(1, Vec::len);
-        let mut store_offset: IndexMap<Vec<Node>, UOp> = IndexMap::new();
+        let mut store_offset: FxIndexMap<Vec<Node>, UOp> = FxIndexMap::default();
         for (j, v) in (0..n).zip(vals) {
             let key: Vec<Node> = per_dim.iter().map(|d| d[j].clone()).collect();
             store_offset.insert(key, v.clone());
         }
+        let st = self.k.st(i)?.clone();
+        // (value, index, validity) per store: a float4 group's index is the one its alignment was
+        // checked with
+        let mut stores_at: Vec<(UOp, Node, Node)> = Vec::with_capacity(store_offset.len());
         if let Some(f) = self.float4_dim(i, idxs)? {
-            let mut grouped: IndexMap<Vec<Node>, Vec<UOp>> = IndexMap::new();
+            let mut grouped: FxIndexMap<Vec<Node>, Vec<UOp>> = FxIndexMap::default();
             for (k, v) in &store_offset {
                 let mut g = k.clone();
                 g[f.dim] = f.first.clone();
                 grouped.entry(g).or_default().push(v.clone());
             }
-            let st = self.k.st(i)?;
-            let mut new = IndexMap::new();
             for (k, lanes) in grouped {
                 let amt = Node::from(lanes.len());
-                let (idx, _) = st.expr_idxs(Some(&k))?;
+                let (idx, valid) = st.expr_idxs(Some(&k))?;
                 if idx != idx.floordiv(&amt)?.try_mul(&amt)? {
                     bail!(
                         Codegen,
@@ -305,14 +306,16 @@ impl Lin {
                     );
                 }
                 let vt = dtype.vec(lanes.len() as u16);
-                new.insert(k, UOp::vectorize(lanes, vt));
+                stores_at.push((UOp::vectorize(lanes, vt), idx, valid));
             }
-            store_offset = new;
+        } else {
+            for (k, var) in store_offset {
+                let (idx, valid) = st.expr_idxs(Some(&k))?;
+                stores_at.push((var, idx, valid));
+            }
         }
-        let st = self.k.st(i)?.clone();
-        let mut stores = Vec::with_capacity(store_offset.len());
-        for (k, var) in store_offset {
-            let (idx, valid) = st.expr_idxs(Some(&k))?;
+        let mut stores = Vec::with_capacity(stores_at.len());
+        for (var, idx, valid) in stores_at {
             let ridx = self.render_idx(&idx)?;
             if *valid.min() == 1 {
                 stores.push(UOp::store(&buf_uop, &ridx, &var));

@@ -31,10 +31,10 @@
 
 use std::collections::HashMap;
 
-use super::vectorize::{allows, in_order_geps, rebuild};
+use super::vectorize::{allows, in_order_geps, rebuild, rebuild_in};
 use crate::codegen::pattern::PostOrder;
 use crate::codegen::renderer::VectorAlu;
-use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
+use crate::codegen::uops::{Srcs, UArg, UOp, UOpMap, UOps};
 use crate::dtype::DType;
 use crate::ops::{Op, TernaryOps, UnaryOps};
 
@@ -53,24 +53,32 @@ pub fn fold_lane_groups(sink: &UOp, mode: VectorAlu) -> UOp {
     if mode == VectorAlu::None {
         return sink.clone();
     }
-    let complete = complete_templates(sink, mode);
+    let order = PostOrder::of(sink);
+    let (complete, at) = complete_templates(&order, mode);
     if complete.is_empty() {
         return sink.clone();
     }
-    let mut lanes: UOpMap<Lane> = UOpMap::default();
-    let out = rebuild(sink, &mut |n| {
-        let (Some(d), Some(l)) = (n.dtype(), lane_of(&n, mode, &lanes)) else {
-            return n;
+    // the lane of each rebuilt ALU lane node, by position in `order`
+    let mut lanes: Vec<Option<Lane>> = Vec::with_capacity(order.nodes.len());
+    let out = rebuild_in(&order, &mut |i, n| {
+        // a kept ALU node (its sources came back as they were, so their lanes are the ones the
+        // first pass found) has the lane the first pass found; any other is looked at again
+        let lane = match (n.op(), at.get(i)) {
+            (UOps::ALU, Some(l)) if n.ptr_eq(order.nodes[i]) => l.clone(),
+            _ => {
+                let srcs = order.srcs(i);
+                lane_of(&n, mode, &|k| lanes.get(*srcs.get(k)?).cloned().flatten())
+            }
         };
-        if complete.contains_key(&l.v) {
-            return UOp::gep(&l.v, l.i, d);
-        }
-        if n.op() == UOps::ALU {
-            lanes.insert(n.clone(), l);
-        }
-        n
+        let (r, l) = match (n.dtype(), lane) {
+            (Some(d), Some(l)) if complete.contains_key(&l.v) => (UOp::gep(&l.v, l.i, d), None),
+            (Some(_), Some(l)) if n.op() == UOps::ALU => (n, Some(l)),
+            _ => (n, None),
+        };
+        lanes.push(l);
+        r
     });
-    fold_lane_phis(&out)
+    fold_lane_phis(&out.unwrap_or_else(|| sink.clone()))
 }
 
 /// `PHI(GEP(acc, i), GEP(v, i))` for every lane `i` of one vector accumulator `acc`, one PHI per
@@ -116,26 +124,30 @@ fn fold_lane_phis(sink: &UOp) -> UOp {
     rebuild(sink, &mut |n| subst.get(&n).cloned().unwrap_or(n))
 }
 
-/// The templates of `sink`'s graph with every lane present and none blocked ([`blocked`]).
-fn complete_templates(sink: &UOp, mode: VectorAlu) -> UOpMap<()> {
-    let order = PostOrder::of(sink);
-    let mut lanes: UOpMap<Lane> = UOpMap::default();
-    // each node's lane when it is an ALU lane node (by post-order index)
+/// The templates of the graph in `order` with every lane present and none blocked ([`blocked`]),
+/// and each node's lane when it is an ALU lane node (by position in `order`).
+fn complete_templates(order: &PostOrder, mode: VectorAlu) -> (UOpMap<()>, Vec<Option<Lane>>) {
     let mut at: Vec<Option<Lane>> = Vec::with_capacity(order.nodes.len());
     let mut seen: HashMap<UOp, u64, crate::helpers::FxBuild> = HashMap::default();
-    for &n in &order.nodes {
-        let l = lane_of(n, mode, &lanes).filter(|_| n.op() == UOps::ALU);
+    for (i, &n) in order.nodes.iter().enumerate() {
+        let srcs = order.srcs(i);
+        let known = |k: usize| at.get(*srcs.get(k)?).cloned().flatten();
+        let l = match n.op() {
+            UOps::ALU => lane_of(n, mode, &known),
+            _ => None,
+        };
         if let Some(l) = &l {
             *seen.entry(l.v.clone()).or_default() |= 1 << l.i;
-            lanes.insert(n.clone(), l.clone());
         }
         at.push(l);
     }
-    let blocked = blocked(&order, &at, mode);
-    seen.into_iter()
+    let blocked = blocked(order, &at, mode);
+    let complete = seen
+        .into_iter()
         .filter(|(v, mask)| *mask == full_mask(lane_count(v)) && !blocked.contains_key(v))
         .map(|(v, _)| (v, ()))
-        .collect()
+        .collect();
+    (complete, at)
 }
 
 /// The templates whose lanes feed a scalar ALU op this fold never takes (a transcendental, or
@@ -196,42 +208,61 @@ fn lane_count(v: &UOp) -> usize {
 }
 
 /// `n`'s lane, if it is one: a GEP of a vector not built from lanes, or an ALU node over lanes
-/// (`lanes`: those of the nodes seen so far).
-fn lane_of(n: &UOp, mode: VectorAlu, lanes: &UOpMap<Lane>) -> Option<Lane> {
+/// (`known(k)`: the lane of `n`'s source `k` when that source is an ALU lane node).
+fn lane_of(n: &UOp, mode: VectorAlu, known: &dyn Fn(usize) -> Option<Lane>) -> Option<Lane> {
     let d = n.dtype().filter(|d| d.count == 1)?;
     match n.op() {
-        UOps::GEP => {
-            let v = n.src().first()?;
-            let count = lane_count(v);
-            let UArg::Gep(i) = *n.arg() else { return None };
-            let ok = v.op() != UOps::CAST && (2..=MAX_LANES).contains(&count) && i < count;
-            ok.then(|| Lane { v: v.clone(), i })
-        }
-        UOps::ALU => alu_lane(n, d, mode, lanes),
+        UOps::GEP => gep_lane(n),
+        UOps::ALU => alu_lane(n, d, mode, known),
         _ => None,
     }
 }
 
+/// The lane a scalar GEP is, when its vector is not built from lanes.
+fn gep_lane(n: &UOp) -> Option<Lane> {
+    n.dtype().filter(|d| d.count == 1)?;
+    let v = n.src().first()?;
+    let count = lane_count(v);
+    let UArg::Gep(i) = *n.arg() else { return None };
+    let ok = v.op() != UOps::CAST && (2..=MAX_LANES).contains(&count) && i < count;
+    ok.then(|| Lane { v: v.clone(), i })
+}
+
 /// An ALU node's lane: every source a lane `i` of the same width or a leaf, at least one a lane.
-fn alu_lane(n: &UOp, d: DType, mode: VectorAlu, lanes: &UOpMap<Lane>) -> Option<Lane> {
+fn alu_lane(
+    n: &UOp,
+    d: DType,
+    mode: VectorAlu,
+    known: &dyn Fn(usize) -> Option<Lane>,
+) -> Option<Lane> {
     if !takes(n, mode) {
         return None;
     }
-    let src_lane = |s: &UOp| match s.op() {
-        UOps::GEP => lane_of(s, mode, lanes),
-        _ => lanes.get(s).cloned(),
+    let src_lane = |k: usize, s: &UOp| match s.op() {
+        UOps::GEP => gep_lane(s),
+        _ => known(k),
     };
-    let found: Vec<Option<Lane>> = n.src().iter().map(src_lane).collect();
+    // an ALU node has at most three sources (a longer list is left scalar): their lanes are
+    // kept in place, and the template's sources are collected inline
+    let mut found: [Option<Lane>; 4] = Default::default();
+    if n.src().len() > found.len() {
+        return None;
+    }
+    for (k, (f, s)) in found.iter_mut().zip(n.src()).enumerate() {
+        *f = src_lane(k, s);
+    }
     let first = found.iter().flatten().next()?.clone();
     let count = lane_count(&first.v);
-    let mut srcs = Vec::with_capacity(found.len());
-    for (s, l) in n.src().iter().zip(found) {
-        srcs.push(match l {
-            Some(l) if l.i == first.i && lane_count(&l.v) == count => l.v,
-            Some(_) => return None,
-            None => broadcast(s, count)?,
-        });
-    }
+    let srcs: Srcs = n
+        .src()
+        .iter()
+        .zip(found)
+        .map(|(s, l)| match l {
+            Some(l) if l.i == first.i && lane_count(&l.v) == count => Some(l.v),
+            Some(_) => None,
+            None => broadcast(s, count),
+        })
+        .collect::<Option<Srcs>>()?;
     let v = UOp::new(UOps::ALU, Some(d.vec(count as u16)), srcs, n.arg().clone());
     Some(Lane { v, i: first.i })
 }

@@ -121,7 +121,13 @@ pub fn vectorize_alus(sink: &UOp, mode: VectorAlu) -> Result<UOp> {
 /// this thread are one node); two equal nodes at different addresses each go through `f`, which
 /// gives them equal results (`f` is a function of the structure: the fold memoizes structurally).
 pub(super) fn rebuild(sink: &UOp, f: &mut dyn FnMut(UOp) -> UOp) -> UOp {
-    let order = PostOrder::of(sink);
+    rebuild_in(&PostOrder::of(sink), &mut |_, n| f(n)).unwrap_or_else(|| sink.clone())
+}
+
+/// [`rebuild`] over an order already made: `f` also gets the node's position in `order` (a node
+/// that comes to `f` as the very node at that position was kept: its sources came back
+/// unchanged). The rebuilt root, or `None` for an empty order.
+pub(super) fn rebuild_in(order: &PostOrder, f: &mut dyn FnMut(usize, UOp) -> UOp) -> Option<UOp> {
     let mut results: Vec<UOp> = Vec::with_capacity(order.nodes.len());
     for (i, &n) in order.nodes.iter().enumerate() {
         let srcs = order.srcs(i);
@@ -133,9 +139,9 @@ pub(super) fn rebuild(sink: &UOp, f: &mut dyn FnMut(UOp) -> UOp) -> UOp {
             let src: Srcs = srcs.iter().map(|&j| results[j].clone()).collect();
             UOp::new(n.op(), n.dtype(), src, n.arg().clone())
         };
-        results.push(f(built));
+        results.push(f(i, built));
     }
-    results.pop().unwrap_or_else(|| sink.clone())
+    results.pop()
 }
 
 /// The scalar dtype every lane has, if they all have the same one.
