@@ -90,10 +90,12 @@ pub fn c_hex(v: f64) -> String {
 /// joined into one C file define it once. Selects are written as masks (`-(int)(x < LO)`), not
 /// `?:`: gcc's vectorizers give up on control flow, and a mask compiles to a compare and a blend.
 /// The clamp selects on the float's bits before the conversion to double (`LO` and `HI` are
-/// floats and a float converts to double exactly, so the clamped double is the same): 32-bit
-/// masks over the float lanes, where 64-bit masks of the double cost gcc three sign extensions
-/// and more blends per vector (W6's exp kernels in a C harness calling the CLANG device's build,
-/// best of 15: `E_4096_256_4` 4.85 -> 4.49 ms, `r_512_256_8_4n1` 2.82 -> 2.65 ms).
+/// floats and a float converts to double exactly, so the clamped double is the same), as two
+/// blends in a row (`cb = ml ? LO : x; cb = mh ? HI : cb`, the masks exclusive): gcc makes each a
+/// compare and one masked move, where one three-way OR of 64-bit masks of the double cost it
+/// three sign extensions and four more ops per vector (W6's exp kernels in a C harness calling
+/// the CLANG device's build, best of 15: `E_4096_256_4` 4.74-4.85 -> 3.77 ms,
+/// `r_512_256_8_4n1` 2.80-2.82 -> 2.48 ms; bits unchanged on all 2^32 inputs).
 /// `__builtin_fma` is the IEEE fused multiply-add (one rounding; an instruction with
 /// `-march=native` on x86-64 with FMA, else libm's `fma`), the same on every compiler.
 pub fn c_helper() -> String {
@@ -108,7 +110,7 @@ pub fn c_helper() -> String {
         "#ifndef RG_EXP2F\n#define RG_EXP2F\nstatic inline float rg_exp2f(float x) {{ \
          int xb0; __builtin_memcpy(&xb0, &x, 4); \
          int ml = -(int)(x < {lo}f), mh = -(int)(x > {hi}f); \
-         int cb = (ml & ({lob})) | (mh & ({hib})) | (~(ml | mh) & xb0); \
+         int cb = (ml & ({lob})) | (~ml & xb0); cb = (mh & ({hib})) | (~mh & cb); \
          float xc; __builtin_memcpy(&xc, &cb, 4); double c = (double)xc; \
          double t = c + {rd}; double r = c - (t - {rd}); long long b; \
          __builtin_memcpy(&b, &t, 8); b = (long long)(((unsigned long long)b + {bias}ull) << 52); \
