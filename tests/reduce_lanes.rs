@@ -5,7 +5,8 @@
 //! and LLVM, for row counts and lengths that do and do not divide by 4 and 8 (some kernels get
 //! lane accumulators, some 0.9.1's single one). The rendered LLVM kernel of a row max and an
 //! argmax hold each row's unrolled lanes in one vector accumulator (a float or int row sum does
-//! not), and a GPU renderer's UOps do not depend on `CPU_REDUCE_LANES`.
+//! not), the CLANG ones read their float4 rows as scalar lane loads, and a GPU renderer's UOps do
+//! not depend on `CPU_REDUCE_LANES`.
 
 mod tensor_common;
 
@@ -254,10 +255,19 @@ fn cpu_row_reductions_keep_their_lanes_in_vector_accumulators() {
     assert!(ir.contains("fcmp ogt <4 x float>"), "{ir}");
     let (ir, _) = rendered(&l, &argmax);
     assert!(ir.contains("phi <4 x i32>"), "{ir}");
-    // C has no vector MAX: CLANG keeps 0.9.1's one accumulator per row
+    // C has no vector MAX: CLANG keeps 0.9.1's one accumulator per row, and reads each row's
+    // float4 lane by lane as four scalar loads (`cstyle/lane_loads.rs`), which the edge-value
+    // test above then runs
     for max in [&row_max, &argmax] {
         let (src, uops) = rendered(&c, max);
         assert_eq!(vector_accs(&uops), 0, "{src}");
+        let vec_loads = uops
+            .iter()
+            .filter(|u| u.op() == UOps::LOAD && u.dtype().is_some_and(|d| d.count == 4))
+            .count();
+        assert!(vec_loads > 0, "{src}");
+        assert!(!src.contains("float4 val"), "{src}");
+        assert!(src.contains("+3];"), "{src}");
     }
     // a float sum keeps one accumulator per row (reassociating float adds changes bits), and so
     // does an int sum (lanes would hide arange's windowed sum from the loop collapse)

@@ -16,6 +16,7 @@
 mod base;
 mod bf16;
 mod clang;
+mod lane_loads;
 
 use std::collections::{BTreeSet, HashMap};
 
@@ -43,6 +44,8 @@ pub struct CStyleLanguage {
     pub uses_ptr_arithmetic: bool,
     /// Split the outermost global loop across `core`/`ncores` parameters (CPU devices).
     pub split_outer_loop: bool,
+    /// Render a vector load read only lane by lane as one scalar load per lane (`cstyle/lane_loads.rs`).
+    pub scalar_lane_loads: bool,
 }
 
 /// What a rendered kernel needs in front of it (includes, typedefs, helpers).
@@ -281,6 +284,10 @@ struct State {
     r: UOpMap<String>,
     params: Vec<Param>,
     needs: Needs,
+    /// The values some use takes whole (not through a GEP).
+    whole_used: UOpMap<()>,
+    /// The lane names of each vector load rendered as lane loads.
+    lanes: UOpMap<Vec<String>>,
 }
 
 impl State {
@@ -427,11 +434,16 @@ pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Res
         r: UOpMap::with_capacity_and_hasher(uops.len(), Default::default()),
         params: vec![],
         needs: Needs::default(),
+        whole_used: UOpMap::default(),
+        lanes: UOpMap::default(),
     };
     let mut child_count: UOpMap<usize> =
         UOpMap::with_capacity_and_hasher(uops.len(), Default::default());
     for u in uops {
         for s in u.src() {
+            if u.op() != UOps::GEP {
+                st.whole_used.insert(s.clone(), ());
+            }
             match child_count.get_mut(s) {
                 Some(c) => *c += 1,
                 None => {
@@ -726,32 +738,20 @@ fn render_misc<L: CStyle + ?Sized>(
     match (u.op(), u.arg()) {
         (UOps::RANGE, _) => render_range(st, u, split, l)?,
         (UOps::ALU, _) => render_alu(l, st, u, d, children)?,
-        (UOps::LOAD, _) => {
-            let (buf, idx) = (src_name(&st.r, u, 0)?, src_name(&st.r, u, 1)?);
-            let local = u.src()[0].op() == UOps::DEFINE_LOCAL;
-            let mut val = l.render_load(
-                d,
-                buf,
-                src_dtype(u, 0)?,
-                strip_parens(idx),
-                local,
-                &mut st.needs,
-            )?;
-            if u.src().len() > 3 && !matches!(u.src()[2].op(), UOps::BARRIER | UOps::IF) {
-                let (g, alt) = (name_of(&st.r, &u.src()[2])?, name_of(&st.r, &u.src()[3])?);
-                let ops = [g, val.as_str(), alt];
-                val = l.code_for_op(TernaryOps::WHERE.into(), &ops, d, &mut st.needs)?;
-            }
-            let t = l.render_dtype(d, &mut st.needs)?;
-            let name = st.ssa("val", Some(u));
-            st.kkf(format_args!("{t} {name} = {val};"));
-        }
+        (UOps::LOAD, _) => render_load_uop(l, st, u, d)?,
         (UOps::PHI, _) => {
             let (acc, v) = (st.src(u, 0)?, st.src(u, 1)?);
             st.kkf(format_args!("{acc} = {v};"));
             st.r.insert(u.clone(), acc);
         }
         (UOps::GEP, UArg::Gep(i)) => {
+            if let Some(lanes) = st.lanes.get(&u.src()[0]) {
+                let Some(lane) = lanes.get(*i).cloned() else {
+                    bail!(Codegen, "GEP {i} of a {}-lane load", lanes.len());
+                };
+                st.r.insert(u.clone(), lane);
+                return Ok(());
+            }
             let x = src_name(&st.r, u, 0)?;
             let from_ssa = matches!(
                 u.src()[0].op(),
@@ -776,6 +776,31 @@ fn render_misc<L: CStyle + ?Sized>(
         }
         (op, arg) => bail!(Codegen, "cannot render {} with arg {arg}", op.name()),
     }
+    Ok(())
+}
+
+fn render_load_uop<L: CStyle + ?Sized>(l: &L, st: &mut State, u: &UOp, d: DType) -> Result<()> {
+    if lane_loads::wanted(l, st, u, d) {
+        return lane_loads::render(l, st, u, d);
+    }
+    let (buf, idx) = (src_name(&st.r, u, 0)?, src_name(&st.r, u, 1)?);
+    let local = u.src()[0].op() == UOps::DEFINE_LOCAL;
+    let mut val = l.render_load(
+        d,
+        buf,
+        src_dtype(u, 0)?,
+        strip_parens(idx),
+        local,
+        &mut st.needs,
+    )?;
+    if u.src().len() > 3 && !matches!(u.src()[2].op(), UOps::BARRIER | UOps::IF) {
+        let (g, alt) = (name_of(&st.r, &u.src()[2])?, name_of(&st.r, &u.src()[3])?);
+        let ops = [g, val.as_str(), alt];
+        val = l.code_for_op(TernaryOps::WHERE.into(), &ops, d, &mut st.needs)?;
+    }
+    let t = l.render_dtype(d, &mut st.needs)?;
+    let name = st.ssa("val", Some(u));
+    st.kkf(format_args!("{t} {name} = {val};"));
     Ok(())
 }
 

@@ -15,7 +15,10 @@
 //! keeps 0.9.1's accumulator, because scalar lanes in a vector accumulator ran slower there than
 //! the chain (W6's and W11's max kernels in a C harness calling the CLANG device's build, best of
 //! 15, 3 alternations: 1.35-1.40 -> 1.59-1.63 ms and 1.14-1.25 -> 1.62-1.70 ms), as does
-//! `VECALU=0`. `CPU_REDUCE_LANES=0` keeps 0.9.1's single accumulator.
+//! `VECALU=0`. A vector MAX for C written with GNU vector masks (the compare, a blend, and the
+//! NaN and zero cases as a masked `a + b`) with float4 lane accumulators did not pay either: gcc
+//! 12 makes it 9-13 instructions per vector, and W11's max kernel stayed at 1.03-1.16 ms against
+//! 1.03-1.07 for the chain (same harness). `CPU_REDUCE_LANES=0` keeps 0.9.1's single accumulator.
 //!
 //! Why the bits do not change: every lane starts at the op's identity (0, or the dtype's minimum:
 //! `-inf` for floats), and the result combines the same multiset of values with an op whose

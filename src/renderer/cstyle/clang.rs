@@ -18,7 +18,8 @@
 //! - float4 grouping is on (0.9.1's CLANG has it off): an upcast dim of 2 or 4 unit-stride float or
 //!   half lanes is one vector load or store. Vector types are
 //!   `__attribute__((vector_size(N), aligned(scalar)))` typedefs (so unaligned addresses are fine),
-//!   emitted only when used; lanes are read with `[i]`.
+//!   emitted only when used; lanes are read with `[i]`. A vector load read only lane by lane is
+//!   one scalar load per lane instead (`cstyle/lane_loads.rs`: gcc vectorizes those better).
 //! - multi-core: when the kernel's outermost loop is a non-reduce RANGE that holds every store, it
 //!   runs only the slice `[N*core/ncores, N*(core+1)/ncores)` of its `N` iterations, with `core`
 //!   and `ncores` as two extra trailing parameters. Every kernel also gets the fixed-ABI entry point
@@ -79,6 +80,7 @@ impl ClangRenderer {
                 arg_int_prefix: "const int".into(),
                 smem_prefix_for_cast: true,
                 split_outer_loop: true,
+                scalar_lane_loads: true,
                 ..CStyleLanguage::default()
             },
         }

@@ -202,8 +202,31 @@ fn vector_alu_renders_one_vector_expression() {
         "{src}"
     );
     let scalar = render(&lanewise_axpy());
+    assert!(scalar.contains("(float4){((val0*val1)+val1),"), "{scalar}");
+}
+
+/// A vector load read only lane by lane is one scalar load per lane (`cstyle/lane_loads.rs`), at
+/// the lane's element; a vector load that some use takes whole stays one vector load.
+#[test]
+fn lane_only_vector_loads_render_as_scalar_loads() {
+    let scalar = render(&lanewise_axpy());
+    assert!(!scalar.contains("*((float4*)(data1+"), "{scalar}");
+    for (k, at) in ["alu0", "alu0+1", "alu0+2", "alu0+3"].iter().enumerate() {
+        let line = format!("float val{} = data1[{at}];", k + 1);
+        assert!(scalar.contains(&line), "{line} in {scalar}");
+    }
+    assert!(scalar.contains("*((float4*)(data0+alu0)) = "), "{scalar}");
+    let f = dtypes::float32;
+    let (d0, d1) = (
+        UOp::define_global(f, 0, true),
+        UOp::define_global(f, 1, false),
+    );
+    let r = UOp::range_const(0, 8, 1, 0, false);
+    let idx = r.mul(4);
+    let v = UOp::load(&d1, &idx, f.vec(4));
+    let whole = render(&[UOp::store(&d0, &idx, &v)]);
     assert!(
-        scalar.contains("(float4){((val0*val1[0])+val1[0]),"),
-        "{scalar}"
+        whole.contains("float4 val0 = *((float4*)(data1+alu0));"),
+        "{whole}"
     );
 }
