@@ -22,7 +22,7 @@ use std::collections::{BTreeSet, HashMap};
 
 use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
 use crate::dtype::{ConstValue, DType};
-use crate::ops::{BinaryOps, Op, TernaryOps};
+use crate::ops::{BinaryOps, Op};
 use crate::{bail, ensure, Result};
 
 pub use base::{base_code_for_op, base_params, base_render_const, int_literal};
@@ -738,7 +738,7 @@ fn render_misc<L: CStyle + ?Sized>(
     match (u.op(), u.arg()) {
         (UOps::RANGE, _) => render_range(st, u, split, l)?,
         (UOps::ALU, _) => render_alu(l, st, u, d, children)?,
-        (UOps::LOAD, _) => render_load_uop(l, st, u, d)?,
+        (UOps::LOAD, _) => lane_loads::render_load_uop(l, st, u, d)?,
         (UOps::PHI, _) => {
             let (acc, v) = (st.src(u, 0)?, st.src(u, 1)?);
             st.kkf(format_args!("{acc} = {v};"));
@@ -776,31 +776,6 @@ fn render_misc<L: CStyle + ?Sized>(
         }
         (op, arg) => bail!(Codegen, "cannot render {} with arg {arg}", op.name()),
     }
-    Ok(())
-}
-
-fn render_load_uop<L: CStyle + ?Sized>(l: &L, st: &mut State, u: &UOp, d: DType) -> Result<()> {
-    if lane_loads::wanted(l, st, u, d) {
-        return lane_loads::render(l, st, u, d);
-    }
-    let (buf, idx) = (src_name(&st.r, u, 0)?, src_name(&st.r, u, 1)?);
-    let local = u.src()[0].op() == UOps::DEFINE_LOCAL;
-    let mut val = l.render_load(
-        d,
-        buf,
-        src_dtype(u, 0)?,
-        strip_parens(idx),
-        local,
-        &mut st.needs,
-    )?;
-    if u.src().len() > 3 && !matches!(u.src()[2].op(), UOps::BARRIER | UOps::IF) {
-        let (g, alt) = (name_of(&st.r, &u.src()[2])?, name_of(&st.r, &u.src()[3])?);
-        let ops = [g, val.as_str(), alt];
-        val = l.code_for_op(TernaryOps::WHERE.into(), &ops, d, &mut st.needs)?;
-    }
-    let t = l.render_dtype(d, &mut st.needs)?;
-    let name = st.ssa("val", Some(u));
-    st.kkf(format_args!("{t} {name} = {val};"));
     Ok(())
 }
 

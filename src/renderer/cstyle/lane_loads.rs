@@ -11,24 +11,30 @@
 //! best of 15) and 0.28 ms from scalar loads, where gcc vectorizes the compares. 0.9.1's CLANG has
 //! no float4 grouping at all, so these are its loads.
 //!
-//! Owns: the choice ([`wanted`]) and the rendering ([`render`]); the GEPs read the lane names from
+//! Owns: the rendering of every LOAD UOp of the C-like dialects ([`render_load_uop`]): the choice
+//! of lane loads ([`wanted`]) and their rendering ([`render`]); the GEPs read the lane names from
 //! `State::lanes`. Each lane reads the element the vector load's lane held (`buf[idx+k]`), so
 //! the values are the same bits.
 //!
 //! Not guaranteed: gated loads, and loads of which any use takes the whole vector (a vector ALU
 //! op, a store, a cast), keep the vector load.
 
-use super::{src_dtype, src_name, strip_parens, CStyle, State};
+use super::{name_of, src_dtype, src_name, strip_parens, CStyle, State};
 use crate::codegen::uops::{UOp, UOps};
 use crate::dtype::DType;
-use crate::ops::{BinaryOps, Op};
+use crate::ops::{BinaryOps, Op, TernaryOps};
 use crate::Result;
+
+/// Whether the load `u` has a gate (a valid source and an alternative value; a BARRIER or IF
+/// source only orders it).
+fn gated(u: &UOp) -> bool {
+    u.src().len() > 3 && !matches!(u.src()[2].op(), UOps::BARRIER | UOps::IF)
+}
 
 /// Whether the load `u` of `d` renders as lane loads: the dialect asks for them, `d` is a vector,
 /// the load has no gate and every use of it is a GEP.
 pub(super) fn wanted<L: CStyle + ?Sized>(l: &L, st: &State, u: &UOp, d: DType) -> bool {
-    let gated = u.src().len() > 3 && !matches!(u.src()[2].op(), UOps::BARRIER | UOps::IF);
-    l.lang().scalar_lane_loads && d.count > 1 && !gated && !st.whole_used.contains_key(u)
+    l.lang().scalar_lane_loads && d.count > 1 && !gated(u) && !st.whole_used.contains_key(u)
 }
 
 /// Render the vector load `u` of `d` as one scalar load per lane (see the module doc).
@@ -58,5 +64,36 @@ pub(super) fn render<L: CStyle + ?Sized>(l: &L, st: &mut State, u: &UOp, d: DTyp
         names.push(name);
     }
     st.lanes.insert(u.clone(), names);
+    Ok(())
+}
+
+/// A LOAD UOp: lane loads where [`wanted`], else one load (under its gate, if any).
+pub(super) fn render_load_uop<L: CStyle + ?Sized>(
+    l: &L,
+    st: &mut State,
+    u: &UOp,
+    d: DType,
+) -> Result<()> {
+    if wanted(l, st, u, d) {
+        return render(l, st, u, d);
+    }
+    let (buf, idx) = (src_name(&st.r, u, 0)?, src_name(&st.r, u, 1)?);
+    let local = u.src()[0].op() == UOps::DEFINE_LOCAL;
+    let mut val = l.render_load(
+        d,
+        buf,
+        src_dtype(u, 0)?,
+        strip_parens(idx),
+        local,
+        &mut st.needs,
+    )?;
+    if gated(u) {
+        let (g, alt) = (name_of(&st.r, &u.src()[2])?, name_of(&st.r, &u.src()[3])?);
+        let ops = [g, val.as_str(), alt];
+        val = l.code_for_op(TernaryOps::WHERE.into(), &ops, d, &mut st.needs)?;
+    }
+    let t = l.render_dtype(d, &mut st.needs)?;
+    let name = st.ssa("val", Some(u));
+    st.kkf(format_args!("{t} {name} = {val};"));
     Ok(())
 }
