@@ -170,8 +170,12 @@
 //!   attributes on the kernel: `"prefer-vector-width"="256"` +0.1%, `"frame-pointer"="none"`
 //!   0.0% (already so), `optsize` -4.1% but it changes the kernels' loops (no rotated latch: one
 //!   more jump per iteration, no loop alignment); a `freeze` on each loop counter's increment (to
-//!   hide the induction variables from loop strength reduction) +0.7%. The objects carry no
-//!   unwind tables already (`nounwind`).
+//!   hide the induction variables from loop strength reduction) +0.7%; codegen level 1
+//!   (`LLVM_CODEGEN=1`, a per-machine setting) -4.0%, but its assembly differs from level 2's in
+//!   73 of the 76 kernels (e.g. the 64-bit division of the core split loses its 32-bit fast
+//!   path; W8's largest kernel 199 changed lines of 386), and the steady times measured for it
+//!   above were no better.
+//!   The objects carry no unwind tables already (`nounwind`).
 //! - [`LLVMRuntime`]: object bytes -> program; external calls (libm, half conversions) resolve
 //!   through [`libcalls`]. Its graph is the CPU batch graph (`runtime/cpu/graph.rs`): the kernels'
 //!   modules and the batch entry's, joined by [`MODULE_SEPARATOR`], which [`LLVMCompiler`] parses
