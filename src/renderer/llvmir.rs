@@ -243,7 +243,7 @@ impl LLVMRenderer {
         let (pp, p32) = (self.ptr("i8*", 0), self.ptr("i32", 0));
         let mut l = vec![
             format!(
-                "define void @{fname}_rg({pp} %bufs, {p32} %vals, i32 %core, i32 %ncores) #0 {{"
+                "define void @{fname}_rg({pp} %bufs, {p32} %vals, i32 %core, i32 %ncores) #{ENTRY_ATTRIBUTE_GROUP} {{"
             ),
             "entry:".into(),
             "  %ok.a = icmp sge i32 %ncores, 1".into(),
@@ -310,10 +310,10 @@ impl LLVMRenderer {
 
     fn attributes(&self, local_threads: i64) -> String {
         match self.flavour {
-            Flavour::Cpu => {
-                "attributes #0 = { nounwind \"no-builtins\" \"no-trapping-math\"=\"true\" }"
-                    .into()
-            }
+            Flavour::Cpu => format!(
+                "attributes #0 = {{ nounwind \"no-builtins\" \"no-trapping-math\"=\"true\" }}\n\
+                 attributes #{ENTRY_ATTRIBUTE_GROUP} = {{ {ENTRY_ATTRIBUTES} }}"
+            ),
             Flavour::Amdgpu { .. } => format!(
                 "attributes #0 = {{ nounwind \"amdgpu-flat-work-group-size\"=\"1,{}\" \"no-builtins\" \"no-trapping-math\"=\"true\" \"uniform-work-group-size\"=\"true\" }}",
                 local_threads.max(1)
@@ -324,6 +324,17 @@ impl LLVMRenderer {
         }
     }
 }
+
+/// The attribute group of the CPU flavour's `NAME_rg` entry ([`ENTRY_ATTRIBUTES`]).
+pub const ENTRY_ATTRIBUTE_GROUP: u32 = 5;
+
+/// The attributes of the CPU flavour's `NAME_rg` entry (rawgrad beyond tinygrad 0.9.1, for the
+/// LLVM device's compile time): `optnone` (with the `noinline` it needs), so LLVM selects and
+/// allocates the entry's few instructions at its no-optimization level, while the kernel it calls
+/// is optimized as before. The entry only checks `core`/`ncores`, loads the kernel's arguments
+/// and calls it once per launch: no float arithmetic, nothing the kernel's speed depends on.
+pub const ENTRY_ATTRIBUTES: &str =
+    "noinline nounwind optnone \"no-builtins\" \"no-trapping-math\"=\"true\"";
 
 /// The first line of a CPU module whose kernel has no scalar work for the SLP vectorizer
 /// ([`vector_only`]): the LLVM device then compiles it without SLP (`runtime/cpu/llvm.rs`,

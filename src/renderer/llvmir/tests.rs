@@ -93,7 +93,17 @@ fn cpu_elementwise_structure() {
         .unwrap();
     assert!(ir.contains("define internal void @E_16(ptr noalias %data0, ptr noalias %data1, ptr noalias %data2, i32 %core, i32 %ncores) #0 {"), "{ir}");
     assert!(
-        ir.contains("define void @E_16_rg(ptr %bufs, ptr %vals, i32 %core, i32 %ncores) #0 {"),
+        ir.contains("define void @E_16_rg(ptr %bufs, ptr %vals, i32 %core, i32 %ncores) #5 {"),
+        "{ir}"
+    );
+    // the entry is compiled unoptimized, the kernel it calls is not
+    assert!(
+        ir.contains("attributes #5 = { noinline nounwind optnone \"no-builtins\""),
+        "{ir}"
+    );
+    assert!(
+        ir.contains("attributes #0 = { nounwind \"no-builtins\"")
+            && !ir.contains("#0 = { noinline"),
         "{ir}"
     );
     assert!(

@@ -145,6 +145,37 @@
 //!   `-disable-machine-cse` -1.4%, `-enable-misched=false` -0.8%, `-disable-block-placement`
 //!   -0.4%, `-disable-machine-sink` -0.3%, `-disable-early-taildup -disable-tail-duplicate` -0.2%:
 //!   no single one, nor their sum, comes near the 5 ms goal.
+//! - Unoptimized entries (issue 10): callgrind of `bench llvmc --repeats 2` on the 76 kernels that
+//!   `bench codegen --devices LLVM --dump` writes for W1-W3, W5-W8, W10-W12 (libLLVM 15,
+//!   instructions, deterministic): 8.69G, of which codegen 79%: instruction selection 34% (DAG
+//!   combining 22%, `SimplifyDemandedVectorElts` 9% of it on the transposes SLP builds for the
+//!   row-reduce kernels, 46% of W10's first kernel's codegen), greedy register allocation 8%,
+//!   loop strength reduction with its IV users 7.8%, machine scheduling 4.7%, building the legacy
+//!   codegen pass manager (`addPassesToEmitFile`, per emit) 3.8%; IR passes 13% (SLP 5.5%,
+//!   instcombine 4.6%), parsing 6%. Codegen ran on two functions per kernel, the kernel and its
+//!   `NAME_rg` entry; without the entry (a measuring edit) the total is 8.23G (-5.3%). The entry
+//!   (and the batch graph's, `runtime/cpu/graph.rs`) is now `optnone`
+//!   (`renderer::llvmir::ENTRY_ATTRIBUTES`): 8.46G (-2.6%, codegen 6.94G -> 6.75G), the kernel's
+//!   machine code unchanged (test). CPU ms of the thread, 5 alternations of the before/after
+//!   binaries, loaded 2-core VM: mean per kernel 5.98-6.97 (median 6.24) -> 5.67-6.94 (6.04).
+//!   `bench workloads --workloads W1,W3,W6,W7,W8,W12 --devices LLVM --threads 1 --repeats 5
+//!   --budget-s 2 --no-ceilings`, fresh `CACHEDIR`, 4 alternations, median compile CPU ms/kernel
+//!   W1 5.8 -> 5.1, W3 7.8 -> 7.7, W6 10.8 -> 10.7, W7 9.7 -> 8.6, W8 9.3 -> 6.3, W12 11.0 ->
+//!   8.3 (every after run of W7, W8, W12 below every before run); steady CPU ms equal within the
+//!   noise (W3 13.9-16.9 -> 13.3-17.3, W8 8.9-12.5 -> 9.3-11.1, W12 15.1-19.8 -> 14.7-20.6).
+//!   Measured and not taken: compiling many kernels as one module (the 26 of W8 linked into two
+//!   sources, vector-only and not, against one by one: 2.30G -> 2.25G instructions, CPU ms equal
+//!   within the noise over 3 alternations: the fixed part per emit is small next to the
+//!   per-function machine passes), so no batching of schedules was built; per-function
+//!   attributes on the kernel: `"prefer-vector-width"="256"` +0.1%, `"frame-pointer"="none"`
+//!   0.0% (already so), `optsize` -4.1% but it changes the kernels' loops (no rotated latch: one
+//!   more jump per iteration, no loop alignment); a `freeze` on each loop counter's increment (to
+//!   hide the induction variables from loop strength reduction) +0.7%; codegen level 1
+//!   (`LLVM_CODEGEN=1`, a per-machine setting) -4.0%, but its assembly differs from level 2's in
+//!   73 of the 76 kernels (e.g. the 64-bit division of the core split loses its 32-bit fast
+//!   path; W8's largest kernel 199 changed lines of 386), and the steady times measured for it
+//!   above were no better.
+//!   The objects carry no unwind tables already (`nounwind`).
 //! - [`LLVMRuntime`]: object bytes -> program; external calls (libm, half conversions) resolve
 //!   through [`libcalls`]. Its graph is the CPU batch graph (`runtime/cpu/graph.rs`): the kernels'
 //!   modules and the batch entry's, joined by [`MODULE_SEPARATOR`], which [`LLVMCompiler`] parses

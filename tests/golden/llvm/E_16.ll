@@ -30,7 +30,7 @@ loop_latch_0:
 loop_exit_0:
   ret void
 }
-define void @E_16_rg(ptr %bufs, ptr %vals, i32 %core, i32 %ncores) #0 {
+define void @E_16_rg(ptr %bufs, ptr %vals, i32 %core, i32 %ncores) #5 {
 entry:
   %ok.a = icmp sge i32 %ncores, 1
   %ok.b = icmp sge i32 %core, 0
@@ -51,3 +51,4 @@ done:
   ret void
 }
 attributes #0 = { nounwind "no-builtins" "no-trapping-math"="true" }
+attributes #5 = { noinline nounwind optnone "no-builtins" "no-trapping-math"="true" }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::renderer::llvmir::{ENTRY_ATTRIBUTES, ENTRY_ATTRIBUTE_GROUP};
 
 fn slots(n: usize) -> Vec<Slot> {
     (0..n)
@@ -57,6 +58,15 @@ fn the_llvm_entry_declares_each_kernel_once_and_calls_each_in_order() {
         assert_eq!(calls.len(), 3, "{ir}");
         assert!(calls[2].contains(&format!("@r_8_rg({pp} %bp2, {p32} %vp2, i32 0, i32 1)")));
         assert!(ir.contains("%bp2 = getelementptr inbounds"), "{ir}");
-        assert!(ir.trim_end().ends_with("k3:\n  ret void\n}"), "{ir}");
+        assert!(
+            ir.contains(&format!("i32 %ncores) #{ENTRY_ATTRIBUTE_GROUP} {{\nentry:")),
+            "{ir}"
+        );
+        assert!(
+            ir.ends_with(&format!(
+                "k3:\n  ret void\n}}\nattributes #{ENTRY_ATTRIBUTE_GROUP} = {{ {ENTRY_ATTRIBUTES} }}"
+            )),
+            "{ir}"
+        );
     }
 }

@@ -644,3 +644,49 @@ fn vector_only_sources_compile_without_slp_at_the_light_level() {
         c.compile(&marked).unwrap_or_else(|e| panic!("{e}"));
     }
 }
+
+/// The assembly of the function `name` in `asm`: from its label to LLVM's end-of-function label.
+fn function_asm<'a>(asm: &'a str, name: &str) -> &'a str {
+    let start = asm
+        .find(&format!("\n{name}:"))
+        .unwrap_or_else(|| panic!("no {name} in\n{asm}"));
+    let len = asm[start..]
+        .find(".Lfunc_end")
+        .unwrap_or_else(|| panic!("no end of {name} in\n{asm}"));
+    &asm[start..start + len]
+}
+
+/// The CPU entry `NAME_rg` is `optnone` (`renderer::llvmir::ENTRY_ATTRIBUTES`): at the levels that
+/// do not inline (none, light) the kernel it calls gets the very machine code it got when the
+/// entry shared the kernel's attributes, and the unoptimized entry still runs it right.
+#[test]
+fn optnone_entry_leaves_the_kernel_code_as_it_was() {
+    use crate::renderer::llvmir::{LLVMRenderer, ENTRY_ATTRIBUTE_GROUP};
+    use crate::renderer::Renderer;
+    let (input, want) = exp2_edge_case();
+    let levels = [Pipeline::of(LlvmOpt::None), Pipeline::of(LlvmOpt::Light)];
+    for c in compilers()
+        .into_iter()
+        .filter(|c| levels.contains(c.pipeline()))
+    {
+        let r = LLVMRenderer::cpu(c.llvm().opaque_pointers());
+        let ir = r.render("lanes", &exp2_lanes_uops()).unwrap();
+        let group = format!(" #{ENTRY_ATTRIBUTE_GROUP} {{");
+        assert!(ir.contains(&format!("%ncores){group}")), "{ir}");
+        assert!(ir.contains(" optnone "), "{ir}");
+        let shared = ir.replacen(&group, " #0 {", 1);
+        let (new, old) = (c.assembly(&ir).unwrap(), c.assembly(&shared).unwrap());
+        let what = format!("LLVM {} {:?}", c.llvm().version(), c.pipeline());
+        assert_eq!(
+            function_asm(&new, "lanes"),
+            function_asm(&old, "lanes"),
+            "{what}"
+        );
+        let obj = c.compile(&ir).unwrap();
+        assert_eq!(
+            words(&run(&c, "lanes", &obj, &input, 64, &[])),
+            want,
+            "{what}"
+        );
+    }
+}
