@@ -42,6 +42,20 @@
 //! (`llvmir/memory.rs`), and epilogue vector EXP2s may call an out-of-line helper
 //! (`llvmir/exp2.rs`); none changes a computed bit.
 //!
+//! Measured and not taken: CLANG's lane loads (`cstyle/lane_loads.rs`: a vector load used only
+//! through GEPs rendered as one scalar load per lane, split addresses kept as `(base + x) + c+k`).
+//! For every such load (17 of the 76 W1-W12 kernels change): callgrind of `bench llvmc --repeats
+//! 2` 8516M -> 8444M instructions (-0.8%; codegen of the row sums and exp-sums 20-45% cheaper, of
+//! the matmuls and elementwise kernels 5-25% dearer), but SLP then gathers the lanes with
+//! `vinsertps` instead of transposing vectors: in a C harness (opt-14/llc-14, the light passes,
+//! best of 15, 3 alternations) `r_64_64_8_4n2` 0.0098 -> 0.016 ms, `r_64_10_128_4_4` 0.157 ->
+//! 0.205, `r_64_128_128_4_4_4` 3.6 -> 4.3, W2's `r_512_1024_8_4` 2.9-3.3 -> 3.2-3.9; W11's argmax
+//! 0.30-0.91 -> 0.33-0.84 (noise). Limited to kernels with a scalar EXP2 (4 kernels change, W6's
+//! and W12's exp-sums): 8516M -> 8436M (-0.9%), the harness no slower (W6's `r_512_256_8_4n1`
+//! 2.45-2.57 -> 2.20-2.61), but `bench workloads --workloads W6 --devices LLVM --threads 1`
+//! (libLLVM 15 in process), alternated 6 times: 7.8-10.0 -> 10.5-12.6 ms, while the unchanged W11
+//! stayed within its noise.
+//!
 //! Tensor cores: WMMA UOps become `llvm.amdgcn.wmma.*` calls (gfx11, gfx12) or inline `mma.sync`
 //! PTX (sm_80+), see `llvmir/wmma.rs`.
 //!
