@@ -1,11 +1,12 @@
 //! A float32 `exp2` that the CPU renderers emit as code of their own (a C helper; LLVM IR helper
 //! functions with vector forms, inlined after LLVM's SLP vectorizer: `renderer/llvmir/exp2.rs`),
 //! so that the C compiler and LLVM can vectorize it across upcast lanes instead of calling libm's
-//! scalar `exp2f` once per element. Beyond tinygrad 0.9.1, whose CLANG calls `exp2` through `tgmath.h` and whose LLVM
-//! calls the `llvm.exp2` intrinsic (libm on the CPU).
+//! scalar `exp2f` once per element. Beyond tinygrad 0.9.1, whose CLANG calls `exp2` through
+//! `tgmath.h` and whose LLVM calls the `llvm.exp2` intrinsic (libm on the CPU).
 //!
 //! The algorithm (rawgrad's own, from the math): clamp `x` to [`LO`, `HI`] (both ends are floats,
-//! so clamping the float or its exact double gives the same double), then in double precision split it into `n + r` with `n` the nearest integer (adding and subtracting
+//! so clamping the float or its exact double gives the same double), then in double precision
+//! split it into `n + r` with `n` the nearest integer (adding and subtracting
 //! 1.5·2^52 rounds to nearest) and `r` in [-1/2, 1/2], evaluate `2^r = 1 + r·q(r)` with `q` a
 //! degree-8 polynomial in Horner form with fused multiply-adds (a Chebyshev fit of
 //! `(2^r - 1)/r` on [-1/2, 1/2], absolute error under 6e-14, so `2^r` within about 3e-14;
