@@ -284,7 +284,8 @@ struct State {
     r: UOpMap<String>,
     params: Vec<Param>,
     needs: Needs,
-    /// The values some use takes whole (not through a GEP).
+    /// The vector loads some use takes whole (not through a GEP); filled only for a dialect
+    /// with lane loads.
     whole_used: UOpMap<()>,
     /// The lane names of each vector load rendered as lane loads.
     lanes: UOpMap<Vec<String>>,
@@ -439,9 +440,12 @@ pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Res
     };
     let mut child_count: UOpMap<usize> =
         UOpMap::with_capacity_and_hasher(uops.len(), Default::default());
+    let lane_loads = l.lang().scalar_lane_loads;
     for u in uops {
         for s in u.src() {
-            if u.op() != UOps::GEP {
+            // only a vector load can become lane loads ([`lane_loads::wanted`])
+            let vector_load = s.op() == UOps::LOAD && s.dtype().is_some_and(|d| d.count > 1);
+            if lane_loads && vector_load && u.op() != UOps::GEP {
                 st.whole_used.insert(s.clone(), ());
             }
             match child_count.get_mut(s) {
