@@ -418,9 +418,7 @@ impl Renderer for LLVMRenderer {
         };
         let head = format!("{def} @{fname}({sig}) #0 {{");
         let attrs = self.attributes(w.local_threads);
-        let mut out = String::with_capacity(
-            w.lines.iter().map(|l| l.len() + 1).sum::<usize>() + head.len() + 4096,
-        );
+        let mut out = String::with_capacity(w.body.len() + head.len() + 4096);
         let mut line = |l: &str| {
             out.push_str(l);
             out.push('\n');
@@ -431,7 +429,11 @@ impl Renderer for LLVMRenderer {
         w.globals.iter().for_each(|g| line(g));
         line(&head);
         line("entry:");
-        w.lines.iter().for_each(|l| line(l));
+        out.push_str(&w.body);
+        let mut line = |l: &str| {
+            out.push_str(l);
+            out.push('\n');
+        };
         line("  ret void");
         line("}");
         if let Some(e) = &entry {

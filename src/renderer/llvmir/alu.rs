@@ -27,7 +27,7 @@ use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
 use crate::{bail, ensure, Result};
 
 use super::types::{literal, mangle, reg};
-use super::walk::{dtype_of, Walk};
+use super::walk::{dtype_of, emit, Walk};
 use super::Flavour;
 
 fn splat(v: i128, d: DType) -> String {
@@ -77,10 +77,7 @@ impl Walk<'_> {
             Op::Ternary(TernaryOps::WHERE) => {
                 let t = reg(out);
                 let ct = reg(Self::src_dtype(u, 0)?);
-                self.emit_fmt(format_args!(
-                    "  {name} = select {ct} {}, {t} {}, {t} {}",
-                    srcs[0], srcs[1], srcs[2]
-                ));
+                emit!(self; "  ", name, " = select ", ct, " ", srcs[0], ", ", t, " ", srcs[1], ", ", t, " ", srcs[2]);
                 name
             }
             Op::Ternary(TernaryOps::MULACC) => {
@@ -90,11 +87,8 @@ impl Walk<'_> {
                 } else {
                     ("mul".to_string(), "add".to_string())
                 };
-                self.emit_fmt(format_args!(
-                    "  {name}.m = {mul} {t} {}, {}",
-                    srcs[0], srcs[1]
-                ));
-                self.emit_fmt(format_args!("  {name} = {add} {t} {name}.m, {}", srcs[2]));
+                emit!(self; "  ", name, ".m = ", mul, " ", t, " ", srcs[0], ", ", srcs[1]);
+                emit!(self; "  ", name, " = ", add, " ", t, " ", name, ".m, ", srcs[2]);
                 name
             }
             _ => bail!(Codegen, "{} is not an ALU op", op.name()),
@@ -107,9 +101,7 @@ impl Walk<'_> {
         let (t, m) = (reg(d), mangle(d)?);
         self.decls.insert(format!("declare {t} @llvm.{f}.{m}({t})"));
         let fmf = self.fmf;
-        self.emit_fmt(format_args!(
-            "  {name} = call{fmf} {t} @llvm.{f}.{m}({t} {x})"
-        ));
+        emit!(self; "  ", name, " = call", fmf, " ", t, " @llvm.", f, ".", m, "(", t, " ", x, ")");
         Ok(name.to_string())
     }
 
@@ -131,16 +123,13 @@ impl Walk<'_> {
         }
         match o {
             UnaryOps::NEG if d.is_bool() => {
-                self.emit_fmt(format_args!(
-                    "  {name} = xor {t} {x}, {}",
-                    literal(ConstValue::Bool(true), d)
-                ));
+                emit!(self; "  ", name, " = xor ", t, " ", x, ", ", literal(ConstValue::Bool(true), d));
             }
             UnaryOps::NEG if d.is_float() => {
                 let fmf = self.fmf;
-                self.emit_fmt(format_args!("  {name} = fneg{fmf} {t} {x}"));
+                emit!(self; "  ", name, " = fneg", fmf, " ", t, " ", x);
             }
-            UnaryOps::NEG => self.emit_fmt(format_args!("  {name} = sub {t} {}, {x}", splat(0, d))),
+            UnaryOps::NEG => emit!(self; "  ", name, " = sub ", t, " ", splat(0, d), ", ", x),
             UnaryOps::EXP2 | UnaryOps::LOG2 | UnaryOps::SIN if amd_f64 => bail!(
                 Codegen,
                 "{o:?} of double: AMD GPUs have no such instruction (LLVM would call libm)"
@@ -156,10 +145,7 @@ impl Walk<'_> {
             UnaryOps::SQRT => return self.intrinsic("sqrt", d, x, name),
             UnaryOps::RECIP => {
                 let fmf = self.fmf;
-                self.emit_fmt(format_args!(
-                    "  {name} = fdiv{fmf} {t} {}, {x}",
-                    fsplat(1.0, d)
-                ));
+                emit!(self; "  ", name, " = fdiv", fmf, " ", t, " ", fsplat(1.0, d), ", ", x);
             }
             UnaryOps::CAST | UnaryOps::BITCAST => {
                 bail!(Codegen, "{o:?} is a UOp (CAST/BITCAST), not an ALU op")
@@ -177,9 +163,9 @@ impl Walk<'_> {
         let f32 = DType::new(Scalar::Float32);
         match d.scalar {
             Scalar::Float16 => {
-                self.emit_fmt(format_args!("  {name}.x = fpext half {x} to float"));
+                emit!(self; "  ", name, ".x = fpext half ", x, " to float");
                 let r = self.nvptx_math(o, f32, &format!("{name}.x"), &format!("{name}.f"))?;
-                self.emit_fmt(format_args!("  {name} = fptrunc float {r} to half"));
+                emit!(self; "  ", name, " = fptrunc float ", r, " to half");
                 Ok(name.to_string())
             }
             Scalar::Float64 if o == UnaryOps::SQRT => self.intrinsic("sqrt", d, x, name),
@@ -192,9 +178,7 @@ impl Walk<'_> {
                 };
                 self.decls
                     .insert(format!("declare float @llvm.nvvm.{f}.approx.f(float)"));
-                self.emit_fmt(format_args!(
-                    "  {name} = call float @llvm.nvvm.{f}.approx.f(float {x})"
-                ));
+                emit!(self; "  ", name, " = call float @llvm.nvvm.", f, ".approx.f(float ", x, ")");
                 Ok(name.to_string())
             }
             _ => bail!(
@@ -242,7 +226,7 @@ impl Walk<'_> {
                 return self.int_div(o, d, x, y, divisor, name);
             }
         };
-        self.emit_fmt(format_args!("  {name} = {i}{flags}{pred} {t} {x}, {y}"));
+        emit!(self; "  ", name, " = ", i, flags, pred, " ", t, " ", x, ", ", y);
         Ok(name.to_string())
     }
 
@@ -256,28 +240,18 @@ impl Walk<'_> {
             // greater one (`x` when equal). Arranged so that a reduction's accumulator (either
             // operand) passes through one compare and two selects, or the add and one select:
             // `c` is "a NaN, or two zeros" (`x` zero: unordered-or-equal; else: unordered).
-            self.emit_fmt(format_args!("  {name}.s = fadd {t} {x}, {y}"));
-            self.emit_fmt(format_args!("  {name}.gt = fcmp ogt {t} {y}, {x}"));
-            self.emit_fmt(format_args!(
-                "  {name}.z = fcmp oeq {t} {x}, zeroinitializer"
-            ));
-            self.emit_fmt(format_args!("  {name}.ueq = fcmp ueq {t} {x}, {y}"));
-            self.emit_fmt(format_args!("  {name}.nan = fcmp uno {t} {x}, {y}"));
-            self.emit_fmt(format_args!(
-                "  {name}.c = select {ct} {name}.z, {ct} {name}.ueq, {ct} {name}.nan"
-            ));
-            self.emit_fmt(format_args!(
-                "  {name}.m = select {ct} {name}.gt, {t} {y}, {t} {x}"
-            ));
-            self.emit_fmt(format_args!(
-                "  {name} = select {ct} {name}.c, {t} {name}.s, {t} {name}.m"
-            ));
+            emit!(self; "  ", name, ".s = fadd ", t, " ", x, ", ", y);
+            emit!(self; "  ", name, ".gt = fcmp ogt ", t, " ", y, ", ", x);
+            emit!(self; "  ", name, ".z = fcmp oeq ", t, " ", x, ", zeroinitializer");
+            emit!(self; "  ", name, ".ueq = fcmp ueq ", t, " ", x, ", ", y);
+            emit!(self; "  ", name, ".nan = fcmp uno ", t, " ", x, ", ", y);
+            emit!(self; "  ", name, ".c = select ", ct, " ", name, ".z, ", ct, " ", name, ".ueq, ", ct, " ", name, ".nan");
+            emit!(self; "  ", name, ".m = select ", ct, " ", name, ".gt, ", t, " ", y, ", ", t, " ", x);
+            emit!(self; "  ", name, " = select ", ct, " ", name, ".c, ", t, " ", name, ".s, ", t, " ", name, ".m");
         } else {
             let cmp = if d.is_unsigned() { "ugt" } else { "sgt" };
-            self.emit_fmt(format_args!("  {name}.gt = icmp {cmp} {t} {x}, {y}"));
-            self.emit_fmt(format_args!(
-                "  {name} = select {ct} {name}.gt, {t} {x}, {t} {y}"
-            ));
+            emit!(self; "  ", name, ".gt = icmp ", cmp, " ", t, " ", x, ", ", y);
+            emit!(self; "  ", name, " = select ", ct, " ", name, ".gt, ", t, " ", x, ", ", t, " ", y);
         }
         Ok(name.to_string())
     }
@@ -302,43 +276,28 @@ impl Walk<'_> {
         let i = if o == BinaryOps::IDIV { div } else { rem };
         let safe = divisor.is_some_and(|c| c.as_i128() != 0 && !(signed && c.as_i128() == -1));
         if safe {
-            self.emit_fmt(format_args!("  {name} = {i} {t} {x}, {y}"));
+            emit!(self; "  ", name, " = ", i, " ", t, " ", x, ", ", y);
             return Ok(name.to_string());
         }
         let ct = reg(DType::new(Scalar::Bool).vec(d.count));
-        self.emit_fmt(format_args!(
-            "  {name}.z = icmp eq {t} {y}, {}",
-            splat(0, d)
-        ));
+        emit!(self; "  ", name, ".z = icmp eq ", t, " ", y, ", ", splat(0, d));
         let bad = if signed {
-            self.emit_fmt(format_args!(
-                "  {name}.m1 = icmp eq {t} {y}, {}",
-                splat(-1, d)
-            ));
-            self.emit_fmt(format_args!("  {name}.bad = or {ct} {name}.z, {name}.m1"));
+            emit!(self; "  ", name, ".m1 = icmp eq ", t, " ", y, ", ", splat(-1, d));
+            emit!(self; "  ", name, ".bad = or ", ct, " ", name, ".z, ", name, ".m1");
             format!("{name}.bad")
         } else {
             format!("{name}.z")
         };
-        self.emit_fmt(format_args!(
-            "  {name}.d = select {ct} {bad}, {t} {}, {t} {y}",
-            splat(1, d)
-        ));
-        self.emit_fmt(format_args!("  {name}.q = {i} {t} {x}, {name}.d"));
+        emit!(self; "  ", name, ".d = select ", ct, " ", bad, ", ", t, " ", splat(1, d), ", ", t, " ", y);
+        emit!(self; "  ", name, ".q = ", i, " ", t, " ", x, ", ", name, ".d");
         let zero = splat(0, d);
         if signed && o == BinaryOps::IDIV {
             // x / -1 = -x (wrapping); x / 0 = 0
-            self.emit_fmt(format_args!("  {name}.neg = sub {t} {zero}, {x}"));
-            self.emit_fmt(format_args!(
-                "  {name}.r = select {ct} {name}.m1, {t} {name}.neg, {t} {name}.q"
-            ));
-            self.emit_fmt(format_args!(
-                "  {name} = select {ct} {name}.z, {t} {zero}, {t} {name}.r"
-            ));
+            emit!(self; "  ", name, ".neg = sub ", t, " ", zero, ", ", x);
+            emit!(self; "  ", name, ".r = select ", ct, " ", name, ".m1, ", t, " ", name, ".neg, ", t, " ", name, ".q");
+            emit!(self; "  ", name, " = select ", ct, " ", name, ".z, ", t, " ", zero, ", ", t, " ", name, ".r");
         } else {
-            self.emit_fmt(format_args!(
-                "  {name} = select {ct} {bad}, {t} {zero}, {t} {name}.q"
-            ));
+            emit!(self; "  ", name, " = select ", ct, " ", bad, ", ", t, " ", zero, ", ", t, " ", name, ".q");
         }
         Ok(name.to_string())
     }
@@ -355,13 +314,13 @@ impl Walk<'_> {
         let t = reg(d);
         let f = self.fmf;
         if o == BinaryOps::IDIV {
-            self.emit_fmt(format_args!("  {name}.q = fdiv{f} {t} {x}, {y}"));
+            emit!(self; "  ", name, ".q = fdiv", f, " ", t, " ", x, ", ", y);
             return self.intrinsic("trunc", d, &format!("{name}.q"), name);
         }
         let l = DType::new(Scalar::Int64).vec(d.count);
         let lt = reg(l);
-        self.emit_fmt(format_args!("  {name}.x = fptosi {t} {x} to {lt}"));
-        self.emit_fmt(format_args!("  {name}.y = fptosi {t} {y} to {lt}"));
+        emit!(self; "  ", name, ".x = fptosi ", t, " ", x, " to ", lt);
+        emit!(self; "  ", name, ".y = fptosi ", t, " ", y, " to ", lt);
         let r = self.int_div(
             BinaryOps::MOD,
             l,
@@ -370,7 +329,7 @@ impl Walk<'_> {
             None,
             &format!("{name}.i"),
         )?;
-        self.emit_fmt(format_args!("  {name} = sitofp {lt} {r} to {t}"));
+        emit!(self; "  ", name, " = sitofp ", lt, " ", r, " to ", t);
         Ok(name.to_string())
     }
 }

@@ -36,7 +36,7 @@ use crate::renderer::exp2::{q, BIAS, HI, LO, ROUNDER};
 use crate::Result;
 
 use super::types::{literal, mangle, reg};
-use super::walk::Walk;
+use super::walk::{emit, Walk};
 
 /// The vector widths whose helpers a scalar EXP2's call site names for the SLP vectorizer.
 pub const EXP2_LANES: [u16; 4] = [2, 4, 8, 16];
@@ -222,7 +222,7 @@ impl Walk<'_> {
             self.decls.insert(decl);
             self.decls.insert(OUTLINED_ATTRIBUTES.to_string());
         }
-        self.emit_fmt(format_args!("  {name} = call {t} @{helper}({t} {x})"));
+        emit!(self; "  ", name, " = call ", t, " @", helper, "(", t, " ", x, ")");
         Ok(name.to_string())
     }
 
@@ -241,10 +241,7 @@ impl Walk<'_> {
             }
             attrs = format!(" #{n}");
         }
-        self.emit_fmt(format_args!(
-            "  {name} = call {t} @{}({t} {x}){attrs}",
-            exp2_helper_name(d)?
-        ));
+        emit!(self; "  ", name, " = call ", t, " @", exp2_helper_name(d)?, "(", t, " ", x, ")", attrs);
         Ok(name.to_string())
     }
 }

@@ -29,7 +29,7 @@ use crate::dtype::{ConstValue, DType, Scalar};
 use crate::{bail, ensure, Error, Result};
 
 use super::types::{self, bf16_to_float, float_to_bf16, literal, mem, ptr_type, reg};
-use super::walk::{dtype_of, Walk};
+use super::walk::{dtype_of, emit, Walk};
 
 /// A load or store index as rendered: the value, its LLVM type and, for a split address, the
 /// constant element offset a second `getelementptr` adds.
@@ -61,17 +61,13 @@ impl Walk<'_> {
                 let a = self.flavour.global_addrspace();
                 let pt = ptr_type(self.opaque, &elem, a);
                 match offset {
-                    None => self.emit_fmt(format_args!(
-                        "  {name}.p = getelementptr inbounds {elem}, {pt} {base}, {it} {idx}"
-                    )),
+                    None => {
+                        emit!(self; "  ", name, ".p = getelementptr inbounds ", elem, ", ", pt, " ", base, ", ", it, " ", idx)
+                    }
                     // no `inbounds`: `base + x` alone may lie outside the buffer
                     Some(c) => {
-                        self.emit_fmt(format_args!(
-                            "  {name}.b = getelementptr {elem}, {pt} {base}, {it} {idx}"
-                        ));
-                        self.emit_fmt(format_args!(
-                            "  {name}.p = getelementptr {elem}, {pt} {name}.b, i64 {c}"
-                        ));
+                        emit!(self; "  ", name, ".b = getelementptr ", elem, ", ", pt, " ", base, ", ", it, " ", idx);
+                        emit!(self; "  ", name, ".p = getelementptr ", elem, ", ", pt, " ", name, ".b, i64 ", c);
                     }
                 }
                 (a, format!("{name}.p"))
@@ -83,9 +79,7 @@ impl Walk<'_> {
                 let a = self.flavour.local_addrspace();
                 let arr = format!("[{size} x {elem}]");
                 let at = ptr_type(self.opaque, &arr, a);
-                self.emit_fmt(format_args!(
-                    "  {name}.p = getelementptr inbounds {arr}, {at} {base}, i32 0, {it} {idx}"
-                ));
+                emit!(self; "  ", name, ".p = getelementptr inbounds ", arr, ", ", at, " ", base, ", i32 0, ", it, " ", idx);
                 (a, format!("{name}.p"))
             }
             op => bail!(Codegen, "load/store through a {op:?}, not a buffer"),
@@ -93,7 +87,7 @@ impl Walk<'_> {
         let et = ptr_type(self.opaque, &elem, addrspace);
         if access.count > 1 && !self.opaque {
             let vt = ptr_type(self.opaque, &mem(access), addrspace);
-            self.emit_fmt(format_args!("  {name}.vp = bitcast {et} {ptr} to {vt}"));
+            emit!(self; "  ", name, ".vp = bitcast ", et, " ", ptr, " to ", vt);
             return Ok((format!("{name}.vp"), vt));
         }
         let at = ptr_type(self.opaque, &mem(access), addrspace);
@@ -154,28 +148,20 @@ impl Walk<'_> {
         };
         if let Some((g, _)) = &gate {
             let it = &idx.ty;
-            self.emit_fmt(format_args!(
-                "  {name}.i = select i1 {g}, {it} {}, {it} 0",
-                idx.val
-            ));
+            emit!(self; "  ", name, ".i = select i1 ", g, ", ", it, " ", idx.val, ", ", it, " 0");
             idx.val = format!("{name}.i");
         }
         let (ptr, pt) = self.elem_ptr(&buf, &idx, access, &name)?;
         let mt = mem(access);
         let align = bd.itemsize();
-        self.emit_fmt(format_args!(
-            "  {name}.m = load {mt}, {pt} {ptr}, align {align}"
-        ));
+        emit!(self; "  ", name, ".m = load ", mt, ", ", pt, " ", ptr, ", align ", align);
         let mut v = format!("{name}.m");
         v = match bd.scalar {
             Scalar::Bool => {
-                self.emit_fmt(format_args!(
-                    "  {name}.b = trunc {mt} {v} to {}",
-                    reg(access)
-                ));
+                emit!(self; "  ", name, ".b = trunc ", mt, " ", v, " to ", reg(access));
                 format!("{name}.b")
             }
-            Scalar::BFloat16 => bf16_to_float(&v, &format!("{name}.f"), out.count, &mut self.lines),
+            Scalar::BFloat16 => bf16_to_float(&v, &format!("{name}.f"), out.count, &mut self.body),
             _ => v,
         };
         if out.scalar != bd.scalar {
@@ -183,7 +169,7 @@ impl Walk<'_> {
         }
         if let Some((g, alt)) = gate {
             let t = reg(out);
-            self.emit_fmt(format_args!("  {name} = select i1 {g}, {t} {v}, {t} {alt}"));
+            emit!(self; "  ", name, " = select i1 ", g, ", ", t, " ", v, ", ", t, " ", alt);
             v = name;
         }
         self.r.insert(u.clone(), v);
@@ -209,13 +195,10 @@ impl Walk<'_> {
         let mt = mem(access);
         v = match bd.scalar {
             Scalar::Bool => {
-                self.emit_fmt(format_args!(
-                    "  {name}.b = zext {} {v} to {mt}",
-                    reg(access)
-                ));
+                emit!(self; "  ", name, ".b = zext ", reg(access), " ", v, " to ", mt);
                 format!("{name}.b")
             }
-            Scalar::BFloat16 => float_to_bf16(&v, &format!("{name}.h"), vd.count, &mut self.lines),
+            Scalar::BFloat16 => float_to_bf16(&v, &format!("{name}.h"), vd.count, &mut self.body),
             _ => v,
         };
         let gate = if u.src().len() > 3 {
@@ -224,16 +207,14 @@ impl Walk<'_> {
             None
         };
         if let Some(g) = &gate {
-            self.emit_fmt(format_args!(
-                "  br i1 {g}, label %store_{n}, label %store_{n}.end"
-            ));
+            emit!(self; "  br i1 ", g, ", label %store_", n, ", label %store_", n, ".end");
             self.label(format!("store_{n}"));
         }
         let (ptr, pt) = self.elem_ptr(&buf, &idx, access, &name)?;
         let align = bd.itemsize();
-        self.emit_fmt(format_args!("  store {mt} {v}, {pt} {ptr}, align {align}"));
+        emit!(self; "  store ", mt, " ", v, ", ", pt, " ", ptr, ", align ", align);
         if gate.is_some() {
-            self.emit_fmt(format_args!("  br label %store_{n}.end"));
+            emit!(self; "  br label %store_", n, ".end");
             self.label(format!("store_{n}.end"));
         }
         Ok(())
@@ -265,12 +246,8 @@ impl Walk<'_> {
             let (vt, st) = (reg(out), reg(out.scalar()));
             let x = &lanes[0];
             let n = out.count;
-            self.emit_fmt(format_args!(
-                "  {name}.i = insertelement {vt} poison, {st} {x}, i32 0"
-            ));
-            self.emit_fmt(format_args!(
-                "  {name} = shufflevector {vt} {name}.i, {vt} poison, <{n} x i32> zeroinitializer"
-            ));
+            emit!(self; "  ", name, ".i = insertelement ", vt, " poison, ", st, " ", x, ", i32 0");
+            emit!(self; "  ", name, " = shufflevector ", vt, " ", name, ".i, ", vt, " poison, <", n, " x i32> zeroinitializer");
             self.r.insert(u.clone(), name);
             return Ok(());
         }
@@ -289,9 +266,7 @@ impl Walk<'_> {
             } else {
                 format!("{name}.{i}")
             };
-            self.emit_fmt(format_args!(
-                "  {cur} = insertelement {vt} {prev}, {st} {x}, i32 {i}"
-            ));
+            emit!(self; "  ", cur, " = insertelement ", vt, " ", prev, ", ", st, " ", x, ", i32 ", i);
             prev = cur;
         }
     }
@@ -315,13 +290,13 @@ impl Walk<'_> {
             } else {
                 "icmp ne".to_string()
             };
-            self.emit_fmt(format_args!("  {name} = {cmp} {ft} {x}, {zero}"));
+            emit!(self; "  ", name, " = ", cmp, " ", ft, " ", x, ", ", zero);
             return Ok(name.to_string());
         }
         match types::cast_op(from.scalar, to.scalar)? {
             None => Ok(x.to_string()),
             Some(op) => {
-                self.emit_fmt(format_args!("  {name} = {op} {ft} {x} to {}", reg(to)));
+                emit!(self; "  ", name, " = ", op, " ", ft, " ", x, " to ", reg(to));
                 Ok(name.to_string())
             }
         }
@@ -339,15 +314,15 @@ impl Walk<'_> {
         // through the in-memory form, which holds bfloat16 as its 16 bits
         let mut v = x;
         if from.scalar == Scalar::BFloat16 {
-            v = float_to_bf16(&v, &format!("{name}.h"), from.count, &mut self.lines);
+            v = float_to_bf16(&v, &format!("{name}.h"), from.count, &mut self.body);
         }
         let (fm, tm) = (mem(from), mem(to));
         if fm != tm {
-            self.emit_fmt(format_args!("  {name}.b = bitcast {fm} {v} to {tm}"));
+            emit!(self; "  ", name, ".b = bitcast ", fm, " ", v, " to ", tm);
             v = format!("{name}.b");
         }
         if to.scalar == Scalar::BFloat16 {
-            v = bf16_to_float(&v, &format!("{name}.f"), to.count, &mut self.lines);
+            v = bf16_to_float(&v, &format!("{name}.f"), to.count, &mut self.body);
         }
         self.r.insert(u.clone(), v);
         Ok(())

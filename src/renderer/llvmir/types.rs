@@ -172,24 +172,37 @@ pub fn reg_bits(s: Scalar) -> u32 {
     }
 }
 
+/// Append `lines`, each ended by a newline, to the body `out`.
+fn push_lines<const N: usize>(out: &mut String, lines: [String; N]) {
+    for l in lines {
+        out.push_str(&l);
+        out.push('\n');
+    }
+}
+
 /// The register form of a bfloat16 load: 16 raw bits `x` (of type `<n x> i16`) widened to float by
-/// a shift, defined as `name` by the lines pushed; returns `name`.
-pub fn bf16_to_float(x: &str, name: &str, count: u16, lines: &mut Vec<String>) -> String {
+/// a shift, defined as `name` by the lines appended to the body `lines`; returns `name`.
+pub fn bf16_to_float(x: &str, name: &str, count: u16, lines: &mut String) -> String {
     let (i16t, i32t, f32t) = (
         vectorize("i16", count),
         vectorize("i32", count),
         vectorize("float", count),
     );
     let sixteen = literal(ConstValue::Int(16), DType::new(Scalar::Int32).vec(count));
-    lines.push(format!("  {name}.w = zext {i16t} {x} to {i32t}"));
-    lines.push(format!("  {name}.s = shl {i32t} {name}.w, {sixteen}"));
-    lines.push(format!("  {name} = bitcast {i32t} {name}.s to {f32t}"));
+    push_lines(
+        lines,
+        [
+            format!("  {name}.w = zext {i16t} {x} to {i32t}"),
+            format!("  {name}.s = shl {i32t} {name}.w, {sixteen}"),
+            format!("  {name} = bitcast {i32t} {name}.s to {f32t}"),
+        ],
+    );
     name.to_string()
 }
 
 /// The 16 raw bits of the float `x` rounded to bfloat16 (to nearest, ties to even; NaNs stay
 /// quiet NaNs), as `<n x> i16` named `name`.
-pub fn float_to_bf16(x: &str, name: &str, count: u16, lines: &mut Vec<String>) -> String {
+pub fn float_to_bf16(x: &str, name: &str, count: u16, lines: &mut String) -> String {
     let (i16t, i32t, f32t) = (
         vectorize("i16", count),
         vectorize("i32", count),
@@ -201,21 +214,24 @@ pub fn float_to_bf16(x: &str, name: &str, count: u16, lines: &mut Vec<String>) -
             DType::new(Scalar::Int32).vec(count),
         )
     };
-    lines.extend([
-        format!("  {name}.u = bitcast {f32t} {x} to {i32t}"),
-        format!("  {name}.hi = lshr {i32t} {name}.u, {}", c(16)),
-        format!("  {name}.odd = and {i32t} {name}.hi, {}", c(1)),
-        format!("  {name}.bias = add {i32t} {name}.odd, {}", c(0x7fff)),
-        format!("  {name}.r = add {i32t} {name}.u, {name}.bias"),
-        format!("  {name}.rs = lshr {i32t} {name}.r, {}", c(16)),
-        format!("  {name}.q = or {i32t} {name}.hi, {}", c(0x40)),
-        format!("  {name}.nan = fcmp uno {f32t} {x}, {x}"),
-        format!(
-            "  {name}.sel = select {} {name}.nan, {i32t} {name}.q, {i32t} {name}.rs",
-            vectorize("i1", count)
-        ),
-        format!("  {name} = trunc {i32t} {name}.sel to {i16t}"),
-    ]);
+    push_lines(
+        lines,
+        [
+            format!("  {name}.u = bitcast {f32t} {x} to {i32t}"),
+            format!("  {name}.hi = lshr {i32t} {name}.u, {}", c(16)),
+            format!("  {name}.odd = and {i32t} {name}.hi, {}", c(1)),
+            format!("  {name}.bias = add {i32t} {name}.odd, {}", c(0x7fff)),
+            format!("  {name}.r = add {i32t} {name}.u, {name}.bias"),
+            format!("  {name}.rs = lshr {i32t} {name}.r, {}", c(16)),
+            format!("  {name}.q = or {i32t} {name}.hi, {}", c(0x40)),
+            format!("  {name}.nan = fcmp uno {f32t} {x}, {x}"),
+            format!(
+                "  {name}.sel = select {} {name}.nan, {i32t} {name}.q, {i32t} {name}.rs",
+                vectorize("i1", count)
+            ),
+            format!("  {name} = trunc {i32t} {name}.sel to {i16t}"),
+        ],
+    );
     name.to_string()
 }
 

@@ -21,6 +21,16 @@ use crate::{bail, ensure, Error, Result};
 
 use super::types::{literal, mem, reg};
 use super::Flavour;
+use crate::renderer::text::Piece as _;
+
+/// Append one line to `$w.body` from pieces ([`crate::renderer::text::Piece`]) and end it.
+macro_rules! emit {
+    ($w:expr; $($p:expr),+ $(,)?) => {{
+        $( $crate::renderer::text::Piece::put(&$p, &mut $w.body); )+
+        $w.body.push('\n');
+    }};
+}
+pub(super) use emit;
 
 /// A loop being rendered.
 struct Loop {
@@ -30,7 +40,7 @@ struct Loop {
     counter: String,
     lo: String,
     pre_block: String,
-    /// Index in `lines` of the placeholder for the header phis.
+    /// The byte offset in `body` where the header phis go (inserted when the loop closes).
     phi_line: usize,
     /// Carried accumulators: (acc, header phi name, value on entry).
     accs: Vec<(UOp, String, String)>,
@@ -50,7 +60,8 @@ pub(super) struct Walk<'a> {
     pub flavour: &'a Flavour,
     pub opaque: bool,
     pub fmf: &'a str,
-    pub lines: Vec<String>,
+    /// The function body after `entry:`, one line per `\n`-terminated line.
+    pub body: String,
     pub params: Vec<Param>,
     /// Module-level definitions (LDS arrays).
     pub globals: Vec<String>,
@@ -63,7 +74,7 @@ pub(super) struct Walk<'a> {
     /// The list position of the RANGE split across cores (CPU).
     pub split: Option<usize>,
     pub(super) r: UOpMap<String>,
-    counters: HashMap<&'static str, usize>,
+    counters: HashMap<&'static str, usize, crate::helpers::FxBuild>,
     cur_block: String,
     loops: Vec<Loop>,
     ifs: Vec<(UOp, usize)>,
@@ -77,8 +88,6 @@ pub(super) struct Walk<'a> {
     pub(super) vector_only: bool,
     /// The vector EXP2s that call the out-of-line helper (CPU flavour; `exp2.rs`).
     pub(super) exp2_outlined: UOpMap<()>,
-    /// The buffer [`Walk::emit_fmt`] formats a line into.
-    scratch: String,
 }
 
 /// Accumulators each loop must carry: for every PHI, the loops open at the PHI that were opened
@@ -169,7 +178,7 @@ impl<'a> Walk<'a> {
             flavour,
             opaque,
             fmf,
-            lines: vec![],
+            body: String::with_capacity(64 * uops.len()),
             params: vec![],
             globals: vec![],
             decls: BTreeSet::new(),
@@ -177,7 +186,7 @@ impl<'a> Walk<'a> {
             local_threads: 1,
             split: None,
             r: UOpMap::default(),
-            counters: HashMap::new(),
+            counters: HashMap::default(),
             cur_block: "entry".into(),
             loops: vec![],
             ifs: vec![],
@@ -190,20 +199,16 @@ impl<'a> Walk<'a> {
                 Flavour::Cpu => super::exp2::outlined(uops),
                 _ => UOpMap::default(),
             },
-            scratch: String::with_capacity(256),
         })
     }
 
     /// A fresh SSA name `%{prefix}{n}`.
     pub fn ssa(&mut self, prefix: &'static str) -> String {
-        use std::fmt::Write as _;
-        let n = self.counters.entry(prefix).or_insert(0);
+        let n = self.number(prefix);
         let mut name = String::with_capacity(prefix.len() + 8);
         name.push('%');
         name.push_str(prefix);
-        // writing into a String cannot fail
-        let _ = write!(name, "{n}");
-        *n += 1;
+        n.put(&mut name);
         name
     }
 
@@ -213,18 +218,9 @@ impl<'a> Walk<'a> {
         *n - 1
     }
 
-    pub fn emit(&mut self, line: String) {
-        self.lines.push(line);
-    }
-
-    /// Emit a line formatted from `args`: written into a reused buffer, then copied once into a
-    /// line of exactly its length (no growth of a fresh string argument by argument).
-    pub fn emit_fmt(&mut self, args: std::fmt::Arguments<'_>) {
-        use std::fmt::Write as _;
-        self.scratch.clear();
-        // writing into a String cannot fail
-        let _ = self.scratch.write_fmt(args);
-        self.lines.push(self.scratch.as_str().to_owned());
+    pub fn emit(&mut self, line: &str) {
+        self.body.push_str(line);
+        self.body.push('\n');
     }
 
     /// The rendered value of source `i` of `u`.
@@ -237,13 +233,14 @@ impl<'a> Walk<'a> {
     }
 
     pub fn val(&self, s: &UOp) -> Result<String> {
+        // a CONST of the list has its literal in `r` (rendered once, `Walk::uop`)
+        if let Some(v) = self.r.get(s) {
+            return Ok(v.clone());
+        }
         if let Some(c) = s.const_value() {
             return Ok(literal(c, dtype_of(s)?));
         }
-        self.r
-            .get(s)
-            .cloned()
-            .ok_or_else(|| Error::Codegen(format!("{:?} is used before it is rendered", s.op())))
+        bail!(Codegen, "{:?} is used before it is rendered", s.op())
     }
 
     /// Source `i` of `u` as an `i64` operand of an index-only ALU (`index.rs`): a 32-bit value is
@@ -255,7 +252,7 @@ impl<'a> Walk<'a> {
             return Ok(v);
         }
         let name = self.ssa("wide");
-        self.emit_fmt(format_args!("  {name} = sext i32 {v} to i64"));
+        emit!(self; "  ", name, " = sext i32 ", v, " to i64");
         Ok(name)
     }
 
@@ -267,7 +264,7 @@ impl<'a> Walk<'a> {
     }
 
     pub(super) fn label(&mut self, name: String) {
-        self.lines.push(format!("{name}:"));
+        emit!(self; name, ':');
         self.cur_block = name;
     }
 
@@ -278,7 +275,13 @@ impl<'a> Walk<'a> {
             UOps::DEFINE_VAR => self.define_var(u),
             UOps::DEFINE_LOCAL => self.define_local(u),
             UOps::DEFINE_ACC => self.define_acc(u),
-            UOps::CONST => Ok(()),
+            UOps::CONST => {
+                if let (Some(c), Some(d)) = (u.const_value(), u.dtype()) {
+                    let v = literal(c, d);
+                    self.r.insert(u.clone(), v);
+                }
+                Ok(())
+            }
             UOps::SPECIAL => self.special(u),
             UOps::NOOP => Ok(()),
             UOps::RANGE => self.range(i, u),
@@ -315,7 +318,7 @@ impl<'a> Walk<'a> {
     fn if_(&mut self, u: &UOp) -> Result<()> {
         let c = self.src(u, 0)?;
         let n = self.number("if");
-        self.emit_fmt(format_args!("  br i1 {c}, label %if_{n}, label %endif_{n}"));
+        emit!(self; "  br i1 ", c, ", label %if_", n, ", label %endif_", n);
         self.label(format!("if_{n}"));
         self.ifs.push((u.clone(), n));
         Ok(())
@@ -337,7 +340,7 @@ impl<'a> Walk<'a> {
         let Some((_, n)) = self.ifs.pop() else {
             bail!(Codegen, "ENDIF without IF");
         };
-        self.emit_fmt(format_args!("  br label %endif_{n}"));
+        emit!(self; "  br label %endif_", n);
         self.label(format!("endif_{n}"));
         Ok(())
     }
@@ -349,9 +352,7 @@ impl<'a> Walk<'a> {
             bail!(Codegen, "GEP without a lane");
         };
         let name = self.ssa("gep");
-        self.emit_fmt(format_args!(
-            "  {name} = extractelement {t} {x}, i32 {lane}"
-        ));
+        emit!(self; "  ", name, " = extractelement ", t, " ", x, ", i32 ", lane);
         self.r.insert(u.clone(), name);
         Ok(())
     }
@@ -415,7 +416,7 @@ impl<'a> Walk<'a> {
                 self.r.insert(u.clone(), format!("@{g}"));
             }
             Flavour::Cpu => {
-                self.emit_fmt(format_args!("  %{g} = alloca {arr}, align 16"));
+                emit!(self; "  %", g, " = alloca ", arr, ", align 16");
                 self.r.insert(u.clone(), format!("%{g}"));
             }
         }
@@ -465,10 +466,8 @@ impl<'a> Walk<'a> {
                 self.sreg(&sreg("ctaid"), &format!("{ssa}.ctaid"));
                 self.sreg(&sreg("ntid"), &format!("{ssa}.ntid"));
                 self.sreg(&sreg("tid"), &format!("{ssa}.tid"));
-                self.emit_fmt(format_args!(
-                    "  {ssa}.base = mul i32 {ssa}.ctaid, {ssa}.ntid"
-                ));
-                self.emit_fmt(format_args!("  {ssa} = add i32 {ssa}.base, {ssa}.tid"));
+                emit!(self; "  ", ssa, ".base = mul i32 ", ssa, ".ctaid, ", ssa, ".ntid");
+                emit!(self; "  ", ssa, " = add i32 ", ssa, ".base, ", ssa, ".tid");
             }
             _ => bail!(Codegen, "SPECIAL {name}: not a gidx/lidx/idx launch index"),
         }
@@ -479,7 +478,7 @@ impl<'a> Walk<'a> {
     /// `dst = call i32 @llvm.<f>()`, a launch-register intrinsic (declared once).
     fn sreg(&mut self, f: &str, dst: &str) {
         self.decls.insert(format!("declare i32 @llvm.{f}()"));
-        self.emit_fmt(format_args!("  {dst} = call i32 @llvm.{f}()"));
+        emit!(self; "  ", dst, " = call i32 @llvm.", f, "()");
     }
 
     fn barrier(&mut self) -> Result<()> {
@@ -487,15 +486,15 @@ impl<'a> Walk<'a> {
             Flavour::Amdgpu { .. } => {
                 self.decls
                     .insert("declare void @llvm.amdgcn.s.barrier()".to_string());
-                self.emit("  fence syncscope(\"workgroup\") release".into());
-                self.emit("  call void @llvm.amdgcn.s.barrier()".into());
-                self.emit("  fence syncscope(\"workgroup\") acquire".into());
+                self.emit("  fence syncscope(\"workgroup\") release");
+                self.emit("  call void @llvm.amdgcn.s.barrier()");
+                self.emit("  fence syncscope(\"workgroup\") acquire");
             }
             // bar.sync 0: a CTA-wide barrier that also orders shared and global memory
             Flavour::Nvptx { .. } => {
                 self.decls
                     .insert("declare void @llvm.nvvm.barrier0()".to_string());
-                self.emit("  call void @llvm.nvvm.barrier0()".into());
+                self.emit("  call void @llvm.nvvm.barrier0()");
             }
             Flavour::Cpu => {}
         }
@@ -516,9 +515,7 @@ impl<'a> Walk<'a> {
                 let et = reg(dtype_of(u)?);
                 let cur = self.val(&root)?;
                 let name = self.ssa("acc");
-                self.emit_fmt(format_args!(
-                    "  {name} = insertelement {vt} {cur}, {et} {v}, i32 {i}"
-                ));
+                emit!(self; "  ", name, " = insertelement ", vt, " ", cur, ", ", et, " ", v, ", i32 ", i);
                 name
             }
             None => v.clone(),
@@ -544,15 +541,12 @@ impl<'a> Walk<'a> {
             let entry = self.val(&acc)?;
             accs.push((acc, format!("%acc{k}.{n}"), entry));
         }
-        self.emit_fmt(format_args!("  br label %loop_header_{n}"));
+        emit!(self; "  br label %loop_header_", n);
         let pre_block = self.cur_block.clone();
         self.label(format!("loop_header_{n}"));
-        let phi_line = self.lines.len();
-        self.emit(String::new());
-        self.emit_fmt(format_args!("  {counter}.c = icmp slt {t} {counter}, {hi}"));
-        self.emit_fmt(format_args!(
-            "  br i1 {counter}.c, label %loop_body_{n}, label %loop_exit_{n}"
-        ));
+        let phi_line = self.body.len();
+        emit!(self; "  ", counter, ".c = icmp slt ", t, " ", counter, ", ", hi);
+        emit!(self; "  br i1 ", counter, ".c, label %loop_body_", n, ", label %loop_exit_", n);
         self.label(format!("loop_body_{n}"));
         for (acc, phi, _) in &accs {
             self.r.insert(acc.clone(), phi.clone());
@@ -584,26 +578,24 @@ impl<'a> Walk<'a> {
         let n = if zero {
             end.to_string()
         } else {
-            self.emit_fmt(format_args!("  {c}.n = sub {t} {end}, {start}"));
+            emit!(self; "  ", c, ".n = sub ", t, " ", end, ", ", start);
             format!("{c}.n")
         };
-        self.lines.extend([
-            format!("  {c}.n64 = sext {t} {n} to i64"),
-            format!("  {c}.core = sext i32 %core to i64"),
-            format!("  {c}.ncores = sext i32 %ncores to i64"),
-            format!("  {c}.core1 = add i64 {c}.core, 1"),
-            format!("  {c}.lom = mul i64 {c}.n64, {c}.core"),
-            format!("  {c}.lod = sdiv i64 {c}.lom, {c}.ncores"),
-            format!("  {c}.lo = trunc i64 {c}.lod to {t}"),
-            format!("  {c}.him = mul i64 {c}.n64, {c}.core1"),
-            format!("  {c}.hid = sdiv i64 {c}.him, {c}.ncores"),
-            format!("  {c}.hi = trunc i64 {c}.hid to {t}"),
-        ]);
+        emit!(self; "  ", c, ".n64 = sext ", t, ' ', n, " to i64");
+        emit!(self; "  ", c, ".core = sext i32 %core to i64");
+        emit!(self; "  ", c, ".ncores = sext i32 %ncores to i64");
+        emit!(self; "  ", c, ".core1 = add i64 ", c, ".core, 1");
+        emit!(self; "  ", c, ".lom = mul i64 ", c, ".n64, ", c, ".core");
+        emit!(self; "  ", c, ".lod = sdiv i64 ", c, ".lom, ", c, ".ncores");
+        emit!(self; "  ", c, ".lo = trunc i64 ", c, ".lod to ", t);
+        emit!(self; "  ", c, ".him = mul i64 ", c, ".n64, ", c, ".core1");
+        emit!(self; "  ", c, ".hid = sdiv i64 ", c, ".him, ", c, ".ncores");
+        emit!(self; "  ", c, ".hi = trunc i64 ", c, ".hid to ", t);
         if zero {
             return (format!("{c}.lo"), format!("{c}.hi"));
         }
-        self.emit_fmt(format_args!("  {c}.lo0 = add {t} {start}, {c}.lo"));
-        self.emit_fmt(format_args!("  {c}.hi0 = add {t} {start}, {c}.hi"));
+        emit!(self; "  ", c, ".lo0 = add ", t, " ", start, ", ", c, ".lo");
+        emit!(self; "  ", c, ".hi0 = add ", t, " ", start, ", ", c, ".hi");
         (format!("{c}.lo0"), format!("{c}.hi0"))
     }
 
@@ -631,11 +623,13 @@ impl<'a> Walk<'a> {
                 lp.pre_block
             ));
         }
-        self.lines[lp.phi_line] = phis.join("\n");
-        self.emit_fmt(format_args!("  br label %{latch}"));
+        let mut text = phis.join("\n");
+        text.push('\n');
+        self.body.insert_str(lp.phi_line, &text);
+        emit!(self; "  br label %", latch);
         self.label(latch);
-        self.emit_fmt(format_args!("  {c}.next = add nsw {t} {c}, 1"));
-        self.emit_fmt(format_args!("  br label %loop_header_{n}"));
+        emit!(self; "  ", c, ".next = add nsw ", t, " ", c, ", 1");
+        emit!(self; "  br label %loop_header_", n);
         self.label(format!("loop_exit_{n}"));
         // after the loop, the accumulator (and every PHI of it) is the header's phi
         for (acc, phi, _) in lp.accs {
@@ -644,9 +638,7 @@ impl<'a> Walk<'a> {
                     Some(i) => {
                         let vt = reg(dtype_of(&acc)?);
                         let name = self.ssa("acc");
-                        self.emit_fmt(format_args!(
-                            "  {name} = extractelement {vt} {phi}, i32 {i}"
-                        ));
+                        emit!(self; "  ", name, " = extractelement ", vt, " ", phi, ", i32 ", i);
                         name
                     }
                     None => phi.clone(),

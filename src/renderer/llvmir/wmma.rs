@@ -25,7 +25,7 @@ use crate::hw::amd::targets::Wmma;
 use crate::{bail, Result};
 
 use super::types::{bf16_to_float, float_to_bf16, reg};
-use super::walk::{dtype_of, Walk};
+use super::walk::{dtype_of, emit, Walk};
 use super::Flavour;
 
 impl Walk<'_> {
@@ -64,9 +64,7 @@ impl Walk<'_> {
                 self.decls.insert(format!(
                     "declare <8 x float> @{f}(<16 x half>, <16 x half>, <8 x float>)"
                 ));
-                self.emit_fmt(format_args!(
-                    "  {name} = call <8 x float> @{f}(<16 x half> {a}, <16 x half> {b}, <8 x float> {c})"
-                ));
+                emit!(self; "  ", name, " = call <8 x float> @", f, "(<16 x half> ", a, ", <16 x half> ", b, ", <8 x float> ", c, ")");
             }
             Scalar::Float16 => {
                 let f = "llvm.amdgcn.wmma.f16.16x16x16.f16";
@@ -77,17 +75,9 @@ impl Walk<'_> {
                     .map(|i| format!("i32 {}", if i % 2 == 0 { i / 2 } else { 8 }))
                     .collect();
                 let even: Vec<String> = (0..8).map(|i| format!("i32 {}", 2 * i)).collect();
-                self.emit_fmt(format_args!(
-                    "  {name}.c = shufflevector <8 x half> {c}, <8 x half> zeroinitializer, <16 x i32> <{}>",
-                    spread.join(", ")
-                ));
-                self.emit_fmt(format_args!(
-                    "  {name}.d = call <16 x half> @{f}(<16 x half> {a}, <16 x half> {b}, <16 x half> {name}.c, i1 false)"
-                ));
-                self.emit_fmt(format_args!(
-                    "  {name} = shufflevector <16 x half> {name}.d, <16 x half> poison, <8 x i32> <{}>",
-                    even.join(", ")
-                ));
+                emit!(self; "  ", name, ".c = shufflevector <8 x half> ", c, ", <8 x half> zeroinitializer, <16 x i32> <", spread.join(", "), ">");
+                emit!(self; "  ", name, ".d = call <16 x half> @", f, "(<16 x half> ", a, ", <16 x half> ", b, ", <16 x half> ", name, ".c, i1 false)");
+                emit!(self; "  ", name, " = shufflevector <16 x half> ", name, ".d, <16 x half> poison, <8 x i32> <", even.join(", "), ">");
             }
             s => bail!(Codegen, "AMD WMMA to {}", s.long_name()),
         }
@@ -105,7 +95,7 @@ impl Walk<'_> {
         let (f, ab, cd, opsel) = gfx12_intrinsic(din, out)?;
         let mut bits = |x: &str, tag: &str, is_bf16: bool| {
             if is_bf16 {
-                float_to_bf16(x, &format!("{name}.{tag}"), 8, &mut self.lines)
+                float_to_bf16(x, &format!("{name}.{tag}"), 8, &mut self.body)
             } else {
                 x.to_string()
             }
@@ -129,52 +119,35 @@ impl Walk<'_> {
         } else {
             name.to_string()
         };
-        self.emit_fmt(format_args!(
-            "  {d} = call {cd} @{f}({ab} {a}, {ab} {b}, {cd} {c}{call_opsel})"
-        ));
+        emit!(self; "  ", d, " = call ", cd, " @", f, "(", ab, " ", a, ", ", ab, " ", b, ", ", cd, " ", c, call_opsel, ")");
         if bf16_out {
-            bf16_to_float(&d, name, 8, &mut self.lines);
+            bf16_to_float(&d, name, 8, &mut self.body);
         }
         Ok(())
     }
 
     fn wmma_nv(&mut self, name: &str, (a, b, c): (&str, &str, &str)) {
         let f4 = reg(crate::dtype::dtypes::float32.vec(4));
-        self.emit_fmt(format_args!(
-            "  {name}.a = bitcast <8 x half> {a} to <4 x i32>"
-        ));
-        self.emit_fmt(format_args!(
-            "  {name}.b = bitcast <4 x half> {b} to <2 x i32>"
-        ));
+        emit!(self; "  ", name, ".a = bitcast <8 x half> ", a, " to <4 x i32>");
+        emit!(self; "  ", name, ".b = bitcast <4 x half> ", b, " to <2 x i32>");
         let mut args = vec![];
         for i in 0..4 {
-            self.emit_fmt(format_args!(
-                "  {name}.a{i} = extractelement <4 x i32> {name}.a, i32 {i}"
-            ));
+            emit!(self; "  ", name, ".a", i, " = extractelement <4 x i32> ", name, ".a, i32 ", i);
             args.push(format!("i32 {name}.a{i}"));
         }
         for i in 0..2 {
-            self.emit_fmt(format_args!(
-                "  {name}.b{i} = extractelement <2 x i32> {name}.b, i32 {i}"
-            ));
+            emit!(self; "  ", name, ".b", i, " = extractelement <2 x i32> ", name, ".b, i32 ", i);
             args.push(format!("i32 {name}.b{i}"));
         }
         for i in 0..4 {
-            self.emit_fmt(format_args!(
-                "  {name}.c{i} = extractelement {f4} {c}, i32 {i}"
-            ));
+            emit!(self; "  ", name, ".c", i, " = extractelement ", f4, " ", c, ", i32 ", i);
             args.push(format!("float {name}.c{i}"));
         }
         let st = "{ float, float, float, float }";
-        self.emit_fmt(format_args!(
-            "  {name}.r = call {st} asm sideeffect \"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {{$0, $1, $2, $3}}, {{$4, $5, $6, $7}}, {{$8, $9}}, {{$10, $11, $12, $13}};\", \"=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f\"({}) convergent",
-            args.join(", ")
-        ));
+        emit!(self; "  ", name, ".r = call ", st, " asm sideeffect \"mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {$0, $1, $2, $3}, {$4, $5, $6, $7}, {$8, $9}, {$10, $11, $12, $13};\", \"=f,=f,=f,=f,r,r,r,r,r,r,f,f,f,f\"(", args.join(", "), ") convergent");
         let mut lanes = vec![];
         for i in 0..4 {
-            self.emit_fmt(format_args!(
-                "  {name}.r{i} = extractvalue {st} {name}.r, {i}"
-            ));
+            emit!(self; "  ", name, ".r", i, " = extractvalue ", st, " ", name, ".r, ", i);
             lanes.push(format!("{name}.r{i}"));
         }
         self.build_vector(name, crate::dtype::dtypes::float32.vec(4), &lanes);
