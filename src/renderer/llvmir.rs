@@ -226,7 +226,7 @@ impl LLVMRenderer {
     }
 
     fn ptr(&self, elem: &str, addrspace: u32) -> String {
-        types::ptr_type(self.opaque_pointers, elem, addrspace)
+        types::ptr_type(self.opaque_pointers, elem, addrspace).into_owned()
     }
 
     /// The parameter list of the kernel function.

@@ -16,12 +16,18 @@ use std::rc::Rc;
 pub trait Piece {
     /// Append `self` to `out`.
     fn put(&self, out: &mut String);
+    /// At least the number of bytes [`Piece::put`] appends (to size a new string once).
+    fn size(&self) -> usize;
 }
 
 impl Piece for str {
     #[inline]
     fn put(&self, out: &mut String) {
         out.push_str(self);
+    }
+    #[inline]
+    fn size(&self) -> usize {
+        self.len()
     }
 }
 
@@ -30,12 +36,20 @@ impl Piece for String {
     fn put(&self, out: &mut String) {
         out.push_str(self);
     }
+    #[inline]
+    fn size(&self) -> usize {
+        self.len()
+    }
 }
 
 impl Piece for Cow<'_, str> {
     #[inline]
     fn put(&self, out: &mut String) {
         out.push_str(self);
+    }
+    #[inline]
+    fn size(&self) -> usize {
+        self.len()
     }
 }
 
@@ -44,6 +58,10 @@ impl Piece for Rc<str> {
     fn put(&self, out: &mut String) {
         out.push_str(self);
     }
+    #[inline]
+    fn size(&self) -> usize {
+        self.len()
+    }
 }
 
 impl Piece for char {
@@ -51,12 +69,20 @@ impl Piece for char {
     fn put(&self, out: &mut String) {
         out.push(*self);
     }
+    #[inline]
+    fn size(&self) -> usize {
+        self.len_utf8()
+    }
 }
 
 impl<T: Piece + ?Sized> Piece for &T {
     #[inline]
     fn put(&self, out: &mut String) {
         (**self).put(out);
+    }
+    #[inline]
+    fn size(&self) -> usize {
+        (**self).size()
     }
 }
 
@@ -91,6 +117,10 @@ macro_rules! unsigned_piece {
             fn put(&self, out: &mut String) {
                 push_u64(out, u64::from(*self));
             }
+            #[inline]
+            fn size(&self) -> usize {
+                20
+            }
         }
     )*};
 }
@@ -102,12 +132,35 @@ impl Piece for usize {
         // usize is at most 64 bits on every supported target
         push_u64(out, *self as u64);
     }
+    #[inline]
+    fn size(&self) -> usize {
+        20
+    }
 }
 
 impl Piece for i64 {
     #[inline]
     fn put(&self, out: &mut String) {
         push_i64(out, *self);
+    }
+    #[inline]
+    fn size(&self) -> usize {
+        20
+    }
+}
+
+impl Piece for i128 {
+    #[inline]
+    fn put(&self, out: &mut String) {
+        match i64::try_from(*self) {
+            Ok(v) => push_i64(out, v),
+            // beyond 64 bits (rare): the standard formatting
+            Err(_) => out.push_str(&self.to_string()),
+        }
+    }
+    #[inline]
+    fn size(&self) -> usize {
+        40
     }
 }
 
@@ -116,7 +169,28 @@ impl Piece for i32 {
     fn put(&self, out: &mut String) {
         push_i64(out, i64::from(*self));
     }
+    #[inline]
+    fn size(&self) -> usize {
+        20
+    }
 }
+
+/// The concatenation of `parts` as a new string, allocated once.
+pub fn concat(parts: &[&dyn Piece]) -> String {
+    let mut out = String::with_capacity(parts.iter().map(|p| p.size()).sum());
+    for p in parts {
+        p.put(&mut out);
+    }
+    out
+}
+
+/// [`concat`] of the pieces ([`Piece`]) given as arguments (each evaluated once).
+macro_rules! cat {
+    ($($p:expr),+ $(,)?) => {
+        $crate::renderer::text::concat(&[$(&$p as &dyn $crate::renderer::text::Piece),+])
+    };
+}
+pub(crate) use cat;
 
 #[cfg(test)]
 mod tests {
@@ -130,6 +204,11 @@ mod tests {
             assert_eq!(s, v.to_string());
         }
         for v in [0i64, -1, 42, i64::MIN, i64::MAX] {
+            let mut s = String::new();
+            v.put(&mut s);
+            assert_eq!(s, v.to_string());
+        }
+        for v in [0i128, -5, i128::MIN, i128::MAX, i64::MIN as i128 - 1] {
             let mut s = String::new();
             v.put(&mut s);
             assert_eq!(s, v.to_string());

@@ -21,9 +21,12 @@
 //! Not guaranteed: on AMD GPUs and NVPTX, double EXP2/LOG2/SIN have no intrinsic lowering and are
 //! refused.
 
+use std::rc::Rc;
+
 use crate::codegen::uops::UOp;
 use crate::dtype::{dtypes, ConstValue, DType, Scalar};
 use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
+use crate::renderer::text::cat;
 use crate::{bail, ensure, Result};
 
 use super::types::{literal, mangle, reg};
@@ -55,7 +58,7 @@ impl Walk<'_> {
         // an index-only ALU computes in i64 (`index.rs`); WHERE's condition stays as it is
         let wide = self.wide.contains_key(u);
         let is_where = op == Op::Ternary(TernaryOps::WHERE);
-        let srcs: Vec<String> = (0..n)
+        let srcs: Vec<Rc<str>> = (0..n)
             .map(|i| match wide && !(is_where && i == 0) {
                 true => self.src_wide(u, i),
                 false => self.src(u, i),
@@ -68,7 +71,8 @@ impl Walk<'_> {
             _ => (out, Self::src_dtype(u, 0)?),
         };
         let name = self.ssa("alu");
-        let v = match op {
+        // every op defines `name`
+        match op {
             Op::Unary(UnaryOps::EXP2) if self.exp2_outlined.contains_key(u) => {
                 self.call_exp2_outlined(d, &srcs[0], &name)?
             }
@@ -78,34 +82,33 @@ impl Walk<'_> {
                 let t = reg(out);
                 let ct = reg(Self::src_dtype(u, 0)?);
                 emit!(self; "  ", name, " = select ", ct, " ", srcs[0], ", ", t, " ", srcs[1], ", ", t, " ", srcs[2]);
-                name
             }
             Op::Ternary(TernaryOps::MULACC) => {
                 let t = reg(d);
                 let (mul, add) = if d.is_float() {
-                    (format!("fmul{}", self.fmf), format!("fadd{}", self.fmf))
+                    (cat!("fmul", self.fmf), cat!("fadd", self.fmf))
                 } else {
                     ("mul".to_string(), "add".to_string())
                 };
                 emit!(self; "  ", name, ".m = ", mul, " ", t, " ", srcs[0], ", ", srcs[1]);
                 emit!(self; "  ", name, " = ", add, " ", t, " ", name, ".m, ", srcs[2]);
-                name
             }
             _ => bail!(Codegen, "{} is not an ALU op", op.name()),
-        };
-        self.r.insert(u.clone(), v);
+        }
+        self.r.insert(u.clone(), name);
         Ok(())
     }
 
-    fn intrinsic(&mut self, f: &str, d: DType, x: &str, name: &str) -> Result<String> {
+    fn intrinsic(&mut self, f: &str, d: DType, x: &str, name: &str) -> Result<()> {
         let (t, m) = (reg(d), mangle(d)?);
-        self.decls.insert(format!("declare {t} @llvm.{f}.{m}({t})"));
+        self.decls
+            .insert(cat!("declare ", t, " @llvm.", f, ".", m, "(", t, ")"));
         let fmf = self.fmf;
         emit!(self; "  ", name, " = call", fmf, " ", t, " @llvm.", f, ".", m, "(", t, " ", x, ")");
-        Ok(name.to_string())
+        Ok(())
     }
 
-    fn unary(&mut self, o: UnaryOps, d: DType, x: &str, name: &str) -> Result<String> {
+    fn unary(&mut self, o: UnaryOps, d: DType, x: &str, name: &str) -> Result<()> {
         let t = reg(d);
         if matches!(
             o,
@@ -151,22 +154,23 @@ impl Walk<'_> {
                 bail!(Codegen, "{o:?} is a UOp (CAST/BITCAST), not an ALU op")
             }
         }
-        Ok(name.to_string())
+        Ok(())
     }
 
     /// EXP2/LOG2/SIN/SQRT as PTX's `ex2.approx`/`lg2.approx`/`sin.approx`/`sqrt.approx` (f32, as
     /// tinygrad's PTX renderer; `sqrt.rn` would call a slow-path subroutine that needs a
     /// relocation the cubin loader does not apply), double SQRT as `llvm.sqrt`; half computes in
     /// f32 and rounds once.
-    fn nvptx_math(&mut self, o: UnaryOps, d: DType, x: &str, name: &str) -> Result<String> {
+    fn nvptx_math(&mut self, o: UnaryOps, d: DType, x: &str, name: &str) -> Result<()> {
         ensure!(d.count == 1, Codegen, "{o:?} of the vector {d} on NVPTX");
         let f32 = DType::new(Scalar::Float32);
         match d.scalar {
             Scalar::Float16 => {
                 emit!(self; "  ", name, ".x = fpext half ", x, " to float");
-                let r = self.nvptx_math(o, f32, &format!("{name}.x"), &format!("{name}.f"))?;
+                let r = cat!(name, ".f");
+                self.nvptx_math(o, f32, &cat!(name, ".x"), &r)?;
                 emit!(self; "  ", name, " = fptrunc float ", r, " to half");
-                Ok(name.to_string())
+                Ok(())
             }
             Scalar::Float64 if o == UnaryOps::SQRT => self.intrinsic("sqrt", d, x, name),
             Scalar::Float32 | Scalar::BFloat16 => {
@@ -177,9 +181,9 @@ impl Walk<'_> {
                     _ => "sin",
                 };
                 self.decls
-                    .insert(format!("declare float @llvm.nvvm.{f}.approx.f(float)"));
+                    .insert(cat!("declare float @llvm.nvvm.", f, ".approx.f(float)"));
                 emit!(self; "  ", name, " = call float @llvm.nvvm.", f, ".approx.f(float ", x, ")");
-                Ok(name.to_string())
+                Ok(())
             }
             _ => bail!(
                 Codegen,
@@ -188,14 +192,7 @@ impl Walk<'_> {
         }
     }
 
-    fn binary(
-        &mut self,
-        o: BinaryOps,
-        d: DType,
-        u: &UOp,
-        s: &[String],
-        name: &str,
-    ) -> Result<String> {
+    fn binary(&mut self, o: BinaryOps, d: DType, u: &UOp, s: &[Rc<str>], name: &str) -> Result<()> {
         let t = reg(d);
         let (x, y) = (&s[0], &s[1]);
         let f = self.fmf;
@@ -227,11 +224,11 @@ impl Walk<'_> {
             }
         };
         emit!(self; "  ", name, " = ", i, flags, pred, " ", t, " ", x, ", ", y);
-        Ok(name.to_string())
+        Ok(())
     }
 
     /// NaN-propagating float max; signed/unsigned int max.
-    fn max(&mut self, d: DType, x: &str, y: &str, name: &str) -> Result<String> {
+    fn max(&mut self, d: DType, x: &str, y: &str, name: &str) -> Result<()> {
         let t = reg(d);
         let ct = reg(DType::new(Scalar::Bool).vec(d.count));
         if d.is_float() {
@@ -253,7 +250,7 @@ impl Walk<'_> {
             emit!(self; "  ", name, ".gt = icmp ", cmp, " ", t, " ", x, ", ", y);
             emit!(self; "  ", name, " = select ", ct, " ", name, ".gt, ", t, " ", x, ", ", t, " ", y);
         }
-        Ok(name.to_string())
+        Ok(())
     }
 
     /// Integer IDIV/MOD with `exec_alu`'s results for a zero (and, signed, a -1) divisor.
@@ -265,7 +262,7 @@ impl Walk<'_> {
         y: &str,
         divisor: Option<ConstValue>,
         name: &str,
-    ) -> Result<String> {
+    ) -> Result<()> {
         let t = reg(d);
         let signed = !d.is_unsigned();
         let (div, rem) = if signed {
@@ -277,16 +274,16 @@ impl Walk<'_> {
         let safe = divisor.is_some_and(|c| c.as_i128() != 0 && !(signed && c.as_i128() == -1));
         if safe {
             emit!(self; "  ", name, " = ", i, " ", t, " ", x, ", ", y);
-            return Ok(name.to_string());
+            return Ok(());
         }
         let ct = reg(DType::new(Scalar::Bool).vec(d.count));
         emit!(self; "  ", name, ".z = icmp eq ", t, " ", y, ", ", splat(0, d));
         let bad = if signed {
             emit!(self; "  ", name, ".m1 = icmp eq ", t, " ", y, ", ", splat(-1, d));
             emit!(self; "  ", name, ".bad = or ", ct, " ", name, ".z, ", name, ".m1");
-            format!("{name}.bad")
+            cat!(name, ".bad")
         } else {
-            format!("{name}.z")
+            cat!(name, ".z")
         };
         emit!(self; "  ", name, ".d = select ", ct, " ", bad, ", ", t, " ", splat(1, d), ", ", t, " ", y);
         emit!(self; "  ", name, ".q = ", i, " ", t, " ", x, ", ", name, ".d");
@@ -299,37 +296,31 @@ impl Walk<'_> {
         } else {
             emit!(self; "  ", name, " = select ", ct, " ", bad, ", ", t, " ", zero, ", ", t, " ", name, ".q");
         }
-        Ok(name.to_string())
+        Ok(())
     }
 
     /// Float IDIV (`trunc(x/y)`) and MOD (through 64-bit integers, as the C renderer does).
-    fn float_div(
-        &mut self,
-        o: BinaryOps,
-        d: DType,
-        x: &str,
-        y: &str,
-        name: &str,
-    ) -> Result<String> {
+    fn float_div(&mut self, o: BinaryOps, d: DType, x: &str, y: &str, name: &str) -> Result<()> {
         let t = reg(d);
         let f = self.fmf;
         if o == BinaryOps::IDIV {
             emit!(self; "  ", name, ".q = fdiv", f, " ", t, " ", x, ", ", y);
-            return self.intrinsic("trunc", d, &format!("{name}.q"), name);
+            return self.intrinsic("trunc", d, &cat!(name, ".q"), name);
         }
         let l = DType::new(Scalar::Int64).vec(d.count);
         let lt = reg(l);
         emit!(self; "  ", name, ".x = fptosi ", t, " ", x, " to ", lt);
         emit!(self; "  ", name, ".y = fptosi ", t, " ", y, " to ", lt);
-        let r = self.int_div(
+        let r = cat!(name, ".i");
+        self.int_div(
             BinaryOps::MOD,
             l,
-            &format!("{name}.x"),
-            &format!("{name}.y"),
+            &cat!(name, ".x"),
+            &cat!(name, ".y"),
             None,
-            &format!("{name}.i"),
+            &r,
         )?;
         emit!(self; "  ", name, " = sitofp ", lt, " ", r, " to ", t);
-        Ok(name.to_string())
+        Ok(())
     }
 }

@@ -29,6 +29,8 @@
 //! Not guaranteed: that SLP bundles the calls (its cost model decides; a scalar call that stays
 //! scalar is inlined as scalar code, the same bits either way).
 
+use std::rc::Rc;
+
 use crate::codegen::uops::{UOp, UOpMap, UOps};
 use crate::dtype::{ConstValue, DType, Scalar};
 use crate::ops::{Op, UnaryOps};
@@ -213,7 +215,7 @@ impl Walk<'_> {
 
     /// `name = exp2(x)` for `x` of vector type `d`: a call of the out-of-line copy of its helper
     /// (for the UOps of [`outlined`]).
-    pub(super) fn call_exp2_outlined(&mut self, d: DType, x: &str, name: &str) -> Result<String> {
+    pub(super) fn call_exp2_outlined(&mut self, d: DType, x: &str, name: &str) -> Result<()> {
         let t = reg(d);
         let helper = format!("{}_outlined", exp2_helper_name(d)?);
         if self.helpers.insert(helper.clone()) {
@@ -223,15 +225,33 @@ impl Walk<'_> {
             self.decls.insert(OUTLINED_ATTRIBUTES.to_string());
         }
         emit!(self; "  ", name, " = call ", t, " @", helper, "(", t, " ", x, ")");
-        Ok(name.to_string())
+        Ok(())
     }
 
     /// `name = exp2(x)` for `x` of `d` (a float32, bfloat16 or half scalar or vector): a call of
     /// the helper of `d`; a scalar call names the vector helpers for SLP.
-    pub(super) fn call_exp2(&mut self, d: DType, x: &str, name: &str) -> Result<String> {
+    pub(super) fn call_exp2(&mut self, d: DType, x: &str, name: &str) -> Result<()> {
         let t = reg(d);
+        let known = self.exp2_callees.iter().position(|(k, ..)| *k == d);
+        let k = match known {
+            Some(k) => k,
+            None => {
+                let (helper, attrs) = self.exp2_callee(d)?;
+                self.exp2_callees.push((d, helper, attrs));
+                self.exp2_callees.len() - 1
+            }
+        };
+        let (_, helper, attrs) = &self.exp2_callees[k];
+        let (helper, attrs) = (helper.clone(), *attrs);
+        emit!(self; "  ", name, " = call ", t, " @", helper, "(", t, " ", x, ")", attrs);
+        Ok(())
+    }
+
+    /// The helper an EXP2 of `d` calls and the call's attribute text, once per dtype and
+    /// rendering: defines the helper (and for a scalar its call-site group and vector helpers).
+    fn exp2_callee(&mut self, d: DType) -> Result<(Rc<str>, &'static str)> {
         self.want_exp2_helper(d)?;
-        let mut attrs = String::new();
+        let mut attrs = "";
         if d.count == 1 {
             let (n, group) = call_site_group(d)?;
             if self.decls.insert(group) {
@@ -239,9 +259,8 @@ impl Walk<'_> {
                     self.want_exp2_helper(d.vec(l))?;
                 }
             }
-            attrs = format!(" #{n}");
+            attrs = if n == 3 { " #3" } else { " #2" };
         }
-        emit!(self; "  ", name, " = call ", t, " @", exp2_helper_name(d)?, "(", t, " ", x, ")", attrs);
-        Ok(name.to_string())
+        Ok((exp2_helper_name(d)?.into(), attrs))
     }
 }

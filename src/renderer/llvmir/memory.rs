@@ -23,9 +23,11 @@
 //! Not guaranteed: vector bool or bfloat16 accesses beyond what LLVM legalizes on the target.
 
 use std::borrow::Cow;
+use std::rc::Rc;
 
 use crate::codegen::uops::{UArg, UOp, UOps};
 use crate::dtype::{ConstValue, DType, Scalar};
+use crate::renderer::text::cat;
 use crate::{bail, ensure, Error, Result};
 
 use super::types::{self, bf16_to_float, float_to_bf16, literal, mem, ptr_type, reg};
@@ -34,9 +36,9 @@ use super::walk::{dtype_of, emit, Walk};
 /// A load or store index as rendered: the value, its LLVM type and, for a split address, the
 /// constant element offset a second `getelementptr` adds.
 struct Index {
-    val: String,
+    val: Rc<str>,
     ty: Cow<'static, str>,
-    offset: Option<String>,
+    offset: Option<Rc<str>>,
 }
 
 impl Walk<'_> {
@@ -48,7 +50,7 @@ impl Walk<'_> {
         idx: &Index,
         access: DType,
         name: &str,
-    ) -> Result<(String, String)> {
+    ) -> Result<(String, Cow<'static, str>)> {
         let base = self.val(buf)?;
         let elem = mem(dtype_of(buf)?.base().scalar());
         let Index {
@@ -70,17 +72,17 @@ impl Walk<'_> {
                         emit!(self; "  ", name, ".p = getelementptr ", elem, ", ", pt, " ", name, ".b, i64 ", c);
                     }
                 }
-                (a, format!("{name}.p"))
+                (a, cat!(name, ".p"))
             }
             UOps::DEFINE_LOCAL => {
                 let UArg::Local { size, .. } = buf.arg() else {
                     bail!(Codegen, "DEFINE_LOCAL without a size");
                 };
                 let a = self.flavour.local_addrspace();
-                let arr = format!("[{size} x {elem}]");
+                let arr = cat!("[", size, " x ", elem, "]");
                 let at = ptr_type(self.opaque, &arr, a);
                 emit!(self; "  ", name, ".p = getelementptr inbounds ", arr, ", ", at, " ", base, ", i32 0, ", it, " ", idx);
-                (a, format!("{name}.p"))
+                (a, cat!(name, ".p"))
             }
             op => bail!(Codegen, "load/store through a {op:?}, not a buffer"),
         };
@@ -88,7 +90,7 @@ impl Walk<'_> {
         if access.count > 1 && !self.opaque {
             let vt = ptr_type(self.opaque, &mem(access), addrspace);
             emit!(self; "  ", name, ".vp = bitcast ", et, " ", ptr, " to ", vt);
-            return Ok((format!("{name}.vp"), vt));
+            return Ok((cat!(name, ".vp"), vt));
         }
         let at = ptr_type(self.opaque, &mem(access), addrspace);
         Ok((ptr, at))
@@ -149,23 +151,25 @@ impl Walk<'_> {
         if let Some((g, _)) = &gate {
             let it = &idx.ty;
             emit!(self; "  ", name, ".i = select i1 ", g, ", ", it, " ", idx.val, ", ", it, " 0");
-            idx.val = format!("{name}.i");
+            idx.val = cat!(name, ".i").into();
         }
         let (ptr, pt) = self.elem_ptr(&buf, &idx, access, &name)?;
         let mt = mem(access);
         let align = bd.itemsize();
         emit!(self; "  ", name, ".m = load ", mt, ", ", pt, " ", ptr, ", align ", align);
-        let mut v = format!("{name}.m");
+        let mut v: Rc<str> = cat!(name, ".m").into();
         v = match bd.scalar {
             Scalar::Bool => {
                 emit!(self; "  ", name, ".b = trunc ", mt, " ", v, " to ", reg(access));
-                format!("{name}.b")
+                cat!(name, ".b").into()
             }
-            Scalar::BFloat16 => bf16_to_float(&v, &format!("{name}.f"), out.count, &mut self.body),
+            Scalar::BFloat16 => {
+                bf16_to_float(&v, &cat!(name, ".f"), out.count, &mut self.body).into()
+            }
             _ => v,
         };
         if out.scalar != bd.scalar {
-            v = self.convert(&v, access, out, &format!("{name}.c"))?;
+            v = self.convert(&v, access, out, &cat!(name, ".c"))?.into();
         }
         if let Some((g, alt)) = gate {
             let t = reg(out);
@@ -186,19 +190,21 @@ impl Walk<'_> {
         let vd = Self::src_dtype(u, 2)?;
         let access = bd.vec(vd.count);
         let n = self.number("store");
-        let name = format!("%store{n}");
+        let name = cat!("%store", n);
         let idx = self.index(u, true)?;
         let mut v = self.src(u, 2)?;
         if vd.scalar != bd.scalar {
-            v = self.convert(&v, vd, access, &format!("{name}.c"))?;
+            v = self.convert(&v, vd, access, &cat!(name, ".c"))?.into();
         }
         let mt = mem(access);
         v = match bd.scalar {
             Scalar::Bool => {
                 emit!(self; "  ", name, ".b = zext ", reg(access), " ", v, " to ", mt);
-                format!("{name}.b")
+                cat!(name, ".b").into()
             }
-            Scalar::BFloat16 => float_to_bf16(&v, &format!("{name}.h"), vd.count, &mut self.body),
+            Scalar::BFloat16 => {
+                float_to_bf16(&v, &cat!(name, ".h"), vd.count, &mut self.body).into()
+            }
             _ => v,
         };
         let gate = if u.src().len() > 3 {
@@ -208,14 +214,14 @@ impl Walk<'_> {
         };
         if let Some(g) = &gate {
             emit!(self; "  br i1 ", g, ", label %store_", n, ", label %store_", n, ".end");
-            self.label(format!("store_{n}"));
+            self.label(cat!("store_", n));
         }
         let (ptr, pt) = self.elem_ptr(&buf, &idx, access, &name)?;
         let align = bd.itemsize();
         emit!(self; "  store ", mt, " ", v, ", ", pt, " ", ptr, ", align ", align);
         if gate.is_some() {
             emit!(self; "  br label %store_", n, ".end");
-            self.label(format!("store_{n}.end"));
+            self.label(cat!("store_", n, ".end"));
         }
         Ok(())
     }
@@ -227,7 +233,7 @@ impl Walk<'_> {
             let x = self.src(u, 0)?;
             let name = self.ssa("cast");
             let v = self.convert(&x, from, out, &name)?;
-            self.r.insert(u.clone(), v);
+            self.r.insert(u.clone(), v.into());
             return Ok(());
         }
         ensure!(
@@ -248,23 +254,23 @@ impl Walk<'_> {
             let n = out.count;
             emit!(self; "  ", name, ".i = insertelement ", vt, " poison, ", st, " ", x, ", i32 0");
             emit!(self; "  ", name, " = shufflevector ", vt, " ", name, ".i, ", vt, " poison, <", n, " x i32> zeroinitializer");
-            self.r.insert(u.clone(), name);
+            self.r.insert(u.clone(), name.into());
             return Ok(());
         }
         self.build_vector(&name, out, &lanes);
-        self.r.insert(u.clone(), name);
+        self.r.insert(u.clone(), name.into());
         Ok(())
     }
 
     /// `name` = the vector of type `out` whose lanes are the scalar values `lanes`.
-    pub(super) fn build_vector(&mut self, name: &str, out: DType, lanes: &[String]) {
+    pub(super) fn build_vector(&mut self, name: &str, out: DType, lanes: &[Rc<str>]) {
         let (vt, st) = (reg(out), reg(out.scalar()));
         let mut prev = "undef".to_string();
         for (i, x) in lanes.iter().enumerate() {
             let cur = if i + 1 == lanes.len() {
                 name.to_string()
             } else {
-                format!("{name}.{i}")
+                cat!(name, ".", i)
             };
             emit!(self; "  ", cur, " = insertelement ", vt, " ", prev, ", ", st, " ", x, ", i32 ", i);
             prev = cur;
@@ -286,7 +292,7 @@ impl Walk<'_> {
             }
             let zero = literal(ConstValue::Int(0), from);
             let cmp = if from.is_float() {
-                format!("fcmp{} une", self.fmf)
+                cat!("fcmp", self.fmf, " une")
             } else {
                 "icmp ne".to_string()
             };
@@ -314,17 +320,17 @@ impl Walk<'_> {
         // through the in-memory form, which holds bfloat16 as its 16 bits
         let mut v = x;
         if from.scalar == Scalar::BFloat16 {
-            v = float_to_bf16(&v, &format!("{name}.h"), from.count, &mut self.body);
+            v = float_to_bf16(&v, &cat!(name, ".h"), from.count, &mut self.body).into();
         }
         let (fm, tm) = (mem(from), mem(to));
         if fm != tm {
             emit!(self; "  ", name, ".b = bitcast ", fm, " ", v, " to ", tm);
-            v = format!("{name}.b");
+            v = cat!(name, ".b").into();
         }
         if to.scalar == Scalar::BFloat16 {
-            v = bf16_to_float(&v, &format!("{name}.f"), to.count, &mut self.body);
+            v = bf16_to_float(&v, &cat!(name, ".f"), to.count, &mut self.body).into();
         }
-        self.r.insert(u.clone(), v);
+        self.r.insert(u.clone(), v.into());
         Ok(())
     }
 }

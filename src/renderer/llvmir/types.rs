@@ -35,11 +35,31 @@ pub fn scalar_mem(s: Scalar) -> &'static str {
 }
 
 fn vectorize(scalar: &'static str, count: u16) -> Cow<'static, str> {
-    if count > 1 {
-        Cow::Owned(format!("<{count} x {scalar}>"))
-    } else {
-        Cow::Borrowed(scalar)
+    if count <= 1 {
+        return Cow::Borrowed(scalar);
     }
+    match common_vector(scalar, count) {
+        Some(t) => Cow::Borrowed(t),
+        None => Cow::Owned(format!("<{count} x {scalar}>")),
+    }
+}
+
+/// `<count x scalar>` as static text for the vector types kernels use most (no allocation).
+fn common_vector(scalar: &str, count: u16) -> Option<&'static str> {
+    macro_rules! table {
+        ($($s:literal),*) => {
+            match (scalar, count) {
+                $(
+                    ($s, 2) => Some(concat!("<2 x ", $s, ">")),
+                    ($s, 4) => Some(concat!("<4 x ", $s, ">")),
+                    ($s, 8) => Some(concat!("<8 x ", $s, ">")),
+                    ($s, 16) => Some(concat!("<16 x ", $s, ">")),
+                )*
+                _ => None,
+            }
+        };
+    }
+    table!("float", "half", "double", "i1", "i8", "i16", "i32", "i64")
 }
 
 /// The register type of a value of `d` (pointer forms use their element); a scalar's is static
@@ -55,12 +75,14 @@ pub fn mem(d: DType) -> Cow<'static, str> {
 
 /// A pointer type to `elem` in `addrspace`: opaque (`ptr`, `ptr addrspace(1)`) or typed
 /// (`float*`, `float addrspace(1)*`).
-pub fn ptr_type(opaque: bool, elem: &str, addrspace: u32) -> String {
+pub fn ptr_type(opaque: bool, elem: &str, addrspace: u32) -> Cow<'static, str> {
     match (opaque, addrspace) {
-        (true, 0) => "ptr".into(),
-        (true, a) => format!("ptr addrspace({a})"),
-        (false, 0) => format!("{elem}*"),
-        (false, a) => format!("{elem} addrspace({a})*"),
+        (true, 0) => Cow::Borrowed("ptr"),
+        (true, 1) => Cow::Borrowed("ptr addrspace(1)"),
+        (true, 3) => Cow::Borrowed("ptr addrspace(3)"),
+        (true, a) => Cow::Owned(format!("ptr addrspace({a})")),
+        (false, 0) => Cow::Owned(format!("{elem}*")),
+        (false, a) => Cow::Owned(format!("{elem} addrspace({a})*")),
     }
 }
 
@@ -296,6 +318,12 @@ mod tests {
         assert_eq!(reg(dtypes::bfloat16), "float");
         assert_eq!(mem(dtypes::bfloat16.vec(4)), "<4 x i16>");
         assert_eq!(reg(dtypes::half.vec(4)), "<4 x half>");
+        assert_eq!(reg(dtypes::float32.vec(3)), "<3 x float>");
+        assert_eq!(mem(dtypes::bool.vec(16)), "<16 x i8>");
+        assert_eq!(reg(dtypes::int64.vec(8)), "<8 x i64>");
+        assert_eq!(ptr_type(true, "float", 3), "ptr addrspace(3)");
+        assert_eq!(ptr_type(true, "float", 5), "ptr addrspace(5)");
+        assert_eq!(ptr_type(false, "<4 x half>", 1), "<4 x half> addrspace(1)*");
         assert_eq!(mangle(dtypes::float32.vec(4)).unwrap(), "v4f32");
         assert!(mangle(dtypes::int32).is_err());
         use Scalar::*;

@@ -13,10 +13,12 @@
 //! LLVM verifier refuses (the compiler reports it), never a panic.
 
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
 
 use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
 use crate::dtype::{DType, Scalar};
 use crate::helpers::to_function_name;
+use crate::renderer::text::cat;
 use crate::{bail, ensure, Error, Result};
 
 use super::types::{literal, mem, reg};
@@ -43,7 +45,7 @@ struct Loop {
     /// The byte offset in `body` where the header phis go (inserted when the loop closes).
     phi_line: usize,
     /// Carried accumulators: (acc, header phi name, value on entry).
-    accs: Vec<(UOp, String, String)>,
+    accs: Vec<(UOp, String, Rc<str>)>,
 }
 
 /// A kernel parameter.
@@ -73,7 +75,8 @@ pub(super) struct Walk<'a> {
     pub local_threads: i64,
     /// The list position of the RANGE split across cores (CPU).
     pub split: Option<usize>,
-    pub(super) r: UOpMap<String>,
+    /// The rendered value of each UOp (shared text: a use clones a pointer, not the name).
+    pub(super) r: UOpMap<Rc<str>>,
     counters: HashMap<&'static str, usize, crate::helpers::FxBuild>,
     cur_block: String,
     loops: Vec<Loop>,
@@ -86,6 +89,10 @@ pub(super) struct Walk<'a> {
     /// Whether the kernel is vector-only ([`super::vector_only`], CPU flavour): its global
     /// addresses `base + (x + c)` are then split into `(base + x) + c` (`memory.rs`).
     pub(super) vector_only: bool,
+    /// The helper each EXP2 dtype calls and the call's attributes (CPU flavour; `exp2.rs`).
+    pub(super) exp2_callees: Vec<(DType, Rc<str>, &'static str)>,
+    /// Where [`Walk::ssa`] writes a name before it is shared.
+    scratch: String,
     /// The vector EXP2s that call the out-of-line helper (CPU flavour; `exp2.rs`).
     pub(super) exp2_outlined: UOpMap<()>,
 }
@@ -165,7 +172,7 @@ pub(super) fn dtype_of(u: &UOp) -> Result<DType> {
 
 /// A DEFINE_VAR's LLVM name.
 fn var_name(name: &str) -> String {
-    format!("%var_{}", to_function_name(name))
+    cat!("%var_", to_function_name(name))
 }
 
 impl<'a> Walk<'a> {
@@ -193,6 +200,8 @@ impl<'a> Walk<'a> {
             carried: carried_accs(uops)?,
             acc_phis: UOpMap::default(),
             acc_ids: UOpMap::default(),
+            exp2_callees: vec![],
+            scratch: String::with_capacity(32),
             vector_only: *flavour == Flavour::Cpu && super::vector_only(uops, &wide),
             wide,
             exp2_outlined: match flavour {
@@ -203,13 +212,14 @@ impl<'a> Walk<'a> {
     }
 
     /// A fresh SSA name `%{prefix}{n}`.
-    pub fn ssa(&mut self, prefix: &'static str) -> String {
+    pub fn ssa(&mut self, prefix: &'static str) -> Rc<str> {
         let n = self.number(prefix);
-        let mut name = String::with_capacity(prefix.len() + 8);
-        name.push('%');
-        name.push_str(prefix);
-        n.put(&mut name);
-        name
+        let text = &mut self.scratch;
+        text.clear();
+        text.push('%');
+        text.push_str(prefix);
+        n.put(text);
+        Rc::from(text.as_str())
     }
 
     pub(super) fn number(&mut self, prefix: &'static str) -> usize {
@@ -224,7 +234,7 @@ impl<'a> Walk<'a> {
     }
 
     /// The rendered value of source `i` of `u`.
-    pub fn src(&self, u: &UOp, i: usize) -> Result<String> {
+    pub fn src(&self, u: &UOp, i: usize) -> Result<Rc<str>> {
         let s = u
             .src()
             .get(i)
@@ -232,20 +242,20 @@ impl<'a> Walk<'a> {
         self.val(s)
     }
 
-    pub fn val(&self, s: &UOp) -> Result<String> {
+    pub fn val(&self, s: &UOp) -> Result<Rc<str>> {
         // a CONST of the list has its literal in `r` (rendered once, `Walk::uop`)
         if let Some(v) = self.r.get(s) {
             return Ok(v.clone());
         }
         if let Some(c) = s.const_value() {
-            return Ok(literal(c, dtype_of(s)?));
+            return Ok(literal(c, dtype_of(s)?).into());
         }
         bail!(Codegen, "{:?} is used before it is rendered", s.op())
     }
 
     /// Source `i` of `u` as an `i64` operand of an index-only ALU (`index.rs`): a 32-bit value is
     /// sign-extended here.
-    pub(super) fn src_wide(&mut self, u: &UOp, i: usize) -> Result<String> {
+    pub(super) fn src_wide(&mut self, u: &UOp, i: usize) -> Result<Rc<str>> {
         let v = self.src(u, i)?;
         let s = &u.src()[i];
         if !super::index::needs_sext(s, self.wide.contains_key(s)) {
@@ -278,7 +288,7 @@ impl<'a> Walk<'a> {
             UOps::CONST => {
                 if let (Some(c), Some(d)) = (u.const_value(), u.dtype()) {
                     let v = literal(c, d);
-                    self.r.insert(u.clone(), v);
+                    self.r.insert(u.clone(), v.into());
                 }
                 Ok(())
             }
@@ -306,10 +316,10 @@ impl<'a> Walk<'a> {
         let d = dtype_of(u)?;
         // a vector accumulator starts from its scalar constant in every lane
         let v = match u.src().first().and_then(|s| s.const_value()) {
-            Some(c) => literal(c, d),
+            Some(c) => literal(c, d).into(),
             None => init,
         };
-        self.r.insert(u.clone(), v);
+        self.r.insert(u.clone(), v.into());
         let k = self.number("acc");
         self.acc_ids.insert(u.clone(), k);
         Ok(())
@@ -319,7 +329,7 @@ impl<'a> Walk<'a> {
         let c = self.src(u, 0)?;
         let n = self.number("if");
         emit!(self; "  br i1 ", c, ", label %if_", n, ", label %endif_", n);
-        self.label(format!("if_{n}"));
+        self.label(cat!("if_", n));
         self.ifs.push((u.clone(), n));
         Ok(())
     }
@@ -341,7 +351,7 @@ impl<'a> Walk<'a> {
             bail!(Codegen, "ENDIF without IF");
         };
         emit!(self; "  br label %endif_", n);
-        self.label(format!("endif_{n}"));
+        self.label(cat!("endif_", n));
         Ok(())
     }
 
@@ -353,7 +363,7 @@ impl<'a> Walk<'a> {
         };
         let name = self.ssa("gep");
         emit!(self; "  ", name, " = extractelement ", t, " ", x, ", i32 ", lane);
-        self.r.insert(u.clone(), name);
+        self.r.insert(u.clone(), name.into());
         Ok(())
     }
 
@@ -379,9 +389,9 @@ impl<'a> Walk<'a> {
             Codegen,
             "DEFINE_GLOBAL data{idx}: vector element type {d}"
         );
-        let name = format!("%data{idx}");
+        let name = cat!("%data", idx);
         self.params.push(Param::Buffer(*idx, d, name.clone()));
-        self.r.insert(u.clone(), name);
+        self.r.insert(u.clone(), name.into());
         Ok(())
     }
 
@@ -397,7 +407,7 @@ impl<'a> Walk<'a> {
         );
         let ssa = var_name(name);
         self.params.push(Param::Var(name.clone(), ssa.clone()));
-        self.r.insert(u.clone(), ssa);
+        self.r.insert(u.clone(), ssa.into());
         Ok(())
     }
 
@@ -406,18 +416,22 @@ impl<'a> Walk<'a> {
             bail!(Codegen, "DEFINE_LOCAL without a name and size");
         };
         let d = dtype_of(u)?.base();
-        let arr = format!("[{size} x {}]", mem(d.scalar()));
-        let g = format!("local_{}", to_function_name(name));
+        let arr = cat!("[", size, " x ", mem(d.scalar()), "]");
+        let g = cat!("local_", to_function_name(name));
         match self.flavour {
             Flavour::Amdgpu { .. } | Flavour::Nvptx { .. } => {
-                self.globals.push(format!(
-                    "@{g} = internal unnamed_addr addrspace(3) global {arr} undef, align 16"
+                self.globals.push(cat!(
+                    "@",
+                    g,
+                    " = internal unnamed_addr addrspace(3) global ",
+                    arr,
+                    " undef, align 16"
                 ));
-                self.r.insert(u.clone(), format!("@{g}"));
+                self.r.insert(u.clone(), cat!("@", g).into());
             }
             Flavour::Cpu => {
                 emit!(self; "  %", g, " = alloca ", arr, ", align 16");
-                self.r.insert(u.clone(), format!("%{g}"));
+                self.r.insert(u.clone(), cat!("%", g).into());
             }
         }
         Ok(())
@@ -436,7 +450,7 @@ impl<'a> Walk<'a> {
         if name.starts_with('l') {
             self.local_threads = self.local_threads.saturating_mul((*size).max(1));
         }
-        let ssa = format!("%{}", to_function_name(name));
+        let ssa = cat!("%", to_function_name(name));
         match self.flavour {
             Flavour::Cpu => bail!(
                 Codegen,
@@ -450,34 +464,34 @@ impl<'a> Walk<'a> {
                 } else {
                     "workgroup"
                 };
-                self.sreg(&format!("amdgcn.{kind}.id.{dim}"), &ssa);
-                self.r.insert(u.clone(), ssa);
+                self.sreg(&cat!("amdgcn.", kind, ".id.", dim), &ssa);
+                self.r.insert(u.clone(), ssa.into());
                 return Ok(());
             }
             Flavour::Nvptx { .. } => {}
         }
         // NVPTX: blockIdx (ctaid), threadIdx (tid), or blockIdx*blockDim+threadIdx for `idx`
         // (tinygrad's CUDA spelling of a global index without locals).
-        let sreg = |r: &str| format!("nvvm.read.ptx.sreg.{r}.{dim}");
+        let sreg = |r: &str| cat!("nvvm.read.ptx.sreg.", r, ".", dim);
         match name.as_bytes().first() {
             Some(b'g') => self.sreg(&sreg("ctaid"), &ssa),
             Some(b'l') => self.sreg(&sreg("tid"), &ssa),
             Some(b'i') => {
-                self.sreg(&sreg("ctaid"), &format!("{ssa}.ctaid"));
-                self.sreg(&sreg("ntid"), &format!("{ssa}.ntid"));
-                self.sreg(&sreg("tid"), &format!("{ssa}.tid"));
+                self.sreg(&sreg("ctaid"), &cat!(ssa, ".ctaid"));
+                self.sreg(&sreg("ntid"), &cat!(ssa, ".ntid"));
+                self.sreg(&sreg("tid"), &cat!(ssa, ".tid"));
                 emit!(self; "  ", ssa, ".base = mul i32 ", ssa, ".ctaid, ", ssa, ".ntid");
                 emit!(self; "  ", ssa, " = add i32 ", ssa, ".base, ", ssa, ".tid");
             }
             _ => bail!(Codegen, "SPECIAL {name}: not a gidx/lidx/idx launch index"),
         }
-        self.r.insert(u.clone(), ssa);
+        self.r.insert(u.clone(), ssa.into());
         Ok(())
     }
 
     /// `dst = call i32 @llvm.<f>()`, a launch-register intrinsic (declared once).
     fn sreg(&mut self, f: &str, dst: &str) {
-        self.decls.insert(format!("declare i32 @llvm.{f}()"));
+        self.decls.insert(cat!("declare i32 @llvm.", f, "()"));
         emit!(self; "  ", dst, " = call i32 @llvm.", f, "()");
     }
 
@@ -520,8 +534,8 @@ impl<'a> Walk<'a> {
             }
             None => v.clone(),
         };
-        self.r.insert(root, acc_now);
-        self.r.insert(u.clone(), v);
+        self.r.insert(root, acc_now.into());
+        self.r.insert(u.clone(), v.into());
         Ok(())
     }
 
@@ -529,29 +543,29 @@ impl<'a> Walk<'a> {
         let (start, end) = (self.src(u, 0)?, self.src(u, 1)?);
         let t = reg(dtype_of(u)?);
         let n = self.number("ridx");
-        let counter = format!("%ridx{n}");
+        let counter = cat!("%ridx", n);
         let (lo, hi) = if self.split == Some(i) {
             self.split_bounds(&counter, &start, &end, &t)
         } else {
-            (start, end)
+            (start.to_string(), end.to_string())
         };
         let mut accs = vec![];
         for acc in self.carried.get(&i).cloned().unwrap_or_default() {
             let k = self.acc_number(&acc)?;
             let entry = self.val(&acc)?;
-            accs.push((acc, format!("%acc{k}.{n}"), entry));
+            accs.push((acc, cat!("%acc", k, ".", n), entry));
         }
         emit!(self; "  br label %loop_header_", n);
         let pre_block = self.cur_block.clone();
-        self.label(format!("loop_header_{n}"));
+        self.label(cat!("loop_header_", n));
         let phi_line = self.body.len();
         emit!(self; "  ", counter, ".c = icmp slt ", t, " ", counter, ", ", hi);
         emit!(self; "  br i1 ", counter, ".c, label %loop_body_", n, ", label %loop_exit_", n);
-        self.label(format!("loop_body_{n}"));
+        self.label(cat!("loop_body_", n));
         for (acc, phi, _) in &accs {
-            self.r.insert(acc.clone(), phi.clone());
+            self.r.insert(acc.clone(), phi.clone().into());
         }
-        self.r.insert(u.clone(), counter.clone());
+        self.r.insert(u.clone(), counter.clone().into());
         self.loops.push(Loop {
             range: u.clone(),
             n,
@@ -579,7 +593,7 @@ impl<'a> Walk<'a> {
             end.to_string()
         } else {
             emit!(self; "  ", c, ".n = sub ", t, " ", end, ", ", start);
-            format!("{c}.n")
+            cat!(c, ".n")
         };
         emit!(self; "  ", c, ".n64 = sext ", t, ' ', n, " to i64");
         emit!(self; "  ", c, ".core = sext i32 %core to i64");
@@ -592,11 +606,11 @@ impl<'a> Walk<'a> {
         emit!(self; "  ", c, ".hid = sdiv i64 ", c, ".him, ", c, ".ncores");
         emit!(self; "  ", c, ".hi = trunc i64 ", c, ".hid to ", t);
         if zero {
-            return (format!("{c}.lo"), format!("{c}.hi"));
+            return (cat!(c, ".lo"), cat!(c, ".hi"));
         }
         emit!(self; "  ", c, ".lo0 = add ", t, " ", start, ", ", c, ".lo");
         emit!(self; "  ", c, ".hi0 = add ", t, " ", start, ", ", c, ".hi");
-        (format!("{c}.lo0"), format!("{c}.hi0"))
+        (cat!(c, ".lo0"), cat!(c, ".hi0"))
     }
 
     fn endrange(&mut self, u: &UOp) -> Result<()> {
@@ -610,17 +624,39 @@ impl<'a> Walk<'a> {
         );
         let (n, c) = (lp.n, &lp.counter);
         let t = reg(dtype_of(&lp.range)?);
-        let latch = format!("loop_latch_{n}");
-        let mut phis = vec![format!(
-            "  {c} = phi {t} [ {}, %{} ], [ {c}.next, %{latch} ]",
-            lp.lo, lp.pre_block
+        let latch = cat!("loop_latch_", n);
+        let mut phis = vec![cat!(
+            "  ",
+            c,
+            " = phi ",
+            t,
+            " [ ",
+            lp.lo,
+            ", %",
+            lp.pre_block,
+            " ], [ ",
+            c,
+            ".next, %",
+            latch,
+            " ]"
         )];
         for (acc, phi, entry) in &lp.accs {
             let at = reg(dtype_of(acc)?);
             let now = self.val(acc)?;
-            phis.push(format!(
-                "  {phi} = phi {at} [ {entry}, %{} ], [ {now}, %{latch} ]",
-                lp.pre_block
+            phis.push(cat!(
+                "  ",
+                phi,
+                " = phi ",
+                at,
+                " [ ",
+                entry,
+                ", %",
+                lp.pre_block,
+                " ], [ ",
+                now,
+                ", %",
+                latch,
+                " ]"
             ));
         }
         let mut text = phis.join("\n");
@@ -630,7 +666,7 @@ impl<'a> Walk<'a> {
         self.label(latch);
         emit!(self; "  ", c, ".next = add nsw ", t, " ", c, ", 1");
         emit!(self; "  br label %loop_header_", n);
-        self.label(format!("loop_exit_{n}"));
+        self.label(cat!("loop_exit_", n));
         // after the loop, the accumulator (and every PHI of it) is the header's phi
         for (acc, phi, _) in lp.accs {
             for p in self.acc_phis.get(&acc).cloned().unwrap_or_default() {
@@ -641,11 +677,11 @@ impl<'a> Walk<'a> {
                         emit!(self; "  ", name, " = extractelement ", vt, " ", phi, ", i32 ", i);
                         name
                     }
-                    None => phi.clone(),
+                    None => phi.as_str().into(),
                 };
-                self.r.insert(p, after);
+                self.r.insert(p, after.into());
             }
-            self.r.insert(acc, phi);
+            self.r.insert(acc, phi.into());
         }
         Ok(())
     }

@@ -53,7 +53,7 @@ impl Walk<'_> {
                 w.name
             ),
         }
-        self.r.insert(u.clone(), name);
+        self.r.insert(u.clone(), name.into());
         Ok(())
     }
 
@@ -148,7 +148,7 @@ impl Walk<'_> {
         let mut lanes = vec![];
         for i in 0..4 {
             emit!(self; "  ", name, ".r", i, " = extractvalue ", st, " ", name, ".r, ", i);
-            lanes.push(format!("{name}.r{i}"));
+            lanes.push(format!("{name}.r{i}").into());
         }
         self.build_vector(name, crate::dtype::dtypes::float32.vec(4), &lanes);
     }
