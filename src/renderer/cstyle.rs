@@ -13,17 +13,31 @@
 //! Not guaranteed: only lists that passed `type_verify` are meant to be rendered; other input gives
 //! an `Error::Codegen` or C that does not compile, never a panic.
 
+/// Append one body line of pieces ([`crate::renderer::text::Piece`]) to `$st`, indented.
+macro_rules! kk {
+    ($st:expr; $($p:expr),+ $(,)?) => {{
+        $st.indent();
+        $( $crate::renderer::text::Piece::put(&$p, &mut $st.body); )+
+        $st.end();
+    }};
+}
+
 mod base;
 mod bf16;
 mod clang;
 mod lane_loads;
+mod names;
 
+use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
 
 use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
 use crate::dtype::{ConstValue, DType};
 use crate::ops::{BinaryOps, Op};
+use crate::renderer::text::cat;
+use crate::renderer::text::Piece as _;
 use crate::{bail, ensure, Result};
+use names::Names;
 
 pub use base::{base_code_for_op, base_params, base_render_const, int_literal};
 pub(crate) use bf16::{render_load_bf16_emulated, render_store_bf16_emulated};
@@ -92,13 +106,16 @@ pub trait CStyle {
     fn lang(&self) -> &CStyleLanguage;
 
     /// The type of a value of `dtype` (registers, variables).
-    fn render_dtype(&self, d: DType, needs: &mut Needs) -> Result<String> {
+    fn render_dtype(&self, d: DType, needs: &mut Needs) -> Result<Cow<'static, str>> {
         let _ = needs;
-        Ok(d.name())
+        Ok(match d.count {
+            0 | 1 => Cow::Borrowed(d.scalar.name()),
+            _ => Cow::Owned(d.name()),
+        })
     }
 
     /// The element type of a buffer pointer.
-    fn render_buf_dtype(&self, d: DType, needs: &mut Needs) -> Result<String> {
+    fn render_buf_dtype(&self, d: DType, needs: &mut Needs) -> Result<Cow<'static, str>> {
         self.render_dtype(d.base(), needs)
     }
 
@@ -119,7 +136,7 @@ pub trait CStyle {
     fn render_cast(&self, x: &[&str], d: DType, needs: &mut Needs) -> Result<String> {
         let t = self.render_dtype(d, needs)?;
         match x {
-            [one] => Ok(format!("({t})({one})")),
+            [one] => Ok(cat!("(", t, ")(", one, ")")),
             many => {
                 ensure!(
                     many.len() == d.count as usize,
@@ -127,7 +144,7 @@ pub trait CStyle {
                     "cast to {d} from {} values",
                     many.len()
                 );
-                Ok(format!("({t}){{{}}}", many.join(",")))
+                Ok(cat!("(", t, "){", many.join(","), "}"))
             }
         }
     }
@@ -155,11 +172,11 @@ pub trait CStyle {
                 &l.buffer_prefix
             };
             let t = self.render_dtype(buf_dtype.base().scalar().vec(out.count), needs)?;
-            format!("*(({prefix}{t}*)({buf}+{idx}))")
+            cat!("*((", prefix, t, "*)(", buf, "+", idx, "))")
         } else if l.uses_ptr_arithmetic {
-            format!("*({buf}+{idx})")
+            cat!("*(", buf, "+", idx, ")")
         } else {
-            format!("{buf}[{idx}]")
+            cat!(buf, "[", idx, "]")
         };
         if out.scalar != buf_dtype.scalar {
             return self.render_cast(&[val.as_str()], out, needs);
@@ -187,12 +204,14 @@ pub trait CStyle {
                 &l.buffer_prefix
             };
             let t = self.render_dtype(buf_dtype.base().scalar().vec(var_dtype.count), needs)?;
-            return Ok(format!("*(({prefix}{t}*)({buf}+{idx})) = {var};"));
+            return Ok(cat!(
+                "*((", prefix, t, "*)(", buf, "+", idx, ")) = ", var, ";"
+            ));
         }
         Ok(if l.uses_ptr_arithmetic {
-            format!("*({buf}+{idx}) = {var};")
+            cat!("*(", buf, "+", idx, ") = ", var, ";")
         } else {
-            format!("{buf}[{idx}] = {var};")
+            cat!(buf, "[", idx, "] = ", var, ";")
         })
     }
 
@@ -212,16 +231,24 @@ pub trait CStyle {
             self.render_dtype(from, needs)?,
             self.render_dtype(to, needs)?,
         );
-        lines.push(format!("{ft} {pre} = {x};"));
-        lines.push(format!("{tt} {out};"));
-        lines.push(format!("__builtin_memcpy(&{out}, &{pre}, sizeof({out}));"));
+        lines.push(cat!(ft, " ", pre, " = ", x, ";"));
+        lines.push(cat!(tt, " ", out, ";"));
+        lines.push(cat!(
+            "__builtin_memcpy(&",
+            out,
+            ", &",
+            pre,
+            ", sizeof(",
+            out,
+            "));"
+        ));
         Ok(out.to_string())
     }
 
     /// Lane `lane` of the vector expression `x` (of type `from`).
     fn render_gep(&self, x: &str, lane: usize, from: DType) -> Result<String> {
         let _ = from;
-        Ok(format!("{x}[{lane}]"))
+        Ok(cat!(x, "[", lane, "]"))
     }
 
     /// A vector value `x` of `from` converted lane by lane to the vector type `to`.
@@ -234,7 +261,7 @@ pub trait CStyle {
     ) -> Result<String> {
         let _ = from;
         let t = self.render_dtype(to, needs)?;
-        Ok(format!("__builtin_convertvector({x}, {t})"))
+        Ok(cat!("__builtin_convertvector(", x, ", ", t, ")"))
     }
 
     /// Text between `void ` and the kernel name (tinygrad's `get_kernel_modifier`), from the
@@ -248,40 +275,49 @@ pub trait CStyle {
     fn render_local(&self, name: &str, d: DType, size: usize, needs: &mut Needs) -> Result<String> {
         let l = self.lang();
         let t = self.render_dtype(d.base(), needs)?;
-        Ok(format!(
-            "{}{}{t} {name}[{size}];",
-            l.smem_align, l.smem_prefix
+        Ok(cat!(
+            l.smem_align,
+            l.smem_prefix,
+            t,
+            " ",
+            name,
+            "[",
+            size,
+            "];"
         ))
     }
 
-    /// The whole source: the function around the body lines.
+    /// The whole source: the function around the body (its lines joined by newlines).
     fn render_kernel(
         &self,
         name: &str,
-        body: &[String],
+        body: &str,
         params: &[Param],
         split: bool,
         needs: &mut Needs,
     ) -> Result<String> {
         let _ = split;
         let args = base_params(self, params, needs)?;
-        Ok(format!(
-            "{}void {name}({}) {{\n{}\n}}",
+        Ok(cat!(
             self.lang().kernel_prefix,
+            "void ",
+            name,
+            "(",
             args.join(", "),
-            body.join("\n")
+            ") {\n",
+            body,
+            "\n}"
         ))
     }
 }
 
 /// Rendering state: SSA counters and names, body lines and what the preamble needs.
 struct State {
-    lines: Vec<String>,
+    /// The body: each line indented and ended by a newline.
+    body: String,
     depth: usize,
-    /// Scratch for [`State::kkf`]: a line is formatted here, then copied at its exact size.
-    scratch: String,
     counters: HashMap<&'static str, usize, crate::helpers::FxBuild>,
-    r: UOpMap<String>,
+    r: Names,
     params: Vec<Param>,
     needs: Needs,
     /// The vector loads some use takes whole (not through a GEP); filled only for a dialect
@@ -292,44 +328,29 @@ struct State {
 }
 
 impl State {
-    fn kk(&mut self, s: &str) {
-        let mut line = String::with_capacity(2 * self.depth + s.len());
+    /// Start a body line: its indentation (the line's pieces follow, then [`State::end`]).
+    fn indent(&mut self) {
         for _ in 0..self.depth {
-            line.push_str("  ");
+            self.body.push_str("  ");
         }
-        line.push_str(s);
-        self.lines.push(line);
     }
-    /// [`State::kk`] of formatted text (formatted into the scratch buffer, so the line is
-    /// allocated once at its size instead of growing while it is written).
-    fn kkf(&mut self, args: std::fmt::Arguments) {
-        use std::fmt::Write as _;
-        let mut scratch = std::mem::take(&mut self.scratch);
-        scratch.clear();
-        let _ = scratch.write_fmt(args);
-        self.kk(&scratch);
-        self.scratch = scratch;
+    fn end(&mut self) {
+        self.body.push('\n');
+    }
+    fn kk(&mut self, s: &str) {
+        self.indent();
+        self.body.push_str(s);
+        self.end();
     }
     fn ssa(&mut self, prefix: &'static str, u: Option<&UOp>) -> String {
         let c = self.counters.entry(prefix).or_insert(0);
         // `{prefix}{c}` without the formatting machinery (one per rendered value)
-        let mut digits = [0u8; 20];
-        let mut at = digits.len();
-        let mut v = *c;
-        loop {
-            at -= 1;
-            digits[at] = b'0' + (v % 10) as u8;
-            v /= 10;
-            if v == 0 {
-                break;
-            }
-        }
-        let mut name = String::with_capacity(prefix.len() + digits.len() - at);
+        let mut name = String::with_capacity(prefix.len() + 4);
         name.push_str(prefix);
-        name.extend(digits[at..].iter().map(|&b| char::from(b)));
+        c.put(&mut name);
         *c += 1;
         if let Some(u) = u {
-            self.r.insert(u.clone(), name.clone());
+            self.r.insert(u.clone(), &name);
         }
         name
     }
@@ -346,7 +367,7 @@ impl State {
 
 /// The rendered name or expression of `u`, borrowed from the renderer's map (a free function, so
 /// that the other fields of [`State`] stay free to borrow mutably).
-fn name_of<'a>(r: &'a UOpMap<String>, u: &UOp) -> Result<&'a str> {
+fn name_of<'a>(r: &'a Names, u: &UOp) -> Result<&'a str> {
     match r.get(u) {
         Some(s) => Ok(s),
         None => bail!(
@@ -358,7 +379,7 @@ fn name_of<'a>(r: &'a UOpMap<String>, u: &UOp) -> Result<&'a str> {
 }
 
 /// [`name_of`] of source `i` of `u`.
-fn src_name<'a>(r: &'a UOpMap<String>, u: &UOp, i: usize) -> Result<&'a str> {
+fn src_name<'a>(r: &'a Names, u: &UOp, i: usize) -> Result<&'a str> {
     match u.src().get(i) {
         Some(s) => name_of(r, s),
         None => bail!(Codegen, "render: {} lacks source {i}", u.op().name()),
@@ -428,11 +449,10 @@ fn check_name(name: &str) -> Result<()> {
 pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Result<String> {
     check_name(name)?;
     let mut st = State {
-        lines: Vec::with_capacity(uops.len()),
+        body: String::with_capacity(48 * uops.len()),
         depth: 1,
-        scratch: String::with_capacity(256),
         counters: HashMap::default(),
-        r: UOpMap::with_capacity_and_hasher(uops.len(), Default::default()),
+        r: Names::with_capacity(uops.len()),
         params: vec![],
         needs: Needs::default(),
         whole_used: UOpMap::default(),
@@ -465,9 +485,14 @@ pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Res
     for (i, u) in uops.iter().enumerate() {
         let n = child_count.get(u).copied().unwrap_or(0);
         render_uop(l, &mut st, u, n, split == Some(i)).map_err(|e| {
-            crate::Error::Codegen(format!(
-                "render {name}: uop {i} ({}): {}",
+            crate::Error::Codegen(cat!(
+                "render ",
+                name,
+                ": uop ",
+                i,
+                " (",
                 u.op().name(),
+                "): ",
                 e.message()
             ))
         })?;
@@ -476,7 +501,9 @@ pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Res
     params.sort_by(|a, b| {
         (!a.is_buffer, buf_index(a), &a.name).cmp(&(!b.is_buffer, buf_index(b), &b.name))
     });
-    l.render_kernel(name, &st.lines, &params, split.is_some(), &mut st.needs)
+    // the lines joined by newlines: without the last line's end
+    let body = st.body.strip_suffix('\n').unwrap_or(&st.body);
+    l.render_kernel(name, body, &params, split.is_some(), &mut st.needs)
 }
 
 fn buf_index(p: &Param) -> usize {
@@ -496,7 +523,7 @@ fn render_uop<L: CStyle + ?Sized>(
     match u.op() {
         UOps::IF => {
             let c = st.src(u, 0)?;
-            st.kkf(format_args!("if ({c}) {{"));
+            kk!(st; "if (", c, ") {");
             st.depth += 1;
         }
         UOps::BARRIER => {
@@ -534,7 +561,7 @@ fn render_store_uop<L: CStyle + ?Sized>(l: &L, st: &mut State, u: &UOp) -> Resul
     )?;
     if u.src().len() > 3 {
         let g = st.src(u, 3)?;
-        st.kkf(format_args!("if ({g}) {{ {s} }}"));
+        kk!(st; "if (", g, ") { ", s, " }");
     } else {
         st.kk(&s);
     }
@@ -548,21 +575,21 @@ fn render_range<L: CStyle + ?Sized>(st: &mut State, u: &UOp, split: bool, _l: &L
         let n = if start == "0" {
             end.clone()
         } else {
-            format!("({end}-{start})")
+            cat!("(", end, "-", start, ")")
         };
         let base = if start == "0" {
             String::new()
         } else {
-            format!("{start}+")
+            cat!(start, "+")
         };
         (
-            format!("{base}(int)(((long long){n}*core)/ncores)"),
-            format!("{base}(int)(((long long){n}*(core+1))/ncores)"),
+            cat!(base, "(int)(((long long)", n, "*core)/ncores)"),
+            cat!(base, "(int)(((long long)", n, "*(core+1))/ncores)"),
         )
     } else {
         (start, end)
     };
-    st.kkf(format_args!("for (int {x} = {lo}; {x} < {hi}; {x}++) {{"));
+    kk!(st; "for (int ", x, " = ", lo, "; ", x, " < ", hi, "; ", x, "++) {");
     st.depth += 1;
     Ok(())
 }
@@ -597,11 +624,11 @@ fn render_alu<L: CStyle + ?Sized>(
     let val = l.code_for_op(op, &operands, d, &mut st.needs)?;
     ensure!(children > 0, Codegen, "childless ALU op {}", op.name());
     if children <= 1 && op != Op::Binary(BinaryOps::MAX) {
-        st.r.insert(u.clone(), val);
+        st.r.insert(u.clone(), &val);
     } else {
         let t = l.render_dtype(d, &mut st.needs)?;
         let name = st.ssa("alu", Some(u));
-        st.kkf(format_args!("{t} {name} = {val};"));
+        kk!(st; t, " ", name, " = ", val, ";");
     }
     Ok(())
 }
@@ -630,13 +657,13 @@ fn render_define<L: CStyle + ?Sized>(l: &L, st: &mut State, u: &UOp, d: DType) -
     match (u.op(), u.arg()) {
         (UOps::SPECIAL, UArg::Special { axis, name, size }) => {
             let w = l.code_for_workitem(name, *axis)?;
-            st.kkf(format_args!("int {name} = {w}; /* {size} */"));
-            st.r.insert(u.clone(), name.clone());
+            kk!(st; "int ", name, " = ", w, "; /* ", size, " */");
+            st.r.insert(u.clone(), name);
         }
         (UOps::DEFINE_LOCAL, UArg::Local { name, size }) => {
             let s = l.render_local(name, d, *size, &mut st.needs)?;
             st.kk(&s);
-            st.r.insert(u.clone(), name.clone());
+            st.r.insert(u.clone(), name);
         }
         (UOps::DEFINE_VAR, UArg::Var { name, .. }) => {
             ensure!(
@@ -650,17 +677,17 @@ fn render_define<L: CStyle + ?Sized>(l: &L, st: &mut State, u: &UOp, d: DType) -
                 is_buffer: false,
                 mutable: false,
             });
-            st.r.insert(u.clone(), name.clone());
+            st.r.insert(u.clone(), name);
         }
         (UOps::DEFINE_GLOBAL, UArg::Global { idx, is_output }) => {
-            let name = format!("data{idx}");
+            let name = cat!("data", idx);
             st.params.push(Param {
                 name: name.clone(),
                 dtype: d,
                 is_buffer: true,
                 mutable: *is_output,
             });
-            st.r.insert(u.clone(), name);
+            st.r.insert(u.clone(), &name);
         }
         (UOps::DEFINE_ACC, _) => {
             let Some(init) = u.src().first().and_then(|s| s.const_value()) else {
@@ -669,12 +696,12 @@ fn render_define<L: CStyle + ?Sized>(l: &L, st: &mut State, u: &UOp, d: DType) -
             let t = l.render_dtype(d, &mut st.needs)?;
             let v = l.render_const(init, d, &mut st.needs)?;
             let name = st.ssa("acc", Some(u));
-            st.kkf(format_args!("{t} {name} = {v};"));
+            kk!(st; t, " ", name, " = ", v, ";");
         }
         (UOps::CONST, UArg::Const(v)) => {
             let s = l.render_const(*v, d, &mut st.needs)?;
             let neg = v.as_f64() < 0.0 || v.as_f64().is_nan();
-            st.r.insert(u.clone(), if neg { format!("({s})") } else { s });
+            st.r.insert(u.clone(), &if neg { cat!("(", s, ")") } else { s });
         }
         (op, arg) => bail!(Codegen, "cannot render {} with arg {arg}", op.name()),
     }
@@ -702,11 +729,11 @@ fn render_convert<L: CStyle + ?Sized>(
                 l.render_cast(&xs, d, &mut st.needs)?
             };
             if children <= 1 {
-                st.r.insert(u.clone(), val);
+                st.r.insert(u.clone(), &val);
             } else {
                 let t = l.render_dtype(d, &mut st.needs)?;
                 let name = st.ssa("cast", Some(u));
-                st.kkf(format_args!("{t} {name} = {val};"));
+                kk!(st; t, " ", name, " = ", val, ";");
             }
         }
         (UOps::BITCAST, _) => {
@@ -724,7 +751,7 @@ fn render_convert<L: CStyle + ?Sized>(
             for line in lines {
                 st.kk(&line);
             }
-            st.r.insert(u.clone(), val);
+            st.r.insert(u.clone(), &val);
         }
         (op, arg) => bail!(Codegen, "cannot render {} with arg {arg}", op.name()),
     }
@@ -745,15 +772,15 @@ fn render_misc<L: CStyle + ?Sized>(
         (UOps::LOAD, _) => lane_loads::render_load_uop(l, st, u, d)?,
         (UOps::PHI, _) => {
             let (acc, v) = (st.src(u, 0)?, st.src(u, 1)?);
-            st.kkf(format_args!("{acc} = {v};"));
-            st.r.insert(u.clone(), acc);
+            kk!(st; acc, " = ", v, ";");
+            st.r.insert(u.clone(), &acc);
         }
         (UOps::GEP, UArg::Gep(i)) => {
             if let Some(lanes) = st.lanes.get(&u.src()[0]) {
                 let Some(lane) = lanes.get(*i).cloned() else {
                     bail!(Codegen, "GEP {i} of a {}-lane load", lanes.len());
                 };
-                st.r.insert(u.clone(), lane);
+                st.r.insert(u.clone(), &lane);
                 return Ok(());
             }
             let x = src_name(&st.r, u, 0)?;
@@ -765,15 +792,15 @@ fn render_misc<L: CStyle + ?Sized>(
             let lane = if from_ssa {
                 l.render_gep(x, *i, from)?
             } else {
-                l.render_gep(&format!("({x})"), *i, from)?
+                l.render_gep(&cat!("(", x, ")"), *i, from)?
             };
-            st.r.insert(u.clone(), lane);
+            st.r.insert(u.clone(), &lane);
         }
         (UOps::WMMA, UArg::Wmma(w)) => {
             let (a, b, c) = (st.src(u, 0)?, st.src(u, 1)?, st.src(u, 2)?);
             let t = l.render_dtype(d, &mut st.needs)?;
             let name = st.ssa("wmma", Some(u));
-            st.kkf(format_args!("{t} {name} = __{}({a}, {b}, {c});", w.name));
+            kk!(st; t, " ", name, " = __", w.name, "(", a, ", ", b, ", ", c, ");");
             if !st.needs.wmma.contains(w) {
                 st.needs.wmma.push((**w).clone());
             }

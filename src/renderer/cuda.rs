@@ -33,6 +33,8 @@
 //! Not guaranteed: vector ALU ops and bool vectors are refused;
 //! integer division by zero gives whatever the GPU gives (no trap, as in tinygrad).
 
+use std::borrow::Cow;
+
 use crate::codegen::uops::{UArg, UOp, UOps};
 use crate::dtype::{ConstValue, DType, Scalar};
 use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
@@ -293,7 +295,7 @@ impl CStyle for CUDARenderer {
         &self.lang
     }
 
-    fn render_dtype(&self, d: DType, needs: &mut Needs) -> Result<String> {
+    fn render_dtype(&self, d: DType, needs: &mut Needs) -> Result<Cow<'static, str>> {
         let d = d.base();
         if d.scalar == Scalar::Float16 {
             needs.half = true;
@@ -308,12 +310,12 @@ impl CStyle for CUDARenderer {
                 bail!(Codegen, "CUDA: no vector type for {d}");
             }
             needs.vectors.insert(d);
-            return Ok(vector_name(d));
+            return Ok(Cow::Owned(vector_name(d)));
         }
-        Ok(scalar_cuda(d.scalar).to_string())
+        Ok(Cow::Borrowed(scalar_cuda(d.scalar)))
     }
 
-    fn render_buf_dtype(&self, d: DType, needs: &mut Needs) -> Result<String> {
+    fn render_buf_dtype(&self, d: DType, needs: &mut Needs) -> Result<Cow<'static, str>> {
         if d.scalar == Scalar::BFloat16 {
             needs.bf16 = true;
             return Ok("unsigned short".into());
@@ -459,7 +461,7 @@ impl CStyle for CUDARenderer {
         needs: &mut Needs,
     ) -> Result<String> {
         let (pre, out) = names;
-        let mut storage = |d: DType| -> Result<String> {
+        let mut storage = |d: DType| -> Result<Cow<'static, str>> {
             if d.scalar == Scalar::BFloat16 {
                 needs.bf16 = true;
                 return Ok("unsigned short".into());
@@ -497,7 +499,7 @@ impl CStyle for CUDARenderer {
     fn render_kernel(
         &self,
         name: &str,
-        body: &[String],
+        body: &str,
         params: &[Param],
         split: bool,
         needs: &mut Needs,
@@ -510,7 +512,7 @@ impl CStyle for CUDARenderer {
             self.lang.kernel_prefix,
             needs.kernel_modifier,
             args.join(", "),
-            body.join("\n")
+            body
         ));
         Ok(src.join("\n"))
     }

@@ -8,6 +8,7 @@ use super::{CStyle, Needs, Param};
 use crate::dtype::{ConstValue, DType, Scalar};
 use crate::helpers::float_repr;
 use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
+use crate::renderer::text::cat;
 use crate::{bail, Result};
 
 /// The parameter declarations of the base language (plus its extra args).
@@ -22,12 +23,17 @@ pub fn base_params<L: CStyle + ?Sized>(
         if p.is_buffer {
             let c = if p.mutable { "" } else { "const " };
             let t = l.render_buf_dtype(p.dtype, needs)?;
-            out.push(format!(
-                "{c}{}{t}*{} {}",
-                lang.buffer_prefix, lang.buffer_suffix, p.name
+            out.push(cat!(
+                c,
+                lang.buffer_prefix,
+                t,
+                "*",
+                lang.buffer_suffix,
+                " ",
+                p.name
             ));
         } else {
-            out.push(format!("{} {}", lang.arg_int_prefix, p.name));
+            out.push(cat!(lang.arg_int_prefix, " ", p.name));
         }
     }
     out.extend(lang.extra_args.iter().cloned());
@@ -90,10 +96,10 @@ pub fn base_render_const<L: CStyle + ?Sized>(
         }
         ConstValue::Float(f) if f.is_infinite() => {
             needs.math = true;
-            format!("{}INFINITY", if f < 0.0 { "-" } else { "" })
+            cat!(if f < 0.0 { "-" } else { "" }, "INFINITY")
         }
         _ if s == Scalar::Bool => (if v.as_bool() { "1" } else { "0" }).to_string(),
-        ConstValue::Float(f) if s == Scalar::Float32 => format!("{}f", float_repr(f)),
+        ConstValue::Float(f) if s == Scalar::Float32 => cat!(float_repr(f), "f"),
         ConstValue::Float(f) => float_repr(f),
         _ if s.is_float() => float_repr(v.as_f64()),
         _ => int_literal(v.as_i128(), s),
@@ -111,9 +117,9 @@ pub fn int_literal(i: i128, s: Scalar) -> String {
     match s {
         Scalar::Int32 if i == i32::MIN as i128 => "(-2147483647-1)".into(),
         Scalar::Int64 if i == i64::MIN as i128 => "(-9223372036854775807L-1)".into(),
-        Scalar::Int64 => format!("{i}L"),
-        Scalar::Uint32 => format!("{i}u"),
-        Scalar::Uint64 => format!("{i}ul"),
+        Scalar::Int64 => cat!(i, "L"),
+        Scalar::Uint32 => cat!(i, "u"),
+        Scalar::Uint64 => cat!(i, "ul"),
         _ => i.to_string(),
     }
 }

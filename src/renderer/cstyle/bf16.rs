@@ -4,6 +4,7 @@
 
 use super::{CStyle, Needs};
 use crate::dtype::{DType, Scalar};
+use crate::renderer::text::cat;
 use crate::{bail, Result};
 
 /// A load for a dialect without a native bfloat16 type (CLANG, CUDA): bfloat16 buffers hold
@@ -25,7 +26,7 @@ pub(crate) fn render_load_bf16_emulated<L: CStyle + ?Sized>(
             bail!(Codegen, "{dialect}: vector loads of bfloat16");
         }
         needs.bf16 = true;
-        let v = format!("rg_bf16_to_float({buf}[{idx}])");
+        let v = cat!("rg_bf16_to_float(", buf, "[", idx, "])");
         return if out.scalar == Scalar::BFloat16 {
             Ok(v)
         } else {
@@ -34,11 +35,11 @@ pub(crate) fn render_load_bf16_emulated<L: CStyle + ?Sized>(
     }
     let val = if out.count > 1 {
         let t = l.render_dtype(buf_dtype.base().scalar().vec(out.count), needs)?;
-        format!("*(({t}*)({buf}+{idx}))")
+        cat!("*((", t, "*)(", buf, "+", idx, "))")
     } else if l.lang().uses_ptr_arithmetic {
-        format!("*({buf}+{idx})")
+        cat!("*(", buf, "+", idx, ")")
     } else {
-        format!("{buf}[{idx}]")
+        cat!(buf, "[", idx, "]")
     };
     if out.scalar != buf_dtype.scalar {
         return l.render_cast(&[val.as_str()], out, needs);
@@ -63,11 +64,11 @@ pub(crate) fn render_store_bf16_emulated<L: CStyle + ?Sized>(
             bail!(Codegen, "{dialect}: vector stores of bfloat16");
         }
         needs.bf16 = true;
-        return Ok(format!("{buf}[{idx}] = rg_float_to_bf16({var});"));
+        return Ok(cat!(buf, "[", idx, "] = rg_float_to_bf16(", var, ");"));
     }
     if var_dtype.count > 1 {
         let t = l.render_dtype(buf_dtype.base().scalar().vec(var_dtype.count), needs)?;
-        return Ok(format!("*(({t}*)({buf}+{idx})) = {var};"));
+        return Ok(cat!("*((", t, "*)(", buf, "+", idx, ")) = ", var, ";"));
     }
-    Ok(format!("{buf}[{idx}] = {var};"))
+    Ok(cat!(buf, "[", idx, "] = ", var, ";"))
 }

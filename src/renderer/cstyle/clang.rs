@@ -36,9 +36,12 @@
 //! comparisons; WHERE only with a scalar condition), bool and bfloat16 vectors, WMMA and launch
 //! indices are refused.
 
+use std::borrow::Cow;
+
 use crate::codegen::uops::UOp;
 use crate::dtype::{ConstValue, DType, Scalar};
 use crate::ops::{BinaryOps, Op, TernaryOps, UnaryOps};
+use crate::renderer::text::cat;
 use crate::renderer::{Renderer, RendererOpts};
 use crate::{bail, Result};
 
@@ -114,9 +117,22 @@ fn scalar_c(s: Scalar) -> &'static str {
     }
 }
 
-/// The typedef name of a vector type (tinygrad's names: `float4`, `uchar4`, `half8`).
-fn vector_name(d: DType) -> String {
-    format!("{}{}", d.scalar.name(), d.count)
+/// The typedef name of a vector type (tinygrad's names: `float4`, `uchar4`, `half8`); the
+/// common ones are static text.
+fn vector_name(d: DType) -> Cow<'static, str> {
+    macro_rules! table {
+        ($($s:ident $n:literal),*) => {
+            match (d.scalar, d.count) {
+                $(
+                    (Scalar::$s, 2) => Cow::Borrowed(concat!($n, "2")),
+                    (Scalar::$s, 4) => Cow::Borrowed(concat!($n, "4")),
+                    (Scalar::$s, 8) => Cow::Borrowed(concat!($n, "8")),
+                )*
+                _ => Cow::Owned(cat!(d.scalar.name(), d.count)),
+            }
+        };
+    }
+    table!(Float32 "float", Float16 "half", Float64 "double", Int32 "int")
 }
 
 const HALF_TYPEDEF: &str = "#if defined(__clang__) && __clang_major__ < 15
@@ -142,11 +158,23 @@ static inline unsigned short rg_float_to_bf16(float f) { unsigned int u; __built
 /// (the nested-ternary form was about 12, with a branch per comparison: W11's max kernel on CLANG
 /// went from 3.2 to 1.3 ms on a 4096x1024 input).
 fn fmax_helper_src(t: &str) -> String {
-    let guard = format!("RG_FMAX_{}", t.to_ascii_uppercase());
-    format!(
-        "#ifndef {guard}\n#define {guard}\nstatic inline {t} rg_fmax_{t}({t} a, {t} b) \
-         {{ return __builtin_islessgreater(a, b) ? (a > b ? a : b) \
-         : ((a != a || b != b || a == 0) ? a + b : a); }}\n#endif"
+    let guard = cat!("RG_FMAX_", t.to_ascii_uppercase());
+    cat!(
+        "#ifndef ",
+        guard,
+        "\n#define ",
+        guard,
+        "\nstatic inline ",
+        t,
+        " rg_fmax_",
+        t,
+        "(",
+        t,
+        " a, ",
+        t,
+        " b) \
+         { return __builtin_islessgreater(a, b) ? (a > b ? a : b) \
+         : ((a != a || b != b || a == 0) ? a + b : a); }\n#endif"
     )
 }
 
@@ -178,12 +206,16 @@ fn preamble(needs: &Needs) -> Vec<String> {
         out.push(BF16_HELPERS.to_string());
     }
     for v in &needs.vectors {
-        out.push(format!(
-            "typedef {} {} __attribute__((vector_size({}), aligned({})));",
+        out.push(cat!(
+            "typedef ",
             scalar_c(v.scalar),
+            " ",
             vector_name(*v),
+            " __attribute__((vector_size(",
             v.itemsize(),
-            v.scalar.itemsize()
+            "), aligned(",
+            v.scalar.itemsize(),
+            ")));"
         ));
     }
     out
@@ -193,9 +225,9 @@ impl ClangRenderer {
     fn math(&self, f: &str, x: &str, d: DType, needs: &mut Needs) -> Result<String> {
         needs.math = true;
         Ok(match d.scalar {
-            Scalar::Float64 => format!("{f}({x})"),
-            Scalar::Float32 | Scalar::BFloat16 => format!("{f}f({x})"),
-            Scalar::Float16 => format!("(half)({f}f((float)({x})))"),
+            Scalar::Float64 => cat!(f, "(", x, ")"),
+            Scalar::Float32 | Scalar::BFloat16 => cat!(f, "f(", x, ")"),
+            Scalar::Float16 => cat!("(half)(", f, "f((float)(", x, ")))"),
             s => bail!(Codegen, "CLANG: {f} of {}", s.long_name()),
         })
     }
@@ -206,7 +238,7 @@ impl CStyle for ClangRenderer {
         &self.lang
     }
 
-    fn render_dtype(&self, d: DType, needs: &mut Needs) -> Result<String> {
+    fn render_dtype(&self, d: DType, needs: &mut Needs) -> Result<Cow<'static, str>> {
         let d = d.base();
         if d.scalar == Scalar::Float16 {
             needs.half = true;
@@ -218,10 +250,10 @@ impl CStyle for ClangRenderer {
             needs.vectors.insert(d);
             return Ok(vector_name(d));
         }
-        Ok(scalar_c(d.scalar).to_string())
+        Ok(Cow::Borrowed(scalar_c(d.scalar)))
     }
 
-    fn render_buf_dtype(&self, d: DType, needs: &mut Needs) -> Result<String> {
+    fn render_buf_dtype(&self, d: DType, needs: &mut Needs) -> Result<Cow<'static, str>> {
         if d.scalar == Scalar::BFloat16 {
             needs.bf16 = true;
             return Ok("unsigned short".into());
@@ -245,17 +277,17 @@ impl CStyle for ClangRenderer {
         let y = a.get(1).copied().unwrap_or("");
         match op {
             // bool arithmetic as logic (`*` on _Bool trips -Wint-in-bool-context)
-            Op::Binary(BinaryOps::MUL) if d.is_bool() => Ok(format!("({x}&&{y})")),
-            Op::Binary(BinaryOps::ADD) if d.is_bool() => Ok(format!("({x}||{y})")),
+            Op::Binary(BinaryOps::MUL) if d.is_bool() => Ok(cat!("(", x, "&&", y, ")")),
+            Op::Binary(BinaryOps::ADD) if d.is_bool() => Ok(cat!("(", x, "||", y, ")")),
             Op::Binary(BinaryOps::MAX) if d.is_float() => {
                 let name = fmax_helper(d);
                 needs.helpers.insert(name);
-                Ok(format!("{name}({x},{y})"))
+                Ok(cat!(name, "(", x, ",", y, ")"))
             }
-            Op::Binary(BinaryOps::MAX) => Ok(format!("(({x}>{y})?{x}:{y})")),
+            Op::Binary(BinaryOps::MAX) => Ok(cat!("((", x, ">", y, ")?", x, ":", y, ")")),
             Op::Binary(BinaryOps::MOD) if d.is_float() => {
                 let t = self.render_dtype(d, needs)?;
-                Ok(format!("(({t})((long)({x})%(long)({y})))"))
+                Ok(cat!("((", t, ")((long)(", x, ")%(long)(", y, ")))"))
             }
             Op::Unary(UnaryOps::SQRT) => self.math("sqrt", x, d, needs),
             // float exp2 inline (vectorizable; `renderer::exp2`), double through libm
@@ -265,8 +297,8 @@ impl CStyle for ClangRenderer {
             Op::Unary(UnaryOps::EXP2) => {
                 needs.helpers.insert("rg_exp2f");
                 match d.scalar {
-                    Scalar::Float32 | Scalar::BFloat16 => Ok(format!("rg_exp2f({x})")),
-                    Scalar::Float16 => Ok(format!("(half)(rg_exp2f((float)({x})))")),
+                    Scalar::Float32 | Scalar::BFloat16 => Ok(cat!("rg_exp2f(", x, ")")),
+                    Scalar::Float16 => Ok(cat!("(half)(rg_exp2f((float)(", x, ")))")),
                     s => bail!(Codegen, "CLANG: exp2 of {}", s.long_name()),
                 }
             }
@@ -326,7 +358,7 @@ impl CStyle for ClangRenderer {
         needs: &mut Needs,
     ) -> Result<String> {
         let (pre, out) = names;
-        let storage = |d: DType, needs: &mut Needs| -> Result<String> {
+        let storage = |d: DType, needs: &mut Needs| -> Result<Cow<'static, str>> {
             if d.scalar == Scalar::BFloat16 {
                 needs.bf16 = true;
                 return Ok("unsigned short".into());
@@ -335,15 +367,23 @@ impl CStyle for ClangRenderer {
         };
         let (ft, tt) = (storage(from, needs)?, storage(to, needs)?);
         let xv = if from.scalar == Scalar::BFloat16 {
-            format!("rg_float_to_bf16({x})")
+            cat!("rg_float_to_bf16(", x, ")")
         } else {
             x.to_string()
         };
-        lines.push(format!("{ft} {pre} = {xv};"));
-        lines.push(format!("{tt} {out};"));
-        lines.push(format!("__builtin_memcpy(&{out}, &{pre}, sizeof({out}));"));
+        lines.push(cat!(ft, " ", pre, " = ", xv, ";"));
+        lines.push(cat!(tt, " ", out, ";"));
+        lines.push(cat!(
+            "__builtin_memcpy(&",
+            out,
+            ", &",
+            pre,
+            ", sizeof(",
+            out,
+            "));"
+        ));
         Ok(if to.scalar == Scalar::BFloat16 {
-            format!("rg_bf16_to_float({out})")
+            cat!("rg_bf16_to_float(", out, ")")
         } else {
             out.to_string()
         })
@@ -352,7 +392,7 @@ impl CStyle for ClangRenderer {
     fn render_kernel(
         &self,
         name: &str,
-        body: &[String],
+        body: &str,
         params: &[Param],
         split: bool,
         needs: &mut Needs,
@@ -369,9 +409,9 @@ impl CStyle for ClangRenderer {
                 let c = if p.mutable { "" } else { "const " };
                 let t = self.render_buf_dtype(p.dtype, needs)?;
                 let idx = p.name.trim_start_matches("data");
-                call.push(format!("({c}{t}*)bufs[{idx}]"));
+                call.push(cat!("(", c, t, "*)bufs[", idx, "]"));
             } else {
-                call.push(format!("vals[{nvar}]"));
+                call.push(cat!("vals[", nvar, "]"));
                 nvar += 1;
             }
         }
@@ -380,20 +420,37 @@ impl CStyle for ClangRenderer {
             call.push("ncores".into());
         }
         let mut src = preamble(needs);
-        src.push(format!(
-            "void {name}({}) {{\n{}\n}}",
+        src.push(cat!(
+            "void ",
+            name,
+            "(",
             args.join(", "),
-            body.join("\n")
+            ") {\n",
+            body,
+            "\n}"
         ));
         let guard = if split {
             ""
         } else {
             "\n  if (core != 0) return;"
         };
-        src.push(format!(
-            "void {name}_rg(void **bufs, const int *vals, int core, int ncores) {{\n  if (ncores < 1 || core < 0 || core >= ncores) return;{guard}\n  {name}({});\n}}",
-            call.join(", ")
-        ));
+        src.push(cat!("void ", name, "_rg(void **bufs, const int *vals, int core, int ncores) {\n  if (ncores < 1 || core < 0 || core >= ncores) return;", guard, "\n  ", name, "(", call.join(", "), ");\n}"));
         Ok(src.join("\n"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn static_vector_names_are_tinygrads() {
+        use Scalar::*;
+        for s in [Float32, Float16, Float64, Int32, Uint8, Int64] {
+            for n in [2u16, 3, 4, 8, 16] {
+                let d = DType::new(s).vec(n);
+                assert_eq!(vector_name(d), format!("{}{}", s.name(), n));
+            }
+        }
     }
 }

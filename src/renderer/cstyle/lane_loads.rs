@@ -23,6 +23,7 @@ use super::{name_of, src_dtype, src_name, strip_parens, CStyle, State};
 use crate::codegen::uops::{UOp, UOps};
 use crate::dtype::DType;
 use crate::ops::{BinaryOps, Op, TernaryOps};
+use crate::renderer::text::cat;
 use crate::Result;
 
 /// Whether the load `u` has a gate (a valid source and an alternative value; a BARRIER or IF
@@ -56,11 +57,11 @@ pub(super) fn render<L: CStyle + ?Sized>(l: &L, st: &mut State, u: &UOp, d: DTyp
         let at = if k == 0 {
             strip_parens(&idx).to_string()
         } else {
-            format!("{idx}+{k}")
+            cat!(idx, "+", k)
         };
         let val = l.render_load(lane, &buf, buf_dtype, &at, local, &mut st.needs)?;
         let name = st.ssa("val", None);
-        st.kkf(format_args!("{t} {name} = {val};"));
+        kk!(st; t, " ", name, " = ", val, ";");
         names.push(name);
     }
     st.lanes.insert(u.clone(), names);
@@ -94,6 +95,6 @@ pub(super) fn render_load_uop<L: CStyle + ?Sized>(
     }
     let t = l.render_dtype(d, &mut st.needs)?;
     let name = st.ssa("val", Some(u));
-    st.kkf(format_args!("{t} {name} = {val};"));
+    kk!(st; t, " ", name, " = ", val, ";");
     Ok(())
 }
