@@ -37,7 +37,7 @@ use crate::ops::{BinaryOps, Op};
 use crate::renderer::text::cat;
 use crate::renderer::text::Piece as _;
 use crate::{bail, ensure, Result};
-use names::Names;
+use names::{name_of, src_name, Names};
 
 pub use base::{base_code_for_op, base_params, base_render_const, int_literal};
 pub(crate) use bf16::{render_load_bf16_emulated, render_store_bf16_emulated};
@@ -362,27 +362,6 @@ impl State {
             Some(s) => self.get(s),
             None => bail!(Codegen, "render: {} lacks source {i}", u.op().name()),
         }
-    }
-}
-
-/// The rendered name or expression of `u`, borrowed from the renderer's map (a free function, so
-/// that the other fields of [`State`] stay free to borrow mutably).
-fn name_of<'a>(r: &'a Names, u: &UOp) -> Result<&'a str> {
-    match r.get(u) {
-        Some(s) => Ok(s),
-        None => bail!(
-            Codegen,
-            "render: {} is used before it is rendered",
-            u.op().name()
-        ),
-    }
-}
-
-/// [`name_of`] of source `i` of `u`.
-fn src_name<'a>(r: &'a Names, u: &UOp, i: usize) -> Result<&'a str> {
-    match u.src().get(i) {
-        Some(s) => name_of(r, s),
-        None => bail!(Codegen, "render: {} lacks source {i}", u.op().name()),
     }
 }
 

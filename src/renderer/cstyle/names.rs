@@ -6,9 +6,12 @@
 //! for its slow paths (a fifth of the renderer's instructions went to `malloc` and `free`). Here
 //! a text is copied into the shared string and its temporary is freed at once.
 //!
+//! Owns also the lookups that fail with a clear error ([`name_of`], [`src_name`]).
+//!
 //! Not guaranteed: replacing a UOp's text keeps the old text's bytes (unused) until the end.
 
 use crate::codegen::uops::{UOp, UOpMap};
+use crate::{bail, Result};
 
 /// UOp -> rendered text, stored as byte ranges of one string.
 pub(super) struct Names {
@@ -35,6 +38,27 @@ impl Names {
         let start = self.text.len();
         self.text.push_str(s);
         self.at.insert(u, (start, self.text.len()));
+    }
+}
+
+/// The rendered name or expression of `u`, borrowed from the renderer's map (a free function, so
+/// that the other fields of the renderer's state stay free to borrow mutably).
+pub(super) fn name_of<'a>(r: &'a Names, u: &UOp) -> Result<&'a str> {
+    match r.get(u) {
+        Some(s) => Ok(s),
+        None => bail!(
+            Codegen,
+            "render: {} is used before it is rendered",
+            u.op().name()
+        ),
+    }
+}
+
+/// [`name_of`] of source `i` of `u`.
+pub(super) fn src_name<'a>(r: &'a Names, u: &UOp, i: usize) -> Result<&'a str> {
+    match u.src().get(i) {
+        Some(s) => name_of(r, s),
+        None => bail!(Codegen, "render: {} lacks source {i}", u.op().name()),
     }
 }
 

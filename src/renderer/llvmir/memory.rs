@@ -254,11 +254,11 @@ impl Walk<'_> {
             let n = out.count;
             emit!(self; "  ", name, ".i = insertelement ", vt, " poison, ", st, " ", x, ", i32 0");
             emit!(self; "  ", name, " = shufflevector ", vt, " ", name, ".i, ", vt, " poison, <", n, " x i32> zeroinitializer");
-            self.r.insert(u.clone(), name.into());
+            self.r.insert(u.clone(), name);
             return Ok(());
         }
         self.build_vector(&name, out, &lanes);
-        self.r.insert(u.clone(), name.into());
+        self.r.insert(u.clone(), name);
         Ok(())
     }
 
@@ -330,7 +330,7 @@ impl Walk<'_> {
         if to.scalar == Scalar::BFloat16 {
             v = bf16_to_float(&v, &cat!(name, ".f"), to.count, &mut self.body).into();
         }
-        self.r.insert(u.clone(), v.into());
+        self.r.insert(u.clone(), v);
         Ok(())
     }
 }

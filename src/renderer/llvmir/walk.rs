@@ -18,12 +18,11 @@ use std::rc::Rc;
 use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
 use crate::dtype::{DType, Scalar};
 use crate::helpers::to_function_name;
-use crate::renderer::text::cat;
+use crate::renderer::text::{cat, Piece as _};
 use crate::{bail, ensure, Error, Result};
 
 use super::types::{literal, mem, reg};
 use super::Flavour;
-use crate::renderer::text::Piece as _;
 
 /// Append one line to `$w.body` from pieces ([`crate::renderer::text::Piece`]) and end it.
 macro_rules! emit {
@@ -319,7 +318,7 @@ impl<'a> Walk<'a> {
             Some(c) => literal(c, d).into(),
             None => init,
         };
-        self.r.insert(u.clone(), v.into());
+        self.r.insert(u.clone(), v);
         let k = self.number("acc");
         self.acc_ids.insert(u.clone(), k);
         Ok(())
@@ -363,7 +362,7 @@ impl<'a> Walk<'a> {
         };
         let name = self.ssa("gep");
         emit!(self; "  ", name, " = extractelement ", t, " ", x, ", i32 ", lane);
-        self.r.insert(u.clone(), name.into());
+        self.r.insert(u.clone(), name);
         Ok(())
     }
 
@@ -534,8 +533,8 @@ impl<'a> Walk<'a> {
             }
             None => v.clone(),
         };
-        self.r.insert(root, acc_now.into());
-        self.r.insert(u.clone(), v.into());
+        self.r.insert(root, acc_now);
+        self.r.insert(u.clone(), v);
         Ok(())
     }
 
@@ -563,9 +562,9 @@ impl<'a> Walk<'a> {
         emit!(self; "  br i1 ", counter, ".c, label %loop_body_", n, ", label %loop_exit_", n);
         self.label(cat!("loop_body_", n));
         for (acc, phi, _) in &accs {
-            self.r.insert(acc.clone(), phi.clone().into());
+            self.r.insert(acc.clone(), phi.as_str().into());
         }
-        self.r.insert(u.clone(), counter.clone().into());
+        self.r.insert(u.clone(), counter.as_str().into());
         self.loops.push(Loop {
             range: u.clone(),
             n,
@@ -679,7 +678,7 @@ impl<'a> Walk<'a> {
                     }
                     None => phi.as_str().into(),
                 };
-                self.r.insert(p, after.into());
+                self.r.insert(p, after);
             }
             self.r.insert(acc, phi.into());
         }

@@ -53,7 +53,7 @@ impl Walk<'_> {
                 w.name
             ),
         }
-        self.r.insert(u.clone(), name.into());
+        self.r.insert(u.clone(), name);
         Ok(())
     }
 
