@@ -4,7 +4,10 @@
 //! Why: the renderers write one line or expression per UOp, and `format!`/`write!` spent more
 //! instructions parsing their templates and dispatching each argument through `Display` (plus a
 //! fresh allocation per line) than copying the bytes. Pieces are copied as they are; integers are
-//! written in plain decimal, the same text as `{}`.
+//! written in plain decimal, the same text as `{}`. Measured on W12's 34 kernels (callgrind of
+//! `bench codegen --unfilled`, the renderer's inclusive instructions, with the shared values of
+//! `llvmir/walk.rs` and `cstyle/names.rs`): LLVM 47.9M -> 25.6M, CLANG 23.7M -> 16.3M; every
+//! rendered source byte-identical.
 //!
 //! Not guaranteed: no padding, precision or other format specs (callers format such values
 //! themselves); floats are not pieces (their text is the renderers' own choice).
