@@ -104,6 +104,8 @@ pub(crate) struct PostOrder<'a> {
 /// in `src_ids`, and the slot of its parent's run it fills (`usize::MAX` for the root).
 struct Frame<'a> {
     node: &'a UOp,
+    /// The node's sources (read once).
+    src: &'a [UOp],
     next: usize,
     pre: usize,
     run: usize,
@@ -135,13 +137,14 @@ impl<'a> PostOrder<'a> {
         src_ids.resize(root.src().len(), PENDING);
         let mut stack: Vec<Frame<'a>> = vec![Frame {
             node: root,
+            src: root.src(),
             next: 0,
             pre: 0,
             run: 0,
             slot: PENDING,
         }];
         while let Some(f) = stack.last_mut() {
-            if let Some(s) = f.node.src().get(f.next) {
+            if let Some(s) = f.src.get(f.next) {
                 let slot = f.run + f.next;
                 f.next += 1;
                 match map.entry(ptr_key(s)) {
@@ -151,9 +154,11 @@ impl<'a> PostOrder<'a> {
                         e.insert(pre);
                         post.push(PENDING);
                         let run = src_ids.len();
-                        src_ids.resize(run + s.src().len(), PENDING);
+                        let src = s.src();
+                        src_ids.resize(run + src.len(), PENDING);
                         stack.push(Frame {
                             node: s,
+                            src,
                             next: 0,
                             pre,
                             run,
