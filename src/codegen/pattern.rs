@@ -20,7 +20,6 @@
 //! Not guaranteed: termination of user rule sets; a rewrite chain deeper than
 //! [`MAX_REWRITE_DEPTH`] is reported as an error instead of looping forever.
 
-use std::collections::hash_map::Entry;
 use std::collections::HashMap;
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -527,6 +526,8 @@ impl Done {
 struct Rewriter<'p> {
     pm: &'p PatternMatcher,
     done: Done,
+    /// The result of each rebuilt node a rule rewrote (a node no rule rewrites is its own result
+    /// and is not entered).
     nodes: UOpMap<UOp>,
 }
 
@@ -547,7 +548,7 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
             input: std::mem::take(&mut order.positions),
             results: Vec::with_capacity(n),
         },
-        nodes: UOpMap::with_capacity_and_hasher(n, Default::default()),
+        nodes: UOpMap::with_capacity_and_hasher(n / 8, Default::default()),
     };
     for (i, &node) in order.nodes.iter().enumerate() {
         let srcs = order.srcs(i);
@@ -586,17 +587,13 @@ impl Rewriter<'_> {
     /// rewritten before, else the rewritten rule result, else `x`; recorded for `x` (the caller
     /// records it for the input node, in `Done::results`).
     fn settle(&mut self, x: UOp) -> Result<UOp> {
-        // one probe of `nodes` for a node no rule rewrites (most of them)
-        let (x, target) = match self.nodes.entry(x) {
-            Entry::Occupied(e) => return Ok(e.get().clone()),
-            Entry::Vacant(e) => match self.pm.rewrite(e.key()) {
-                None => {
-                    let x = e.key().clone();
-                    e.insert(x.clone());
-                    return Ok(x);
-                }
-                Some(target) => (e.into_key(), target),
-            },
+        // one probe of `nodes` for a node no rule rewrites (most of them), which is not entered:
+        // an equal node met again is matched again, with the same (no) result
+        if let Some(r) = self.nodes.get(&x) {
+            return Ok(r.clone());
+        }
+        let Some(target) = self.pm.rewrite(&x) else {
+            return Ok(x);
         };
         let r = match self.done.get(&target) {
             Some(r) => r,
@@ -674,10 +671,7 @@ impl Rewriter<'_> {
             return Ok(());
         }
         match self.pm.rewrite(&x) {
-            None => {
-                self.nodes.insert(x.clone(), x.clone());
-                self.done.insert(n, x);
-            }
+            None => self.done.insert(n, x),
             Some(target) => {
                 if let Some(r) = self.done.get(&target) {
                     self.nodes.insert(x, r.clone());

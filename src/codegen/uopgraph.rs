@@ -658,14 +658,17 @@ pub fn uop_cmp(a: &UOp, b: &UOp) -> Ordering {
             return o;
         }
         // the first pair of sources that differ (the same node is the common case: no
-        // structural comparison for it)
-        let differ = |(x, y): &(&UOp, &UOp)| !x.ptr_eq(y) && x != y;
-        match a.src().iter().zip(b.src()).find(differ) {
+        // structural comparison for it; different hashes settle most other pairs inline)
+        let differ = |(x, y): &(&UOp, &UOp)| {
+            !x.ptr_eq(y) && (x.structural_hash() != y.structural_hash() || x != y)
+        };
+        let (sa, sb) = (a.src(), b.src());
+        match sa.iter().zip(sb).find(differ) {
             Some((x, y)) => {
                 a = x;
                 b = y;
             }
-            None => return a.src().len().cmp(&b.src().len()),
+            None => return sa.len().cmp(&sb.len()),
         }
     }
 }

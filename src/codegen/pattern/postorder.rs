@@ -87,17 +87,36 @@ impl Positions {
 
 /// The nodes under a root in DFS post-order (sources first, in order; each node once, by
 /// address), borrowed from the graph, with each node's sources as positions in that order.
+///
+/// The source positions of a node are one run of `src_ids`, reserved when the node is first
+/// reached (so the runs lie in pre-order) and filled in place: a source already complete writes
+/// its position at once, a source first reached there writes it when it completes.
 pub(crate) struct PostOrder<'a> {
     pub(crate) nodes: Vec<&'a UOp>,
-    src_off: Vec<usize>,
+    /// Per position: the start of the node's run in `src_ids` (its length is the node's source
+    /// count).
+    src_at: Vec<usize>,
     src_ids: Vec<usize>,
     pub(super) positions: Positions,
+}
+
+/// A node [`PostOrder::of`] is walking: the node, its next source, its pre-order number, its run
+/// in `src_ids`, and the slot of its parent's run it fills (`usize::MAX` for the root).
+struct Frame<'a> {
+    node: &'a UOp,
+    /// The node's sources (read once).
+    src: &'a [UOp],
+    next: usize,
+    pre: usize,
+    run: usize,
+    slot: usize,
 }
 
 impl<'a> PostOrder<'a> {
     /// The positions of the sources of the node at position `i`.
     pub(crate) fn srcs(&self, i: usize) -> &[usize] {
-        &self.src_ids[self.src_off[i]..self.src_off[i + 1]]
+        let at = self.src_at[i];
+        &self.src_ids[at..at + self.nodes[i].src().len()]
     }
 
     pub(crate) fn of(root: &'a UOp) -> PostOrder<'a> {
@@ -113,36 +132,55 @@ impl<'a> PostOrder<'a> {
         let mut post = Vec::with_capacity(cap);
         post.push(PENDING);
         let mut nodes = Vec::with_capacity(cap);
-        let (mut src_off, mut src_ids) = (Vec::with_capacity(cap + 1), Vec::with_capacity(cap));
-        src_off.push(0);
-        // the positions of the sources of the nodes on `stack`, in order, as they complete
-        let mut pend: Vec<usize> = vec![];
-        // (node, next source, pre-order number)
-        let mut stack: Vec<(&'a UOp, usize, usize)> = vec![(root, 0, 0)];
-        while let Some(&mut (n, ref mut i, pre)) = stack.last_mut() {
-            if let Some(s) = n.src().get(*i) {
-                *i += 1;
+        let mut src_at = Vec::with_capacity(cap);
+        let mut src_ids = Vec::with_capacity(2 * cap);
+        src_ids.resize(root.src().len(), PENDING);
+        let mut stack: Vec<Frame<'a>> = vec![Frame {
+            node: root,
+            src: root.src(),
+            next: 0,
+            pre: 0,
+            run: 0,
+            slot: PENDING,
+        }];
+        while let Some(f) = stack.last_mut() {
+            if let Some(s) = f.src.get(f.next) {
+                let slot = f.run + f.next;
+                f.next += 1;
                 match map.entry(ptr_key(s)) {
-                    Entry::Occupied(e) => pend.push(post[*e.get()]),
+                    Entry::Occupied(e) => src_ids[slot] = post[*e.get()],
                     Entry::Vacant(e) => {
-                        e.insert(post.len());
-                        stack.push((s, 0, post.len()));
+                        let pre = post.len();
+                        e.insert(pre);
                         post.push(PENDING);
+                        let run = src_ids.len();
+                        let src = s.src();
+                        src_ids.resize(run + src.len(), PENDING);
+                        stack.push(Frame {
+                            node: s,
+                            src,
+                            next: 0,
+                            pre,
+                            run,
+                            slot,
+                        });
                     }
                 }
                 continue;
             }
+            let (node, pre, run, slot) = (f.node, f.pre, f.run, f.slot);
             stack.pop();
             let id = nodes.len();
-            src_ids.extend(pend.drain(pend.len() - n.src().len()..));
-            src_off.push(src_ids.len());
             post[pre] = id;
-            nodes.push(n);
-            pend.push(id);
+            nodes.push(node);
+            src_at.push(run);
+            if let Some(s) = src_ids.get_mut(slot) {
+                *s = id;
+            }
         }
         PostOrder {
             nodes,
-            src_off,
+            src_at,
             src_ids,
             positions: Positions { seen, post },
         }

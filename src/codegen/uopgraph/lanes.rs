@@ -53,14 +53,18 @@ pub fn fold_lane_groups(sink: &UOp, mode: VectorAlu) -> UOp {
     if mode == VectorAlu::None {
         return sink.clone();
     }
-    let order = PostOrder::of(sink);
-    let (complete, at) = complete_templates(&order, mode);
+    fold_lane_groups_in(&PostOrder::of(sink), sink, mode)
+}
+
+/// [`fold_lane_groups`] over `order`, the post-order of `sink`'s graph.
+pub(super) fn fold_lane_groups_in(order: &PostOrder, sink: &UOp, mode: VectorAlu) -> UOp {
+    let (complete, at) = complete_templates(order, mode);
     if complete.is_empty() {
         return sink.clone();
     }
     // the lane of each rebuilt ALU lane node, by position in `order`
     let mut lanes: Vec<Option<Lane>> = Vec::with_capacity(order.nodes.len());
-    let out = rebuild_in(&order, &mut |i, n| {
+    let out = rebuild_in(order, &mut |i, n| {
         // a kept ALU node (its sources came back as they were, so their lanes are the ones the
         // first pass found) has the lane the first pass found; any other is looked at again
         let lane = match (n.op(), at.get(i)) {

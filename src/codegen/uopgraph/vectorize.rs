@@ -108,11 +108,17 @@ pub fn vectorize_alus(sink: &UOp, mode: VectorAlu) -> Result<UOp> {
         phi_subst: UOpMap::default(),
         acc_phi: UOpMap::default(),
     };
-    let mut out = rebuild(sink, &mut |n| f.root(n));
+    let order = PostOrder::of(sink);
+    let mut out = rebuild_in(&order, &mut |_, n| f.root(n)).unwrap_or_else(|| sink.clone());
     if !f.phi_subst.is_empty() {
         let subst = std::mem::take(&mut f.phi_subst);
         out = rebuild(&out, &mut |n| subst.get(&n).cloned().unwrap_or(n));
     }
+    // nothing folded: the lane-group fold walks the order already made (same root, same graph)
+    if out.ptr_eq(sink) {
+        return Ok(super::lanes::fold_lane_groups_in(&order, sink, mode));
+    }
+    drop(order);
     Ok(super::lanes::fold_lane_groups(&out, mode))
 }
 
