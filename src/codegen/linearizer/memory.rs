@@ -27,6 +27,7 @@ use crate::{bail, Error, Result};
 /// What every access of one `global_load` shares.
 struct LoadCtx<'a> {
     i: usize,
+    buf: KernelBuf,
     dtype: DType,
     /// (reduce index, initial value) when defining accumulators.
     acc: Option<(usize, ConstValue)>,
@@ -34,9 +35,10 @@ struct LoadCtx<'a> {
     barrier: Option<&'a UOp>,
     loop_ctx: &'a [UOp],
     /// The key's buffer-or-constant part of a valid access (`konst`) and of an access that is
-    /// never valid (the constant 0): the same for every access, so made once per load.
+    /// never valid (the constant 0): the same for every access, so made once per load (the
+    /// second when first needed).
     what: Arc<str>,
-    what_zero: Arc<str>,
+    what_zero: std::cell::OnceCell<Arc<str>>,
 }
 
 /// The load cache key: tinygrad's string of (reduce index, dtype, constant or buffer, rendered
@@ -142,11 +144,11 @@ impl Lin {
         // one access per distinct (index, validity): combinations that differ only in variables
         // neither holds share it (later lookups of the same key would hit the load cache anyway)
         let ex = Expansion::new(&[&g_idx, &g_valid], &expand_vars)?;
-        let zero = Some(ConstArg::Value(ConstValue::Int(0)));
         let ctx = LoadCtx {
             what: load_what(&konst, acc.is_none(), &buf),
-            what_zero: load_what(&zero, acc.is_none(), &buf),
+            what_zero: std::cell::OnceCell::new(),
             i,
+            buf,
             dtype,
             acc,
             konst,
@@ -198,7 +200,10 @@ impl Lin {
     ) -> Result<UOp> {
         let (this_const, idx, valid, what) = if *valid.max() == 0 {
             let zero = Some(ConstArg::Value(ConstValue::Int(0)));
-            (zero, Node::Num(0), Node::Num(1), &c.what_zero)
+            let what = c
+                .what_zero
+                .get_or_init(|| load_what(&zero, c.acc.is_none(), &c.buf));
+            (zero, Node::Num(0), Node::Num(1), what)
         } else {
             (c.konst.clone(), idx, valid, &c.what)
         };

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use super::{create_lt_node, Kind, Node};
+use super::{ck_add, create_lt_node, sint_sum, Kind, Node};
 use crate::helpers::FxBuild;
 use crate::Result;
 
@@ -47,6 +47,8 @@ struct SumPlan {
     num_abs: i128,
     /// How many of the other terms [`Node::sum`] keeps (not always 0).
     kept: usize,
+    /// The sums of `parts`' minimums and maximums (as `raw_sum` folds them), when numbers.
+    bounds: Option<(i64, i64)>,
 }
 
 /// Magnitudes below this cannot overflow an i64 sum of them in any order.
@@ -80,12 +82,18 @@ impl SumPlan {
         others.retain(Node::sum_keeps);
         let kept = others.len();
         let (parts, num_sum, num_abs) = Node::sum_parts(&others).ok()?;
+        let fold = |f: fn(&Node) -> &Node| {
+            let xs: Vec<Node> = parts.iter().map(|p| f(p).clone()).collect();
+            sint_sum(&xs).ok().and_then(|s| s.as_int())
+        };
+        let bounds = fold(Node::min).zip(fold(Node::max));
         Some(SumPlan {
             vars,
             parts,
             num_sum,
             num_abs,
             kept,
+            bounds,
         })
     }
 
@@ -108,7 +116,27 @@ impl SumPlan {
             return None;
         }
         let total = i64::try_from(total).ok()?;
-        Some(Node::sum_finish(self.parts.clone(), total))
+        Some(self.finish(total))
+    }
+
+    /// [`Node::sum_finish`] of the parts and `total`, with the bounds `raw_sum` would fold (the
+    /// parts' sums, then `total`) from the sums made once.
+    fn finish(&self, total: i64) -> Result<Node> {
+        let Some((lo, hi)) = self
+            .bounds
+            .filter(|_| self.parts.len() + usize::from(total != 0) > 1)
+        else {
+            return Node::sum_finish(self.parts.clone(), total);
+        };
+        let mut nodes = Vec::with_capacity(self.parts.len() + 1);
+        nodes.extend(self.parts.iter().cloned());
+        let (lo, hi) = if total != 0 {
+            nodes.push(Node::Num(total));
+            (ck_add(lo, total)?, ck_add(hi, total)?)
+        } else {
+            (lo, hi)
+        };
+        Node::create(Ok(Node::mk(Kind::Sum(nodes), Node::Num(lo), Node::Num(hi))))
     }
 }
 
