@@ -11,6 +11,8 @@
 //!
 //! Not guaranteed: image buffers are not supported.
 
+use std::sync::Arc;
+
 use super::index::{expand_first, expand_idxs, expand_node, render_node, Expansion};
 use super::{acc_init, Lin};
 use crate::codegen::kernel::KernelBuf;
@@ -32,6 +34,11 @@ struct LoadCtx<'a> {
     konst: Option<ConstArg>,
     barrier: Option<&'a UOp>,
     loop_ctx: &'a [UOp],
+    /// The key's buffer-or-constant part of a valid access (`konst`) and of an access that is
+    /// never valid (the constant 0): the same for every access, so made once per load (the
+    /// second when first needed).
+    what: Arc<str>,
+    what_zero: std::cell::OnceCell<Arc<str>>,
 }
 
 /// The load cache key: tinygrad's string of (reduce index, dtype, constant or buffer, rendered
@@ -42,9 +49,20 @@ struct LoadCtx<'a> {
 pub(crate) struct LoadKey {
     acc: Option<usize>,
     dtype: DType,
-    what: String,
+    what: Arc<str>,
     idx: Node,
     valid: Node,
+}
+
+/// The load key's buffer-or-constant part: the constant of a non-accumulator access to one
+/// (`this_const`), else the buffer (its number, local name, or `CONSTBUF`).
+fn load_what(this_const: &Option<ConstArg>, not_acc: bool, buf: &KernelBuf) -> Arc<str> {
+    match (this_const, not_acc, buf) {
+        (Some(k), true, _) => format!("CONST{k}").into(),
+        (_, _, KernelBuf::Mem(m)) => m.idx.to_string().into(),
+        (_, _, KernelBuf::Local(l)) => l.name.as_str().into(),
+        (_, _, KernelBuf::Const(_)) => "CONSTBUF".into(),
+    }
 }
 
 /// A float4 group: the upcast dim, its lane count and the first lane's index.
@@ -127,6 +145,8 @@ impl Lin {
         // neither holds share it (later lookups of the same key would hit the load cache anyway)
         let ex = Expansion::new(&[&g_idx, &g_valid], &expand_vars)?;
         let ctx = LoadCtx {
+            what: load_what(&konst, acc.is_none(), &buf),
+            what_zero: std::cell::OnceCell::new(),
             i,
             buf,
             dtype,
@@ -178,22 +198,19 @@ impl Lin {
         valid: Node,
         acc_count: &mut usize,
     ) -> Result<UOp> {
-        let (this_const, idx, valid) = if *valid.max() == 0 {
+        let (this_const, idx, valid, what) = if *valid.max() == 0 {
             let zero = Some(ConstArg::Value(ConstValue::Int(0)));
-            (zero, Node::Num(0), Node::Num(1))
+            let what = c
+                .what_zero
+                .get_or_init(|| load_what(&zero, c.acc.is_none(), &c.buf));
+            (zero, Node::Num(0), Node::Num(1), what)
         } else {
-            (c.konst.clone(), idx, valid)
-        };
-        let what = match (&this_const, c.acc.is_none(), &c.buf) {
-            (Some(k), true, _) => format!("CONST{k}"),
-            (_, _, KernelBuf::Mem(m)) => m.idx.to_string(),
-            (_, _, KernelBuf::Local(l)) => l.name.clone(),
-            (_, _, KernelBuf::Const(_)) => "CONSTBUF".to_string(),
+            (c.konst.clone(), idx, valid, &c.what)
         };
         let key = LoadKey {
             acc: c.acc.map(|a| a.0),
             dtype: c.dtype,
-            what,
+            what: what.clone(),
             idx: idx.clone(),
             valid: valid.clone(),
         };

@@ -11,6 +11,12 @@
 //! weak handles: replaced by the next node of that hash, and swept whenever the table has doubled
 //! since the last sweep.
 //!
+//! Also owns the per-thread pool of node shells: a node whose last reference goes away in a graph
+//! being taken apart (`uops/srcs.rs`), or a new node that interning found already built, keeps
+//! its allocation (sources moved out, argument dropped, table entry removed) for the next
+//! [`UOp::new`](super::UOp::new) on this thread, so building and dropping graphs does not go
+//! through the allocator once per node. The pool is capped at [`POOL_CAP`] shells per thread.
+//!
 //! Not guaranteed: that equal nodes are one allocation. Nodes built on different threads are
 //! distinct, and of two different structures with one 64-bit hash only the first is interned; so
 //! equality and hashing stay structural (pointer equality is only the fast path) and the rewrite
@@ -27,6 +33,9 @@ use super::{UOpHasher, UOpInner};
 /// The fewest entries at which the table sweeps dead entries.
 const MIN_SWEEP: usize = 4096;
 
+/// The most node shells a thread keeps for reuse.
+pub(super) const POOL_CAP: usize = 4096;
+
 struct Table {
     /// Structural hash (already mixed, used as is) -> the node with that hash.
     map: HashMap<u64, Weak<UOpInner>, BuildHasherDefault<UOpHasher>>,
@@ -38,6 +47,61 @@ thread_local! {
     static TABLE: RefCell<Table> = RefCell::new(Table {
         map: HashMap::default(),
         sweep_at: MIN_SWEEP,
+    });
+    /// Unique allocations whose node owns nothing (no sources, `UArg::None`), for reuse.
+    static POOL: RefCell<Vec<Arc<UOpInner>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// `inner` in a node allocation: a pooled shell when there is one, else a new one.
+fn alloc(inner: UOpInner) -> Arc<UOpInner> {
+    let shell = POOL
+        .try_with(|p| p.try_borrow_mut().ok().and_then(|mut p| p.pop()))
+        .ok()
+        .flatten();
+    match shell {
+        Some(mut a) => match Arc::get_mut(&mut a) {
+            Some(slot) => {
+                // a shell owns nothing: no drop (nor table removal) for it
+                std::mem::forget(std::mem::replace(slot, inner));
+                a
+            }
+            None => Arc::new(inner),
+        },
+        None => Arc::new(inner),
+    }
+}
+
+/// Keep the allocation of `node`, the only reference to a node the table does not point to
+/// (see [`unlink`]), for reuse: its sources are moved into `srcs_to` and its argument dropped.
+/// `node` drops as usual when it is shared after all or the pool is full.
+pub(super) fn recycle(mut node: Arc<UOpInner>, srcs_to: impl FnMut(super::UOp)) {
+    let Some(inner) = Arc::get_mut(&mut node) else {
+        return;
+    };
+    inner.src.drain(srcs_to);
+    inner.arg = super::UArg::None;
+    let _full = POOL.try_with(|p| {
+        let mut p = p.try_borrow_mut().ok()?;
+        if p.len() < POOL_CAP {
+            p.push(node);
+            None
+        } else {
+            Some(node)
+        }
+    });
+}
+
+/// Remove the table's entry for `node` if it is this very node (about to be taken apart or
+/// recycled while still alive), so the table holds no weak handle to it.
+pub(super) fn unlink(node: &Arc<UOpInner>) {
+    let _old = TABLE.try_with(|t| {
+        let mut t = t.try_borrow_mut().ok()?;
+        match t.map.entry(node.hash) {
+            Entry::Occupied(e) if std::ptr::eq(e.get().as_ptr(), Arc::as_ptr(node)) => {
+                Some(e.remove())
+            }
+            _ => None,
+        }
     });
 }
 
@@ -52,7 +116,7 @@ fn same(a: &UOpInner, b: &UOpInner) -> bool {
 /// hit drops the new node, and a replaced dead handle drops, after the table's borrow ends (their
 /// drops may remove entries).
 pub(super) fn intern(inner: UOpInner) -> Arc<UOpInner> {
-    let node = Arc::new(inner);
+    let node = alloc(inner);
     let (found, _dead) = TABLE
         .try_with(|t| {
             let Ok(mut t) = t.try_borrow_mut() else {
@@ -76,7 +140,14 @@ pub(super) fn intern(inner: UOpInner) -> Arc<UOpInner> {
             (None, dead)
         })
         .unwrap_or((None, None));
-    found.unwrap_or(node)
+    match found {
+        Some(n) => {
+            // the new node was never in the table: its shell goes back to the pool
+            recycle(node, drop);
+            n
+        }
+        None => node,
+    }
 }
 
 /// A node of hash `hash` is being dropped: remove the table's entry for the hash if its node is
@@ -95,6 +166,12 @@ pub(super) fn forget(hash: u64) {
 #[cfg(test)]
 fn entries() -> usize {
     TABLE.try_with(|t| t.borrow().map.len()).unwrap_or(0)
+}
+
+/// The number of node shells pooled on this thread.
+#[cfg(test)]
+fn pooled() -> usize {
+    POOL.try_with(|p| p.borrow().len()).unwrap_or(0)
 }
 
 #[cfg(test)]

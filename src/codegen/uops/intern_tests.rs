@@ -1,4 +1,4 @@
-use super::entries;
+use super::{entries, pooled, POOL_CAP};
 use crate::codegen::uops::{UArg, UOp, UOps};
 use crate::dtype::dtypes;
 use crate::ops::BinaryOps;
@@ -104,4 +104,56 @@ fn nodes_built_on_another_thread_are_equal_but_not_shared() {
     drop(there);
     assert_eq!(entries(), base);
     assert!(chain(8).ptr_eq(&here));
+}
+
+/// A graph taken apart leaves its nodes' allocations in the pool (never more than the cap), and
+/// the nodes built from them afterwards are whole and interned: equal to, and shared with, a
+/// second build, with no stale source or argument of the node the shell held before.
+#[test]
+fn dropped_nodes_are_reused_whole() {
+    let g = chain(21);
+    let before = pooled();
+    drop(g);
+    let after = pooled();
+    assert!(after > before, "{before} -> {after}");
+    let base = entries();
+    let v = UOp::define_var("m", 0, 5);
+    let c = UOp::cnst(dtypes::int32, 3);
+    let a = v.add(&c).mul(&v);
+    assert!(pooled() < after, "the new nodes took no shells");
+    assert_eq!(a.alu_op(), Some(BinaryOps::MUL.into()));
+    assert_eq!(a.src()[0].src(), &[v.clone(), c.clone()][..]);
+    assert!(matches!(a.src()[0].src()[0].arg(), UArg::Var { name, .. } if name == "m"));
+    assert!(a.ptr_eq(&UOp::define_var("m", 0, 5).add(3).mul(&v)));
+    assert!(entries() > base);
+    drop((a, v, c));
+    assert_eq!(entries(), base);
+    // a long chain dropped at once fills the pool up to its cap only
+    let mut x = UOp::cnst(dtypes::int32, -1);
+    for i in 0..(2 * POOL_CAP as i64) {
+        x = x.add(UOp::cnst(dtypes::int32, i));
+    }
+    drop(x);
+    assert!(pooled() <= POOL_CAP);
+    assert_eq!(chain(21), chain(21));
+}
+
+/// A node found already built returns the new shell to the pool, and the shell's old sources
+/// keep their other holders.
+#[test]
+fn an_interning_hit_recycles_the_new_shell() {
+    let a = chain(31);
+    let before = pooled();
+    let b = chain(31);
+    assert!(a.ptr_eq(&b));
+    assert_eq!(
+        pooled(),
+        before.max(1),
+        "every hit's shell back in the pool"
+    );
+    drop(a);
+    assert_eq!(
+        b.src()[0].src()[0].src()[1].src()[1],
+        UOp::cnst(dtypes::int32, 31)
+    );
 }

@@ -145,20 +145,20 @@ impl Drop for UOpInner {
     }
 }
 
-/// Drop one reference to `u`; when it is the last, take the node apart and put its sources on
-/// `stack` (so that the node's own drop has none left to recurse into).
+/// Drop one reference to `u`; when it is the last, take the node apart, put its sources on
+/// `stack` (so that the node's own drop has none left to recurse into) and keep its allocation
+/// in the thread's pool (`uops/intern.rs`).
 fn release(u: UOp, stack: &mut Vec<UOp>) {
-    // a shared source only loses one reference (one atomic decrement, no failed unwrap)
+    // a shared source only loses one reference (one atomic decrement)
     if Arc::strong_count(&u.0) > 1 {
         return;
     }
-    if let Ok(mut inner) = Arc::try_unwrap(u.0) {
-        if stack.capacity() == 0 && !inner.src.is_empty() {
-            // a graph is being taken apart: room for a few levels at once
-            stack.reserve(64);
-        }
-        inner.src.drain(|s| stack.push(s));
+    if stack.capacity() == 0 && !u.0.src.is_empty() {
+        // a graph is being taken apart: room for a few levels at once
+        stack.reserve(64);
     }
+    intern::unlink(&u.0);
+    intern::recycle(u.0, |s| stack.push(s));
 }
 
 #[cfg(test)]

@@ -75,22 +75,35 @@ impl Node {
     /// tinygrad's `Node.sum`: drop zero terms, flatten nested sums, combine like terms (summing
     /// coefficients of equal bases and all numbers), and return a single term bare.
     pub fn sum(nodes: Vec<Node>) -> Result<Node> {
-        let mut nodes: Vec<Node> = nodes
-            .into_iter()
-            .filter(|x| x.max().truthy() || x.min().truthy())
-            .collect();
+        let mut nodes: Vec<Node> = nodes.into_iter().filter(Node::sum_keeps).collect();
         match nodes.len() {
             0 => return Ok(Node::Num(0)),
             1 => return Ok(nodes.swap_remove(0)),
             _ => {}
         }
+        let (new_nodes, num_sum, _) = Node::sum_parts(&nodes)?;
+        Node::sum_finish(new_nodes, num_sum)
+    }
+
+    /// Whether [`Node::sum`] keeps term `x` (it drops the terms that are always 0).
+    pub(crate) fn sum_keeps(x: &Node) -> bool {
+        x.max().truthy() || x.min().truthy()
+    }
+
+    /// The middle of [`Node::sum`] over its kept terms (at least two): nested sums flattened, like
+    /// terms combined (their bases in order of first occurrence), and the numbers summed; returns
+    /// the combined terms, the numbers' sum, and the sum of their magnitudes.
+    pub(crate) fn sum_parts(nodes: &[Node]) -> Result<(Vec<Node>, i64, i128)> {
         let mut flat = Vec::with_capacity(nodes.len());
-        flatten_sum(&nodes, &mut flat);
+        flatten_sum(nodes, &mut flat);
         let mut groups = Groups::with_capacity(flat.len());
-        let mut num_sum = 0i64;
+        let (mut num_sum, mut num_abs) = (0i64, 0i128);
         for node in flat {
             match (&node, node.inner()) {
-                (Node::Num(v), _) => num_sum = ck_add(num_sum, *v)?,
+                (Node::Num(v), _) => {
+                    num_sum = ck_add(num_sum, *v)?;
+                    num_abs += i128::from(*v).abs();
+                }
                 (_, Some(Kind::Mul(a, c))) => add_coefficient(&mut groups, a, c, Some(&node))?,
                 _ => add_coefficient(&mut groups, &node, &Node::Num(1), None)?,
             }
@@ -102,6 +115,12 @@ impl Node {
             }
             new_nodes.push(if g.coef == 1 { a } else { mul_term(a, g)? });
         }
+        Ok((new_nodes, num_sum, num_abs))
+    }
+
+    /// The end of [`Node::sum`]: the combined terms of [`Node::sum_parts`] and the numbers' sum
+    /// (when not 0) as one node.
+    pub(crate) fn sum_finish(mut new_nodes: Vec<Node>, num_sum: i64) -> Result<Node> {
         if num_sum != 0 {
             new_nodes.push(Node::Num(num_sum));
         }

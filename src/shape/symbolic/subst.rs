@@ -5,7 +5,9 @@
 //!
 //! Owns: [`SubstMemo`] and [`Node::substitute_memo`]. The result is always the one
 //! [`Node::substitute`] gives (the same operations on the same operands); the memo only skips
-//! recomputing a subexpression whose result cannot depend on the values.
+//! recomputing a subexpression whose result cannot depend on the values, and, for a sum whose
+//! substituted terms are all `v` or `v * c`, combining its other terms again at every value
+//! (`SumPlan`: [`Node::sum`]'s combined terms kept, only the numbers summed per value).
 //!
 //! Not guaranteed: memory use is one entry per distinct subexpression seen since the variables
 //! last changed.
@@ -14,7 +16,7 @@ use std::collections::HashMap;
 use std::hash::BuildHasher;
 use std::sync::Arc;
 
-use super::{create_lt_node, Kind, Node};
+use super::{ck_add, create_lt_node, sint_sum, Kind, Node};
 use crate::helpers::FxBuild;
 use crate::Result;
 
@@ -26,6 +28,116 @@ use crate::Result;
 pub struct SubstMemo {
     vars: Vec<Node>,
     fixed: HashMap<usize, (Node, Node), FxBuild>,
+    /// The [`SumPlan`] of each sum seen (by address, the sum kept alive), `None` where a sum
+    /// has none.
+    plans: HashMap<usize, (Node, Option<SumPlan>), FxBuild>,
+}
+
+/// A sum whose terms holding substituted variables are all `v` or `v * c` (`c` a number):
+/// given numbers for the variables, [`Node::sum`] of its substituted terms only adds their
+/// products to the numbers of its other terms, so those terms are substituted and combined once
+/// (per set of variables) and each substitution only sums numbers and builds the result.
+struct SumPlan {
+    /// (variable, coefficient) per variable term, in order.
+    vars: Vec<(Node, i64)>,
+    /// The other terms after substitution, as [`Node::sum_parts`] combines them.
+    parts: Vec<Node>,
+    /// Their numbers' sum, and the sum of those numbers' magnitudes.
+    num_sum: i64,
+    num_abs: i128,
+    /// How many of the other terms [`Node::sum`] keeps (not always 0).
+    kept: usize,
+    /// The sums of `parts`' minimums and maximums (as `raw_sum` folds them), when numbers.
+    bounds: Option<(i64, i64)>,
+}
+
+/// Magnitudes below this cannot overflow an i64 sum of them in any order.
+const SAFE_ABS: i128 = 1 << 62;
+
+impl SumPlan {
+    /// The plan of the sum of `terms`, if it has one; `None` also where substituting or combining
+    /// the other terms fails (the general path then meets the same failure).
+    fn build<S: BuildHasher>(
+        terms: &[Node],
+        var_vals: &HashMap<Node, Node, S>,
+        memo: &mut SubstMemo,
+    ) -> Option<SumPlan> {
+        let mut vars = Vec::new();
+        let mut others = Vec::with_capacity(terms.len());
+        for t in terms {
+            match t.inner() {
+                Some(Kind::Var { .. }) if var_vals.contains_key(t) => vars.push((t.clone(), 1)),
+                Some(Kind::Mul(v, Node::Num(c))) if v.is_var() && var_vals.contains_key(v) => {
+                    vars.push((v.clone(), *c))
+                }
+                _ => match subst(t, var_vals, memo) {
+                    Ok((r, false)) => others.push(r),
+                    _ => return None,
+                },
+            }
+        }
+        if vars.is_empty() {
+            return None;
+        }
+        others.retain(Node::sum_keeps);
+        let kept = others.len();
+        let (parts, num_sum, num_abs) = Node::sum_parts(&others).ok()?;
+        let fold = |f: fn(&Node) -> &Node| {
+            let xs: Vec<Node> = parts.iter().map(|p| f(p).clone()).collect();
+            sint_sum(&xs).ok().and_then(|s| s.as_int())
+        };
+        let bounds = fold(Node::min).zip(fold(Node::max));
+        Some(SumPlan {
+            vars,
+            parts,
+            num_sum,
+            num_abs,
+            kept,
+            bounds,
+        })
+    }
+
+    /// [`Node::sum`] of the substituted terms, or `None` where a value is not a number, the sum
+    /// keeps fewer than two terms (it returns that term bare), or the numbers come near overflow.
+    fn apply<S: BuildHasher>(&self, var_vals: &HashMap<Node, Node, S>) -> Option<Result<Node>> {
+        let (mut total, mut abs, mut kept) = (i128::from(self.num_sum), self.num_abs, self.kept);
+        for (v, c) in &self.vars {
+            let Some(Node::Num(x)) = var_vals.get(v) else {
+                return None;
+            };
+            let t = i128::from(*x) * i128::from(*c);
+            if t != 0 {
+                kept += 1;
+            }
+            total += t;
+            abs += t.abs();
+        }
+        if kept < 2 || abs >= SAFE_ABS {
+            return None;
+        }
+        let total = i64::try_from(total).ok()?;
+        Some(self.finish(total))
+    }
+
+    /// [`Node::sum_finish`] of the parts and `total`, with the bounds `raw_sum` would fold (the
+    /// parts' sums, then `total`) from the sums made once.
+    fn finish(&self, total: i64) -> Result<Node> {
+        let Some((lo, hi)) = self
+            .bounds
+            .filter(|_| self.parts.len() + usize::from(total != 0) > 1)
+        else {
+            return Node::sum_finish(self.parts.clone(), total);
+        };
+        let mut nodes = Vec::with_capacity(self.parts.len() + 1);
+        nodes.extend(self.parts.iter().cloned());
+        let (lo, hi) = if total != 0 {
+            nodes.push(Node::Num(total));
+            (ck_add(lo, total)?, ck_add(hi, total)?)
+        } else {
+            (lo, hi)
+        };
+        Node::create(Ok(Node::mk(Kind::Sum(nodes), Node::Num(lo), Node::Num(hi))))
+    }
 }
 
 impl SubstMemo {
@@ -45,6 +157,7 @@ impl SubstMemo {
             self.vars.len() == var_vals.len() && self.vars.iter().all(|v| var_vals.contains_key(v));
         if !same {
             self.fixed.clear();
+            self.plans.clear();
             self.vars = var_vals.keys().cloned().collect();
         }
     }
@@ -106,6 +219,9 @@ fn subst<S: BuildHasher>(
             create_lt_node(&a, &rec(b, memo)?)?
         }
         Kind::Sum(v) => {
+            if let Some(r) = planned_sum(n, key, v, var_vals, memo) {
+                return Ok((r?, true));
+            }
             let subs = v.iter().map(|x| rec(x, memo)).collect::<Result<Vec<_>>>()?;
             Node::sum(subs)?
         }
@@ -115,6 +231,22 @@ fn subst<S: BuildHasher>(
         memo.fixed.insert(key, (n.clone(), out.clone()));
     }
     Ok((out, touched))
+}
+
+/// The substitution of sum `n` (terms `terms`, address `key`) through its [`SumPlan`], made on
+/// first sight; `None` where it has none or the plan does not apply to these values.
+fn planned_sum<S: BuildHasher>(
+    n: &Node,
+    key: usize,
+    terms: &[Node],
+    var_vals: &HashMap<Node, Node, S>,
+    memo: &mut SubstMemo,
+) -> Option<Result<Node>> {
+    if !memo.plans.contains_key(&key) {
+        let plan = SumPlan::build(terms, var_vals, memo);
+        memo.plans.insert(key, (n.clone(), plan));
+    }
+    memo.plans.get(&key)?.1.as_ref()?.apply(var_vals)
 }
 
 /// The `And` case of [`Node::substitute`]: 0 as soon as one part is falsy.
@@ -201,6 +333,63 @@ mod tests {
             let got = e.substitute_memo(&m, &mut memo).unwrap();
             assert_eq!(got.key(), e.substitute(&m).unwrap().key());
             assert!(!got.key().contains("_uidx1"), "{got}");
+        }
+    }
+
+    /// Sums of upcast terms (`v`, `v * c` with c negative too) and other terms, through their
+    /// plans, give what `substitute` gives at every value, including values that leave one term
+    /// or none (returned bare), values that are not numbers, and a product that is not `v * c`.
+    #[test]
+    fn sum_plans_match_substitute() {
+        let (a, b, g, r) = (
+            var("_uidx0", 3),
+            var("_uidx1", 2),
+            var("gidx0", 7),
+            var("ridx0", 5),
+        );
+        let n = |v: i64| Node::Num(v);
+        let sums = [
+            a.try_mul(&n(4)).unwrap().try_add(&b).unwrap(),
+            g.try_mul(&n(32))
+                .unwrap()
+                .try_add(&a.try_mul(&n(-3)).unwrap())
+                .unwrap()
+                .try_add(&n(5))
+                .unwrap(),
+            g.try_add(&b)
+                .unwrap()
+                .try_add(&r.try_mul(&n(8)).unwrap())
+                .unwrap(),
+            g.try_mul(&a)
+                .unwrap()
+                .try_add(&b)
+                .unwrap()
+                .try_add(&r)
+                .unwrap(),
+            a.try_add(&n(-6))
+                .unwrap()
+                .try_add(&b.try_mul(&n(3)).unwrap())
+                .unwrap(),
+        ];
+        let mut memo = SubstMemo::default();
+        for e in &sums {
+            for va in 0..4 {
+                for vb in 0..3 {
+                    let m = map(&[(&a, va), (&b, vb)]);
+                    let want = e.substitute(&m).unwrap();
+                    let got = e.substitute_memo(&m, &mut memo).unwrap();
+                    assert_eq!(got.key(), want.key(), "{e} at {va},{vb}");
+                    assert_eq!(got, want);
+                }
+            }
+        }
+        let planned = memo.plans.values().filter(|(_, p)| p.is_some()).count();
+        assert!(planned >= 4, "{planned} sums planned");
+        // a value that is not a number takes the general path
+        let m: HashMap<Node, Node> = [(a.clone(), g.clone()), (b.clone(), n(1))].into();
+        for e in &sums {
+            let got = e.substitute_memo(&m, &mut memo).unwrap();
+            assert_eq!(got.key(), e.substitute(&m).unwrap().key(), "{e}");
         }
     }
 }
