@@ -231,17 +231,7 @@ pub trait CStyle {
             self.render_dtype(from, needs)?,
             self.render_dtype(to, needs)?,
         );
-        lines.push(cat!(ft, " ", pre, " = ", x, ";"));
-        lines.push(cat!(tt, " ", out, ";"));
-        lines.push(cat!(
-            "__builtin_memcpy(&",
-            out,
-            ", &",
-            pre,
-            ", sizeof(",
-            out,
-            "));"
-        ));
+        push_memcpy_bitcast(lines, (&ft, &tt), (pre, out), x);
         Ok(out.to_string())
     }
 
@@ -363,6 +353,27 @@ impl State {
             None => bail!(Codegen, "render: {} lacks source {i}", u.op().name()),
         }
     }
+}
+
+/// The statements of a bitcast through memory: `pre` (of type `ft`) holds `x`, `out` (of type
+/// `tt`) is declared and gets `pre`'s bytes.
+pub(crate) fn push_memcpy_bitcast(
+    lines: &mut Vec<String>,
+    (ft, tt): (&str, &str),
+    (pre, out): (&str, &str),
+    x: &str,
+) {
+    lines.push(cat!(ft, " ", pre, " = ", x, ";"));
+    lines.push(cat!(tt, " ", out, ";"));
+    lines.push(cat!(
+        "__builtin_memcpy(&",
+        out,
+        ", &",
+        pre,
+        ", sizeof(",
+        out,
+        "));"
+    ));
 }
 
 fn dtype_of(u: &UOp) -> Result<DType> {

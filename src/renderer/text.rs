@@ -23,49 +23,23 @@ pub trait Piece {
     fn size(&self) -> usize;
 }
 
-impl Piece for str {
-    #[inline]
-    fn put(&self, out: &mut String) {
-        out.push_str(self);
-    }
-    #[inline]
-    fn size(&self) -> usize {
-        self.len()
-    }
+/// `Piece` for the string types: each appends its text whole.
+macro_rules! piece_for_text {
+    ($($t:ty),*) => {$(
+        impl Piece for $t {
+            #[inline]
+            fn put(&self, out: &mut String) {
+                out.push_str(self);
+            }
+            #[inline]
+            fn size(&self) -> usize {
+                self.len()
+            }
+        }
+    )*};
 }
 
-impl Piece for String {
-    #[inline]
-    fn put(&self, out: &mut String) {
-        out.push_str(self);
-    }
-    #[inline]
-    fn size(&self) -> usize {
-        self.len()
-    }
-}
-
-impl Piece for Cow<'_, str> {
-    #[inline]
-    fn put(&self, out: &mut String) {
-        out.push_str(self);
-    }
-    #[inline]
-    fn size(&self) -> usize {
-        self.len()
-    }
-}
-
-impl Piece for Rc<str> {
-    #[inline]
-    fn put(&self, out: &mut String) {
-        out.push_str(self);
-    }
-    #[inline]
-    fn size(&self) -> usize {
-        self.len()
-    }
-}
+piece_for_text!(str, String, Cow<'_, str>, Rc<str>);
 
 impl Piece for char {
     #[inline]

@@ -371,17 +371,7 @@ impl CStyle for ClangRenderer {
         } else {
             x.to_string()
         };
-        lines.push(cat!(ft, " ", pre, " = ", xv, ";"));
-        lines.push(cat!(tt, " ", out, ";"));
-        lines.push(cat!(
-            "__builtin_memcpy(&",
-            out,
-            ", &",
-            pre,
-            ", sizeof(",
-            out,
-            "));"
-        ));
+        super::push_memcpy_bitcast(lines, (&ft, &tt), (pre, out), &xv);
         Ok(if to.scalar == Scalar::BFloat16 {
             cat!("rg_bf16_to_float(", out, ")")
         } else {
