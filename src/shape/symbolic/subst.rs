@@ -300,20 +300,32 @@ mod tests {
             .collect()
     }
 
+    /// `substitute_memo` (sharing one memo) equals `substitute` for every expression at every
+    /// value pair `a` in `0..na`, `b` in `0..nb`: same render and same node.
+    fn memo_matches_over_grid(
+        es: &[Node],
+        (a, na): (&Node, i64),
+        (b, nb): (&Node, i64),
+        memo: &mut SubstMemo,
+    ) {
+        for e in es {
+            for va in 0..na {
+                for vb in 0..nb {
+                    let m = map(&[(a, va), (b, vb)]);
+                    let want = e.substitute(&m).unwrap();
+                    let got = e.substitute_memo(&m, memo).unwrap();
+                    assert_eq!(got.key(), want.key(), "{e} at {va},{vb}");
+                    assert_eq!(got, want, "{e} at {va},{vb}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn matches_substitute_over_every_value_set() {
         let (a, b, g) = (var("_uidx0", 3), var("_uidx1", 3), var("gidx0", 7));
         let mut memo = SubstMemo::default();
-        for e in exprs(&a, &b, &g) {
-            for va in 0..4 {
-                for vb in 0..4 {
-                    let m = map(&[(&a, va), (&b, vb)]);
-                    let want = e.substitute(&m).unwrap();
-                    let got = e.substitute_memo(&m, &mut memo).unwrap();
-                    assert_eq!(got.key(), want.key(), "{e} at {va},{vb}");
-                }
-            }
-        }
+        memo_matches_over_grid(&exprs(&a, &b, &g), (&a, 4), (&b, 4), &mut memo);
         // the terms without _uidx (gidx0*32 and the constants) were remembered
         assert!(!memo.is_empty());
     }
@@ -372,17 +384,7 @@ mod tests {
                 .unwrap(),
         ];
         let mut memo = SubstMemo::default();
-        for e in &sums {
-            for va in 0..4 {
-                for vb in 0..3 {
-                    let m = map(&[(&a, va), (&b, vb)]);
-                    let want = e.substitute(&m).unwrap();
-                    let got = e.substitute_memo(&m, &mut memo).unwrap();
-                    assert_eq!(got.key(), want.key(), "{e} at {va},{vb}");
-                    assert_eq!(got, want);
-                }
-            }
-        }
+        memo_matches_over_grid(&sums, (&a, 4), (&b, 3), &mut memo);
         let planned = memo.plans.values().filter(|(_, p)| p.is_some()).count();
         assert!(planned >= 4, "{planned} sums planned");
         // a value that is not a number takes the general path
