@@ -8,11 +8,13 @@
 //! Chosen: in the CPU flavour, every load of an innermost reduce loop (a `RANGE` marked reduce
 //! with no loop inside it) when every load in that loop is an ungated load from a global buffer
 //! whose address advances by exactly its own width per iteration (the index's coefficient of the
-//! loop counter times the element size equals the bytes loaded) over at least twice the
-//! prefetch distance (a loop with constant bounds): a set of contiguous streams, as
-//! in the row reductions that `codegen/kernel/cpu_reduce.rs` gives 8 rows at once (8 streams
-//! 16 KiB apart in W2). A loop with any other load (a matmul's strided or broadcast operand, a
-//! gather, an index that divides the counter) gets none, nor do elementwise loops.
+//! loop counter times the element size equals the bytes loaded) over at least [`MIN_STREAM`]
+//! bytes (a loop with constant bounds): a set of long contiguous streams, as in the row
+//! reductions that `codegen/kernel/cpu_reduce.rs` gives 8 rows at once (8 streams 16 KiB apart
+//! in W2, 4 KiB in W6, W10 and W11). A loop with any other load (a matmul's strided or broadcast
+//! operand, a gather, an index that divides the counter) gets none, nor do elementwise loops, nor
+//! short rows (W12's rows of 512 bytes and 1 KiB, the 2 KiB rows of W8's weight-gradient kernel:
+//! data that the caches hold anyway).
 //!
 //! Why: the hardware prefetchers kept the 8 row streams of W2's sum (4096x4096) below the flat
 //! read's bandwidth. A harness calling the LLVM device's own build of the kernel, best of 40
@@ -30,6 +32,9 @@ use crate::ops::{BinaryOps, Op, UnaryOps};
 
 /// How far ahead of a streaming load its prefetch reads, in bytes.
 pub(super) const PREFETCH_BYTES: i64 = 1024;
+/// The shortest stream (bytes one load reads over the loop) that gets a prefetch: at least 3/4 of
+/// its prefetches fall inside it.
+const MIN_STREAM: i64 = 4 * PREFETCH_BYTES;
 
 /// An innermost-loop candidate while the list is walked.
 struct Open {
@@ -106,8 +111,8 @@ fn trip_count(range: &UOp) -> Option<i64> {
 }
 
 /// Whether `load` is an ungated load from a global buffer whose address advances by exactly the
-/// bytes it loads per iteration of `range`, over at least twice the prefetch distance in `trip`
-/// iterations (a shorter stream would mostly prefetch past its end).
+/// bytes it loads per iteration of `range`, over at least [`MIN_STREAM`] bytes in `trip`
+/// iterations.
 fn streams(load: &UOp, range: &UOp, memo: &mut UOpMap<Option<i64>>, trip: i64) -> bool {
     let (Some(buf), Some(idx), Some(dt)) = (load.src().first(), load.src().get(1), load.dtype())
     else {
@@ -122,9 +127,7 @@ fn streams(load: &UOp, range: &UOp, memo: &mut UOpMap<Option<i64>>, trip: i64) -
         return false;
     };
     let width = elem * i64::from(dt.count);
-    let long = width
-        .checked_mul(trip)
-        .is_some_and(|n| n >= 2 * PREFETCH_BYTES);
+    let long = width.checked_mul(trip).is_some_and(|n| n >= MIN_STREAM);
     long && coef(idx, range, memo)
         .and_then(|c| c.checked_mul(elem))
         .is_some_and(|step| step == width)
