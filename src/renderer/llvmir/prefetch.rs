@@ -20,8 +20,14 @@
 //! read's bandwidth. A harness calling the LLVM device's own build of the kernel, best of 40
 //! alternated runs on the loaded 2-core Zen 5 VM: 2.49-2.57 ms without, 1.71-1.96 ms with a
 //! prefetch 1024 bytes ahead of every float4 load (512: 1.96, 2048: 2.00; one prefetch per cache
-//! line instead of per load: 2.07), the flat read of the same 64 MiB 1.81-1.83 ms. The values,
-//! their order and the bits do not change: a prefetch is only a hint.
+//! line instead of per load: 2.07), the flat read of the same 64 MiB 1.81-1.83 ms. The device's
+//! objects of the kernels this chooses, before and after, in one harness (best of 40, two runs):
+//! W2's sum 2.83-2.97 -> 2.16-2.26 ms, W10's mean 1.22-1.25 -> 1.08-1.21 and variance
+//! 1.22-1.34 -> 1.09-1.23, the row max of W6 and W11 0.82-0.98 -> 0.80-0.92, W6's exp-sum
+//! 2.28-2.36 -> 2.27-2.33 (bound by its EXP2s); `bench workloads --devices LLVM --threads 1`,
+//! steady CPU ms, 3 alternations: W2 3.40 / 3.54 / 3.50 -> 3.11 / 2.88 / 2.28, W10 5.56 / 6.56 /
+//! 6.35 -> 5.83 / 5.52 / 4.07 (CLANG's unchanged kernels moved by as much in the same runs). The
+//! values, their order and the bits do not change: a prefetch is only a hint.
 //!
 //! Not guaranteed: the distance is measured on this machine, not searched; a prefetch past the end
 //! of a buffer is harmless to the program (it never faults) but may fetch a line it will not use.
