@@ -67,6 +67,7 @@ mod exp2;
 mod index;
 mod memory;
 pub mod nvptx;
+mod prefetch;
 mod types;
 mod walk;
 mod wmma;

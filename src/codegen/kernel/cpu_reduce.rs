@@ -23,6 +23,29 @@
 //! `1/n` or softmax's `log2(e)` got an UPCAST by 4 that reuses nothing); kernels where some
 //! buffer broadcasts an output axis, a matmul or a conv, keep 0.9.1's opts or the CPU tile. Not guaranteed: the amounts are chosen for this
 //! machine (two FP add ports with 4 cycles of latency: 8 chains), not searched.
+//!
+//! Where a row sum's time goes (issue 10, W2: 4096x4096, one thread; a C harness timing kernels
+//! alternately, best / p25 of 30-40 runs, loaded 2-core Zen 5 VM at ~4.1 GHz, float add latency 2
+//! cycles): the flat read of the 64 MiB is 1.8-2.0 ms, so the 8 in-order chains are bound by the
+//! memory streams, not by the adds. gcc's kernel (SLP gathers of scalar loads into 8-wide adds)
+//! ran 2.53-2.59 ms; the LLVM device's (SLP transposes the 8 rows' float4 loads with
+//! `vpermt2ps`/blends into one `<8 x float>` accumulator) 2.49-2.65; the same transposed form
+//! with the plain shuffles (`vinsertf128` loads, 4 unpacks, 4 `vshufps`) 2.17-2.34; 16 rows (one
+//! `<16 x float>` accumulator, rows 16 KiB apart sharing an L1 set) 2.02-2.63; an 8x8 transpose
+//! (UNROLL 8) 2.13-2.36: none near the flat read. A software prefetch 1 KiB ahead of every row
+//! stream was the lever: 1.71-1.96 with the plain shuffles, 1.83-1.96 with LLVM's own (512 or
+//! 2048 bytes ahead: no better); on gcc's scalar-gather kernel it gave nothing (2.48), with the
+//! plain shuffles written with `__builtin_shufflevector` 1.90 (C written as one `float8`
+//! accumulator over the 8 rows built lane by lane, `(float8){v0[0], .., v7[0]}`: 2.55 with the
+//! prefetch, 2.90 without). The LLVM renderer now prefetches such streams
+//! (`renderer/llvmir/prefetch.rs`); the opts here are unchanged. Left: CLANG would need the
+//! transposed `float8` accumulator from the linearizer and its shuffles in the C renderer, and
+//! LLVM would gain another 5-10% from emitting the plain shuffles itself.
+//!
+//! W10 (layernorm, 8192x1024) by kernel, the LLVM device's objects in a harness, best of 30-40
+//! (3 runs, with the prefetch): mean 1.08-1.21 ms, variance 1.09-1.33, the normalizing
+//! elementwise kernel 1.67-1.70 (reads 32 MiB and writes 32 MiB: about 78% of a 32 MiB
+//! `memcpy`'s 1.31 ms).
 
 use super::opts::{Opt, OptOps};
 use super::{Kernel, KernelBuf};

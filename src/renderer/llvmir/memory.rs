@@ -157,6 +157,9 @@ impl Walk<'_> {
         let mt = mem(access);
         let align = bd.itemsize();
         emit!(self; "  ", name, ".m = load ", mt, ", ", pt, " ", ptr, ", align ", align);
+        if self.prefetch.contains_key(u) {
+            self.prefetch_at(&ptr, &pt, &name);
+        }
         let mut v: Rc<str> = cat!(name, ".m").into();
         v = match bd.scalar {
             Scalar::Bool => {
@@ -178,6 +181,24 @@ impl Walk<'_> {
         }
         self.r.insert(u.clone(), v);
         Ok(())
+    }
+
+    /// `llvm.prefetch` (read, high locality, data) of `ptr` (of type `pt`) plus
+    /// [`super::prefetch::PREFETCH_BYTES`]; no `inbounds`: the address may lie past the buffer.
+    fn prefetch_at(&mut self, ptr: &str, pt: &str, name: &str) {
+        let ahead = super::prefetch::PREFETCH_BYTES;
+        if self.opaque {
+            self.decls
+                .insert("declare void @llvm.prefetch.p0(ptr, i32, i32, i32)".into());
+            emit!(self; "  ", name, ".f = getelementptr i8, ptr ", ptr, ", i64 ", ahead);
+            emit!(self; "  call void @llvm.prefetch.p0(ptr ", name, ".f, i32 0, i32 3, i32 1)");
+        } else {
+            self.decls
+                .insert("declare void @llvm.prefetch.p0i8(i8*, i32, i32, i32)".into());
+            emit!(self; "  ", name, ".fc = bitcast ", pt, " ", ptr, " to i8*");
+            emit!(self; "  ", name, ".f = getelementptr i8, i8* ", name, ".fc, i64 ", ahead);
+            emit!(self; "  call void @llvm.prefetch.p0i8(i8* ", name, ".f, i32 0, i32 3, i32 1)");
+        }
     }
 
     pub(super) fn store(&mut self, u: &UOp) -> Result<()> {

@@ -94,6 +94,8 @@ pub(super) struct Walk<'a> {
     scratch: String,
     /// The vector EXP2s that call the out-of-line helper (CPU flavour; `exp2.rs`).
     pub(super) exp2_outlined: UOpMap<()>,
+    /// The streaming loads of reduce loops, prefetched (CPU flavour; `prefetch.rs`).
+    pub(super) prefetch: UOpMap<()>,
 }
 
 /// Accumulators each loop must carry: for every PHI, the loops open at the PHI that were opened
@@ -205,6 +207,10 @@ impl<'a> Walk<'a> {
             wide,
             exp2_outlined: match flavour {
                 Flavour::Cpu => super::exp2::outlined(uops),
+                _ => UOpMap::default(),
+            },
+            prefetch: match flavour {
+                Flavour::Cpu => super::prefetch::streaming_loads(uops),
                 _ => UOpMap::default(),
             },
         })

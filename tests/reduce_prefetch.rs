@@ -1,0 +1,161 @@
+//! Software prefetch of CPU reduce loops (`renderer/llvmir/prefetch.rs`, beyond tinygrad 0.9.1):
+//! the LLVM CPU kernel of a row sum, a row max, layernorm's and softmax's reductions prefetch
+//! every row stream (one `llvm.prefetch` per load of the reduce loop, typed and opaque pointers
+//! alike); a matmul, a column sum and an elementwise kernel get none. The prefetch is only a hint:
+//! row sums (one kernel shape per row count and length, lengths whose prefetches reach past the
+//! buffer's end included), layernorm and softmax over rows holding NaN, infinities, signed zeros
+//! and denormals give INTERP's bits on CLANG and LLVM, and the row sums equal a host sum that adds
+//! each row's values in order.
+
+mod tensor_common;
+
+use rawgrad::codegen::kernel::Kernel;
+use rawgrad::engine::realize::get_kernel;
+use rawgrad::ops::LazyOp;
+use rawgrad::renderer::llvmir::LLVMRenderer;
+use rawgrad::renderer::Renderer;
+use rawgrad::Tensor;
+use tensor_common::{check, cpu_devices, on};
+
+/// (rows, row length): 8 rows at once with a loop of float4 loads (16x1028, 24x256, 8x4100),
+/// 4 rows (12x40), rows by neither (7x36) and a length that does not divide by 4 (9x1030). No
+/// length of more than 256 divides by 16: INTERP has locals, and 0.9.1's heuristics would give
+/// it a grouped reduce (`GROUPTOP`) that adds in another order than the CPU devices.
+const SHAPES: [(usize, usize); 6] = [
+    (16, 1028),
+    (24, 256),
+    (8, 4100),
+    (12, 40),
+    (7, 36),
+    (9, 1030),
+];
+
+/// Row `r` of length `c`: values of mixed magnitude (the in-order sum rounds differently from
+/// any other order) with one case of edge values (by `r % 8`).
+fn row(r: usize, c: usize) -> Vec<f32> {
+    let mut v: Vec<f32> = (0..c)
+        .map(|i| {
+            let h = ((r * 7919 + i * 104_729) % 20_011) as f32 - 10_000.0;
+            if i % 3 == 0 {
+                h * 1e3
+            } else {
+                h / 7.0
+            }
+        })
+        .collect();
+    let (p, q) = ((r * 5 + 3) % c, (r * 11 + c - 1) % c);
+    match r % 8 {
+        1 => v[p] = f32::NAN,
+        2 => v.iter_mut().for_each(|x| *x = -0.0),
+        3 => {
+            v[p] = f32::INFINITY;
+            v[q] = f32::NEG_INFINITY;
+        }
+        4 => v[q] = f32::INFINITY,
+        5 => v.iter_mut().for_each(|x| *x = 1e-40),
+        6 => {
+            v[p] = f32::MAX;
+            v[q] = f32::MAX;
+        }
+        _ => {}
+    }
+    v
+}
+
+/// Float bits compared as the same value, any NaN matching any NaN.
+fn canon(v: &[f32]) -> Vec<u32> {
+    v.iter()
+        .map(|x| if x.is_nan() { 0x7fc0_0000 } else { x.to_bits() })
+        .collect()
+}
+
+/// Row sums, layernorm and softmax over the last axis on `dev`, as canonical bits.
+fn run(dev: &str, rows: usize, c: usize) -> [Vec<u32>; 3] {
+    let _g = on(dev);
+    let data: Vec<f32> = (0..rows).flat_map(|r| row(r, c)).collect();
+    let x = Tensor::from_slice(&data, &[rows, c]).unwrap();
+    let get = |t: Tensor| canon(&t.to_vec::<f32>().unwrap());
+    [
+        get(x.sum_axis(1, false).unwrap()),
+        get(x.layernorm(-1, 1e-5).unwrap()),
+        get(x.softmax(-1).unwrap()),
+    ]
+}
+
+#[test]
+fn prefetched_reductions_give_the_interpreters_bits() {
+    let devs = cpu_devices();
+    for (rows, c) in SHAPES {
+        let in_order: Vec<f32> = (0..rows)
+            .map(|r| row(r, c).iter().fold(0.0f32, |a, &b| a + b))
+            .collect();
+        let interp = run(devs[0], rows, c);
+        assert_eq!(
+            interp[0],
+            canon(&in_order),
+            "INTERP {rows}x{c}: sum vs host"
+        );
+        for d in &devs[1..] {
+            let got = run(d, rows, c);
+            for (k, what) in ["sum", "layernorm", "softmax"].iter().enumerate() {
+                assert_eq!(got[k], interp[k], "{d} {rows}x{c}: {what} vs INTERP");
+            }
+        }
+    }
+}
+
+/// The LLVM CPU IR of each kernel of `t`'s schedule (opts from `get_kernel`).
+fn llvm_irs(t: &Tensor, opaque: bool) -> Vec<String> {
+    let r = LLVMRenderer::cpu(opaque);
+    let asts: Vec<Vec<LazyOp>> = check(&[t], &[], true)
+        .into_iter()
+        .map(|si| si.ast.clone())
+        .collect();
+    asts.iter()
+        .map(|ast| {
+            let mut k: Kernel = get_kernel(&r, ast).unwrap();
+            let uops = k.linearize_as("k").unwrap().uops.clone();
+            r.render("k", &uops).unwrap()
+        })
+        .collect()
+}
+
+fn prefetches(ir: &str) -> usize {
+    ir.matches("call void @llvm.prefetch").count()
+}
+
+#[test]
+fn llvm_cpu_reduce_loops_prefetch_their_row_streams_only() {
+    let _d = on("CLANG");
+    for opaque in [true, false] {
+        let x = || Tensor::empty(&[64, 1024]).unwrap();
+        // 8 rows of float4 loads per iteration: 8 streams
+        for t in [
+            x().sum_axis(1, false).unwrap(),
+            x().max_axis(1, false).unwrap(),
+        ] {
+            let ir = llvm_irs(&t, opaque).remove(0);
+            assert_eq!(prefetches(&ir), 8, "{ir}");
+            let decl = if opaque {
+                "@llvm.prefetch.p0("
+            } else {
+                "@llvm.prefetch.p0i8("
+            };
+            assert!(ir.contains(&format!("declare void {decl}")), "{ir}");
+        }
+        // layernorm: mean and variance prefetch, the normalizing elementwise kernel does not
+        let irs = llvm_irs(&x().layernorm(-1, 1e-5).unwrap(), opaque);
+        let counts: Vec<usize> = irs.iter().map(|ir| prefetches(ir)).collect();
+        assert_eq!(counts, vec![8, 8, 0], "{irs:?}");
+        // a column sum's loads advance by a row per iteration, a matmul reads a strided operand
+        let col = llvm_irs(&x().sum_axis(0, false).unwrap(), opaque);
+        let mm = llvm_irs(
+            &x().matmul(&Tensor::empty(&[1024, 64]).unwrap()).unwrap(),
+            opaque,
+        );
+        let ew = llvm_irs(&(x() + x()).unwrap(), opaque);
+        for ir in col.iter().chain(&mm).chain(&ew) {
+            assert_eq!(prefetches(ir), 0, "{ir}");
+        }
+    }
+}
