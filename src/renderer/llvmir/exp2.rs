@@ -172,12 +172,14 @@ fn exp2_outlined_helper(d: DType) -> Result<(String, String)> {
 /// The most helper texts [`HELPERS`] keeps (a few dtypes and widths occur; more are made again).
 const MAX_KEPT_HELPERS: usize = 32;
 
+/// A helper's dtype and whether it is the out-of-line copy, with its (definition, declaration).
+type KeptHelper = ((DType, bool), (String, String));
+
 thread_local! {
     /// The helper texts (definition, declaration) this thread made, by dtype and out of line or
     /// not: a text depends on nothing else, and making one is most of the rendering of a small
     /// kernel's EXP2 (about 100k instructions each).
-    static HELPERS: RefCell<Vec<((DType, bool), (String, String))>> =
-        const { RefCell::new(Vec::new()) };
+    static HELPERS: RefCell<Vec<KeptHelper>> = const { RefCell::new(Vec::new()) };
 }
 
 /// [`exp2_helper`] (`outlined`: [`exp2_outlined_helper`]), made once per thread.
