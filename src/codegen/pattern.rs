@@ -539,6 +539,16 @@ struct Rewriter<'p> {
 /// graph of a rule result, which may hold new and old nodes, is rewritten depth-first through
 /// the results by node address.
 pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
+    graph_rewrite_keep(sink, pm).map(|(r, _)| r)
+}
+
+/// [`graph_rewrite`], also handing back the post-order of `sink`'s graph it walked when the
+/// result is `sink` itself (no rule rewrote any node: the result's graph is that graph, so a
+/// later pass over it need not walk it again); `None` otherwise.
+pub(crate) fn graph_rewrite_keep<'a>(
+    sink: &'a UOp,
+    pm: &PatternMatcher,
+) -> Result<(UOp, Option<PostOrder<'a>>)> {
     let mut order = PostOrder::of(sink);
     let n = order.nodes.len();
     let mut rw = Rewriter {
@@ -567,10 +577,14 @@ pub fn graph_rewrite(sink: &UOp, pm: &PatternMatcher) -> Result<UOp> {
         let r = rw.settle(x)?;
         rw.done.results.push(r);
     }
-    match rw.done.results.pop() {
-        Some(r) => Ok(r),
-        None => crate::bail!(Internal, "graph_rewrite: the sink was not rewritten"),
+    let Some(r) = rw.done.results.pop() else {
+        crate::bail!(Internal, "graph_rewrite: the sink was not rewritten");
+    };
+    if !r.ptr_eq(sink) {
+        return Ok((r, None));
     }
+    order.positions = std::mem::take(&mut rw.done.input);
+    Ok((r, Some(order)))
 }
 
 enum Frame {

@@ -22,7 +22,7 @@ use std::cmp::Ordering;
 use std::collections::HashMap;
 
 use crate::codegen::constant_folder::constant_folder;
-use crate::codegen::pattern::{graph_rewrite, PatternMatcher};
+use crate::codegen::pattern::{graph_rewrite, graph_rewrite_keep, PatternMatcher};
 use crate::codegen::uops::{UArg, UOp, UOpHasher, UOps};
 use crate::dtype::ConstValue;
 use crate::ops::{BinaryOps, Op, TernaryOps};
@@ -31,6 +31,7 @@ use crate::{bail, ensure, Result};
 mod lanes;
 mod vectorize;
 mod verify;
+use vectorize::vectorize_alus_in;
 pub use vectorize::{allows as vector_alu_allows, vectorize_alus};
 pub use verify::type_verify;
 
@@ -130,9 +131,13 @@ pub fn linearize_for(
     verify: bool,
 ) -> Result<Vec<UOp>> {
     let cf = constant_folder()?;
-    let mut sink = graph_rewrite(&UOp::sink(sinks.to_vec()), cf)?;
+    let built = UOp::sink(sinks.to_vec());
+    // an unchanged graph comes back with its post-order, which the vector fold walks again
+    let (mut sink, walked) = graph_rewrite_keep(&built, cf)?;
     if crate::helpers::getenv("VECALU", 1) != 0 {
-        sink = vectorize_alus(&sink, vector_alu)?;
+        sink = vectorize_alus_in(&sink, walked, vector_alu)?;
+    } else {
+        drop(walked);
     }
     order(&sink, verify)
 }

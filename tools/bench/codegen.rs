@@ -8,6 +8,9 @@
 //! Kernel names carry a process-wide dedup counter, so a dump is comparable only with a dump of
 //! the same command line. No thresholds: the numbers are for people.
 //!
+//! `--kernels 15,32` times only those kernel numbers of each workload (the `#` column; the others
+//! are still scheduled, so the numbers and names are those of the full run).
+//!
 //! `--unfilled` builds the workloads over empty input buffers (`defs::build_unfilled`): no kernel
 //! runs, so the command runs under valgrind (`valgrind --tool=callgrind
 //! --toggle-collect='*time_kernel*' bench codegen --unfilled ...` counts the instructions of the
@@ -36,6 +39,8 @@ pub struct Config {
     pub dump: Option<PathBuf>,
     /// Empty input buffers instead of realized random ones.
     pub unfilled: bool,
+    /// Only these kernel numbers (`--kernels 15,32`) of each workload; empty: all.
+    pub kernels: Vec<usize>,
 }
 
 impl Config {
@@ -46,6 +51,7 @@ impl Config {
             repeats: 5,
             dump: None,
             unfilled: false,
+            kernels: Vec::new(),
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -66,6 +72,7 @@ impl Config {
                 }
                 "--dump" => cfg.dump = Some(PathBuf::from(val()?)),
                 "--unfilled" => cfg.unfilled = true,
+                "--kernels" => cfg.kernels = parse_kernels(val()?)?,
                 other => rawgrad::bail!(InvalidArgument, "bench codegen: unknown option {other}"),
             }
         }
@@ -76,6 +83,17 @@ impl Config {
         );
         Ok(cfg)
     }
+}
+
+/// The kernel numbers of `--kernels` (comma separated).
+fn parse_kernels(list: &str) -> Result<Vec<usize>> {
+    list.split(',')
+        .map(|n| {
+            n.trim().parse().map_err(|e| {
+                Error::InvalidArgument(format!("bench codegen: --kernels: {n:?}: {e}"))
+            })
+        })
+        .collect()
 }
 
 /// Seconds this thread has run on a CPU (`CLOCK_THREAD_CPUTIME_ID`: on a loaded machine the wall
@@ -115,6 +133,9 @@ fn rows_for(cfg: &Config, w: &Workload, device: &str, out: &mut String) -> Resul
     let (sched, _) = outs[0].schedule_with_vars(&rest)?;
     let dev = open_device(device)?;
     for (n, si) in sched.iter().filter(|si| si.is_kernel()).enumerate() {
+        if !cfg.kernels.is_empty() && !cfg.kernels.contains(&n) {
+            continue;
+        }
         let mut steps: [Vec<f64>; 4] = Default::default();
         let mut first = None;
         for _ in 0..cfg.repeats {

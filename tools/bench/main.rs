@@ -28,7 +28,7 @@ const USAGE: &str = "usage: bench dispatch [--devices CLANG,NV,CUDA] [--n 1000] 
        bench beam [--device CLANG] [--amt 2] [--repeats 3] [--n 256] [--rows 1024] [--cols 1024]
        bench jit [--devices CLANG,LLVM] [--kernels 64] [--n 1024] [--repeats 21] [--graph-only 1]
        bench codegen [--workloads W3,W7] [--devices CLANG,LLVM] [--repeats 5] [--dump DIR] \
-[--unfilled]
+[--unfilled] [--kernels 15,32]
        bench llvmc --dir DIR [--repeats 5] [--warm-up 1]";
 
 /// Print a subcommand's table, or its error under its name.

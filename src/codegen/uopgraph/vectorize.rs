@@ -99,6 +99,16 @@ struct Fold {
 
 /// Fold the vectors of `sink`'s graph built from lanes into vector ops `mode` allows.
 pub fn vectorize_alus(sink: &UOp, mode: VectorAlu) -> Result<UOp> {
+    vectorize_alus_in(sink, None, mode)
+}
+
+/// [`vectorize_alus`] with the post-order of `sink`'s graph when the caller has it (`None`: it
+/// is made here).
+pub(crate) fn vectorize_alus_in(
+    sink: &UOp,
+    order: Option<PostOrder<'_>>,
+    mode: VectorAlu,
+) -> Result<UOp> {
     if mode == VectorAlu::None {
         return Ok(sink.clone());
     }
@@ -108,7 +118,7 @@ pub fn vectorize_alus(sink: &UOp, mode: VectorAlu) -> Result<UOp> {
         phi_subst: UOpMap::default(),
         acc_phi: UOpMap::default(),
     };
-    let order = PostOrder::of(sink);
+    let order = order.unwrap_or_else(|| PostOrder::of(sink));
     let mut out = rebuild_in(&order, &mut |_, n| f.root(n)).unwrap_or_else(|| sink.clone());
     if !f.phi_subst.is_empty() {
         let subst = std::mem::take(&mut f.phi_subst);

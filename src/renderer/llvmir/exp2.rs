@@ -29,6 +29,7 @@
 //! Not guaranteed: that SLP bundles the calls (its cost model decides; a scalar call that stays
 //! scalar is inlined as scalar code, the same bits either way).
 
+use std::cell::RefCell;
 use std::rc::Rc;
 
 use crate::codegen::uops::{UOp, UOpMap, UOps};
@@ -159,27 +160,58 @@ fn exp2_lines(d: DType, x: &str, name: &str) -> Result<(Vec<String>, String)> {
 /// The definition of the helper for `d` (internal, attribute group `#1`) and its `llvm.fma`
 /// declaration.
 pub fn exp2_helper(d: DType) -> Result<(String, String)> {
-    let t = reg(d);
-    let (body, decl) = exp2_lines(d, "%x", "%y")?;
-    let def = format!(
-        "define internal {t} @{}({t} %x) #1 {{\nentry:\n{}\n  ret {t} %y\n}}",
-        exp2_helper_name(d)?,
-        body.join("\n")
-    );
-    Ok((def, decl))
+    helper_text(d, false)
 }
 
 /// The definition of the out-of-line copy of the helper for `d` (`..._outlined`, attribute group
 /// `#4`).
 fn exp2_outlined_helper(d: DType) -> Result<(String, String)> {
+    helper_text(d, true)
+}
+
+/// The most helper texts [`HELPERS`] keeps (a few dtypes and widths occur; more are made again).
+const MAX_KEPT_HELPERS: usize = 32;
+
+/// A helper's dtype and whether it is the out-of-line copy, with its (definition, declaration).
+type KeptHelper = ((DType, bool), (String, String));
+
+thread_local! {
+    /// The helper texts (definition, declaration) this thread made, by dtype and out of line or
+    /// not: a text depends on nothing else, and making one is most of the rendering of a small
+    /// kernel's EXP2 (about 100k instructions each).
+    static HELPERS: RefCell<Vec<KeptHelper>> = const { RefCell::new(Vec::new()) };
+}
+
+/// [`exp2_helper`] (`outlined`: [`exp2_outlined_helper`]), made once per thread.
+fn helper_text(d: DType, outlined: bool) -> Result<(String, String)> {
+    let key = (d, outlined);
+    let kept = HELPERS
+        .try_with(|h| {
+            let h = h.try_borrow().ok()?;
+            h.iter().find(|(k, _)| *k == key).map(|(_, v)| v.clone())
+        })
+        .ok()
+        .flatten();
+    if let Some(v) = kept {
+        return Ok(v);
+    }
     let t = reg(d);
     let (body, decl) = exp2_lines(d, "%x", "%y")?;
+    let (suffix, group) = if outlined { ("_outlined", 4) } else { ("", 1) };
     let def = format!(
-        "define internal {t} @{}_outlined({t} %x) #4 {{\nentry:\n{}\n  ret {t} %y\n}}",
+        "define internal {t} @{}{suffix}({t} %x) #{group} {{\nentry:\n{}\n  ret {t} %y\n}}",
         exp2_helper_name(d)?,
         body.join("\n")
     );
-    Ok((def, decl))
+    let v = (def, decl);
+    let _ = HELPERS.try_with(|h| {
+        if let Ok(mut h) = h.try_borrow_mut() {
+            if h.len() < MAX_KEPT_HELPERS {
+                h.push((key, v.clone()));
+            }
+        }
+    });
+    Ok(v)
 }
 
 /// The call-site attribute group (`#2` for float, `#3` for half) of a scalar EXP2 of `s`: pure,

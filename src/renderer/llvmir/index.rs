@@ -51,7 +51,8 @@ fn widenable(u: &UOp) -> bool {
 pub(super) fn index_only(uops: &[UOp]) -> UOpMap<()> {
     const USED: u8 = 1;
     const NOT_INDEX: u8 = 2;
-    let mut flags: UOpMap<u8> = UOpMap::default();
+    // nearly every node is some node's source: sized once instead of grown
+    let mut flags: UOpMap<u8> = UOpMap::with_capacity_and_hasher(uops.len(), Default::default());
     let mut wide: UOpMap<()> = UOpMap::default();
     for u in uops.iter().rev() {
         let is_wide = widenable(u) && flags.get(u).copied() == Some(USED);

@@ -193,7 +193,7 @@ impl<'a> Walk<'a> {
             helpers: HashSet::new(),
             local_threads: 1,
             split: None,
-            r: UOpMap::default(),
+            r: UOpMap::with_capacity_and_hasher(uops.len(), Default::default()),
             counters: HashMap::default(),
             cur_block: "entry".into(),
             loops: vec![],
