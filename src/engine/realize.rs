@@ -41,7 +41,8 @@ mod tests;
 
 pub use debug::{capture_debug_output, debug_print};
 pub use method_cache::{
-    compiles_on_this_thread, get_kernel, get_runner, programs_built_on_this_thread, OPT_KNOBS,
+    clear_method_cache, compiles_on_this_thread, get_kernel, get_runner,
+    programs_built_on_this_thread, OPT_KNOBS,
 };
 pub use runners::{BufferCopy, CompiledRunner, CustomOp, EmptyOp, ViewOp};
 

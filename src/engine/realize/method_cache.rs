@@ -149,6 +149,15 @@ fn cache_put(key: KeyRef<'_>, runner: &Arc<CompiledRunner>) {
     }
 }
 
+/// Empty the method cache (both levels): the next [`get_runner`] of any AST builds it again. For
+/// measuring the cold path (`bench workloads`); runners handed out before stay valid.
+pub fn clear_method_cache() {
+    method_cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clear();
+}
+
 thread_local! {
     static COMPILES: Cell<usize> = const { Cell::new(0) };
     static PROGRAMS: Cell<usize> = const { Cell::new(0) };
