@@ -18,7 +18,9 @@
 //! device synchronize) with an empty method cache and no disk compile cache (`CACHELEVEL=0`):
 //! schedule, codegen, compile, load and the first run of every kernel, as a user's first run of a
 //! model feels it; `cold_runs` times (inputs built and realized before each, outside the timing),
-//! median [p10-p90]. The build pool follows `PARALLEL` (`PARALLEL_BUILD=0`: in order), not the
+//! median [p10-p90], and the calling thread's CPU time (median: the part of the work left on the
+//! calling thread; on LLVM, which compiles in process, builds moved to the pool leave it; on CLANG
+//! the compiler is a child process and never counts). The build pool follows `PARALLEL` (`PARALLEL_BUILD=0`: in order), not the
 //! thread column, which sets the kernels' threads. None for W4 (steady state only) and W9 (eager).
 
 pub(crate) mod defs;
@@ -246,23 +248,27 @@ fn run_items(p: &Prepared) -> Result<()> {
     Ok(())
 }
 
-/// Seconds of each cold realize of `w` on `device` (see the module doc).
-fn cold_realize(cfg: &Config, w: &Workload, device: &str) -> Result<Vec<f64>> {
+/// Seconds of each cold realize of `w` on `device` (see the module doc): wall, and the calling
+/// thread's CPU time.
+fn cold_realize(cfg: &Config, w: &Workload, device: &str) -> Result<Times> {
     let _c = Context::new(&[("CACHELEVEL", 0)]);
     let dev = open_device(device)?;
-    (0..cfg.cold_runs)
-        .map(|_| {
+    let (mut wall, mut cpu) = (vec![], vec![]);
+    for _ in 0..cfg.cold_runs {
+        {
             let outs = defs::build(w.id)?;
             let rest: Vec<&Tensor> = outs[1..].iter().collect();
             dev.synchronize()?;
             clear_method_cache();
-            let t = Instant::now();
+            let (t, c) = (Instant::now(), thread_cpu_s());
             let (sched, var_vals) = outs[0].schedule_with_vars(&rest)?;
             run_schedule(sched, &var_vals)?;
             dev.synchronize()?;
-            Ok(t.elapsed().as_secs_f64())
-        })
-        .collect()
+            wall.push(t.elapsed().as_secs_f64());
+            cpu.push(thread_cpu_s() - c);
+        }
+    }
+    Ok((wall, cpu))
 }
 
 /// W9: `CHAIN` eager steps; seconds per step.
@@ -287,8 +293,8 @@ struct Row {
     /// Kernels, schedule and codegen seconds per kernel, compile seconds per unique kernel (wall,
     /// CPU).
     cost: (usize, f64, f64, Stats, Stats),
-    /// Cold realize seconds (`None`: not measured).
-    cold: Option<Stats>,
+    /// Cold realize seconds, wall and the calling thread's CPU (`None`: not measured).
+    cold: Option<(Stats, Stats)>,
     time: Stats,
     /// The calling thread's CPU time of the same runs.
     time_cpu: Stats,
@@ -331,7 +337,7 @@ fn rows_for(
         let cold = (cfg.cold_runs > 0 && !w.eager && !w.steady_only)
             .then(|| cold_realize(cfg, w, device))
             .transpose()?
-            .map(|t| Stats::of(&t));
+            .map(|(t, c)| (Stats::of(&t), Stats::of(&c)));
         let (times, cpu) = if w.eager {
             eager_chain(cfg)?
         } else {
@@ -386,9 +392,9 @@ fn table(cfg: &Config, ceil: &[Ceilings], rows: &[Row]) -> String {
     }
     let _ = writeln!(
         out,
-        "| W   | workload                             | device | thr | kernels | sched us/k | codegen us/k | compile ms/k [p10-p90] | compile cpu ms/k [p10-p90] | cold ms [p10-p90]      | steady ms [p10-p90]        | steady cpu ms [p10-p90] | rate          | % ceil |"
+        "| W   | workload                             | device | thr | kernels | sched us/k | codegen us/k | compile ms/k [p10-p90] | compile cpu ms/k [p10-p90] | cold ms [p10-p90], cpu ms     | steady ms [p10-p90]        | steady cpu ms [p10-p90] | rate          | % ceil |"
     );
-    let _ = writeln!(out, "|{}|", "-".repeat(250));
+    let _ = writeln!(out, "|{}|", "-".repeat(258));
     for r in rows {
         let (kernels, sched, codegen, compile, compile_cpu) = r.cost;
         let unit = match r.w.bound {
@@ -398,12 +404,13 @@ fn table(cfg: &Config, ceil: &[Ceilings], rows: &[Row]) -> String {
         let pct = r
             .ceiling
             .map_or("-".to_string(), |c| format!("{:.1}%", 100.0 * r.rate / c));
-        let cold = r.cold.map_or("-".to_string(), |c| {
-            format!("{} [{}-{}]", fmt_ms(c.median), fmt_ms(c.p10), fmt_ms(c.p90))
+        let cold = r.cold.map_or("-".to_string(), |(w, c)| {
+            let (med, lo, hi) = (fmt_ms(w.median), fmt_ms(w.p10), fmt_ms(w.p90));
+            format!("{med} [{lo}-{hi}] cpu {}", fmt_ms(c.median))
         });
         let _ = writeln!(
             out,
-            "| {:<3} | {:<36} | {:<6} | {:>3} | {:>7} | {:>10.1} | {:>12.1} | {:>7} [{}-{}] | {:>7} [{}-{}] | {:>22} | {:>9} [{}-{}]{} | {:>7} [{}-{}] | {:>7.2} {:<5} | {:>6} |",
+            "| {:<3} | {:<36} | {:<6} | {:>3} | {:>7} | {:>10.1} | {:>12.1} | {:>7} [{}-{}] | {:>7} [{}-{}] | {:>30} | {:>9} [{}-{}]{} | {:>7} [{}-{}] | {:>7.2} {:<5} | {:>6} |",
             r.w.id,
             r.w.what,
             r.device,

@@ -176,13 +176,13 @@ impl Shared {
     }
 }
 
-/// A worker: take the next unclaimed job until none is left or the loop stopped.
-fn work(jobs: &[Job], st: &Shared, snapshot: &[(String, String)]) {
-    let _ctx = Context::with_snapshot(snapshot);
+/// Build the next job nobody took (on any thread; a panic is caught and kept as the job's
+/// outcome); false when none is left or the loop stopped.
+fn build_next(jobs: &[Job], st: &Shared) -> bool {
     while !st.stop.load(Ordering::Acquire) {
         let j = st.cursor.fetch_add(1, Ordering::AcqRel);
         let Some(job) = jobs.get(j) else {
-            return;
+            return false;
         };
         if !st.claim(j) {
             continue;
@@ -193,7 +193,15 @@ fn work(jobs: &[Job], st: &Shared, snapshot: &[(String, String)]) {
         };
         st.done()[j] = Some(out);
         st.ready.notify_all();
+        return true;
     }
+    false
+}
+
+/// A worker: build jobs until none is left or the loop stopped.
+fn work(jobs: &[Job], st: &Shared, snapshot: &[(String, String)]) {
+    let _ctx = Context::with_snapshot(snapshot);
+    while build_next(jobs, st) {}
 }
 
 /// The calling thread's view of the pool: how a kernel item gets its runner.
@@ -216,25 +224,35 @@ impl Builds<'_> {
         let Some(j) = plan.of_item.get(i).copied().flatten() else {
             return get_runner(device, ast);
         };
-        get_runner_or(device, ast, |_| take(&plan.jobs[j], j, st))
+        get_runner_or(device, ast, |_| take(&plan.jobs, j, st))
     }
 }
 
 /// Job `j`'s build: made here when no worker took it (or a worker panicked on it: a panic here
-/// propagates, as an in-order build's would), else the worker's result once it is there.
-fn take(job: &Job, j: usize, st: &Shared) -> Result<Built> {
+/// propagates, as an in-order build's would), else the worker's result once it is there; while
+/// it is not, this thread builds later jobs nobody took instead of waiting idle.
+fn take(jobs: &[Job], j: usize, st: &Shared) -> Result<Built> {
     if st.claim(j) {
-        return job.build();
+        return jobs[j].build();
     }
-    let mut done = st.done();
     loop {
+        let mut done = st.done();
         match done[j].take() {
             Some(Outcome::Built(r)) => return r,
             Some(Outcome::Panicked) => {
                 drop(done);
-                return job.build();
+                return jobs[j].build();
             }
-            None => done = st.ready.wait(done).unwrap_or_else(|e| e.into_inner()),
+            None => {
+                drop(done);
+                if build_next(jobs, st) {
+                    continue;
+                }
+                let mut done = st.done();
+                while done[j].is_none() {
+                    done = st.ready.wait(done).unwrap_or_else(|e| e.into_inner());
+                }
+            }
         }
     }
 }

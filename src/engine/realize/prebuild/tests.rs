@@ -346,11 +346,10 @@ fn a_worker_panic_is_caught_and_shown_in_order() {
         .filter(|c| c.1.contains("1.75f"))
         .map(|c| c.0)
         .collect();
-    assert!(
-        panics.contains(&me),
-        "rebuilt in order on the calling thread"
-    );
-    assert!(panics.iter().any(|t| *t != me), "a worker panicked first");
+    // the first panic was caught (on a worker, or on the calling thread building ahead while it
+    // waited), the build made again in order on the calling thread panicked as it does in order
+    assert!(panics.len() >= 2, "{panics:?}");
+    assert_eq!(panics.last(), Some(&me));
 }
 
 #[test]
