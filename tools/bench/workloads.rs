@@ -20,8 +20,9 @@
 //! model feels it; `cold_runs` times (inputs built and realized before each, outside the timing),
 //! median [p10-p90], and the calling thread's CPU time (median: the part of the work left on the
 //! calling thread; on LLVM, which compiles in process, builds moved to the pool leave it; on CLANG
-//! the compiler is a child process and never counts). The build pool follows `PARALLEL` (`PARALLEL_BUILD=0`: in order), not the
-//! thread column, which sets the kernels' threads. None for W4 (steady state only) and W9 (eager).
+//! the compiler is a child process and never counts). The build pool follows `PARALLEL`
+//! (`PARALLEL_BUILD=0`: in order), not the thread column, which sets the kernels' threads. None
+//! for W4 (steady state only) and W9 (eager).
 
 pub(crate) mod defs;
 

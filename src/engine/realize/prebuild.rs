@@ -9,11 +9,11 @@
 //! binaries) are the ones the in-order build gives. [`with_builders`] then starts a scoped pool
 //! of worker threads that linearize, render and compile those kernels (front of the schedule
 //! first), while the calling thread lowers and runs the items in order exactly as before: an item
-//! whose build a worker has not started is built on the calling thread, one a worker is building
-//! is waited for. Loading a binary, the method-cache entries, the counters
-//! (`programs_built_on_this_thread`, `compiles_on_this_thread`, counted when the item is lowered),
-//! `GlobalCounters`, the DEBUG lines and the JIT's capture all stay on the calling thread, in
-//! schedule order.
+//! whose build a worker has not started is built on the calling thread, and while a worker is
+//! building the one it needs, the calling thread builds later ones nobody took. Loading a
+//! binary, the method-cache entries, the counters (`programs_built_on_this_thread`,
+//! `compiles_on_this_thread`, counted when the item is lowered), `GlobalCounters`, the DEBUG lines
+//! and the JIT's capture all stay on the calling thread, in schedule order.
 //!
 //! The pool has `PARALLEL` threads building at once, the calling thread included (default: the
 //! CPU count, as BEAM's pool); `PARALLEL` 0 or 1, or `PARALLEL_BUILD=0`, turns this off. The
@@ -39,12 +39,12 @@
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, OnceLock};
 
 use crate::codegen::kernel::Kernel;
 use crate::device::registry::{device_family, Compiled};
 use crate::engine::schedule::ScheduleItem;
-use crate::helpers::{debug, getenv, Context, FxHashMap};
+use crate::helpers::{debug, getenv, Context, FxHashSet};
 use crate::ops::{BufferOps, LazyOp, Op};
 use crate::runtime::builtin::open_device;
 use crate::Result;
@@ -59,7 +59,9 @@ fn builders() -> usize {
     if getenv("PARALLEL_BUILD", 1) == 0 {
         return 0;
     }
-    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // asked once: the answer reads the cgroup's quota files
+    static CPUS: OnceLock<usize> = OnceLock::new();
+    let cpus = *CPUS.get_or_init(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
     usize::try_from(getenv("PARALLEL", cpus as i64)).unwrap_or(0)
 }
 
@@ -105,15 +107,13 @@ pub(crate) fn plan(schedule: &[ScheduleItem]) -> Option<Plan> {
     if schedule.iter().filter(|si| si.is_kernel()).count() < 2 || !enabled() {
         return None;
     }
-    let mut seen: FxHashMap<(String, &[LazyOp]), ()> = FxHashMap::default();
+    let mut seen: FxHashSet<(String, &[LazyOp])> = FxHashSet::default();
     let mut missing: Vec<(usize, &str)> = vec![];
     for (i, si) in schedule.iter().enumerate() {
         let Some(device) = kernel_device(si) else {
             continue;
         };
-        let fresh = seen
-            .insert((device_family(device), si.ast.as_slice()), ())
-            .is_none();
+        let fresh = seen.insert((device_family(device), si.ast.as_slice()));
         if fresh && !is_cached(device, &si.ast) {
             missing.push((i, device));
         }
@@ -147,7 +147,7 @@ pub(crate) fn plan(schedule: &[ScheduleItem]) -> Option<Plan> {
 
 /// What became of a job a worker took.
 enum Outcome {
-    Built(Result<Built>),
+    Built(Box<Result<Built>>),
     Panicked,
 }
 
@@ -188,7 +188,7 @@ fn build_next(jobs: &[Job], st: &Shared) -> bool {
             continue;
         }
         let out = match catch_unwind(AssertUnwindSafe(|| job.build())) {
-            Ok(r) => Outcome::Built(r),
+            Ok(r) => Outcome::Built(Box::new(r)),
             Err(_) => Outcome::Panicked,
         };
         st.done()[j] = Some(out);
@@ -238,7 +238,7 @@ fn take(jobs: &[Job], j: usize, st: &Shared) -> Result<Built> {
     loop {
         let mut done = st.done();
         match done[j].take() {
-            Some(Outcome::Built(r)) => return r,
+            Some(Outcome::Built(r)) => return *r,
             Some(Outcome::Panicked) => {
                 drop(done);
                 return jobs[j].build();

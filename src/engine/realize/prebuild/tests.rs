@@ -319,7 +319,7 @@ fn a_failed_build_is_reported_at_its_item() {
     let (e, e_ser) = (r.unwrap_err(), r_ser.unwrap_err());
     assert!(matches!(e, Error::Compile(_)), "{e:?}");
     assert!(e.message().contains("test compiler refuses"), "{e}");
-    assert_eq!(unsuffixed(&e.message()), unsuffixed(&e_ser.message()));
+    assert_eq!(unsuffixed(e.message()), unsuffixed(e_ser.message()));
     assert_eq!((&ran, at), (&ran_ser, at_ser));
     let want: Vec<bool> = (0..ran.len()).map(|i| i < at).collect();
     assert_eq!(ran, want, "the items before the failed one ran, none after");
