@@ -7,7 +7,9 @@
 //! - [`get_runner`] / [`get_kernel`] (`realize/method_cache.rs`): kernel AST -> Kernel ->
 //!   ProgramSpec -> compiled, loaded program, cached per (device, AST, BEAM) and per device family.
 //! - [`lower_schedule_item`], [`lower_schedule`], [`run_schedule`]: the lowering rules and the
-//!   main loop; [`ExecItem::run`] allocates the buffers, runs the runner, updates
+//!   main loop (beyond 0.9.1: the kernels it will need that the method cache lacks are built in
+//!   parallel by a scoped pool while it runs the items in order, `realize/prebuild.rs`);
+//!   [`ExecItem::run`] allocates the buffers, runs the runner, updates
 //!   `GlobalCounters` (kernel count, ops, memory, time) and prints the `DEBUG>=2` line
 //!   (`realize/debug.rs`; `DEBUG>=2` also makes every runner wait and report its time).
 //! - The capture seam for the JIT: while a [`CaptureGuard`] lives on a thread (and `CAPTURING` is
@@ -16,7 +18,8 @@
 //! `DEBUG` levels: 2 one line per item; 3 the kernel ASTs and applied opts; 4 the rendered
 //! source; 5 the UOps.
 //!
-//! Not guaranteed: items run in order on the calling thread and a run returns before the device
+//! Not guaranteed: items run in order on the calling thread (only their builds may be made on
+//! other threads) and a run returns before the device
 //! finished unless the runner was asked to wait (reads through `Buffer::copyout` synchronize).
 
 use std::any::Any;
@@ -28,20 +31,22 @@ use crate::device::registry::device_family;
 use crate::device::BufferRef;
 use crate::engine::schedule::ScheduleItem;
 use crate::helpers::{debug, getenv, GlobalCounters};
-use crate::ops::{BufferOps, LazyOpArg, LoadOps, Op};
+use crate::ops::{BufferOps, LazyOp, LazyOpArg, LoadOps, Op};
 use crate::runtime::builtin::register_builtin_families;
 use crate::shape::{sym_infer, Sint, VarVals};
 use crate::{bail, ensure, Error, Result};
 
 pub mod debug;
 mod method_cache;
+mod prebuild;
 mod runners;
 #[cfg(test)]
 mod tests;
 
 pub use debug::{capture_debug_output, debug_print};
 pub use method_cache::{
-    compiles_on_this_thread, get_kernel, get_runner, programs_built_on_this_thread, OPT_KNOBS,
+    clear_method_cache, compiles_on_this_thread, get_kernel, get_runner,
+    programs_built_on_this_thread, OPT_KNOBS,
 };
 pub use runners::{BufferCopy, CompiledRunner, CustomOp, EmptyOp, ViewOp};
 
@@ -233,6 +238,14 @@ impl ExecItem {
 /// (its buffers reordered to the kernel's DEFINE_GLOBALs); COPY a [`BufferCopy`] (a transfer
 /// when both devices are of one family); CUSTOM, EMPTY and VIEW their runners.
 pub fn lower_schedule_item(si: &ScheduleItem) -> Result<ExecItem> {
+    lower_item_with(si, get_runner)
+}
+
+/// [`lower_schedule_item`] with `runner_of` giving a kernel's runner (device, AST).
+fn lower_item_with(
+    si: &ScheduleItem,
+    runner_of: impl FnOnce(&str, &[LazyOp]) -> Result<Arc<CompiledRunner>>,
+) -> Result<ExecItem> {
     let Some(first) = si.ast.first() else {
         bail!(
             InvalidArgument,
@@ -256,7 +269,7 @@ pub fn lower_schedule_item(si: &ScheduleItem) -> Result<ExecItem> {
     );
     let runner: Arc<dyn Runner> = match (first.op(), first.arg()) {
         (Op::Buffer(BufferOps::STORE), _) => {
-            let runner = get_runner(out.device(), &si.ast)?;
+            let runner = runner_of(out.device(), &si.ast)?;
             let mut bufs = Vec::new();
             for (idx, _) in runner.p.globals() {
                 let b = si.bufs.get(idx).ok_or_else(|| {
@@ -351,7 +364,8 @@ fn capture(ei: &ExecItem) {
     CAPTURING.with(|c| c.borrow_mut().push(cap));
 }
 
-/// tinygrad's `run_schedule`: lower each item, hand it to the active capturer, run it.
+/// tinygrad's `run_schedule`: lower each item, hand it to the active capturer, run it (the
+/// kernels missing from the method cache built ahead in parallel: `realize/prebuild.rs`).
 pub fn run_schedule(schedule: Vec<ScheduleItem>, var_vals: &VarVals) -> Result<()> {
     run_schedule_with(schedule, var_vals, true)
 }
@@ -362,16 +376,17 @@ pub fn run_schedule_with(
     var_vals: &VarVals,
     do_update_stats: bool,
 ) -> Result<()> {
-    for ei in lower_schedule(schedule) {
-        let ei = ei?;
-        capture(&ei);
-        ei.run_with(
-            var_vals,
-            RunOptions {
-                no_stats: !do_update_stats,
-                ..RunOptions::default()
-            },
-        )?;
-    }
-    Ok(())
+    let opts = RunOptions {
+        no_stats: !do_update_stats,
+        ..RunOptions::default()
+    };
+    let plan = prebuild::plan(&schedule);
+    prebuild::with_builders(plan, |builds| {
+        for (i, si) in schedule.iter().enumerate() {
+            let ei = lower_item_with(si, |device, ast| builds.runner(i, device, ast))?;
+            capture(&ei);
+            ei.run_with(var_vals, opts)?;
+        }
+        Ok(())
+    })
 }

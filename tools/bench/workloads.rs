@@ -6,12 +6,23 @@
 //! memory planner included); codegen time per kernel (`get_kernel` + `to_program`: the engine's
 //! optimizer step, linearizer and renderer); compile time per unique kernel (the device compiler
 //! called directly, no disk cache; wall time and the thread's CPU time); then per thread count
-//! the steady-state time of running the lowered items (compiled, buffers allocated), `repeats`
+//! the cold time (below), and the steady-state time of running the lowered items (compiled,
+//! buffers allocated), `repeats`
 //! times (at most `budget_s` seconds of repeats after the first), as median and p10-p90 (wall,
 //! and the calling thread's CPU time), and the rate at the median (GFLOP/s or GB/s
 //! from the kernels' own estimates) with its ratio to the ceiling for that many threads. W9 runs
 //! 64 eager steps (build, schedule, look up, run one 1024-element kernel each); its time is per
 //! kernel. No thresholds: the numbers are for people.
+//!
+//! Cold: wall time of the workload's first realize (`schedule_with_vars` + `run_schedule`, then a
+//! device synchronize) with an empty method cache and no disk compile cache (`CACHELEVEL=0`):
+//! schedule, codegen, compile, load and the first run of every kernel, as a user's first run of a
+//! model feels it; `cold_runs` times (inputs built and realized before each, outside the timing),
+//! median [p10-p90], and the calling thread's CPU time (median: the part of the work left on the
+//! calling thread; on LLVM, which compiles in process, builds moved to the pool leave it; on CLANG
+//! the compiler is a child process and never counts). The build pool follows `PARALLEL`
+//! (`PARALLEL_BUILD=0`: in order), not the thread column, which sets the kernels' threads. None
+//! for W4 (steady state only) and W9 (eager).
 
 pub(crate) mod defs;
 
@@ -19,7 +30,9 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use rawgrad::engine::realize::{get_kernel, lower_schedule_item, ExecItem, RunOptions};
+use rawgrad::engine::realize::{
+    clear_method_cache, get_kernel, lower_schedule_item, run_schedule, ExecItem, RunOptions,
+};
 use rawgrad::helpers::Context;
 use rawgrad::runtime::builtin::open_device;
 use rawgrad::shape::{sym_infer, VarVals};
@@ -43,6 +56,8 @@ pub struct Config {
     pub copy_bytes: usize,
     /// Measure the ceilings (off: for profiling the workloads alone).
     pub ceilings: bool,
+    /// Cold realizes per row (0: none).
+    pub cold_runs: usize,
 }
 
 fn cores() -> usize {
@@ -59,6 +74,7 @@ impl Default for Config {
             budget_s: 10.0,
             copy_bytes: 256 << 20,
             ceilings: true,
+            cold_runs: 3,
         }
     }
 }
@@ -111,10 +127,11 @@ impl Config {
                 "--repeats" => c.repeats = (num(v)? as usize).max(1),
                 "--budget-s" => c.budget_s = num(v)?,
                 "--copy-mib" => c.copy_bytes = ((num(v)? * 1048576.0) as usize).max(4096),
+                "--cold-runs" => c.cold_runs = num(v)? as usize,
                 other => {
                     return Err(Error::InvalidArgument(format!(
                         "workloads: unknown option {other} (--workloads, --devices, --threads, \
-                         --repeats, --budget-s, --copy-mib, --no-ceilings)"
+                         --repeats, --budget-s, --copy-mib, --cold-runs, --no-ceilings)"
                     )))
                 }
             }
@@ -232,6 +249,29 @@ fn run_items(p: &Prepared) -> Result<()> {
     Ok(())
 }
 
+/// Seconds of each cold realize of `w` on `device` (see the module doc): wall, and the calling
+/// thread's CPU time.
+fn cold_realize(cfg: &Config, w: &Workload, device: &str) -> Result<Times> {
+    let _c = Context::new(&[("CACHELEVEL", 0)]);
+    let dev = open_device(device)?;
+    let (mut wall, mut cpu) = (vec![], vec![]);
+    for _ in 0..cfg.cold_runs {
+        {
+            let outs = defs::build(w.id)?;
+            let rest: Vec<&Tensor> = outs[1..].iter().collect();
+            dev.synchronize()?;
+            clear_method_cache();
+            let (t, c) = (Instant::now(), thread_cpu_s());
+            let (sched, var_vals) = outs[0].schedule_with_vars(&rest)?;
+            run_schedule(sched, &var_vals)?;
+            dev.synchronize()?;
+            wall.push(t.elapsed().as_secs_f64());
+            cpu.push(thread_cpu_s() - c);
+        }
+    }
+    Ok((wall, cpu))
+}
+
 /// W9: `CHAIN` eager steps; seconds per step.
 fn eager_chain(cfg: &Config) -> Result<Times> {
     let x0 = Tensor::rand(&[1024])?.realize()?;
@@ -254,6 +294,8 @@ struct Row {
     /// Kernels, schedule and codegen seconds per kernel, compile seconds per unique kernel (wall,
     /// CPU).
     cost: (usize, f64, f64, Stats, Stats),
+    /// Cold realize seconds, wall and the calling thread's CPU (`None`: not measured).
+    cold: Option<(Stats, Stats)>,
     time: Stats,
     /// The calling thread's CPU time of the same runs.
     time_cpu: Stats,
@@ -293,6 +335,10 @@ fn rows_for(
     let mut rows = vec![];
     for c in ceil {
         let _t = Context::new(&[("CLANG_THREADS", c.threads as i64)]);
+        let cold = (cfg.cold_runs > 0 && !w.eager && !w.steady_only)
+            .then(|| cold_realize(cfg, w, device))
+            .transpose()?
+            .map(|(t, c)| (Stats::of(&t), Stats::of(&c)));
         let (times, cpu) = if w.eager {
             eager_chain(cfg)?
         } else {
@@ -308,6 +354,7 @@ fn rows_for(
             device: device.to_string(),
             threads: c.threads,
             cost,
+            cold,
             time,
             time_cpu,
             rate: amount / time.median / 1e9,
@@ -346,9 +393,9 @@ fn table(cfg: &Config, ceil: &[Ceilings], rows: &[Row]) -> String {
     }
     let _ = writeln!(
         out,
-        "| W   | workload                             | device | thr | kernels | sched us/k | codegen us/k | compile ms/k [p10-p90] | compile cpu ms/k [p10-p90] | steady ms [p10-p90]        | steady cpu ms [p10-p90] | rate          | % ceil |"
+        "| W   | workload                             | device | thr | kernels | sched us/k | codegen us/k | compile ms/k [p10-p90] | compile cpu ms/k [p10-p90] | cold ms [p10-p90], cpu ms     | steady ms [p10-p90]        | steady cpu ms [p10-p90] | rate          | % ceil |"
     );
-    let _ = writeln!(out, "|{}|", "-".repeat(225));
+    let _ = writeln!(out, "|{}|", "-".repeat(258));
     for r in rows {
         let (kernels, sched, codegen, compile, compile_cpu) = r.cost;
         let unit = match r.w.bound {
@@ -358,9 +405,13 @@ fn table(cfg: &Config, ceil: &[Ceilings], rows: &[Row]) -> String {
         let pct = r
             .ceiling
             .map_or("-".to_string(), |c| format!("{:.1}%", 100.0 * r.rate / c));
+        let cold = r.cold.map_or("-".to_string(), |(w, c)| {
+            let (med, lo, hi) = (fmt_ms(w.median), fmt_ms(w.p10), fmt_ms(w.p90));
+            format!("{med} [{lo}-{hi}] cpu {}", fmt_ms(c.median))
+        });
         let _ = writeln!(
             out,
-            "| {:<3} | {:<36} | {:<6} | {:>3} | {:>7} | {:>10.1} | {:>12.1} | {:>7} [{}-{}] | {:>7} [{}-{}] | {:>9} [{}-{}]{} | {:>7} [{}-{}] | {:>7.2} {:<5} | {:>6} |",
+            "| {:<3} | {:<36} | {:<6} | {:>3} | {:>7} | {:>10.1} | {:>12.1} | {:>7} [{}-{}] | {:>7} [{}-{}] | {:>30} | {:>9} [{}-{}]{} | {:>7} [{}-{}] | {:>7.2} {:<5} | {:>6} |",
             r.w.id,
             r.w.what,
             r.device,
@@ -374,6 +425,7 @@ fn table(cfg: &Config, ceil: &[Ceilings], rows: &[Row]) -> String {
             fmt_ms(compile_cpu.median),
             fmt_ms(compile_cpu.p10),
             fmt_ms(compile_cpu.p90),
+            cold,
             fmt_ms(r.time.median),
             fmt_ms(r.time.p10),
             fmt_ms(r.time.p90),

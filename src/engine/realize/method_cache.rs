@@ -24,8 +24,9 @@ use std::cell::Cell;
 use std::hash::{Hash, Hasher};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::codegen::kernel::Kernel;
-use crate::device::registry::device_family;
+use crate::codegen::kernel::{dedup_kernel_name, Kernel};
+use crate::codegen::program::ProgramSpec;
+use crate::device::registry::{device_family, Compiled};
 use crate::helpers::{ansistrip, debug, getenv, FxHashMap, FxHasher, Knob};
 use crate::ops::LazyOp;
 use crate::renderer::Renderer;
@@ -33,7 +34,7 @@ use crate::runtime::builtin::open_device;
 use crate::Result;
 
 use super::debug::{colored_kernel_name, debug_print};
-use super::runners::CompiledRunner;
+use super::runners::{compile_program, CompiledRunner};
 use super::Runner;
 
 /// The knobs that change which opts `get_kernel` applies (or how a kernel lowers and renders:
@@ -149,6 +150,15 @@ fn cache_put(key: KeyRef<'_>, runner: &Arc<CompiledRunner>) {
     }
 }
 
+/// Empty the method cache (both levels): the next [`get_runner`] of any AST builds it again. For
+/// measuring the cold path (`bench workloads`); runners handed out before stay valid.
+pub fn clear_method_cache() {
+    method_cache()
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clear();
+}
+
 thread_local! {
     static COMPILES: Cell<usize> = const { Cell::new(0) };
     static PROGRAMS: Cell<usize> = const { Cell::new(0) };
@@ -211,9 +221,81 @@ fn display_name(k: &Kernel, name: &str) -> String {
     }
 }
 
+/// A kernel's program and display name, and its binary when it was compiled before the runner is
+/// made (`None`: [`CompiledRunner::new`] compiles it; `Some(Err)`: that compile failed).
+pub(crate) struct Built {
+    pub p: ProgramSpec,
+    pub name: String,
+    pub lib: Option<Result<Arc<[u8]>>>,
+}
+
+/// `k` linearized (under the name it was given or reserves now) and rendered for `device`; the
+/// program and its display name.
+fn program_of(k: &mut Kernel, dev: &Compiled, device: &str) -> Result<(ProgramSpec, String)> {
+    let mut p = k.to_program(&*dev.renderer)?;
+    p.device = device.to_string();
+    let name = display_name(k, &p.name);
+    Ok((p, name))
+}
+
+/// The optimized Kernel of `ast` on `dev` (as [`get_kernel`] makes it) and the kernel name it
+/// will have, reserved now in the process-wide name counter: the first half of building a runner
+/// away from the calling thread (`prebuild.rs`), run on the calling thread in schedule order so
+/// the names are the ones an in-order build gives.
+pub(crate) fn plan_kernel(dev: &Compiled, ast: &[LazyOp]) -> Result<(Kernel, String)> {
+    let k = get_kernel(&*dev.renderer, ast)?;
+    let name = dedup_kernel_name(&k.base_name());
+    Ok((k, name))
+}
+
+/// The second half (any thread): `k` linearized under `name`, rendered and compiled for `device`.
+/// Touches no counter and no cache; [`get_runner_or`] installs the result.
+pub(crate) fn build_planned(dev: &Compiled, device: &str, k: &Kernel, name: &str) -> Result<Built> {
+    let mut k = k.clone();
+    k.linearize_as(name)?;
+    let (p, name) = program_of(&mut k, dev, device)?;
+    let lib = Some(compile_program(dev, &p));
+    Ok(Built { p, name, lib })
+}
+
+/// Whether the method cache holds `ast` for `device` at either level (as [`get_runner`] would
+/// look it up now).
+pub(crate) fn is_cached(device: &str, ast: &[LazyOp]) -> bool {
+    let ckey = KeyRef {
+        device,
+        ast,
+        knobs: opt_knobs(),
+        by_family: false,
+    };
+    if cache_get(ckey).is_some() {
+        return true;
+    }
+    let family = device_family(device);
+    let bkey = KeyRef {
+        device: &family,
+        by_family: true,
+        ..ckey
+    };
+    cache_get(bkey).is_some()
+}
+
 /// tinygrad's `get_runner`: the cached runner of `ast` on `device`, built (and compiled) on a
 /// miss.
 pub fn get_runner(device: &str, ast: &[LazyOp]) -> Result<Arc<CompiledRunner>> {
+    get_runner_or(device, ast, |dev| {
+        let mut k = get_kernel(&*dev.renderer, ast)?;
+        let (p, name) = program_of(&mut k, dev, device)?;
+        Ok(Built { p, name, lib: None })
+    })
+}
+
+/// [`get_runner`] with `build` making the program on a miss of both cache levels (the runner is
+/// made, counted and cached here, on the calling thread).
+pub(crate) fn get_runner_or(
+    device: &str,
+    ast: &[LazyOp],
+    build: impl FnOnce(&Compiled) -> Result<Built>,
+) -> Result<Arc<CompiledRunner>> {
     let ckey = KeyRef {
         device,
         ast,
@@ -238,8 +320,7 @@ pub fn get_runner(device: &str, ast: &[LazyOp]) -> Result<Arc<CompiledRunner>> {
         return Ok(r);
     }
     let dev = open_device(device)?;
-    let mut k = get_kernel(&*dev.renderer, ast)?;
-    let mut p = k.to_program(&*dev.renderer)?;
+    let Built { p, name, lib } = build(&dev)?;
     PROGRAMS.with(|c| c.set(c.get() + 1));
     if debug() >= 3 && !p.applied_opts.is_empty() {
         let opts: Vec<String> = p.applied_opts.iter().map(|o| o.to_string()).collect();
@@ -248,9 +329,14 @@ pub fn get_runner(device: &str, ast: &[LazyOp]) -> Result<Arc<CompiledRunner>> {
     if debug() >= 5 {
         debug_print(crate::codegen::uop_serial::print_uops(&p.uops));
     }
-    p.device = device.to_string();
-    let name = display_name(&k, &p.name);
-    let r = Arc::new(CompiledRunner::new(p, name, None)?);
+    let lib = match lib {
+        Some(lib) => {
+            note_compile();
+            Some(lib?)
+        }
+        None => None,
+    };
+    let r = Arc::new(CompiledRunner::new(p, name, lib)?);
     cache_put(ckey, &r);
     cache_put(bkey, &r);
     Ok(r)

@@ -19,7 +19,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use crate::codegen::program::ProgramSpec;
-use crate::device::registry::device_family;
+use crate::device::registry::{device_family, Compiled};
 use crate::device::{compile_cached, Buffer, BufferRef, Launch, LaunchDims, Program, RawBuf};
 use crate::helpers::colored;
 use crate::ops::CustomOp as CustomFnOp;
@@ -65,9 +65,7 @@ impl CompiledRunner {
             Some(lib) => lib,
             None => {
                 note_compile();
-                compile_cached(&*dev.compiler, &p.src)
-                    .map_err(|e| with_kernel(e, &p.name, "compiling"))?
-                    .into()
+                compile_program(&dev, &p)?
             }
         };
         let prg = dev
@@ -177,6 +175,14 @@ impl CompiledRunner {
             ))
         })
     }
+}
+
+/// The binary of `p` from `dev`'s compiler, through the disk cache (no counter is touched: the
+/// caller notes the compile on the thread it is made for).
+pub(crate) fn compile_program(dev: &Compiled, p: &ProgramSpec) -> Result<Arc<[u8]>> {
+    Ok(compile_cached(&*dev.compiler, &p.src)
+        .map_err(|e| with_kernel(e, &p.name, "compiling"))?
+        .into())
 }
 
 fn with_kernel(e: Error, name: &str, what: &str) -> Error {
