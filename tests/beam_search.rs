@@ -13,7 +13,7 @@ use linearizer_support::*;
 use rawgrad::codegen::kernel::{Kernel, OptOps};
 use rawgrad::device::registry::Compiled;
 use rawgrad::engine::search::{beam_search_stats, bufs_from_lin};
-use rawgrad::helpers::{getenv, Context};
+use rawgrad::helpers::Context;
 use rawgrad::runtime::builtin::open_device;
 use rawgrad::Tensor;
 
@@ -86,13 +86,8 @@ fn beam_picks_equal_the_reference_on_clang() {
 }
 
 #[test]
-fn beam_picks_equal_the_reference_on_emulated_gpu() {
-    if getenv("MOCKGPU", 0) == 0 {
-        println!("skipped: not under MOCKGPU=1");
-        return;
-    }
-    let name = if getenv("AMD", 0) != 0 { "AMD" } else { "NV" };
-    let dev = open_device(name).unwrap_or_else(|e| panic!("open {name}: {e}"));
+fn beam_picks_equal_the_reference_on_gpu() {
+    let Some(dev) = gpu_under_test() else { return };
     let mut local = 0;
     for case in [
         catalogue::sum_inner(),

@@ -6,13 +6,17 @@
 
 pub mod catalogue;
 
+use std::sync::Arc;
+
 use rawgrad::codegen::ast_eval::{buffer_nbytes, eval_kernel};
 use rawgrad::codegen::kernel::{Kernel, Opt};
 use rawgrad::codegen::program::ProgramSpec;
 use rawgrad::codegen::uop_serial::serialize;
 use rawgrad::codegen::uops::UOp;
+use rawgrad::device::registry::Compiled;
 use rawgrad::device::{Allocator, BufferOptions, Compiler, HostAllocator, Program, Runtime};
 use rawgrad::dtype::{ConstValue, DType, Scalar};
+use rawgrad::helpers::getenv;
 use rawgrad::interp::InterpProgram;
 use rawgrad::ops::{
     const_from_bits, const_to_bits, BinaryOps, ConstArg, LazyOp, LazyOpArg, Op, ReduceOps,
@@ -20,6 +24,7 @@ use rawgrad::ops::{
 };
 use rawgrad::renderer::cstyle::ClangRenderer;
 use rawgrad::renderer::{Renderer, RendererOpts};
+use rawgrad::runtime::builtin::open_device;
 use rawgrad::runtime::cpu::clang::{ClangCompiler, ClangRuntime};
 use rawgrad::shape::{sints, Node, ShapeTracker, Sint, VarVals};
 use rawgrad::{Error, Result};
@@ -359,4 +364,29 @@ pub fn optimized(case: &Case, o: &RendererOpts, opts: &[Opt]) -> Option<Kernel> 
         }
     }
     Some(k)
+}
+
+/// The GPU of this run: the emulated one (`AMD=1 MOCKGPU=1` or `NV=1 MOCKGPU=1`), or the real
+/// one under `AMD=1` / `NV=1` alone where its driver node (`/dev/kfd`, `/dev/nvidiactl`) exists.
+pub fn gpu_under_test() -> Option<Arc<Compiled>> {
+    let name = if getenv("AMD", 0) != 0 {
+        "AMD"
+    } else if getenv("NV", 0) != 0 {
+        "NV"
+    } else {
+        println!("skipped: neither AMD=1 nor NV=1");
+        return None;
+    };
+    if getenv("MOCKGPU", 0) == 0 {
+        let node = if name == "AMD" {
+            "/dev/kfd"
+        } else {
+            "/dev/nvidiactl"
+        };
+        if !std::path::Path::new(node).exists() {
+            println!("skipped: {name}=1 without MOCKGPU=1, and no {node} on this machine");
+            return None;
+        }
+    }
+    Some(open_device(name).unwrap_or_else(|e| panic!("open {name}: {e}")))
 }

@@ -5,6 +5,8 @@
 #   .nvrun/rawgrad-tests  the library test binary (run with the filter runtime::nv / driver::nv)
 #   .nvrun/bench          tools/bench, when this checkout has it (the dispatch benchmark)
 #   .nvrun/fixtures/      the sm_89/sm_90 cubins the kernels load (tests/fixtures/cubin)
+#   .nvrun/extra/*.gz     the engine checks, stripped and gzipped: examples/quickstart and the
+#                         integration tests jit, tensor_graph_fuzz, kernel_opts_diff, beam_search
 #   .nvrun/run.sh         the script to run there
 # Release mode by default; NVRUN_PROFILE=dev builds the debug profile (for the emulator check).
 set -euo pipefail
@@ -40,6 +42,23 @@ else
   echo "[prepare] no bench in this checkout (skipped)"
 fi
 
+echo "[prepare] building the engine checks (quickstart; jit, graph fuzz, opts diff, beam tests)"
+cargo build "${cargo_flags[@]}" --example quickstart
+mkdir -p "$OUT/extra"
+strip --strip-all -o "$OUT/extra/quickstart" "$dir/examples/quickstart"
+gzip -9 "$OUT/extra/quickstart"
+cargo test "${cargo_flags[@]}" --test jit --test tensor_graph_fuzz --test kernel_opts_diff \
+  --test beam_search --no-run --message-format=json 2>/dev/null \
+  | python3 -c 'import json,sys
+for l in sys.stdin:
+    try: m = json.loads(l)
+    except ValueError: continue
+    if m.get("reason") == "compiler-artifact" and m.get("executable") and m["target"]["kind"] == ["test"]:
+        print(m["target"]["name"], m["executable"])' \
+  | while read -r name exe; do
+      strip --strip-all -o "$OUT/extra/$name" "$exe" && gzip -9 "$OUT/extra/$name"
+    done
+# The gzipped extras are unpacked by run.sh; the carried tree must stay under 64 MiB.
 cp tests/fixtures/cubin/fill_sm*.cubin tests/fixtures/cubin/add_n_sm*.cubin "$OUT/fixtures/"
 cp tools/nv-first-run/run.sh "$OUT/run.sh"
 chmod +x "$OUT"/run.sh "$OUT"/nv_first_run "$OUT"/rawgrad-tests
@@ -48,7 +67,7 @@ for b in "$OUT"/nv_first_run "$OUT"/rawgrad-tests "$OUT"/bench; do
   if [ -f "$b" ] && command -v strip >/dev/null 2>&1; then strip --strip-debug "$b"; fi
 done
 du -sh "$OUT"
-ls -l "$OUT" "$OUT/fixtures"
+ls -l "$OUT" "$OUT/fixtures" "$OUT/extra"
 echo "[prepare] glibc here: $(ldd --version 2>&1 | head -n 1)"
 if command -v objdump >/dev/null 2>&1; then
   need=$(objdump -T "$OUT/nv_first_run" "$OUT/rawgrad-tests" 2>/dev/null | grep -o 'GLIBC_[0-9.]*' | sort -uV | tail -n 1)

@@ -41,6 +41,8 @@ else
   ls /lib/firmware/nvidia 2>&1 | tail -n 5
   (command -v ptxas >/dev/null 2>&1 && ptxas --version | tail -n 2) || echo "ptxas: not found"
   ldd --version 2>&1 | head -n 1
+  echo "C compilers (CLANG device): $(command -v cc gcc clang | tr '\n' ' ')"
+  nproc
 fi
 
 section "nv_first_run"
@@ -75,6 +77,41 @@ if [ -x "$RUN/bench" ]; then
   timeout "$STEP_TIMEOUT" "$RUN/bench" dispatch --devices NV,CUDA --baseline CUDA --n 200 --repeats 5 || echo "bench with the CUDA baseline: failed (informative only)"
 else
   echo "bench: not in this build (skipped)"
+fi
+
+section "the engine on the GPU (NV=1): quickstart, opts diff, BEAM, JIT, graph fuzz, benches"
+# The whole pipeline on NV: PTX rendered by rawgrad, compiled by the host's ptxas, loaded and run
+# through the raw-ioctl queues; every result compared with INTERP or a float64 host reference.
+# Each step under its own timeout; a failure marks the status and the run goes on.
+if [ -d "$RUN/extra" ]; then
+  ex=$(mktemp -d)
+  for f in "$RUN"/extra/*.gz; do
+    gzip -dc "$f" > "$ex/$(basename "$f" .gz)" && chmod +x "$ex/$(basename "$f" .gz)"
+  done
+  engine_step() {
+    local limit=$1; shift
+    echo "---- $* (timeout ${limit}s)"
+    local t0=$SECONDS
+    if ! NV=1 timeout "$limit" "$@" 2>&1 | tail -n 40; then
+      echo "---- FAILED: $*"; status=1
+    fi
+    echo "---- $(( SECONDS - t0 )) s"
+  }
+  engine_step "$STEP_TIMEOUT" env STEPS=30 "$ex/quickstart"
+  engine_step "$((STEP_TIMEOUT * 2))" "$ex/kernel_opts_diff" on_gpu --nocapture --test-threads=1
+  engine_step "$((STEP_TIMEOUT * 2))" "$ex/beam_search" on_gpu --nocapture --test-threads=1
+  engine_step "$((STEP_TIMEOUT * 2))" "$ex/jit" --test-threads=1
+  engine_step "$((STEP_TIMEOUT * 2))" env GRAPH_FUZZ_CASES=40 "$ex/tensor_graph_fuzz" --nocapture
+  if [ -x "$RUN/bench" ]; then
+    engine_step "$STEP_TIMEOUT" "$RUN/bench" jit --devices NV,CUDA --repeats 5
+    engine_step "$((STEP_TIMEOUT * 3))" "$RUN/bench" workloads --devices NV \
+      --workloads "${NVRUN_WORKLOADS:-W1,W2,W3,W4,W5,W6,W7,W8,W9,W10,W11,W12}" \
+      --threads 1 --repeats 5 --budget-s 1 --no-ceilings
+  fi
+  rm -rf "$ex"
+  [ "$status" = 0 ] || dump_on_failure
+else
+  echo "no extra/ in this build (skipped)"
 fi
 
 section "done (status $status)"
