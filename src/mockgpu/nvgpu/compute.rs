@@ -10,7 +10,9 @@ use super::{ChannelId, NvDispatch, Shared};
 use crate::hw::nv::arch::{sm_config_value, NvArch, PcasAction};
 use crate::hw::nv::decode::qmd_summary;
 use crate::hw::nv::methods::*;
-use crate::hw::nv::qmd::{AnyQmd, DependentAction, Qmd, QmdRelease, ReleaseStructure};
+use crate::hw::nv::qmd::{
+    AnyQmd, DependentAction, Qmd, QmdRelease, ReleaseStructure, QMD_TYPE_GRID_CTA, QMD_TYPE_QUEUE,
+};
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
 
@@ -224,8 +226,10 @@ impl ComputeEngine {
         for n in 0..MAX_CHAIN {
             let q = self.read_qmd(sh, addr)?;
             sh.trace(|| format!("{ch} launch {addr:#x}: {}", qmd_summary(&q)));
-            let d = self.dispatch_of(sh, ch, class, addr, &q)?;
-            run_grid(sh, &d)?;
+            if launches_grid(sh, ch, addr, &q)? {
+                let d = self.dispatch_of(sh, ch, class, addr, &q)?;
+                run_grid(sh, &d)?;
+            }
             for i in 0..3 {
                 if let Some(r) = q.release(i) {
                     release(sh, i, &r)?;
@@ -289,6 +293,24 @@ impl ComputeEngine {
         };
         check_launch(sh, q, &d)?;
         Ok(d)
+    }
+}
+
+/// Whether the QMD runs a grid, from its QMD_TYPE (`clcbc0qmd.h`, `clcdc0qmd.h`; V03 has none
+/// and always does): GRID_CTA runs one; QUEUE runs no CTA but its releases still happen, as a real
+/// H200 did (driver 580.159.04, 2026-12-04: every kernel completed without writing anything);
+/// the other types (GRID_NULL, the cluster grids) are not modelled and refused.
+fn launches_grid(sh: &Shared, ch: ChannelId, at: u64, q: &AnyQmd) -> StepResult<bool> {
+    match q.qmd_type() {
+        None | Some(QMD_TYPE_GRID_CTA) => Ok(true),
+        Some(QMD_TYPE_QUEUE) => {
+            sh.trace(|| format!("{ch} QMD at {at:#x} has QMD_TYPE QUEUE: no CTA runs"));
+            Ok(false)
+        }
+        Some(t) => Err(gr(format!(
+            "QMD at {at:#x}: QMD_TYPE {t} is not modelled (GRID_CTA {QMD_TYPE_GRID_CTA} and QUEUE \
+             {QMD_TYPE_QUEUE} are)"
+        ))),
     }
 }
 

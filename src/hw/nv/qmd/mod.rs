@@ -20,6 +20,13 @@ pub mod v05;
 pub use field::{AddrField, Field, QmdLayout};
 pub use v03::QmdV03;
 pub use v04::QmdV04;
+
+/// QMD_TYPE = QUEUE (V04/V05, `clcbc0qmd.h`, `clcdc0qmd.h`): the QMD describes a queue, not a
+/// grid. Seen on an H200 (driver 580.159.04, 2026-12-04): launched with SEND_PCAS it runs no CTA
+/// and still performs its releases.
+pub const QMD_TYPE_QUEUE: u32 = 0;
+/// QMD_TYPE = GRID_CTA: a grid of CTAs, what every launch of this backend is.
+pub const QMD_TYPE_GRID_CTA: u32 = 2;
 pub use v05::QmdV05;
 
 use crate::hw::nv::arch::{QmdVersion, SharedMemConfig};
@@ -153,6 +160,11 @@ pub trait Qmd {
     /// QMD_MAJOR_VERSION.
     fn major_version(&self) -> u32 {
         self.layout().major_version.get(self.dwords()) as u32
+    }
+
+    /// QMD_TYPE where the layout has one (V04, V05); `None` on V03.
+    fn qmd_type(&self) -> Option<u32> {
+        (self.layout().qmd_type).map(|f| f.get(self.dwords()) as u32)
     }
 
     /// QMD_MINOR_VERSION (QMD_VERSION on V03).

@@ -1,10 +1,11 @@
 //! QMD V04_00 (Hopper HOPPER_COMPUTE_A; 384 bytes): bit positions from open-gpu-doc
 //! `clcbc0qmd.h`.
 //!
-//! Built "from zeros" the NVK way (a third-party H100 report: a captured libcuda QMD made the
-//! scheduler read VA 0 on H100): QMD_MAJOR_VERSION 4, QMD_MINOR_VERSION 0, API_VISIBLE_CALL_LIMIT =
-//! NO_CHECK, SAMPLER_INDEX = INDEPENDENTLY, QMD_TYPE left 0 (NVK leaves it on V4); everything else
-//! is set by the caller.
+//! Built "from zeros" (a third-party H100 report: a captured libcuda QMD made the scheduler read
+//! VA 0 on H100): QMD_MAJOR_VERSION 4, QMD_MINOR_VERSION 0, API_VISIBLE_CALL_LIMIT = NO_CHECK,
+//! SAMPLER_INDEX = INDEPENDENTLY, QMD_TYPE = GRID_CTA (2); everything else is set by the caller.
+//! QMD_TYPE 0 is QUEUE in `clcbc0qmd.h`: on a real H200 (driver 580.159.04) such a QMD ran no
+//! CTA and still released its semaphores, so every kernel was a silent no-op.
 
 use super::field::*;
 use super::Qmd;
@@ -124,12 +125,15 @@ pub struct QmdV04 {
 }
 
 impl QmdV04 {
-    /// A QMD with only the NVK "from zeros" fields above set.
+    /// A QMD with only the "from zeros" fields above set.
     pub fn new() -> QmdV04 {
         let mut q = QmdV04 { words: [0; 96] };
         let w = &mut q.words;
         // The values fit their fields: these cannot fail.
         let _ = LAYOUT.major_version.set(w, 4);
+        let _ = LAYOUT
+            .qmd_type
+            .map(|f| f.set(w, super::QMD_TYPE_GRID_CTA.into()));
         let _ = LAYOUT.api_visible_call_limit.set(w, 1);
         q
     }

@@ -111,6 +111,8 @@ fn qmd_v03_expected() -> Vec<u32> {
 #[rustfmt::skip]
 fn qmd_v04_expected() -> Vec<u32> {
     words(96, &[
+        // QMD_TYPE MW(25:23) = GRID_CTA 2 -> dw0 b24.
+        (0, 0x0100_0000),
         // CONSTANT_BUFFER_VALID(i) MW(416+4i) and _INVALIDATE(i) MW(419+4i), i = 0 and 3:
         // dw13 b0, b3, b12, b15.
         (13, 0x0000_9009),

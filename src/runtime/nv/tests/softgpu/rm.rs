@@ -192,8 +192,9 @@ fn ada_picks_qmd_v03_and_40bit_semaphores() {
     assert!(r.exec.launches.lock().unwrap().is_empty());
 }
 
-#[test]
-fn h200_launch_through_rm_memory() {
+/// `out[i] = in[i] + 7` over 64 elements on an emulated H200 through RM memory, with the QMD
+/// edited by `edit` before the launch; returns the rig after the completion signal.
+fn h200_add_launch(edit: impl Fn(&mut crate::hw::nv::qmd::AnyQmd)) -> Rig {
     use super::PRG_ADD;
     use crate::hw::nv::qmd::{ConstantBuffer, Qmd};
     use crate::runtime::nv::qmd::{program_qmd, QmdProgram};
@@ -226,6 +227,7 @@ fn h200_launch_through_rm_memory() {
         invalidate: true,
     };
     q.set_launch([2, 1, 1], [32, 1, 1], cb).unwrap();
+    edit(&mut q);
     mem.write_u32s(0x2000, q.dwords()).unwrap();
     let mut b = PushBuf::new(classes);
     b.set_object(1, arch.compute_class).unwrap();
@@ -234,8 +236,30 @@ fn h200_launch_through_rm_memory() {
     b.signal(r.signals.1, 1).unwrap();
     r.submit(&r.q.compute, 0, 0, &b);
     r.wait_signal(0, 1);
+    r
+}
+
+#[test]
+fn h200_launch_through_rm_memory() {
+    let r = h200_add_launch(|_| {});
     for i in 0..64 {
-        assert_eq!(mem.read_u32(0x4_0000 + 4 * i).unwrap(), i as u32 + 7);
+        assert_eq!(r.data.0.read_u32(0x4_0000 + 4 * i).unwrap(), i as u32 + 7);
     }
     assert_eq!(r.exec.launches.lock().unwrap()[0].grid, [2, 1, 1]);
+}
+
+/// A V04 QMD of QMD_TYPE QUEUE (0) runs no CTA but still completes, as a real H200 did before
+/// the builder set GRID_CTA (driver 580.159.04): the output stays untouched, the signal arrives.
+#[test]
+fn h200_queue_type_qmd_runs_no_cta() {
+    use crate::hw::nv::qmd::{Qmd, QMD_TYPE_GRID_CTA, QMD_TYPE_QUEUE};
+    let r = h200_add_launch(|q| {
+        let f = q.layout().qmd_type.unwrap();
+        assert_eq!(f.get(q.dwords()), u64::from(QMD_TYPE_GRID_CTA));
+        f.set(q.dwords_mut(), QMD_TYPE_QUEUE.into()).unwrap();
+    });
+    for i in 0..64 {
+        assert_eq!(r.data.0.read_u32(0x4_0000 + 4 * i).unwrap(), 0);
+    }
+    assert!(r.exec.launches.lock().unwrap().is_empty());
 }
