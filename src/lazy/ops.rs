@@ -24,6 +24,12 @@ use crate::{bail, ensure, Error, Result};
 /// `view_supported_devices`).
 pub const VIEW_SUPPORTED_DEVICES: [&str; 6] = ["LLVM", "CLANG", "CUDA", "NV", "AMD", "DISK"];
 
+/// The device families whose kernels load and store up to 16 bytes at once (float4, half8) at an
+/// address the kernel assumes aligned, and the alignment a buffer view must keep there: an NV
+/// kernel loading a float4 from a view 8 bytes into its buffer stopped with Xid 13 "Misaligned
+/// Address" on an H200 (2026-12-04). A misaligned slice is copied by a kernel instead.
+pub const GPU_VIEW_ALIGN: ([&str; 3], i128) = (["NV", "AMD", "CUDA"], 16);
+
 fn lazycache_enabled() -> bool {
     static LAZYCACHE: Knob = Knob::new("LAZYCACHE", 1);
     LAZYCACHE.get() != 0
@@ -98,11 +104,23 @@ impl LazyBuffer {
     }
 
     /// tinygrad's `can_view`: a consecutive view of something that is not an unrealized const,
-    /// on a device whose allocator supports offset views.
+    /// on a device whose allocator supports offset views. Beyond 0.9.1: on the GPU families
+    /// ([`GPU_VIEW_ALIGN`]) the view must also start on a 16-byte boundary.
     pub fn can_view(&self) -> bool {
+        let family = device_family(self.device());
         self.st().consecutive()
             && !self.is_unrealized_const()
-            && VIEW_SUPPORTED_DEVICES.contains(&device_family(self.device()).as_str())
+            && VIEW_SUPPORTED_DEVICES.contains(&family.as_str())
+            && (!GPU_VIEW_ALIGN.0.contains(&family.as_str()) || self.view_is_gpu_aligned())
+    }
+
+    /// Whether the single view starts a multiple of [`GPU_VIEW_ALIGN`] bytes into its buffer (a
+    /// symbolic offset is not known to).
+    fn view_is_gpu_aligned(&self) -> bool {
+        let st = self.st();
+        let offset = st.views.first().and_then(|v| v.offset.as_int());
+        offset
+            .is_some_and(|o| (o as i128 * self.dtype().itemsize() as i128) % GPU_VIEW_ALIGN.1 == 0)
     }
 }
 

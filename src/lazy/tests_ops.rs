@@ -261,6 +261,44 @@ fn contiguous_variants() {
     assert_eq!(o.op(), Op::Load(LoadOps::CONTIGUOUS));
 }
 
+/// Beyond 0.9.1: a buffer view on a GPU family starts on a 16-byte boundary (an NV float4 load
+/// 8 bytes into a buffer faulted on an H200); CLANG views any consecutive slice.
+#[test]
+fn gpu_views_keep_16_byte_alignment() {
+    let slice = |device: &str, dtype, start: i64| {
+        let b = LazyBuffer::loadop(
+            LoadOps::EMPTY,
+            &sints(&[64]),
+            dtype,
+            device,
+            LbArg::None,
+            &[],
+            false,
+        )
+        .unwrap();
+        let s = b
+            .shrink(&[(Node::Num(start), Node::Num(start + 8))])
+            .unwrap();
+        s.contiguous().unwrap().op()
+    };
+    let (view, copy) = (Op::Load(LoadOps::VIEW), Op::Load(LoadOps::CONTIGUOUS));
+    for dev in ["NV", "AMD", "CUDA"] {
+        assert_eq!(slice(dev, dtypes::float32, 2), copy, "{dev}: 8 bytes in");
+        assert_eq!(slice(dev, dtypes::float32, 4), view, "{dev}: 16 bytes in");
+        assert_eq!(
+            slice(dev, dtypes::float16, 8),
+            view,
+            "{dev}: 16 bytes of half"
+        );
+        assert_eq!(
+            slice(dev, dtypes::int8, 15),
+            copy,
+            "{dev}: 15 bytes of int8"
+        );
+    }
+    assert_eq!(slice("CLANG", dtypes::float32, 2), view);
+}
+
 #[test]
 fn casts() {
     let a = empty(&[4, 4]);

@@ -3,10 +3,14 @@
 //! No libcuda.
 //!
 //! Paths ([`NvCompilerKind`]):
-//! - `nvrtc`: CUDA C from the [`CUDARenderer`] -> NVRTC (`--gpu-architecture=sm_XX`, plus
-//!   `--minimal` on NVRTC >= 12.4 as tinygrad does) -> cubin.
+//! - `nvrtc`: CUDA C from the [`CUDARenderer`] -> NVRTC (`--gpu-architecture=sm_XX`,
+//!   `--fmad=false`, plus `--minimal` on NVRTC >= 12.4 as tinygrad does) -> cubin.
 //! - `ptxas`: LLVM IR from the NVPTX flavour of the [`LLVMRenderer`] -> libLLVM's NVPTX target
-//!   (PTX text) -> `ptxas -arch=sm_XX` (a child process) -> cubin.
+//!   (PTX text) -> `ptxas -arch=sm_XX --fmad=false` (a child process) -> cubin.
+//!
+//! Beyond tinygrad (which lets NVRTC contract): no multiply-add contraction on NVRTC and ptxas,
+//! so NV rounds as INTERP does. Not guaranteed on the nvJitLink path, nor for fused multiply-adds
+//! LLVM's NVPTX back end writes into the PTX itself.
 //! - `nvjitlink`: the same PTX -> libnvJitLink (`-arch=sm_XX`) -> cubin.
 //!
 //! The default is the first that is available in that order; `NV_COMPILER=nvrtc|ptxas|nvjitlink`
@@ -196,7 +200,7 @@ impl NVCompiler {
         let (backend, tool) = match kind {
             NvCompilerKind::Nvrtc => {
                 let nvrtc = Nvrtc::open(&find_tool(NvTool::Nvrtc)?)?;
-                let mut options = vec![format!("--gpu-architecture=sm_{sm}")];
+                let mut options = vec![format!("--gpu-architecture=sm_{sm}"), FMAD_OFF.into()];
                 if nvrtc.version() >= (12, 4) {
                     options.push("--minimal".into());
                 }
@@ -231,7 +235,7 @@ impl NVCompiler {
             sm,
             kind,
             backend,
-            key: format!("compile_nv_{}_{tool}_sm_{sm}", kind.name()),
+            key: format!("compile_nv_{}_{tool}_sm_{sm}_nofmad", kind.name()),
         })
     }
 
@@ -293,7 +297,12 @@ impl NVCompiler {
     }
 }
 
-/// `ptxas -arch=<arch> -o <tmp>.cubin <tmp>.ptx`.
+/// The option that keeps NVRTC and ptxas from contracting a multiply and an add into one fused
+/// multiply-add (both default to contracting): a fused result rounds once where INTERP and the
+/// CPU devices round twice, so `x*1.5+k` differed in the last bit on an H200 (2026-12-04).
+const FMAD_OFF: &str = "--fmad=false";
+
+/// `ptxas -arch=<arch> --fmad=false -o <tmp>.cubin <tmp>.ptx`.
 fn run_ptxas(path: &Path, version: &str, ptx: &str, arch: &str) -> Result<Vec<u8>> {
     let input = TempPath::new("nv", ".ptx");
     let output = TempPath::new("nv", ".cubin");
@@ -302,6 +311,7 @@ fn run_ptxas(path: &Path, version: &str, ptx: &str, arch: &str) -> Result<Vec<u8
     let arch_flag = format!("-arch={arch}");
     let args = [
         OsStr::new(&arch_flag),
+        OsStr::new(FMAD_OFF),
         OsStr::new("-o"),
         output.path().as_os_str(),
         input.path().as_os_str(),
