@@ -94,6 +94,11 @@ pub struct UopKernel {
     pub nbufs: usize,
     /// DEFINE_VARs (u32 values after the addresses).
     pub nvars: usize,
+    /// Whether every global access must be aligned to its size (NVIDIA: the PTX ISA leaves a
+    /// misaligned ld/st undefined, and an H200 stopped a float4 load 8 bytes into a buffer with
+    /// Xid 13 "Misaligned Address"). AMD's global loads take any 4-byte-aligned address, so only
+    /// the NV executor sets it.
+    pub natural_alignment: bool,
 }
 
 impl UopKernel {
@@ -106,7 +111,16 @@ impl UopKernel {
             slots: global_slots(&uops),
             nbufs: globals(&uops).len(),
             nvars: vars(&uops).len(),
+            natural_alignment: false,
         })
+    }
+
+    /// The kernel with [`UopKernel::natural_alignment`] set.
+    pub fn naturally_aligned(self) -> UopKernel {
+        UopKernel {
+            natural_alignment: true,
+            ..self
+        }
     }
 
     /// The argument bytes the UOps take: `8 * bufs + 4 * vars`.
@@ -193,6 +207,15 @@ impl GpuBufs<'_> {
         }
     }
 
+    /// A misaligned access of a naturally aligned kernel faults as the GPU's does.
+    fn check_alignment(&self, what: &str, va: u64, n: usize, buf: usize, off: usize) -> Result<()> {
+        if self.k.natural_alignment && n.is_power_of_two() && va % n as u64 != 0 {
+            let e = Error::Fault(format!("misaligned address (an access of {n} bytes)"));
+            return Err(self.fault(e, what, va, n, buf, off));
+        }
+        Ok(())
+    }
+
     fn fault(&self, e: Error, what: &str, va: u64, n: usize, buf: usize, off: usize) -> Error {
         Error::Fault(format!(
             "kernel {}: {what} of {n} bytes at {va:#x} (buffer {buf} + {off}) faulted: {}",
@@ -210,12 +233,14 @@ impl Memory for GpuBufs<'_> {
     }
     fn load(&self, buf: usize, off: usize, out: &mut [u8]) -> Result<()> {
         let va = self.va(buf, off)?;
+        self.check_alignment("read", va, out.len(), buf, off)?;
         self.mem
             .read(va, out)
             .map_err(|e| self.fault(e, "read", va, out.len(), buf, off))
     }
     fn store(&mut self, buf: usize, off: usize, data: &[u8]) -> Result<()> {
         let va = self.va(buf, off)?;
+        self.check_alignment("write", va, data.len(), buf, off)?;
         self.mem
             .write(va, data)
             .map_err(|e| self.fault(e, "write", va, data.len(), buf, off))
@@ -300,6 +325,17 @@ pub(crate) mod tests {
         let e = k.run(&m, &args, 48, [1, 1, 1], [4, 1, 1]).unwrap_err();
         assert!(e.message().contains("write of 4 bytes at 0x9000"), "{e}");
         assert!(k.run(&m, &args[..20], 48, [1; 3], [4, 1, 1]).is_err());
+        // An input 2 bytes into a page: any address on AMD, a fault on NV.
+        args[..8].copy_from_slice(&0x1000u64.to_le_bytes());
+        args[8..16].copy_from_slice(&0x1102u64.to_le_bytes());
+        k.run(&m, &args, 48, [1, 1, 1], [4, 1, 1]).unwrap();
+        let nv = UopKernel::new("E_axpb", &text).unwrap().naturally_aligned();
+        let e = nv.run(&m, &args, 48, [1, 1, 1], [4, 1, 1]).unwrap_err();
+        assert!(
+            e.message()
+                .contains("read of 4 bytes at 0x1102 (buffer 1 + 0) faulted: misaligned"),
+            "{e}"
+        );
     }
 
     #[test]

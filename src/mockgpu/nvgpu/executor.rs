@@ -77,7 +77,7 @@ impl NvUopExecutor {
                 }
             } else {
                 Prog::Uops {
-                    k: UopKernel::new(&blob.name, &blob.uops)?,
+                    k: UopKernel::new(&blob.name, &blob.uops)?.naturally_aligned(),
                     param_base,
                     param_bytes,
                 }

@@ -4,11 +4,11 @@
 //!   SM, litter 8 GPCs x 9 TPCs x 2 SMs; class list with HOPPER_COMPUTE_A/DMA_COPY_A/CHANNEL/
 //!   USERMODE plus the Ampere/Turing/Volta channel and usermode classes (`g_gpu_class_list.c`).
 //!
-//! GR info: SHADER_PIPE_SUB_COUNT (0x09) answers the enabled TPC count, because that is how
-//! NVIDIA's src/nvidia/src/kernel/rmapi/nv_gpu_ops.c reads it (`tpcCount`); SHADER_PIPE_COUNT
-//! (0x07) also answers the TPC count (ctrl2080gr.h: "For tesla: ... the number of enabled TPCs").
-//! The SMs per TPC come only from LITTER_NUM_SM_PER_TPC (0x20). What GSP firmware really returns
-//! for 0x07 and 0x09 on GH100 is unconfirmed (the first-run tool prints them).
+//! GR info: SHADER_PIPE_SUB_COUNT (0x09) answers the enabled TPC count, as NVIDIA's
+//! src/nvidia/src/kernel/rmapi/nv_gpu_ops.c reads it (`tpcCount`), and SHADER_PIPE_COUNT (0x07)
+//! the enabled GPC count: a real H200 (GSP firmware 580.159.04, 2026-12-04) answered 0x07 = 8,
+//! 0x09 = 66, 0x0D = 64, 0x14 = 8, 0x17 = 9, 0x20 = 2. The SMs per TPC come only from
+//! LITTER_NUM_SM_PER_TPC (0x20). The Ada and Ampere GPC counts are the boards' nominal ones.
 //! - `ada` (AD102, RTX 4090): 0x2684, sm_89, 64 TPCs x 2 = 128 SMs, 48 warps, litter 12 x 6 x 2.
 //! - `ampere` (GA102, RTX 3090): 0x2204, sm_86, 41 TPCs x 2 = 82 SMs, 48 warps, litter 7 x 6 x 2.
 //!
@@ -32,7 +32,9 @@ pub struct NvChipSpec {
     pub device_id: u16,
     /// GR info SM_VERSION (0x900 = sm_90).
     pub sm_version: u32,
-    /// Enabled TPCs (GR info SHADER_PIPE_COUNT and SHADER_PIPE_SUB_COUNT, see the module doc).
+    /// Enabled GPCs (GR info SHADER_PIPE_COUNT, see the module doc).
+    pub gpc_count: u32,
+    /// Enabled TPCs (GR info SHADER_PIPE_SUB_COUNT, see the module doc).
     pub tpc_count: u32,
     pub max_warps_per_sm: u32,
     pub litter_gpcs: u32,
@@ -129,6 +131,7 @@ pub const NV_CHIPS: &[NvChipSpec] = &[
         name: "NVIDIA H200",
         device_id: 0x2335,
         sm_version: 0x900,
+        gpc_count: 8,
         tpc_count: 66,
         max_warps_per_sm: 64,
         litter_gpcs: 8,
@@ -143,6 +146,7 @@ pub const NV_CHIPS: &[NvChipSpec] = &[
         name: "NVIDIA GeForce RTX 4090",
         device_id: 0x2684,
         sm_version: 0x809,
+        gpc_count: 11,
         tpc_count: 64,
         max_warps_per_sm: 48,
         litter_gpcs: 12,
@@ -157,6 +161,7 @@ pub const NV_CHIPS: &[NvChipSpec] = &[
         name: "NVIDIA GeForce RTX 3090",
         device_id: 0x2204,
         sm_version: 0x806,
+        gpc_count: 7,
         tpc_count: 41,
         max_warps_per_sm: 48,
         litter_gpcs: 7,
@@ -261,7 +266,7 @@ impl NvChipSpec {
     /// The value of GR info `index` (`None`: not emulated).
     pub fn gr_info(&self, index: u32) -> Option<u32> {
         Some(match index {
-            NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_COUNT => self.tpc_count,
+            NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_COUNT => self.gpc_count,
             NV2080_CTRL_GR_INFO_INDEX_SHADER_PIPE_SUB_COUNT => self.tpc_count,
             NV2080_CTRL_GR_INFO_INDEX_SM_VERSION => self.sm_version,
             NV2080_CTRL_GR_INFO_INDEX_MAX_WARPS_PER_SM => self.max_warps_per_sm,

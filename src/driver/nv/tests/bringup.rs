@@ -106,9 +106,10 @@ fn h200_bringup_on_580() {
     );
     assert_eq!(nv.uuid, emu.nv_device(0).unwrap().uuid());
     let q = nv.queues().unwrap();
-    // sm_90, 8 GPCs x 9 TPCs x 2 SMs litter, 64 warps; SHADER_PIPE_COUNT and _SUB_COUNT both
-    // answer the 66 enabled TPCs (nv_gpu_ops.c reads _SUB_COUNT as tpcCount): 66 x 2 = 132 SMs.
-    assert_eq!(q.gr, vec![0x900, 8, 9, 2, 64, 66, 66]);
+    // sm_90, 8 GPCs x 9 TPCs x 2 SMs litter, 64 warps; SHADER_PIPE_COUNT answers the 8 enabled
+    // GPCs and _SUB_COUNT the 66 enabled TPCs (nv_gpu_ops.c reads it as tpcCount), as a real
+    // H200 did (2026-12-04): 66 x 2 = 132 SMs.
+    assert_eq!(q.gr, vec![0x900, 8, 9, 2, 64, 8, 66]);
     assert_eq!(q.gr[6] * q.gr[3], 132);
     assert_ne!(q.compute.token, q.dma.token);
     let chans = emu.nv_channels(0);
