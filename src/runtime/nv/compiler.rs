@@ -235,7 +235,7 @@ impl NVCompiler {
             sm,
             kind,
             backend,
-            key: format!("compile_nv_{}_{tool}_sm_{sm}_nofmad", kind.name()),
+            key: format!("compile_nv_{}_nofmad_{tool}_sm_{sm}", kind.name()),
         })
     }
 
