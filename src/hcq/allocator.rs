@@ -5,11 +5,12 @@
 //!   device); `offset` views share that owner; `free` drops the allocator's reference only, so
 //!   memory a pending submission still holds (in-flight keep-alive) is released when the
 //!   timeline passes that submission, never earlier.
-//! - `copyin`: host bytes go through a ring of staging buffers in host memory (tinygrad `device.py`
+//! - `copyin`: host bytes go through staging buffers in host memory (tinygrad `device.py`
 //!   `HCQCompatAllocator`: chunks of the backend's staging size, default 4 MiB, up to 16 buffers,
-//!   each with the timeline point of its last copy): wait until the buffer's last copy finished,
-//!   memcpy the chunk in, then `wait(timeline, v - 1) . copy . signal(timeline, v)` on the copy
-//!   queue. It returns without waiting for the GPU.
+//!   each with the timeline point of its last copy; an idle buffer is reused before another is
+//!   made): wait until the buffer's last copy finished, memcpy the chunk in, then
+//!   `wait(timeline, v - 1) . copy . signal(timeline, v)` on the copy queue. It returns without
+//!   waiting for the GPU.
 //! - `copyout`: per chunk, a copy into a staging buffer on the timeline, a CPU wait, a memcpy out.
 //! - `transfer`: on one device, a copy on the timeline; across devices (same driver process),
 //!   the destination is mapped into the source GPU, the source copy queue waits for both
@@ -150,24 +151,44 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl<B: HcqBackend> HcqDevice<B> {
-    /// The next staging buffer (allocated on first use) and the point of its last use.
+    /// A staging buffer for the next chunk: one whose last copy has finished (the first such,
+    /// so a run of small copies keeps reusing one buffer), else a new one while the ring has
+    /// fewer than [`STAGING_COUNT`], else the one whose last copy is oldest, after waiting for
+    /// it. Beyond tinygrad, whose ring hands out its 16 buffers in turn: each first use there
+    /// allocates (host pages, an RM OS descriptor and a UVM mapping, ~1.7 ms on an H200), so the
+    /// first 16 small copies of a process each paid for an allocation.
     fn staging_slot(&self, stg: &mut Staging<B>) -> Result<(usize, Arc<B::Buffer>)> {
-        // The ring advances only once slot `i` exists: a failed allocation (VRAM exhaustion, an
-        // ioctl failing) must not leave `next` past the buffers made so far.
-        let i = stg.next;
-        if i == stg.bufs.len() {
-            let b = self
-                .backend()
-                .alloc(self.backend().staging_chunk(), &STAGING_OPTS)?;
-            ensure!(
-                b.cpu().is_some(),
-                Device,
-                "{}: staging memory is not CPU-mapped",
-                self.name()
-            );
-            stg.bufs.push((Arc::new(b), TimelinePoint::default()));
-        }
-        stg.next = (i + 1) % STAGING_COUNT;
+        let idle = {
+            let st = self.lock();
+            let mut idle = None;
+            for (i, (_, p)) in stg.bufs.iter().enumerate() {
+                if st.tl.passed(*p)? {
+                    idle = Some(i);
+                    break;
+                }
+            }
+            idle
+        };
+        let i = match idle {
+            Some(i) => i,
+            None if stg.bufs.len() < STAGING_COUNT => {
+                // A failed allocation (VRAM exhaustion, an ioctl failing) leaves the ring as is.
+                let b = self
+                    .backend()
+                    .alloc(self.backend().staging_chunk(), &STAGING_OPTS)?;
+                ensure!(
+                    b.cpu().is_some(),
+                    Device,
+                    "{}: staging memory is not CPU-mapped",
+                    self.name()
+                );
+                stg.bufs.push((Arc::new(b), TimelinePoint::default()));
+                stg.bufs.len() - 1
+            }
+            None => (0..stg.bufs.len())
+                .min_by_key(|&i| (stg.bufs[i].1.epoch, stg.bufs[i].1.value))
+                .ok_or_else(|| Error::Internal("an empty staging ring is full".into()))?,
+        };
         let (buf, mark) = stg.bufs[i].clone();
         self.wait_point(mark, "staging buffer reuse")?;
         Ok((i, buf))

@@ -48,7 +48,6 @@ pub(crate) struct DevState<B: HcqBackend> {
 /// Staging buffers for host copies: each with the timeline point of its last use.
 pub(crate) struct Staging<B: HcqBackend> {
     pub(crate) bufs: Vec<(Arc<B::Buffer>, TimelinePoint)>,
-    pub(crate) next: usize,
 }
 
 /// An HCQ device: a backend plus the generic timeline machinery.
@@ -85,10 +84,7 @@ impl<B: HcqBackend> HcqDevice<B> {
                 inflight: InFlight::default(),
                 kernargs: KernargRing::new(kernarg_mem.size().min(KERNARG_RING)),
             }),
-            staging: Mutex::new(Staging {
-                bufs: Vec::new(),
-                next: 0,
-            }),
+            staging: Mutex::new(Staging { bufs: Vec::new() }),
             profiler: None,
             kernarg_mem,
             backend,

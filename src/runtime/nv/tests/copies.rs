@@ -47,6 +47,31 @@ fn multi_chunk_copy_through_the_staging_ring() {
     assert_eq!(dev.pending_count(), 0);
 }
 
+/// Copies that finish before the next one starts reuse one staging buffer; a copy of several
+/// chunks in flight takes one buffer per chunk.
+#[test]
+fn idle_staging_buffers_are_reused_before_new_ones_are_made() {
+    let (dev, _emu) = one_gpu();
+    let (a, b) = alloc(&dev, 9 << 20);
+    let small = pattern(4096, 3);
+    let mut out = vec![0u8; 4096];
+    let staged = || dev.staging.lock().unwrap().bufs.len();
+    for _ in 0..20 {
+        a.copyin(&b, &small).unwrap();
+        a.synchronize().unwrap();
+        a.copyout(&mut out, &b).unwrap();
+        assert_eq!(out, small);
+    }
+    assert_eq!(staged(), 1);
+    let big = pattern(9 << 20, 5);
+    a.copyin(&b, &big).unwrap();
+    assert!((2..=3).contains(&staged()), "{} buffers", staged());
+    let mut back = vec![0u8; 9 << 20];
+    a.copyout(&mut back, &b).unwrap();
+    assert!(back == big, "multi-chunk round trip differs");
+    assert!(staged() <= 3, "{} buffers", staged());
+}
+
 #[test]
 fn staging_is_host_os_descriptor_memory() {
     let (dev, _emu) = one_gpu();
