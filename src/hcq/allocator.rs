@@ -151,18 +151,29 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl<B: HcqBackend> HcqDevice<B> {
-    /// A staging buffer for the next chunk: one whose last copy has finished (the first such,
-    /// so a run of small copies keeps reusing one buffer), else a new one while the ring has
-    /// fewer than [`STAGING_COUNT`], else the one whose last copy is oldest, after waiting for
-    /// it. Beyond tinygrad, whose ring hands out its 16 buffers in turn: each first use there
-    /// allocates (host pages, an RM OS descriptor and a UVM mapping, ~1.7 ms on an H200), so the
-    /// first 16 small copies of a process each paid for an allocation.
-    fn staging_slot(&self, stg: &mut Staging<B>) -> Result<(usize, Arc<B::Buffer>)> {
+    /// A staging buffer for the next chunk of one copy; `used` marks the ring slots this copy
+    /// took already (bit i = slot i). The first slot the copy has not used whose last copy has
+    /// finished (so a run of small copies keeps reusing one buffer), else a new buffer while the
+    /// ring has fewer than [`STAGING_COUNT`], else the unused slot whose last copy is oldest,
+    /// after waiting for it (once the copy has used all of them, a new round over the whole
+    /// ring). A copy of n chunks thus takes n distinct buffers (up to the ring), whatever the
+    /// GPU's progress. Beyond tinygrad, whose ring hands out its 16 buffers in turn: each first
+    /// use there allocates (host pages, an RM OS descriptor and a UVM mapping, ~1.7 ms on an
+    /// H200), so the first 16 small copies of a process each paid for an allocation.
+    fn staging_slot(
+        &self,
+        stg: &mut Staging<B>,
+        used: &mut u32,
+    ) -> Result<(usize, Arc<B::Buffer>)> {
+        if stg.bufs.len() == STAGING_COUNT && *used == (1u32 << STAGING_COUNT) - 1 {
+            *used = 0;
+        }
+        let fresh = |i: usize| *used & (1 << i) == 0;
         let idle = {
             let st = self.lock();
             let mut idle = None;
             for (i, (_, p)) in stg.bufs.iter().enumerate() {
-                if st.tl.passed(*p)? {
+                if fresh(i) && st.tl.passed(*p)? {
                     idle = Some(i);
                     break;
                 }
@@ -186,9 +197,11 @@ impl<B: HcqBackend> HcqDevice<B> {
                 stg.bufs.len() - 1
             }
             None => (0..stg.bufs.len())
+                .filter(|&i| fresh(i))
                 .min_by_key(|&i| (stg.bufs[i].1.epoch, stg.bufs[i].1.value))
-                .ok_or_else(|| Error::Internal("an empty staging ring is full".into()))?,
+                .ok_or_else(|| Error::Internal("no staging slot left in this round".into()))?,
         };
+        *used |= 1 << i;
         let (buf, mark) = stg.bufs[i].clone();
         self.wait_point(mark, "staging buffer reuse")?;
         Ok((i, buf))
@@ -221,8 +234,9 @@ impl<B: HcqBackend> HcqDevice<B> {
     pub fn copyin(&self, dst: &RawBuf, src: &[u8]) -> Result<()> {
         let chunk = self.backend().staging_chunk();
         let mut stg = lock(&self.staging);
+        let mut used = 0;
         for (i, piece) in src.chunks(chunk).enumerate() {
-            let (slot, buf) = self.staging_slot(&mut stg)?;
+            let (slot, buf) = self.staging_slot(&mut stg, &mut used)?;
             let Some(view) = buf.cpu() else {
                 return Err(Error::Internal("staging buffer lost its CPU view".into()));
             };
@@ -241,7 +255,8 @@ impl<B: HcqBackend> HcqDevice<B> {
         let chunk = self.backend().staging_chunk();
         let mut stg = lock(&self.staging);
         for (i, piece) in dst.chunks_mut(chunk).enumerate() {
-            let (slot, buf) = self.staging_slot(&mut stg)?;
+            // Each chunk is waited for before the next: one buffer can serve them all.
+            let (slot, buf) = self.staging_slot(&mut stg, &mut 0)?;
             let keep: Vec<KeepAlive> = vec![src.owner.clone(), buf.clone()];
             let src_va = src.addr + (i * chunk) as u64;
             let name = format!("{} -> CPU", self.name());

@@ -132,9 +132,10 @@ fn a_uvm_mapping_failing_mid_copy_is_named_and_leaks_nothing() {
     let (a, b) = alloc(&dev, chunk + 64);
     let data: Vec<u8> = (0..chunk + 64).map(|i| (i % 253) as u8).collect();
     let (objects, (low, high)) = live(&dev, &emu);
-    // Two chunks, each through a new staging buffer of the ring: the first is made and its copy
-    // submitted; the UVM mapping of the second fails with the first copy in flight.
-    emu.fail_nv_ioctl("UVM_MAP_EXTERNAL_ALLOCATION", 1, NV_ERR_NO_MEMORY)
+    // Two chunks: the first reuses the warm device's idle staging buffer and its copy is
+    // submitted; the second needs a new buffer, whose UVM mapping fails with the first copy in
+    // flight.
+    emu.fail_nv_ioctl("UVM_MAP_EXTERNAL_ALLOCATION", 0, NV_ERR_NO_MEMORY)
         .unwrap();
     let e = a.copyin(&b, &data).unwrap_err();
     let m = e.message();
@@ -143,12 +144,11 @@ fn a_uvm_mapping_failing_mid_copy_is_named_and_leaks_nothing() {
         "{e}"
     );
     assert!(m.contains("of Host"), "names the staging allocation: {e}");
-    // The first chunk's copy completes; only its staging buffer (one OS-descriptor handle, kept
-    // by the ring) is new: the half-made second one is gone, handle and VA.
+    // The first chunk's copy completes; the half-made second buffer is gone, handle and VA.
     dev.synchronize().unwrap();
     assert_eq!(
         live(&dev, &emu),
-        (objects + 1, (low - chunk as u64, high)),
+        (objects, (low, high)),
         "no RM handle and no VA range of the failed staging buffer left"
     );
     assert_eq!(dev.pending_count(), 0);
