@@ -11,7 +11,8 @@
 //!   made): wait until the buffer's last copy finished, memcpy the chunk in, then
 //!   `wait(timeline, v - 1) . copy . signal(timeline, v)` on the copy queue. It returns without
 //!   waiting for the GPU.
-//! - `copyout`: per chunk, a copy into a staging buffer on the timeline, a CPU wait, a memcpy out.
+//! - `copyout`: per chunk, a copy into a staging buffer on the timeline, a CPU wait, a memcpy out;
+//!   the next chunk's copy is submitted before the current one is waited for (double-buffered).
 //! - `transfer`: on one device, a copy on the timeline; across devices (same driver process),
 //!   the destination is mapped into the source GPU, the source copy queue waits for both
 //!   timelines, copies and signals the source timeline, and the destination's compute queue
@@ -250,23 +251,41 @@ impl<B: HcqBackend> HcqDevice<B> {
         Ok(())
     }
 
-    /// Device memory to host bytes through the staging ring (waits for each chunk).
+    /// Device memory to host bytes through the staging ring, double-buffered: the copy of
+    /// chunk i+1 is submitted before chunk i is waited for and read out, so the copy engine and
+    /// the CPU's memcpy overlap (tinygrad 0.9.1 waits for each chunk before the next starts).
     pub fn copyout(&self, dst: &mut [u8], src: &RawBuf) -> Result<()> {
         let chunk = self.backend().staging_chunk();
         let mut stg = lock(&self.staging);
-        for (i, piece) in dst.chunks_mut(chunk).enumerate() {
-            // Each chunk is waited for before the next: one buffer can serve them all.
-            let (slot, buf) = self.staging_slot(&mut stg, &mut 0)?;
-            let keep: Vec<KeepAlive> = vec![src.owner.clone(), buf.clone()];
-            let src_va = src.addr + (i * chunk) as u64;
-            let name = format!("{} -> CPU", self.name());
-            let p = self.copy_on_timeline(buf.va(), src_va, piece.len(), keep, name)?;
-            stg.bufs[slot].1 = p;
-            self.wait_point(p, "copyout")?;
-            let Some(view) = buf.cpu() else {
-                return Err(Error::Internal("staging buffer lost its CPU view".into()));
+        let mut pending: Option<(usize, Arc<B::Buffer>, TimelinePoint)> = None;
+        let mut pieces = dst.chunks_mut(chunk).enumerate().peekable();
+        let mut reading: Option<&mut [u8]> = None;
+        while pending.is_some() || pieces.peek().is_some() {
+            let next = match pieces.next() {
+                Some((i, piece)) => {
+                    // Only the chunk still to be read out must not be taken again.
+                    let mut used = pending.as_ref().map_or(0, |(slot, ..)| 1u32 << slot);
+                    let (slot, buf) = self.staging_slot(&mut stg, &mut used)?;
+                    let keep: Vec<KeepAlive> = vec![src.owner.clone(), buf.clone()];
+                    let src_va = src.addr + (i * chunk) as u64;
+                    let name = format!("{} -> CPU", self.name());
+                    let p = self.copy_on_timeline(buf.va(), src_va, piece.len(), keep, name)?;
+                    stg.bufs[slot].1 = p;
+                    Some(((slot, buf, p), piece))
+                }
+                None => None,
             };
-            view.read_bytes(0, piece)?;
+            if let (Some((_, buf, p)), Some(out)) = (pending.take(), reading.take()) {
+                self.wait_point(p, "copyout")?;
+                let Some(view) = buf.cpu() else {
+                    return Err(Error::Internal("staging buffer lost its CPU view".into()));
+                };
+                view.read_bytes(0, out)?;
+            }
+            if let Some((job, piece)) = next {
+                pending = Some(job);
+                reading = Some(piece);
+            }
         }
         Ok(())
     }
