@@ -112,18 +112,25 @@ impl<F> Regions<F> {
     }
 
     /// Drop the regions the GPU is done with (a fenced one once `passed(fence)`, an unfenced one
-    /// once GPGet passed its entry: `consumed` entries were fetched), then whether
-    /// `start..end` is free.
+    /// once GPGet passed its entry: `consumed()` entries were fetched, asked at most once and
+    /// only for an unfenced region), then whether `start..end` is free.
     pub(crate) fn free(
         &mut self,
         (start, end): (usize, usize),
-        consumed: u64,
+        mut consumed: impl FnMut() -> Result<u64>,
         passed: impl Fn(&F) -> Result<bool>,
     ) -> Result<bool> {
+        let mut fetched = None;
         while let Some(r) = self.pending.front() {
             let done = match &r.fence {
                 Some(f) => passed(f)?,
-                None => r.gp < consumed,
+                None => {
+                    let n = match fetched {
+                        Some(n) => n,
+                        None => *fetched.insert(consumed()?),
+                    };
+                    r.gp < n
+                }
             };
             if !done {
                 break;
@@ -257,11 +264,11 @@ impl NvChannel {
         self.fifo.put()
     }
 
-    /// GP entries the GPU consumed (from USERD GPGet).
-    fn consumed(&self, gpfifo: &Mapping) -> Result<u64> {
-        let gp_get =
-            gpfifo.load_u32((self.userd_off + USERD_GP_GET) as usize, Ordering::Acquire)?;
-        Ok(self.fifo.put() - u64::from(self.fifo.outstanding(gp_get)?))
+    /// GP entries the GPU consumed (from USERD GPGet, which the ring writer then keeps).
+    fn consumed(fifo: &mut GpFifo, gpfifo: &Mapping, userd_off: u64) -> Result<u64> {
+        let gp_get = gpfifo.load_u32((userd_off + USERD_GP_GET) as usize, Ordering::Acquire)?;
+        fifo.note_gp_get(gp_get)?;
+        Ok(fifo.put() - u64::from(fifo.outstanding(gp_get)?))
     }
 
     /// Where `bytes` fit in the command ring once the GPU consumed what is there.
@@ -279,8 +286,9 @@ impl NvChannel {
         };
         let deadline = Instant::now() + crate::hcq::wait_timeout();
         loop {
-            let done = self.consumed(io.gpfifo)?;
-            if self.cmd.regions.free(slot, done, passed)? {
+            let (fifo, userd_off) = (&mut self.fifo, self.userd_off);
+            let consumed = || Self::consumed(fifo, io.gpfifo, userd_off);
+            if self.cmd.regions.free(slot, consumed, passed)? {
                 return Ok(slot.0);
             }
             if let Some(e) = self.rc_error() {
@@ -406,24 +414,24 @@ mod tests {
         // GPGet passed both entries (2 consumed) but the GPU still runs the first pushbuffer
         timeline.set(4);
         assert!(
-            !r.free(c, 2, passed).unwrap(),
+            !r.free(c, || Ok(2), passed).unwrap(),
             "reused while the GPU reads it"
         );
         timeline.set(5);
-        assert!(r.free(c, 2, passed).unwrap());
+        assert!(r.free(c, || Ok(2), passed).unwrap());
         assert_eq!(r.pending(), 1, "the second region stays until point 6");
         r.record(2, c, None);
         // the unfenced region goes once GPGet passes entry 2; the fenced one still waits
         let d = r.slot(512);
         assert_eq!(d, (512, 1024));
         timeline.set(6);
-        assert!(r.free(d, 2, passed).unwrap());
+        assert!(r.free(d, || Ok(2), passed).unwrap());
         assert_eq!(r.pending(), 1);
         assert!(
-            !r.free((0, 512), 2, passed).unwrap(),
+            !r.free((0, 512), || Ok(2), passed).unwrap(),
             "GPGet has not passed entry 2"
         );
-        assert!(r.free((0, 512), 3, passed).unwrap());
+        assert!(r.free((0, 512), || Ok(3), passed).unwrap());
         assert_eq!(r.pending(), 0);
     }
 }

@@ -12,7 +12,8 @@
 //!
 //! [`GpFifo::submit`] does 2-5 through a [`GpFifoIo`], after making sure the ring has room: the
 //! GPU reports how far it got in USERD's GPGet ([`USERD_GP_GET`], a ring index); at most
-//! `entries - 1` entries may be outstanding (put == get means empty).
+//! `entries - 1` entries may be outstanding (put == get means empty). GPGet is read only when the
+//! value read last shows a full ring (a read of USERD in VRAM crosses PCIe uncached).
 //!
 //! Not guaranteed: that the pushbuffers an entry points at stay untouched until the GPU passed
 //! it; the caller tracks that (GPGet, or completed timeline values).
@@ -44,6 +45,10 @@ pub struct GpFifo {
     entries: u32,
     /// Entries published so far (monotonic; the ring index is `put % entries`).
     put: u64,
+    /// The GPGet read last: the GPU only moves it forward, so the room it shows is there.
+    /// USERD sits in VRAM behind BAR1, where a CPU read is an uncached PCIe round trip: it is
+    /// read again only when this value shows a full ring.
+    known_get: u32,
     token: u32,
 }
 
@@ -58,6 +63,7 @@ impl GpFifo {
         Ok(GpFifo {
             entries,
             put: 0,
+            known_get: 0,
             token,
         })
     }
@@ -77,6 +83,14 @@ impl GpFifo {
         (self.put % u64::from(self.entries)) as u32
     }
 
+    /// Record a GPGet read from USERD (checked to lie in the ring) for the next
+    /// [`GpFifo::try_submit`].
+    pub fn note_gp_get(&mut self, gp_get: u32) -> Result<()> {
+        self.outstanding(gp_get)?;
+        self.known_get = gp_get;
+        Ok(())
+    }
+
     /// Entries the GPU has not fetched yet, given its GPGet.
     pub fn outstanding(&self, gp_get: u32) -> Result<u32> {
         ensure!(
@@ -90,8 +104,11 @@ impl GpFifo {
 
     /// Publishes `entry` if the ring has room now; `Ok(false)` when it is full.
     pub fn try_submit(&mut self, entry: u64, io: &mut dyn GpFifoIo) -> Result<bool> {
-        let gp_get = io.read_gp_get()?;
-        if self.outstanding(gp_get)? >= self.entries - 1 {
+        if self.outstanding(self.known_get)? >= self.entries - 1 {
+            let gp_get = io.read_gp_get()?;
+            self.note_gp_get(gp_get)?;
+        }
+        if self.outstanding(self.known_get)? >= self.entries - 1 {
             return Ok(false);
         }
         io.write_entry(self.gp_put(), entry)?;
@@ -132,6 +149,7 @@ mod tests {
         gp_get: u32,
         gp_put: u32,
         log: Vec<String>,
+        get_reads: usize,
     }
 
     impl GpFifoIo for FakeRing {
@@ -141,6 +159,7 @@ mod tests {
             Ok(())
         }
         fn read_gp_get(&mut self) -> Result<u32> {
+            self.get_reads += 1;
             Ok(self.gp_get)
         }
         fn write_gp_put(&mut self, put: u32) -> Result<()> {
@@ -161,6 +180,7 @@ mod tests {
             gp_get: 0,
             gp_put: 0,
             log: vec![],
+            get_reads: 0,
         };
         let mut f = GpFifo::new(4, 0xAB).unwrap();
         for i in 0..3 {
@@ -185,5 +205,38 @@ mod tests {
         ring.gp_get = 9;
         assert!(f.try_submit(1, &mut ring).is_err());
         assert!(GpFifo::new(1, 0).is_err());
+    }
+
+    /// GPGet (an uncached read of USERD in VRAM on hardware) is read only when the value read
+    /// last shows a full ring; a stale value never lets a submission overrun the GPU.
+    #[test]
+    fn gp_get_is_read_only_when_the_ring_looks_full() {
+        let mut ring = FakeRing {
+            slots: vec![0; 8],
+            gp_get: 0,
+            gp_put: 0,
+            log: vec![],
+            get_reads: 0,
+        };
+        let mut f = GpFifo::new(8, 1).unwrap();
+        for i in 0..7 {
+            assert!(f.try_submit(i, &mut ring).unwrap());
+        }
+        assert_eq!(
+            ring.get_reads, 0,
+            "7 entries fit an 8-slot ring without a read"
+        );
+        assert!(!f.try_submit(7, &mut ring).unwrap());
+        assert_eq!(ring.get_reads, 1);
+        ring.gp_get = 3;
+        assert!(f.try_submit(7, &mut ring).unwrap());
+        assert_eq!(ring.get_reads, 2);
+        // The 3 freed slots are known now: two more go in without a read, the third reads.
+        assert!(f.try_submit(8, &mut ring).unwrap());
+        assert!(f.try_submit(9, &mut ring).unwrap());
+        assert_eq!(ring.get_reads, 2);
+        assert!(!f.try_submit(10, &mut ring).unwrap());
+        assert_eq!((ring.get_reads, f.put()), (3, 10));
+        assert_eq!(ring.slots[1], 9);
     }
 }
