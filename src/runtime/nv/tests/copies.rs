@@ -2,6 +2,7 @@
 //! several chunks), copies on one device, transfers between two emulated GPUs.
 
 use super::*;
+use crate::hcq::signal::HcqSignal;
 use crate::runtime::nv::memory::{MemKind, MemOrigin};
 
 fn pattern(n: usize, seed: u32) -> Vec<u8> {
@@ -47,8 +48,9 @@ fn multi_chunk_copy_through_the_staging_ring() {
     assert_eq!(dev.pending_count(), 0);
 }
 
-/// Copies that finish before the next one starts reuse one staging buffer; a copy of several
-/// chunks takes one buffer per chunk, however fast the GPU finishes the earlier chunks.
+/// Copies that finish before the next one starts reuse one staging buffer; while the GPU is
+/// held up (a kernel behind a gate on the timeline, so every copy waits), a copy of several
+/// chunks takes one buffer per chunk, and once it is done copyout reuses them.
 #[test]
 fn idle_staging_buffers_are_reused_before_new_ones_are_made() {
     let (dev, _emu) = one_gpu();
@@ -63,9 +65,11 @@ fn idle_staging_buffers_are_reused_before_new_ones_are_made() {
         assert_eq!(out, small);
     }
     assert_eq!(staged(), 1);
+    let (gate, _q, _prg, _bufs) = super::faults::stuck_run(&dev, "E_gate");
     let big = pattern(9 << 20, 5);
     a.copyin(&b, &big).unwrap();
-    assert_eq!(staged(), 3, "one buffer per chunk of 4 MiB");
+    assert_eq!(staged(), 3, "one buffer per chunk of 4 MiB in flight");
+    gate.set_value(1).unwrap();
     a.synchronize().unwrap();
     let mut back = vec![0u8; 9 << 20];
     a.copyout(&mut back, &b).unwrap();

@@ -131,13 +131,15 @@ fn a_uvm_mapping_failing_mid_copy_is_named_and_leaks_nothing() {
     let chunk = dev.backend().staging_chunk();
     let (a, b) = alloc(&dev, chunk + 64);
     let data: Vec<u8> = (0..chunk + 64).map(|i| (i % 253) as u8).collect();
+    // The GPU held up (a kernel behind a gate), two chunks: the first reuses the warm device's
+    // idle staging buffer and its copy is submitted; that buffer stays busy, so the second
+    // needs a new one, whose UVM mapping fails with the first copy in flight.
+    let (gate, _q, _prg, _bufs) = stuck_run(&dev, "E_gate");
     let (objects, (low, high)) = live(&dev, &emu);
-    // Two chunks: the first reuses the warm device's idle staging buffer and its copy is
-    // submitted; the second needs a new buffer, whose UVM mapping fails with the first copy in
-    // flight.
     emu.fail_nv_ioctl("UVM_MAP_EXTERNAL_ALLOCATION", 0, NV_ERR_NO_MEMORY)
         .unwrap();
     let e = a.copyin(&b, &data).unwrap_err();
+    gate.set_value(1).unwrap();
     let m = e.message();
     assert!(
         m.contains("UVM_MAP_EXTERNAL_ALLOCATION") && m.contains("NV_ERR_NO_MEMORY"),
