@@ -1,17 +1,22 @@
-//! Software prefetch of CPU reduce loops (`renderer/llvmir/prefetch.rs`, beyond tinygrad 0.9.1):
+//! Software prefetch and transposed row accumulators of CPU reduce loops
+//! (`renderer/llvmir/prefetch.rs`, `renderer/cstyle/row_transpose.rs`, beyond tinygrad 0.9.1):
 //! the LLVM CPU kernel of a row sum, a row max, layernorm's and softmax's reductions prefetch
 //! every row stream (one `llvm.prefetch` per load of the reduce loop, typed and opaque pointers
-//! alike); a matmul, a column sum and an elementwise kernel get none. The prefetch is only a hint:
-//! row sums (one kernel shape per row count and length, lengths whose prefetches reach past the
-//! buffer's end included), layernorm and softmax over rows holding NaN, infinities, signed zeros
-//! and denormals give INTERP's bits on CLANG and LLVM, and the row sums equal a host sum that adds
-//! each row's values in order.
+//! alike); a matmul, a column sum and an elementwise kernel get none. The CLANG kernel of a row
+//! sum over 8 rows at once keeps the 8 accumulators in one `float8` fed by a shuffle transpose of
+//! the rows' float4 loads (and prefetches rows of 4 KiB or more); a row max, a variance, a column
+//! sum and a matmul keep their scalar code. Neither changes a bit: row sums (one kernel shape per
+//! row count and length, lengths whose prefetches reach past the buffer's end included),
+//! layernorm and softmax over rows holding NaN, infinities, signed zeros and denormals give
+//! INTERP's bits on CLANG and LLVM, and the row sums equal a host sum that adds each row's values
+//! in order.
 
 mod tensor_common;
 
 use rawgrad::codegen::kernel::Kernel;
 use rawgrad::engine::realize::get_kernel;
 use rawgrad::ops::LazyOp;
+use rawgrad::renderer::cstyle::ClangRenderer;
 use rawgrad::renderer::llvmir::LLVMRenderer;
 use rawgrad::renderer::Renderer;
 use rawgrad::Tensor;
@@ -104,20 +109,24 @@ fn prefetched_reductions_give_the_interpreters_bits() {
     }
 }
 
-/// The LLVM CPU IR of each kernel of `t`'s schedule (opts from `get_kernel`).
-fn llvm_irs(t: &Tensor, opaque: bool) -> Vec<String> {
-    let r = LLVMRenderer::cpu(opaque);
+/// The source of each kernel of `t`'s schedule rendered by `r` (opts from `get_kernel`).
+fn sources(r: &dyn Renderer, t: &Tensor) -> Vec<String> {
     let asts: Vec<Vec<LazyOp>> = check(&[t], &[], true)
         .into_iter()
         .map(|si| si.ast.clone())
         .collect();
     asts.iter()
         .map(|ast| {
-            let mut k: Kernel = get_kernel(&r, ast).unwrap();
+            let mut k: Kernel = get_kernel(r, ast).unwrap();
             let uops = k.linearize_as("k").unwrap().uops.clone();
             r.render("k", &uops).unwrap()
         })
         .collect()
+}
+
+/// The LLVM CPU IR of each kernel of `t`'s schedule.
+fn llvm_irs(t: &Tensor, opaque: bool) -> Vec<String> {
+    sources(&LLVMRenderer::cpu(opaque), t)
 }
 
 fn prefetches(ir: &str) -> usize {
@@ -156,6 +165,61 @@ fn llvm_cpu_reduce_loops_prefetch_their_row_streams_only() {
         let ew = llvm_irs(&(x() + x()).unwrap(), opaque);
         for ir in col.iter().chain(&mm).chain(&ew) {
             assert_eq!(prefetches(ir), 0, "{ir}");
+        }
+    }
+}
+
+/// The transposed form's vector adds in a CLANG source (4 per iteration of a loop in the form).
+fn transposed_adds(src: &str) -> usize {
+    src.lines()
+        .filter(|l| {
+            let l = l.trim();
+            l.contains(" = __builtin_shufflevector(") && l.starts_with("acc")
+        })
+        .count()
+}
+
+#[test]
+fn clang_row_sums_keep_8_rows_in_one_transposed_vector_accumulator() {
+    let _d = on("CLANG");
+    let r = ClangRenderer::new();
+    let src = |t: Tensor| sources(&r, &t);
+    let x = |rows: usize, c: usize| Tensor::empty(&[rows, c]).unwrap();
+    // 8 rows of 4 KiB: the form and one prefetch per row stream
+    let s = src(x(64, 1024).sum_axis(1, false).unwrap()).remove(0);
+    assert_eq!(transposed_adds(&s), 4, "{s}");
+    assert!(
+        s.contains("float8 acc8 = {acc0,acc1,acc2,acc3,acc4,acc5,acc6,acc7};"),
+        "{s}"
+    );
+    assert!(s.contains("acc7 = acc8[7];"), "{s}");
+    assert_eq!(s.matches("__builtin_prefetch(").count(), 8, "{s}");
+    // the shapes of the bit-exact test with 8 rows and a loop of float4 loads: the form, and a
+    // prefetch only where a row is at least 4 KiB
+    for (rows, c, prefetches) in [(16, 1028, 8), (24, 256, 0), (8, 4100, 8)] {
+        let s = src(x(rows, c).sum_axis(1, false).unwrap()).remove(0);
+        assert_eq!(transposed_adds(&s), 4, "{rows}x{c}: {s}");
+        assert_eq!(s.matches("__builtin_prefetch(").count(), prefetches, "{s}");
+    }
+    // layernorm: the mean takes the form; the variance (a sum of squares) and the normalizing
+    // elementwise kernel do not
+    let ln = src(x(64, 1024).layernorm(-1, 1e-5).unwrap());
+    let counts: Vec<usize> = ln.iter().map(|s| transposed_adds(s)).collect();
+    assert_eq!(counts, vec![4, 0, 0], "{ln:?}");
+    // a row max (no vector MAX in C), 4 rows, a column sum and a matmul keep their scalar code
+    let others = [
+        x(64, 1024).max_axis(1, false).unwrap(),
+        x(12, 40).sum_axis(1, false).unwrap(),
+        x(64, 1024).sum_axis(0, false).unwrap(),
+        x(64, 1024)
+            .matmul(&Tensor::empty(&[1024, 64]).unwrap())
+            .unwrap(),
+    ];
+    for t in others {
+        for s in src(t) {
+            assert_eq!(transposed_adds(&s), 0, "{s}");
+            assert!(!s.contains("__builtin_shufflevector"), "{s}");
+            assert!(!s.contains("__builtin_prefetch"), "{s}");
         }
     }
 }

@@ -27,6 +27,7 @@ mod bf16;
 mod clang;
 mod lane_loads;
 mod names;
+mod row_transpose;
 
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashMap};
@@ -60,6 +61,8 @@ pub struct CStyleLanguage {
     pub split_outer_loop: bool,
     /// Render a vector load read only lane by lane as one scalar load per lane (`cstyle/lane_loads.rs`).
     pub scalar_lane_loads: bool,
+    /// Keep the 8 row accumulators of a row sum in one vector (`cstyle/row_transpose.rs`).
+    pub transposed_rows: bool,
 }
 
 /// What a rendered kernel needs in front of it (includes, typedefs, helpers).
@@ -315,6 +318,8 @@ struct State {
     whole_used: UOpMap<()>,
     /// The lane names of each vector load rendered as lane loads.
     lanes: UOpMap<Vec<String>>,
+    /// The loops rendered with transposed row accumulators.
+    rows: row_transpose::Plan,
 }
 
 impl State {
@@ -447,6 +452,7 @@ pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Res
         needs: Needs::default(),
         whole_used: UOpMap::default(),
         lanes: UOpMap::default(),
+        rows: row_transpose::Plan::default(),
     };
     let mut child_count: UOpMap<usize> =
         UOpMap::with_capacity_and_hasher(uops.len(), Default::default());
@@ -466,6 +472,10 @@ pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Res
             }
         }
     }
+    st.rows = row_transpose::plan(l, uops, &child_count);
+    let row_loads: Vec<UOp> = st.rows.loads().cloned().collect();
+    st.whole_used
+        .extend(row_loads.into_iter().map(|ld| (ld, ())));
     let split = if l.lang().split_outer_loop {
         split_range(uops)
     } else {
@@ -525,6 +535,7 @@ fn render_uop<L: CStyle + ?Sized>(
         UOps::ENDRANGE | UOps::ENDIF => {
             st.depth = st.depth.saturating_sub(1);
             st.kk("}");
+            row_transpose::close(st, u)?;
         }
         UOps::STORE => render_store_uop(l, st, u)?,
         UOps::NOOP => {}
@@ -757,9 +768,16 @@ fn render_misc<L: CStyle + ?Sized>(
     split: bool,
 ) -> Result<()> {
     match (u.op(), u.arg()) {
-        (UOps::RANGE, _) => render_range(st, u, split, l)?,
+        (UOps::RANGE, _) => {
+            row_transpose::open(l, st, u)?;
+            render_range(st, u, split, l)?;
+        }
         (UOps::ALU, _) => render_alu(l, st, u, d, children)?,
-        (UOps::LOAD, _) => lane_loads::render_load_uop(l, st, u, d)?,
+        (UOps::LOAD, _) => {
+            lane_loads::render_load_uop(l, st, u, d)?;
+            row_transpose::after_load(st, u)?;
+        }
+        (UOps::PHI, _) if st.rows.is_phi(u) => row_transpose::phi(l, st, u)?,
         (UOps::PHI, _) => {
             let (acc, v) = (st.src(u, 0)?, st.src(u, 1)?);
             kk!(st; acc, " = ", v, ";");

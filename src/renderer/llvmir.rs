@@ -67,7 +67,7 @@ mod exp2;
 mod index;
 mod memory;
 pub mod nvptx;
-mod prefetch;
+pub(crate) mod prefetch;
 mod types;
 mod walk;
 mod wmma;

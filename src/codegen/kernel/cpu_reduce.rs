@@ -38,9 +38,10 @@
 //! plain shuffles written with `__builtin_shufflevector` 1.90 (C written as one `float8`
 //! accumulator over the 8 rows built lane by lane, `(float8){v0[0], .., v7[0]}`: 2.55 with the
 //! prefetch, 2.90 without). The LLVM renderer now prefetches such streams
-//! (`renderer/llvmir/prefetch.rs`); the opts here are unchanged. Left: CLANG would need the
-//! transposed `float8` accumulator from the linearizer and its shuffles in the C renderer, and
-//! LLVM would gain another 5-10% from emitting the plain shuffles itself.
+//! (`renderer/llvmir/prefetch.rs`); the opts here are unchanged. The C renderer writes the
+//! transposed `float8` accumulator with those shuffles and the prefetch itself
+//! (`renderer/cstyle/row_transpose.rs`). Left: LLVM would gain another 5-10% from emitting the
+//! plain shuffles itself.
 //!
 //! W10 (layernorm, 8192x1024) by kernel, the LLVM device's objects in a harness, best of 30-40
 //! (3 runs, with the prefetch): mean 1.08-1.21 ms, variance 1.09-1.33, the normalizing

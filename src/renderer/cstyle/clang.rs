@@ -20,6 +20,9 @@
 //!   `__attribute__((vector_size(N), aligned(scalar)))` typedefs (so unaligned addresses are fine),
 //!   emitted only when used; lanes are read with `[i]`. A vector load read only lane by lane is
 //!   one scalar load per lane instead (`cstyle/lane_loads.rs`: gcc vectorizes those better).
+//! - a row sum over 8 rows at once keeps its 8 accumulators in one `float8` fed by a shuffle
+//!   transpose of the rows' float4 loads, with a prefetch of long row streams
+//!   (`cstyle/row_transpose.rs`; the same bits).
 //! - multi-core: when the kernel's outermost loop is a non-reduce RANGE that holds every store, it
 //!   runs only the slice `[N*core/ncores, N*(core+1)/ncores)` of its `N` iterations, with `core`
 //!   and `ncores` as two extra trailing parameters. Every kernel also gets the fixed-ABI entry point
@@ -84,6 +87,7 @@ impl ClangRenderer {
                 smem_prefix_for_cast: true,
                 split_outer_loop: true,
                 scalar_lane_loads: true,
+                transposed_rows: true,
                 ..CStyleLanguage::default()
             },
         }

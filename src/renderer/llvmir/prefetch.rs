@@ -37,7 +37,7 @@ use crate::dtype::ConstValue;
 use crate::ops::{BinaryOps, Op, UnaryOps};
 
 /// How far ahead of a streaming load its prefetch reads, in bytes.
-pub(super) const PREFETCH_BYTES: i64 = 1024;
+pub(crate) const PREFETCH_BYTES: i64 = 1024;
 /// The shortest stream (bytes one load reads over the loop) that gets a prefetch: at least 3/4 of
 /// its prefetches fall inside it.
 const MIN_STREAM: i64 = 4 * PREFETCH_BYTES;
@@ -51,7 +51,7 @@ struct Open {
 }
 
 /// The loads of `uops` (a linear list) that get a prefetch (module doc).
-pub(super) fn streaming_loads(uops: &[UOp]) -> UOpMap<()> {
+pub(crate) fn streaming_loads(uops: &[UOp]) -> UOpMap<()> {
     let mut out: UOpMap<()> = UOpMap::default();
     let mut stack: Vec<Open> = vec![];
     for u in uops {
