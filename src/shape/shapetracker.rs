@@ -357,7 +357,7 @@ impl ShapeTracker {
     /// Whether `idx{axis}` appears in the validity expression.
     pub fn axis_is_masked(&self, axis: usize) -> Result<bool> {
         let name = format!("idx{axis}");
-        Ok(self.valid_var_names()?.iter().any(|v| *v == name))
+        Ok(self.valid_var_names()?.contains(&name))
     }
 
     /// The names of the Variables in the validity expression (of `expr_idxs(None)`).

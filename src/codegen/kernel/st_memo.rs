@@ -76,7 +76,7 @@ impl StMemo {
             }
         };
         let name = format!("idx{axis}");
-        Ok(names.iter().any(|n| *n == name))
+        Ok(names.contains(&name))
     }
 }
 
