@@ -29,6 +29,7 @@ pub mod cpu_reduce;
 pub mod cpu_tile;
 mod heuristics;
 pub mod opts;
+mod st_memo;
 mod tensor_cores;
 #[cfg(test)]
 mod tests;
@@ -123,6 +124,8 @@ pub struct Kernel {
     /// `cpu_tile.rs`; 0.9.1 groups only 2 or 4).
     pub wide_vectors: bool,
     pub(crate) linearized: Option<Linearized>,
+    /// Real strides and masked axes per tracker (`kernel/st_memo.rs`), shared with clones.
+    st_memo: st_memo::StMemo,
 }
 
 /// How many kernels of each function name were linearized (tinygrad's `Linearizer.kernel_cnt`).
@@ -265,6 +268,7 @@ impl Kernel {
             bufs_for_tensor_core: vec![],
             wide_vectors: false,
             linearized: None,
+            st_memo: st_memo::StMemo::default(),
         };
         k.permute_reduce_last()?;
         k.simplify_ones()?;
@@ -415,7 +419,7 @@ impl Kernel {
     pub fn upcasted_axis(&self, i: usize) -> Result<Vec<(i64, Option<Sint>, bool)>> {
         let st = self.st(i)?;
         let start = self.shape_len().saturating_sub(self.upcasted);
-        let strides = st.real_strides(false)?;
+        let strides = self.real_strides(i)?;
         let (out, full) = (self.output_shape(), self.full_shape());
         let mut ret = Vec::with_capacity(self.upcasted);
         for d in start..self.shape_len() {
@@ -479,7 +483,7 @@ impl Kernel {
         let st = self.st(i)?;
         let start = self.shape_len().saturating_sub(self.upcasted);
         let mut out = vec![];
-        for x in st.unit_stride_axes(false)? {
+        for x in self.unit_stride_axes(i)? {
             if x >= start
                 && st
                     .shape()
@@ -490,6 +494,27 @@ impl Kernel {
             }
         }
         Ok(out)
+    }
+
+    /// `real_strides(false)` of buffer `i`'s tracker, memoized per tracker.
+    pub fn real_strides(&self, i: usize) -> Result<Vec<Option<Sint>>> {
+        self.st_memo.real_strides(self.st(i)?)
+    }
+
+    /// The dims of buffer `i`'s tracker with real stride 1 (`unit_stride_axes(false)`), memoized.
+    pub fn unit_stride_axes(&self, i: usize) -> Result<Vec<usize>> {
+        Ok(self
+            .real_strides(i)?
+            .iter()
+            .enumerate()
+            .filter(|(_, st)| st.as_ref().is_some_and(|s| *s == 1))
+            .map(|(i, _)| i)
+            .collect())
+    }
+
+    /// Whether `idx{axis}` appears in the validity of buffer `i`'s tracker, memoized.
+    pub fn axis_is_masked(&self, i: usize, axis: usize) -> Result<bool> {
+        self.st_memo.axis_is_masked(self.st(i)?, axis)
     }
 
     pub(crate) fn st(&self, i: usize) -> Result<&ShapeTracker> {
@@ -623,10 +648,8 @@ impl Kernel {
             return Ok(());
         }
         let shapes: Vec<Vec<Sint>> = self.sts.iter().map(|s| s.shape().to_vec()).collect();
-        let strides: Vec<Vec<Option<Sint>>> = self
-            .sts
-            .iter()
-            .map(|s| s.real_strides(false))
+        let strides: Vec<Vec<Option<Sint>>> = (0..self.sts.len())
+            .map(|i| self.real_strides(i))
             .collect::<Result<_>>()?;
         let fr = self.first_reduce();
         let mut rets: Vec<Vec<(Sint, Option<Sint>)>> = shapes

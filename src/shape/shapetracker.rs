@@ -356,9 +356,18 @@ impl ShapeTracker {
 
     /// Whether `idx{axis}` appears in the validity expression.
     pub fn axis_is_masked(&self, axis: usize) -> Result<bool> {
-        let (_, valid) = self.expr_idxs(None)?;
         let name = format!("idx{axis}");
-        Ok(valid.vars().iter().any(|v| v.expr() == Some(name.as_str())))
+        Ok(self.valid_var_names()?.contains(&name))
+    }
+
+    /// The names of the Variables in the validity expression (of `expr_idxs(None)`).
+    pub fn valid_var_names(&self) -> Result<Vec<String>> {
+        let (_, valid) = self.expr_idxs(None)?;
+        Ok(valid
+            .vars()
+            .iter()
+            .filter_map(|v| v.expr().map(str::to_string))
+            .collect())
     }
 
     // *** movement ops ***

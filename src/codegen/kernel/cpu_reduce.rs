@@ -134,7 +134,7 @@ impl Kernel {
         }
         let mut any = false;
         for (i, b) in self.bufs.iter().enumerate() {
-            let strides = self.st(i)?.real_strides(false)?;
+            let strides = self.real_strides(i)?;
             if strides.get(axis) == Some(&Some(Node::Num(0))) {
                 if !matches!(b, KernelBuf::Const(_)) {
                     return Ok(false);
@@ -154,7 +154,7 @@ impl Kernel {
             if !self.earlybufs.contains(b) {
                 continue;
             }
-            let strides = self.st(i)?.real_strides(false)?;
+            let strides = self.real_strides(i)?;
             for (a, s) in strides.iter().take(fr).enumerate() {
                 unit[a] |= *s == Some(Node::Num(1));
             }

@@ -235,8 +235,7 @@ impl Kernel {
                 KernelBuf::Const(_) => {}
                 _ => return Ok(None),
             }
-            let st = self.st(i)?;
-            let s = st.real_strides(false)?;
+            let s = self.real_strides(i)?;
             out.push(s.into_iter().map(|s| s.and_then(|s| s.as_int())).collect());
         }
         Ok(Some(out))

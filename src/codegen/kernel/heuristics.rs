@@ -42,8 +42,8 @@ impl Kernel {
     pub fn float4_axis(&self, i: usize) -> Result<Vec<usize>> {
         let st = self.st(i)?;
         let start = self.shape_len().saturating_sub(self.upcasted);
-        Ok(st
-            .unit_stride_axes(false)?
+        Ok(self
+            .unit_stride_axes(i)?
             .into_iter()
             .filter(|&x| x >= start && st.shape().get(x).is_some_and(|s| divides(s, 4)))
             .map(|x| x - start)
@@ -155,7 +155,7 @@ impl Kernel {
         };
         let (i0, i1) = (idx(&mul.src()[0])?, idx(&mul.src()[1])?);
         let (st0, st1) = (self.st(i0)?.clone(), self.st(i1)?.clone());
-        let (s0, s1) = (st0.real_strides(false)?, st1.real_strides(false)?);
+        let (s0, s1) = (self.real_strides(i0)?, self.real_strides(i1)?);
         let expanded = |shape: &[Sint], strides: &[Option<Sint>]| {
             shape.iter().zip(strides).any(|(s, st)| {
                 py_gt(s, &Node::Num(1)).unwrap_or(false) && *st == Some(Node::Num(0))
@@ -225,8 +225,8 @@ impl Kernel {
                 continue;
             }
             let mut masked = false;
-            for st in &self.sts {
-                masked |= st.axis_is_masked(axis)?;
+            for i in 0..self.sts.len() {
+                masked |= self.axis_is_masked(i, axis)?;
             }
             let chosen: Vec<Sint> = to_upcast.iter().map(|&j| full[j].clone()).collect();
             let total = upcast_prod.try_mul(&sint_prod(&chosen)?)?.try_mul(size)?;

@@ -113,8 +113,8 @@ impl Kernel {
         let Some((buf0, buf1)) = self.tc_mul_bufs(reduceop, tc, opt_level) else {
             return Ok(None);
         };
-        let s0 = self.st(buf0)?.real_strides(false)?;
-        let s1 = self.st(buf1)?.real_strides(false)?;
+        let s0 = self.real_strides(buf0)?;
+        let s1 = self.real_strides(buf1)?;
         let fr = self.first_reduce();
         let zero = |s: &Option<crate::shape::Sint>| *s == Some(crate::shape::Node::Num(0));
         let axis_buf0: Vec<usize> = (0..fr).filter(|&i| zero(&s0[i])).collect();

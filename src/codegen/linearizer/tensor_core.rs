@@ -78,7 +78,7 @@ impl Lin {
         for (op, (b0, b1)) in self.k.bufs_for_tensor_core.clone() {
             let mut per_op = vec![];
             for (pos, b) in [b0, b1].into_iter().enumerate() {
-                let strides = self.k.st(b)?.real_strides(false)?;
+                let strides = self.k.real_strides(b)?;
                 let mut idxs: Vec<Node> = all
                     .iter()
                     .zip(&strides)
