@@ -503,13 +503,9 @@ impl Kernel {
 
     /// The dims of buffer `i`'s tracker with real stride 1 (`unit_stride_axes(false)`), memoized.
     pub fn unit_stride_axes(&self, i: usize) -> Result<Vec<usize>> {
-        Ok(self
-            .real_strides(i)?
-            .iter()
-            .enumerate()
-            .filter(|(_, st)| st.as_ref().is_some_and(|s| *s == 1))
-            .map(|(i, _)| i)
-            .collect())
+        Ok(crate::shape::shapetracker::unit_stride_dims(
+            &self.real_strides(i)?,
+        ))
     }
 
     /// Whether `idx{axis}` appears in the validity of buffer `i`'s tracker, memoized.

@@ -70,6 +70,16 @@ fn default_idxs(shape: &[Sint]) -> Result<Vec<Node>> {
     Ok(out)
 }
 
+/// The dims of `real_strides` whose stride is 1.
+pub fn unit_stride_dims(real_strides: &[Option<Sint>]) -> Vec<usize> {
+    real_strides
+        .iter()
+        .enumerate()
+        .filter(|(_, st)| st.as_ref().is_some_and(|s| *s == 1))
+        .map(|(i, _)| i)
+        .collect()
+}
+
 impl ShapeTracker {
     /// A contiguous tracker of `shape`.
     pub fn from_shape(shape: &[Sint]) -> Result<ShapeTracker> {
@@ -345,13 +355,7 @@ impl ShapeTracker {
 
     /// Dims whose real stride is 1.
     pub fn unit_stride_axes(&self, ignore_valid: bool) -> Result<Vec<usize>> {
-        Ok(self
-            .real_strides(ignore_valid)?
-            .iter()
-            .enumerate()
-            .filter(|(_, st)| st.as_ref().is_some_and(|s| *s == 1))
-            .map(|(i, _)| i)
-            .collect())
+        Ok(unit_stride_dims(&self.real_strides(ignore_valid)?))
     }
 
     /// Whether `idx{axis}` appears in the validity expression.

@@ -152,6 +152,18 @@ mod tests {
         get_reads: usize,
     }
 
+    impl FakeRing {
+        fn new(slots: usize) -> FakeRing {
+            FakeRing {
+                slots: vec![0; slots],
+                gp_get: 0,
+                gp_put: 0,
+                log: vec![],
+                get_reads: 0,
+            }
+        }
+    }
+
     impl GpFifoIo for FakeRing {
         fn write_entry(&mut self, index: u32, entry: u64) -> Result<()> {
             self.slots[index as usize] = entry;
@@ -175,13 +187,7 @@ mod tests {
 
     #[test]
     fn ring_order_wrap_and_flow_control() {
-        let mut ring = FakeRing {
-            slots: vec![0; 4],
-            gp_get: 0,
-            gp_put: 0,
-            log: vec![],
-            get_reads: 0,
-        };
+        let mut ring = FakeRing::new(4);
         let mut f = GpFifo::new(4, 0xAB).unwrap();
         for i in 0..3 {
             assert!(f.try_submit(0x100 + i, &mut ring).unwrap());
@@ -211,13 +217,7 @@ mod tests {
     /// last shows a full ring; a stale value never lets a submission overrun the GPU.
     #[test]
     fn gp_get_is_read_only_when_the_ring_looks_full() {
-        let mut ring = FakeRing {
-            slots: vec![0; 8],
-            gp_get: 0,
-            gp_put: 0,
-            log: vec![],
-            get_reads: 0,
-        };
+        let mut ring = FakeRing::new(8);
         let mut f = GpFifo::new(8, 1).unwrap();
         for i in 0..7 {
             assert!(f.try_submit(i, &mut ring).unwrap());
