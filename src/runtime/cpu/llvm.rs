@@ -365,12 +365,8 @@ impl LLVMCompiler {
     /// With a given libLLVM and pipeline, for this machine's CPU.
     pub fn with_pipeline(llvm: Arc<Llvm>, pipeline: Pipeline) -> Result<LLVMCompiler> {
         llvm.set_isel(pipeline.isel)?;
-        let mut opts = CompileOptions::new(
-            &llvm.host_triple(),
-            &llvm.host_cpu(),
-            &llvm.host_features(),
-            false,
-        );
+        let features = compile_features(llvm.version().major, &llvm.host_features());
+        let mut opts = CompileOptions::new(&llvm.host_triple(), &llvm.host_cpu(), &features, false);
         opts.passes.clone_from(&pipeline.passes);
         opts.codegen_level = pipeline.codegen;
         Ok(LLVMCompiler {
@@ -537,6 +533,23 @@ pub fn open_llvm(name: &str) -> Result<Compiled> {
         compiler: Arc::new(compiler),
         renderer,
     })
+}
+
+/// The host's features (`+sse2,+avx,...`) as libLLVM `major` can compile for them. Under
+/// `avx512fp16` (Sapphire Rapids and later) half is a legal x86 type, and LLVM 14's backend has
+/// no lowering for its math: `llvm.log2.f16` aborted the whole process in instruction selection
+/// ("Cannot select: f16 = flog2"). Before LLVM 15 the feature is turned off, so half computes
+/// through float as on every other x86 CPU: the same bits (float's 24 bits make the double
+/// rounding of an add, multiply, divide or square root exact, and math functions go through
+/// float either way).
+pub fn compile_features(major: u32, host: &str) -> String {
+    if major >= 15 || !cfg!(target_arch = "x86_64") {
+        return host.to_string();
+    }
+    host.split(',')
+        .map(|f| if f == "+avx512fp16" { "-avx512fp16" } else { f })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 #[cfg(test)]

@@ -690,3 +690,18 @@ fn optnone_entry_leaves_the_kernel_code_as_it_was() {
         );
     }
 }
+
+/// Before LLVM 15 an x86 host's `avx512fp16` is turned off (its half math aborts LLVM 14's
+/// instruction selection); every other feature, and every feature for LLVM 15+, is kept.
+#[test]
+fn llvm_14_compiles_without_avx512fp16() {
+    let host = "+sse2,+avx512f,+avx512fp16,-amx-tile";
+    if cfg!(target_arch = "x86_64") {
+        assert_eq!(
+            compile_features(14, host),
+            "+sse2,+avx512f,-avx512fp16,-amx-tile"
+        );
+    }
+    assert_eq!(compile_features(15, host), host);
+    assert_eq!(compile_features(14, "+sse2,+avx2"), "+sse2,+avx2");
+}
