@@ -24,7 +24,7 @@ use std::process::ExitCode;
 const USAGE: &str = "usage: bench dispatch [--devices CLANG,NV,CUDA] [--n 1000] [--repeats 21] \
 [--sizes-mib 1,64 | --sizes-bytes 4096] [--baseline DEVICE]
        bench workloads [--workloads W1,W3] [--devices CLANG,LLVM] [--threads 1,all] \
-[--repeats 11] [--budget-s 10] [--copy-mib 256] [--cold-runs 3]
+[--repeats 11] [--budget-s 10] [--copy-mib 256] [--cold-runs 3] [--warm-s 0.3] [--flush-mib 0]
        bench beam [--device CLANG] [--amt 2] [--repeats 3] [--n 256] [--rows 1024] [--cols 1024]
        bench jit [--devices CLANG,LLVM] [--kernels 64] [--n 1024] [--repeats 21] [--graph-only 1]
        bench codegen [--workloads W3,W7] [--devices CLANG,LLVM] [--repeats 5] [--dump DIR] \

@@ -8,11 +8,22 @@
 //! called directly, no disk cache; wall time and the thread's CPU time); then per thread count
 //! the cold time (below), and the steady-state time of running the lowered items (compiled,
 //! buffers allocated), `repeats`
-//! times (at most `budget_s` seconds of repeats after the first), as median and p10-p90 (wall,
+//! times (at most `budget_s` seconds of repeats after the warm-up), as median and p10-p90 (wall,
 //! and the calling thread's CPU time), and the rate at the median (GFLOP/s or GB/s
 //! from the kernels' own estimates) with its ratio to the ceiling for that many threads. W9 runs
 //! 64 eager steps (build, schedule, look up, run one 1024-element kernel each); its time is per
 //! kernel. No thresholds: the numbers are for people.
+//!
+//! Steady state means the caches as repeated runs leave them: before the timed runs the workload
+//! runs for `warm_s` seconds (at least once). One warm-up run was not enough: a last-level cache
+//! that admits a stream adaptively takes many passes to hold an input again once something else
+//! streamed through it (the cold runs' fresh inputs, the other device's rows, the ceilings' copy,
+//! other processes). On a 2-core KVM guest of a Xeon with a 480 MiB L3, W2's 64 MiB input needed
+//! 15-30 passes after another 64 MiB stream (CLANG one thread: 4.6-5.1 ms, falling to 2.6-2.8),
+//! so 7 repeats after one warm-up timed that descent: medians 3.0-4.7 ms in back-to-back runs of
+//! the same binary, where a harness calling the same object on a hot input gives 2.4-2.5 ms.
+//! `flush_mib` > 0 times the other regime: before each timed run (outside the timing) a scratch
+//! buffer of that size is written, so the inputs come from memory, as the copy ceiling's do.
 //!
 //! Cold: wall time of the workload's first realize (`schedule_with_vars` + `run_schedule`, then a
 //! device synchronize) with an empty method cache and no disk compile cache (`CACHELEVEL=0`):
@@ -58,6 +69,10 @@ pub struct Config {
     pub ceilings: bool,
     /// Cold realizes per row (0: none).
     pub cold_runs: usize,
+    /// Seconds the workload runs before its timed runs (at least once; not for W4).
+    pub warm_s: f64,
+    /// MiB written to a scratch buffer before each timed run (0: none; module doc).
+    pub flush_mib: usize,
 }
 
 fn cores() -> usize {
@@ -75,6 +90,8 @@ impl Default for Config {
             copy_bytes: 256 << 20,
             ceilings: true,
             cold_runs: 3,
+            warm_s: 0.3,
+            flush_mib: 0,
         }
     }
 }
@@ -93,7 +110,7 @@ pub(crate) fn pick_workloads(list: &str) -> Result<Vec<&'static Workload>> {
 
 impl Config {
     /// Parse `--workloads W1,W3 --devices CLANG,LLVM --threads 1,all --repeats N --budget-s S
-    /// --copy-mib M`.
+    /// --copy-mib M --cold-runs N --warm-s S --flush-mib M`.
     pub fn parse(args: &[String]) -> Result<Config> {
         let mut c = Config::default();
         let mut it = args.iter();
@@ -128,10 +145,13 @@ impl Config {
                 "--budget-s" => c.budget_s = num(v)?,
                 "--copy-mib" => c.copy_bytes = ((num(v)? * 1048576.0) as usize).max(4096),
                 "--cold-runs" => c.cold_runs = num(v)? as usize,
+                "--warm-s" => c.warm_s = num(v)?,
+                "--flush-mib" => c.flush_mib = num(v)? as usize,
                 other => {
                     return Err(Error::InvalidArgument(format!(
                         "workloads: unknown option {other} (--workloads, --devices, --threads, \
-                         --repeats, --budget-s, --copy-mib, --cold-runs, --no-ceilings)"
+                         --repeats, --budget-s, --copy-mib, --cold-runs, --warm-s, --flush-mib, \
+                         --no-ceilings)"
                     )))
                 }
             }
@@ -218,17 +238,29 @@ pub(crate) fn thread_cpu_s() -> f64 {
 /// Wall and calling-thread CPU seconds of each timed run.
 type Times = (Vec<f64>, Vec<f64>);
 
-/// Run `f` once (warm-up, unless `steady_only`), then up to `repeats` times within `budget_s`;
-/// the times in seconds (wall, and the calling thread's CPU time: with one thread the kernels run
-/// on the calling thread, so on a loaded machine it is the time the work itself took).
+/// Run `f` for `warm_s` seconds, at least once (the warm-up, unless `steady_only`; module doc),
+/// then up to `repeats` times within `budget_s`, each after writing `flush_mib` MiB of scratch
+/// when asked; the times in seconds (wall, and the calling thread's CPU time: with one thread
+/// the kernels run on the calling thread, so on a loaded machine it is the time the work itself
+/// took).
 fn repeat(cfg: &Config, warm: bool, mut f: impl FnMut() -> Result<()>) -> Result<Times> {
     if warm {
+        let start = Instant::now();
         f()?;
+        while start.elapsed().as_secs_f64() < cfg.warm_s {
+            f()?;
+        }
     }
+    let mut scratch = vec![0u8; cfg.flush_mib << 20];
     let (start, mut times, mut cpu) = (Instant::now(), vec![], vec![]);
     while times.len() < cfg.repeats
         && (times.is_empty() || start.elapsed().as_secs_f64() < cfg.budget_s)
     {
+        if !scratch.is_empty() {
+            let b = scratch[0].wrapping_add(1);
+            scratch.fill(b);
+            std::hint::black_box(&scratch);
+        }
         let (t, c) = (Instant::now(), thread_cpu_s());
         f()?;
         times.push(t.elapsed().as_secs_f64());
@@ -368,9 +400,16 @@ fn table(cfg: &Config, ceil: &[Ceilings], rows: &[Row]) -> String {
     let mut out = String::new();
     let _ = writeln!(
         out,
-        "workloads: up to {} repeats ({} s budget each), median [p10-p90]; rate at the median; \
-         % of the ceiling with the same threads",
-        cfg.repeats, cfg.budget_s
+        "workloads: up to {} repeats ({} s budget each) after {} s of warm-up runs{}, median \
+         [p10-p90]; rate at the median; % of the ceiling with the same threads",
+        cfg.repeats,
+        cfg.budget_s,
+        cfg.warm_s,
+        if cfg.flush_mib > 0 {
+            format!(", each after writing {} MiB of scratch", cfg.flush_mib)
+        } else {
+            String::new()
+        }
     );
     for c in ceil {
         let fma = c.fma.map_or("not measured".to_string(), |f| {
