@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::hcq::signal::HcqSignal;
+use crate::hcq::HcqBackend;
 use crate::runtime::nv::memory::{MemKind, MemOrigin};
 
 fn pattern(n: usize, seed: u32) -> Vec<u8> {
@@ -77,11 +78,45 @@ fn idle_staging_buffers_are_reused_before_new_ones_are_made() {
     assert_eq!(staged(), 3, "copyout reuses the idle buffers");
 }
 
+/// A copyout of several chunks submits the next chunk's copy before it reads the current one
+/// out, so it needs a second staging buffer, never the one about to be read (even when that
+/// one's copy has already finished); sequential copies would reuse one buffer. Every byte
+/// comes back, at chunk edges and through the streaming read-out as well.
+#[test]
+fn copyout_reads_one_chunk_while_the_next_is_copied() {
+    let (dev, _emu) = one_gpu();
+    let chunk = dev.backend().staging_chunk();
+    let n = 3 * chunk + 100;
+    let (a, b) = alloc(&dev, n);
+    let data = pattern(n, 11);
+    // Filled one chunk at a time, each copy finished before the next: one staging buffer.
+    for (i, piece) in data.chunks(chunk).enumerate() {
+        let at = a.offset(&b, piece.len(), i * chunk).unwrap();
+        a.copyin(&at, piece).unwrap();
+        a.synchronize().unwrap();
+    }
+    let staged = || dev.staging.lock().unwrap().bufs.len();
+    assert_eq!(staged(), 1);
+    for len in [n, 2 * chunk, chunk + 1, chunk, 4096] {
+        let mut out = vec![0u8; len];
+        let view = a.offset(&b, len, 0).unwrap();
+        a.copyout(&mut out, &view).unwrap();
+        assert!(out == data[..len], "a copyout of {len} bytes differs");
+    }
+    assert_eq!(staged(), 2, "two buffers in turn, never more");
+    // All idle now: the reserved buffer is still never handed out.
+    a.synchronize().unwrap();
+    let mut stg = dev.staging.lock().unwrap();
+    for reserved in 0..2 {
+        let (slot, _) = dev.staging_slot(&mut stg, Some(reserved)).unwrap();
+        assert_ne!(slot, reserved, "the buffer about to be read was handed out");
+    }
+}
+
 #[test]
 fn staging_is_host_os_descriptor_memory() {
     let (dev, _emu) = one_gpu();
-    let b = crate::hcq::HcqBackend::alloc(dev.backend(), 4096, &crate::hcq::device::STAGING_OPTS)
-        .unwrap();
+    let b = HcqBackend::alloc(dev.backend(), 4096, &crate::hcq::device::STAGING_OPTS).unwrap();
     assert_eq!(b.kind(), MemKind::Host);
     assert_eq!(b.origin(), MemOrigin::OsDescriptor);
     assert!(
