@@ -2,11 +2,12 @@
 //! directly (the memory behind every `CLANG`/`INTERP` buffer).
 //!
 //! What it owns: one block from the global allocator, aligned to 64 bytes (4096 for blocks of a
-//! page or more; 2 MiB for blocks of [`HUGE_MIN`] or more, which are also advised to the kernel as
-//! transparent-huge-page candidates before they are zeroed), freed when the value drops. Kernels get its raw address through
-//! [`HostMemory::addr`]; host code reads and writes it only through the bounds-checked accessors
-//! ([`HostMemory::read`], [`HostMemory::write`], [`HostMemory::fill`], [`HostMemory::copy_from`]),
-//! which serialize with each other through an internal lock.
+//! page or more; 2 MiB for blocks of [`HUGE_MIN`] or more, which are also advised to the kernel
+//! as transparent-huge-page candidates before they are zeroed), freed when the value drops.
+//! Kernels get its raw address through [`HostMemory::addr`]; host code reads and writes it only
+//! through the bounds-checked accessors ([`HostMemory::read`], [`HostMemory::write`],
+//! [`HostMemory::fill`], [`HostMemory::copy_from`]), which serialize with each other through an
+//! internal lock.
 //!
 //! Why huge pages: a kernel streaming a large buffer on 4 KiB pages misses the TLB every page
 //! (a two-level walk under KVM), and its software prefetches stop at page walks. On a loaded
@@ -17,13 +18,13 @@
 //! W2's CLANG object on both kinds of input: 2.37-2.42 -> 2.28-2.30 ms best with the input in L3,
 //! 4.56-4.61 -> 4.31-4.33 ms median from memory.
 //!
-//! Not guaranteed: huge pages are only advised (`MADV_HUGEPAGE`): where transparent huge pages are
-//! off, or the kernel has no free 2 MiB page, the block is on small pages, as before. A kernel
-//! writes through the raw address without taking that lock, so a kernel
-//! running on one thread while the host reads or writes the same bytes on another is a race the
-//! caller must order (the CLANG program returns only after every one of its threads finished,
-//! so a kernel call followed by a read on the same thread is ordered). The contents after a kernel
-//! wrote out of bounds are whatever the kernel wrote; this type cannot see it.
+//! Not guaranteed: huge pages are only advised (`MADV_HUGEPAGE`): where transparent huge pages
+//! are off, or the kernel has no free 2 MiB page, the block is on small pages, as before. A
+//! kernel writes through the raw address without taking that lock, so a kernel running on one
+//! thread while the host reads or writes the same bytes on another is a race the caller must
+//! order (the CLANG program returns only after every one of its threads finished, so a kernel
+//! call followed by a read on the same thread is ordered). The contents after a kernel wrote out
+//! of bounds are whatever the kernel wrote; this type cannot see it.
 
 use std::alloc::{alloc, dealloc, Layout};
 use std::fmt;
