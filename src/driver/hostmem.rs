@@ -2,8 +2,9 @@
 //! directly (the memory behind every `CLANG`/`INTERP` buffer).
 //!
 //! What it owns: one block from the global allocator, aligned to 64 bytes (4096 for blocks of a
-//! page or more; 2 MiB for blocks of [`HUGE_MIN`] or more, which are also advised to the kernel
-//! as transparent-huge-page candidates before they are zeroed), freed when the value drops.
+//! page or more), freed when the value drops; blocks of [`HUGE_MIN`] or more are their own
+//! anonymous mapping instead, 2 MiB-aligned and advised to the kernel as transparent-huge-page
+//! candidates before anything touches them.
 //! Kernels get its raw address through [`HostMemory::addr`]; host code reads and writes it only
 //! through the bounds-checked accessors ([`HostMemory::read`], [`HostMemory::write`],
 //! [`HostMemory::fill`], [`HostMemory::copy_from`]), which serialize with each other through an
@@ -26,7 +27,7 @@
 //! call followed by a read on the same thread is ordered). The contents after a kernel wrote out
 //! of bounds are whatever the kernel wrote; this type cannot see it.
 
-use std::alloc::{alloc, dealloc, Layout};
+use std::alloc::{alloc_zeroed, dealloc, Layout};
 use std::fmt;
 use std::sync::{Mutex, MutexGuard};
 
@@ -42,11 +43,19 @@ pub const HUGE_ALIGN: usize = 2 << 20;
 /// pages: a smaller block would waste up to half of its alignment padding).
 pub const HUGE_MIN: usize = 2 * HUGE_ALIGN;
 
+/// Where a block came from, for freeing it.
+enum Backing {
+    /// The global allocator, with this layout.
+    Heap(Layout),
+    /// Its own anonymous mapping of this many bytes (blocks of [`HUGE_MIN`] or more).
+    Mapped(usize),
+}
+
 /// An owned, zero-initialised, aligned block of host memory.
 pub struct HostMemory {
     ptr: *mut u8,
     len: usize,
-    layout: Layout,
+    backing: Backing,
     /// Serializes host-side accessors on this block.
     lock: Mutex<()>,
 }
@@ -61,41 +70,82 @@ unsafe impl Sync for HostMemory {}
 impl HostMemory {
     /// Allocate `len` zeroed bytes (a zero-length block still gets a distinct, aligned address).
     pub fn new(len: usize) -> Result<HostMemory> {
-        let align = if len >= HUGE_MIN {
-            HUGE_ALIGN
-        } else if len >= PAGE_ALIGN {
+        if len >= HUGE_MIN {
+            return Self::new_mapped(len);
+        }
+        let align = if len >= PAGE_ALIGN {
             PAGE_ALIGN
         } else {
             HOST_ALIGN
         };
-        let Some(alloc_len) = len.max(1).checked_next_multiple_of(align.min(PAGE_ALIGN)) else {
+        let Some(alloc_len) = len.max(1).checked_next_multiple_of(align) else {
             bail!(Device, "host alloc of {len} bytes: size overflows");
         };
         let layout = match Layout::from_size_align(alloc_len, align) {
             Ok(l) => l,
             Err(e) => bail!(Device, "host alloc of {len} bytes: bad layout: {e}"),
         };
-        // SAFETY: `layout` has a non-zero size (at least `align.min(PAGE_ALIGN)` bytes) and a
-        // power-of-two alignment, which is all `alloc` requires.
-        let ptr = unsafe { alloc(layout) };
+        // SAFETY: `layout` has a non-zero size (at least `align` bytes) and a power-of-two
+        // alignment, which is all `alloc_zeroed` requires.
+        let ptr = unsafe { alloc_zeroed(layout) };
         ensure!(
             !ptr.is_null(),
             Device,
             "host alloc of {len} bytes (aligned to {align}) failed: out of memory"
         );
-        if align == HUGE_ALIGN {
-            // SAFETY: `[ptr, ptr + alloc_len)` is the block just allocated (page-aligned start,
-            // length a multiple of the page size); the advice changes only how the kernel backs
-            // those pages, not their contents or mapping. Its failure (THP off) is harmless.
-            unsafe { libc::madvise(ptr.cast(), alloc_len, libc::MADV_HUGEPAGE) };
-        }
-        // SAFETY: the block is `alloc_len` writable bytes from `alloc`; zeroing it after the advice
-        // lets the first touch fault in huge pages.
-        unsafe { std::ptr::write_bytes(ptr, 0, alloc_len) };
         Ok(HostMemory {
             ptr,
             len,
-            layout,
+            backing: Backing::Heap(layout),
+            lock: Mutex::new(()),
+        })
+    }
+
+    /// A block of [`HUGE_MIN`] bytes or more: its own anonymous mapping (zero pages, so no
+    /// zeroing pass), trimmed to a [`HUGE_ALIGN`] start and advised `MADV_HUGEPAGE` before
+    /// anything touches it, so first touches fault in huge pages.
+    fn new_mapped(len: usize) -> Result<HostMemory> {
+        let map_len = len
+            .checked_next_multiple_of(PAGE_ALIGN)
+            .and_then(|l| l.checked_add(HUGE_ALIGN));
+        let Some(map_len) = map_len else {
+            bail!(Device, "host alloc of {len} bytes: size overflows");
+        };
+        let size = map_len - HUGE_ALIGN;
+        let prot = libc::PROT_READ | libc::PROT_WRITE;
+        let flags = libc::MAP_PRIVATE | libc::MAP_ANONYMOUS;
+        // SAFETY: a fresh private anonymous mapping at an address the kernel picks: it aliases
+        // nothing in this process.
+        let base = unsafe { libc::mmap(std::ptr::null_mut(), map_len, prot, flags, -1, 0) };
+        ensure!(
+            base != libc::MAP_FAILED,
+            Device,
+            "host alloc of {len} bytes: mmap of {map_len} bytes failed: {}",
+            std::io::Error::last_os_error()
+        );
+        let start = base as usize;
+        let head = start.next_multiple_of(HUGE_ALIGN) - start;
+        let tail = HUGE_ALIGN - head;
+        let ptr = (start + head) as *mut u8;
+        // SAFETY: `[base, base + head)` and `[ptr + size, ptr + size + tail)` are the page-aligned
+        // ends of the mapping just made (head and tail are multiples of the page size, as `start`
+        // and HUGE_ALIGN are), outside the block kept; nothing refers to them. A failed unmap
+        // leaves them mapped (a leak of at most 2 MiB, not a fault). The advice changes only
+        // how the kernel backs the block's pages, never their contents; its failure (THP off)
+        // is harmless.
+        unsafe {
+            if head > 0 {
+                libc::munmap(base, head);
+            }
+            if tail > 0 {
+                libc::munmap(ptr.add(size).cast(), tail);
+            }
+            libc::madvise(ptr.cast(), size, libc::MADV_HUGEPAGE);
+        }
+        Ok(HostMemory {
+            ptr,
+            len,
+            backing: Backing::Mapped(size),
             lock: Mutex::new(()),
         })
     }
@@ -224,9 +274,16 @@ impl HostMemory {
 
 impl Drop for HostMemory {
     fn drop(&mut self) {
-        // SAFETY: `ptr` came from `alloc(self.layout)` in `new` and is freed only here,
-        // once, when the last owner drops the block.
-        unsafe { dealloc(self.ptr, self.layout) };
+        match self.backing {
+            // SAFETY: `ptr` came from `alloc_zeroed(layout)` in `new` and is freed only here,
+            // once, when the last owner drops the block.
+            Backing::Heap(layout) => unsafe { dealloc(self.ptr, layout) },
+            // SAFETY: `[ptr, ptr + size)` is the mapping `new_mapped` kept, unmapped only here,
+            // once; a failure leaves it mapped (a leak, not a fault).
+            Backing::Mapped(size) => unsafe {
+                libc::munmap(self.ptr.cast(), size);
+            },
+        }
     }
 }
 
