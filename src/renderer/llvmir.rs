@@ -39,8 +39,10 @@
 //! Beyond 0.9.1 on the CPU flavour, for the LLVM device's compile time: a module whose kernel is
 //! vector-only ([`vector_only`]) starts with the comment [`VECTOR_ONLY_MARK`] (the device then
 //! skips the SLP vectorizer) and addresses its global `x + c` indices as `(base + x) + c`
-//! (`llvmir/memory.rs`), and epilogue vector EXP2s may call an out-of-line helper
-//! (`llvmir/exp2.rs`); none changes a computed bit.
+//! (`llvmir/memory.rs`), epilogue vector EXP2s may call an out-of-line helper
+//! (`llvmir/exp2.rs`), and a split loop with constant bounds gets its share from the `optnone`
+//! entry as two parameters instead of dividing in the kernel (`llvmir/share.rs`); none changes a
+//! computed bit.
 //!
 //! Measured and not taken: CLANG's lane loads (`cstyle/lane_loads.rs`: a vector load used only
 //! through GEPs rendered as one scalar load per lane, split addresses kept as `(base + x) + c+k`).
@@ -68,6 +70,7 @@ mod index;
 mod memory;
 pub mod nvptx;
 pub(crate) mod prefetch;
+mod share;
 mod types;
 mod walk;
 mod wmma;
@@ -80,6 +83,7 @@ use crate::renderer::cstyle::split_range;
 use crate::renderer::{Renderer, RendererOpts};
 use crate::{Error, Result};
 
+use share::EntryShare;
 use walk::{Param, Walk};
 
 /// tinygrad's `MFLAGS`: the fast-math flags on float instructions.
@@ -230,8 +234,9 @@ impl LLVMRenderer {
         types::ptr_type(self.opaque_pointers, elem, addrspace).into_owned()
     }
 
-    /// The parameter list of the kernel function.
-    fn params(&self, params: &[Param], split: bool) -> Vec<String> {
+    /// The parameter list of the kernel function (a split kernel's share last: `core` and
+    /// `ncores`, or the share's bounds when the entry computes it, `llvmir/share.rs`).
+    fn params(&self, params: &[Param], split: bool, share: Option<&EntryShare>) -> Vec<String> {
         let mut out = vec![];
         for p in params {
             match p {
@@ -247,14 +252,25 @@ impl LLVMRenderer {
                 Param::Var(_, name) => out.push(format!("i32 {name}")),
             }
         }
-        if split {
-            out.extend(["i32 %core".to_string(), "i32 %ncores".to_string()]);
+        match share {
+            Some(sh) => out.extend([
+                format!("{} {}", sh.ty, share::SHARE_LO),
+                format!("{} {}", sh.ty, share::SHARE_HI),
+            ]),
+            None if split => out.extend(["i32 %core".to_string(), "i32 %ncores".to_string()]),
+            None => {}
         }
         out
     }
 
     /// `NAME_rg(void **bufs, const int *vals, int core, int ncores)` calling the kernel.
-    fn cpu_entry(&self, fname: &str, params: &[Param], split: bool) -> String {
+    fn cpu_entry(
+        &self,
+        fname: &str,
+        params: &[Param],
+        split: bool,
+        share: Option<&EntryShare>,
+    ) -> String {
         let (pp, p32) = (self.ptr("i8*", 0), self.ptr("i32", 0));
         let mut l = vec![
             format!(
@@ -276,8 +292,14 @@ impl LLVMRenderer {
         }
         l.push("run:".into());
         let mut args = self.entry_args(params, &mut l);
-        if split {
-            args.extend(["i32 %core".to_string(), "i32 %ncores".to_string()]);
+        match share {
+            Some(sh) => {
+                let (lines, bounds) = share::entry_lines(sh);
+                l.extend(lines);
+                args.extend(bounds);
+            }
+            None if split => args.extend(["i32 %core".to_string(), "i32 %ncores".to_string()]),
+            None => {}
         }
         l.push(format!("  call void @{fname}({})", args.join(", ")));
         l.extend([
@@ -407,14 +429,15 @@ impl Renderer for LLVMRenderer {
             (Param::Var(x, _), Param::Var(y, _)) => x.cmp(y),
         });
         let split = w.split.is_some();
-        let sig = self.params(&params, split).join(", ");
+        let share = w.entry_share.as_ref();
+        let sig = self.params(&params, split, share).join(", ");
         let def = match self.flavour {
             Flavour::Cpu => "define internal void",
             Flavour::Amdgpu { .. } => "define amdgpu_kernel void",
             Flavour::Nvptx { .. } => "define ptx_kernel void",
         };
         let entry = match self.flavour {
-            Flavour::Cpu => Some(self.cpu_entry(&fname, &params, split)),
+            Flavour::Cpu => Some(self.cpu_entry(&fname, &params, split, share)),
             _ => None,
         };
         let head = format!("{def} @{fname}({sig}) #0 {{");

@@ -5,7 +5,9 @@
 //! libLLVM's one-time set-up as well), the median of the later ones, the median split into the
 //! stages of `Llvm::compile_linked_timed` (context, parse, link+verify, target machine, IR passes,
 //! codegen), and the time of rawgrad's ELF loader on the object, all in CPU time of the compiling
-//! thread (the machine may be shared); compare two builds interleaved all the same.
+//! thread (the machine may be shared); compare two builds interleaved all the same. With `--asm
+//! OUT` it also writes each source's host assembly to `OUT/NAME.s` (to check that a change leaves
+//! the machine code as it was: diff two builds' folders).
 //!
 //! No thresholds: the numbers are for people.
 
@@ -27,11 +29,13 @@ pub struct Config {
     pub repeats: usize,
     /// Run `LLVMCompiler::warm_up` first, as the device does when it opens (`--warm-up 0`: not).
     pub warm_up: bool,
+    /// Where to write each source's assembly (`--asm OUT`), if anywhere.
+    pub asm: Option<PathBuf>,
 }
 
 impl Config {
     pub fn parse(args: &[String]) -> Result<Config> {
-        let (mut dir, mut repeats, mut warm_up) = (None, 5usize, true);
+        let (mut dir, mut repeats, mut warm_up, mut asm) = (None, 5usize, true, None);
         let mut it = args.iter();
         while let Some(a) = it.next() {
             let val = it
@@ -40,6 +44,7 @@ impl Config {
             match a.as_str() {
                 "--dir" => dir = Some(PathBuf::from(val?)),
                 "--warm-up" => warm_up = val? != "0",
+                "--asm" => asm = Some(PathBuf::from(val?)),
                 "--repeats" => {
                     repeats = val?.parse().map_err(|e| {
                         Error::InvalidArgument(format!("bench llvmc: --repeats: {e}"))
@@ -63,6 +68,7 @@ impl Config {
             dir,
             repeats,
             warm_up,
+            asm,
         })
     }
 }
@@ -158,6 +164,18 @@ fn row(c: &LLVMCompiler, name: &str, src: &str, repeats: usize) -> Result<(Strin
     Ok((line, v))
 }
 
+/// Write the host assembly of `src` (compiled as the device compiles it) to `dir/NAME.s`.
+fn write_asm(c: &LLVMCompiler, dir: &PathBuf, name: &str, src: &str) -> Result<()> {
+    let modules: Vec<&str> = src.split(MODULE_SEPARATOR).collect();
+    let asm = c
+        .llvm()
+        .compile_linked(&modules, &c.options_for(&modules), Emit::Assembly)?;
+    let path = dir.join(format!("{name}.s"));
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&path, asm))
+        .map_err(|e| Error::Io(format!("bench llvmc: writing {}: {e}", path.display())))
+}
+
 /// Compile every source of `cfg.dir` and return the table.
 pub fn run(cfg: &Config) -> Result<String> {
     let c = LLVMCompiler::new()?;
@@ -183,6 +201,9 @@ pub fn run(cfg: &Config) -> Result<String> {
     );
     let mut sum = [0.0; 8];
     for (name, src) in &srcs {
+        if let Some(dir) = &cfg.asm {
+            write_asm(&c, dir, name, src)?;
+        }
         let (line, v) = row(&c, name, src, cfg.repeats)?;
         let _ = writeln!(out, "{line}");
         for (s, x) in sum.iter_mut().zip(v) {

@@ -29,7 +29,7 @@ const USAGE: &str = "usage: bench dispatch [--devices CLANG,NV,CUDA] [--n 1000] 
        bench jit [--devices CLANG,LLVM] [--kernels 64] [--n 1024] [--repeats 21] [--graph-only 1]
        bench codegen [--workloads W3,W7] [--devices CLANG,LLVM] [--repeats 5] [--dump DIR] \
 [--unfilled] [--kernels 15,32]
-       bench llvmc --dir DIR [--repeats 5] [--warm-up 1]";
+       bench llvmc --dir DIR [--repeats 5] [--warm-up 1] [--asm OUT]";
 
 /// Print a subcommand's table, or its error under its name.
 fn report<T: Display>(name: &str, result: rawgrad::Result<T>) -> ExitCode {

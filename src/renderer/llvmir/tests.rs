@@ -91,7 +91,7 @@ fn cpu_elementwise_structure() {
     let ir = LLVMRenderer::cpu(true)
         .render("E_16", &add_kernel(16, dtypes::float32))
         .unwrap();
-    assert!(ir.contains("define internal void @E_16(ptr noalias %data0, ptr noalias %data1, ptr noalias %data2, i32 %core, i32 %ncores) #0 {"), "{ir}");
+    assert!(ir.contains("define internal void @E_16(ptr noalias %data0, ptr noalias %data1, ptr noalias %data2, i32 %split.lo, i32 %split.hi) #0 {"), "{ir}");
     assert!(
         ir.contains("define void @E_16_rg(ptr %bufs, ptr %vals, i32 %core, i32 %ncores) #5 {"),
         "{ir}"
@@ -185,12 +185,48 @@ fn the_split_loop_is_the_clang_one() {
     let k = add_kernel(16, dtypes::float32);
     assert_eq!(split_range(&k), Some(5));
     let ir = LLVMRenderer::cpu(true).render("E_16", &k).unwrap();
+    // constant bounds: the optnone entry divides, the kernel gets its share's bounds
+    let (kernel, entry) = ir.split_once("define void @E_16_rg").unwrap();
     assert!(
-        ir.contains("%ridx0.lo = trunc i64 %ridx0.lod to i32"),
+        entry.contains("%share.lo = trunc i64 %share.lod to i32")
+            && entry.contains("%share.hi = trunc i64 %share.hid to i32")
+            && entry.contains("i32 %share.lo, i32 %share.hi)"),
+        "{ir}"
+    );
+    assert!(
+        kernel.contains("%ridx0 = phi i32 [ %split.lo, %entry ]")
+            && kernel.contains("icmp slt i32 %ridx0, %split.hi")
+            && !kernel.contains("sdiv")
+            && !kernel.contains("%core"),
         "{ir}"
     );
     let r = reduce_kernel(4, 8, dtypes::float32, dtypes::float32);
     assert_eq!(split_range(&r), Some(8));
+}
+
+/// A split loop whose bound is a variable keeps its share computed in the kernel, from `core` and
+/// `ncores`.
+#[test]
+fn a_variable_split_bound_divides_in_the_kernel() {
+    let d = dtypes::float32;
+    let (d0, d1, d2) = (global(d, 0, true), global(d, 1, false), global(d, 2, false));
+    let n = UOp::define_var("n", 1, 64);
+    let r = range(n.clone(), 1, 0, false);
+    let (a, b) = (load(&d1, &r, d), load(&d2, &r, d));
+    let s = alu(BinaryOps::ADD, d, &[&a, &b]);
+    let st = store(&d0, &r, &s);
+    let k = vec![d0, d1, d2, n, ci(0), r.clone(), a, b, s, st, endrange(&r)];
+    let ir = LLVMRenderer::cpu(true).render("E_n", &k).unwrap();
+    let (kernel, entry) = ir.split_once("define void @E_n_rg").unwrap();
+    assert!(
+        kernel.contains("i32 %core, i32 %ncores) #0 {")
+            && kernel.contains("%ridx0.lo = trunc i64 %ridx0.lod to i32"),
+        "{ir}"
+    );
+    assert!(
+        entry.contains("i32 %core, i32 %ncores)") && !entry.contains("%share"),
+        "{ir}"
+    );
 }
 
 #[test]

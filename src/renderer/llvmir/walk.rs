@@ -21,6 +21,7 @@ use crate::helpers::to_function_name;
 use crate::renderer::text::{cat, Piece as _};
 use crate::{bail, ensure, Error, Result};
 
+use super::share;
 use super::types::{literal, mem, reg};
 use super::Flavour;
 
@@ -74,6 +75,8 @@ pub(super) struct Walk<'a> {
     pub local_threads: i64,
     /// The list position of the RANGE split across cores (CPU).
     pub split: Option<usize>,
+    /// The split RANGE's constant bounds, when the entry computes its share (`share.rs`).
+    pub entry_share: Option<share::EntryShare>,
     /// The rendered value of each UOp (shared text: a use clones a pointer, not the name).
     pub(super) r: UOpMap<Rc<str>>,
     counters: HashMap<&'static str, usize, crate::helpers::FxBuild>,
@@ -193,6 +196,7 @@ impl<'a> Walk<'a> {
             helpers: HashSet::new(),
             local_threads: 1,
             split: None,
+            entry_share: None,
             r: UOpMap::with_capacity_and_hasher(uops.len(), Default::default()),
             counters: HashMap::default(),
             cur_block: "entry".into(),
@@ -591,31 +595,23 @@ impl<'a> Walk<'a> {
             .ok_or_else(|| Error::Codegen("a loop carries an accumulator defined after it".into()))
     }
 
-    /// The share `[start + n*core/ncores, start + n*(core+1)/ncores)` of a loop (64-bit math).
+    /// The share `[start + n*core/ncores, start + n*(core+1)/ncores)` of a loop (`share.rs`):
+    /// computed here, or by the entry when both bounds are constants (then the kernel's share
+    /// parameters are the bounds).
     fn split_bounds(&mut self, c: &str, start: &str, end: &str, t: &str) -> (String, String) {
-        let zero = start == "0";
-        let n = if zero {
-            end.to_string()
-        } else {
-            emit!(self; "  ", c, ".n = sub ", t, " ", end, ", ", start);
-            cat!(c, ".n")
-        };
-        emit!(self; "  ", c, ".n64 = sext ", t, ' ', n, " to i64");
-        emit!(self; "  ", c, ".core = sext i32 %core to i64");
-        emit!(self; "  ", c, ".ncores = sext i32 %ncores to i64");
-        emit!(self; "  ", c, ".core1 = add i64 ", c, ".core, 1");
-        emit!(self; "  ", c, ".lom = mul i64 ", c, ".n64, ", c, ".core");
-        emit!(self; "  ", c, ".lod = sdiv i64 ", c, ".lom, ", c, ".ncores");
-        emit!(self; "  ", c, ".lo = trunc i64 ", c, ".lod to ", t);
-        emit!(self; "  ", c, ".him = mul i64 ", c, ".n64, ", c, ".core1");
-        emit!(self; "  ", c, ".hid = sdiv i64 ", c, ".him, ", c, ".ncores");
-        emit!(self; "  ", c, ".hi = trunc i64 ", c, ".hid to ", t);
-        if zero {
-            return (cat!(c, ".lo"), cat!(c, ".hi"));
+        if share::constant(start) && share::constant(end) {
+            self.entry_share = Some(share::EntryShare {
+                ty: t.to_string(),
+                start: start.to_string(),
+                end: end.to_string(),
+            });
+            return (share::SHARE_LO.to_string(), share::SHARE_HI.to_string());
         }
-        emit!(self; "  ", c, ".lo0 = add ", t, " ", start, ", ", c, ".lo");
-        emit!(self; "  ", c, ".hi0 = add ", t, " ", start, ", ", c, ".hi");
-        (cat!(c, ".lo0"), cat!(c, ".hi0"))
+        let (lines, lo, hi) = share::share_lines(c, start, end, t);
+        for l in &lines {
+            emit!(self; l.as_str());
+        }
+        (lo, hi)
     }
 
     fn endrange(&mut self, u: &UOp) -> Result<()> {

@@ -176,6 +176,17 @@
 //!   path; W8's largest kernel 199 changed lines of 386), and the steady times measured for it
 //!   above were no better.
 //!   The objects carry no unwind tables already (`nounwind`).
+//! - The core split's divisions in the entry (issue 10, `renderer/llvmir/share.rs`): each split
+//!   kernel divided `n*core/ncores` and `n*(core+1)/ncores` in 64 bits, which x86 codegen turns
+//!   into a branch around a 32-bit fast path per division (four more blocks before the loop).
+//!   With constant bounds (73 of the 76 dumped kernels) the `optnone` entry now divides and passes
+//!   the share. Callgrind of `bench llvmc --repeats 2` on the 76 kernels of `bench codegen --dump`
+//!   for W1-W3, W5-W8, W10-W12 (libLLVM 15): 8517M -> 8030M instructions (-5.7%; codegen 6786M
+//!   -> 6346M). CPU ms of the thread, `bench llvmc --repeats 5`, 3 alternations, loaded 2-core
+//!   VM: mean per kernel 7.85 / 8.23 / 7.79 -> 7.16 / 7.45 / 7.12 (codegen 5.9-6.2 -> 5.3-5.6),
+//!   median kernel 6.8-7.3 -> 6.0-6.5, W1's 3.0-3.7 -> 2.5-2.6. Machine code (`bench llvmc
+//!   --asm`): every kernel function's vector instructions the same; it only loses the division
+//!   code (and in 11 kernels a callee-saved register's push/pop).
 //! - [`LLVMRuntime`]: object bytes -> program; external calls (libm, half conversions) resolve
 //!   through [`libcalls`]. Its graph is the CPU batch graph (`runtime/cpu/graph.rs`): the kernels'
 //!   modules and the batch entry's, joined by [`MODULE_SEPARATOR`], which [`LLVMCompiler`] parses

@@ -1,19 +1,9 @@
-define internal void @E_16(ptr noalias %data0, ptr noalias %data1, ptr noalias %data2, i32 %core, i32 %ncores) #0 {
+define internal void @E_16(ptr noalias %data0, ptr noalias %data1, ptr noalias %data2, i32 %split.lo, i32 %split.hi) #0 {
 entry:
-  %ridx0.n64 = sext i32 16 to i64
-  %ridx0.core = sext i32 %core to i64
-  %ridx0.ncores = sext i32 %ncores to i64
-  %ridx0.core1 = add i64 %ridx0.core, 1
-  %ridx0.lom = mul i64 %ridx0.n64, %ridx0.core
-  %ridx0.lod = sdiv i64 %ridx0.lom, %ridx0.ncores
-  %ridx0.lo = trunc i64 %ridx0.lod to i32
-  %ridx0.him = mul i64 %ridx0.n64, %ridx0.core1
-  %ridx0.hid = sdiv i64 %ridx0.him, %ridx0.ncores
-  %ridx0.hi = trunc i64 %ridx0.hid to i32
   br label %loop_header_0
 loop_header_0:
-  %ridx0 = phi i32 [ %ridx0.lo, %entry ], [ %ridx0.next, %loop_latch_0 ]
-  %ridx0.c = icmp slt i32 %ridx0, %ridx0.hi
+  %ridx0 = phi i32 [ %split.lo, %entry ], [ %ridx0.next, %loop_latch_0 ]
+  %ridx0.c = icmp slt i32 %ridx0, %split.hi
   br i1 %ridx0.c, label %loop_body_0, label %loop_exit_0
 loop_body_0:
   %val0.p = getelementptr inbounds float, ptr %data1, i32 %ridx0
@@ -45,7 +35,17 @@ run:
   %b1.r = load ptr, ptr %b1.p, align 8
   %b2.p = getelementptr inbounds ptr, ptr %bufs, i64 2
   %b2.r = load ptr, ptr %b2.p, align 8
-  call void @E_16(ptr %b0.r, ptr %b1.r, ptr %b2.r, i32 %core, i32 %ncores)
+  %share.n64 = sext i32 16 to i64
+  %share.core = sext i32 %core to i64
+  %share.ncores = sext i32 %ncores to i64
+  %share.core1 = add i64 %share.core, 1
+  %share.lom = mul i64 %share.n64, %share.core
+  %share.lod = sdiv i64 %share.lom, %share.ncores
+  %share.lo = trunc i64 %share.lod to i32
+  %share.him = mul i64 %share.n64, %share.core1
+  %share.hid = sdiv i64 %share.him, %share.ncores
+  %share.hi = trunc i64 %share.hid to i32
+  call void @E_16(ptr %b0.r, ptr %b1.r, ptr %b2.r, i32 %share.lo, i32 %share.hi)
   br label %done
 done:
   ret void
