@@ -2,7 +2,8 @@
 //! `graph_rewrite`).
 //!
 //! Owns: [`UPat`] (a pattern over one node and, recursively, its sources), [`PatternMatcher`] (an
-//! ordered list of `(pattern, rewrite function)` rules, indexed by op and arg, each rule skipped
+//! ordered list of `(pattern, rewrite function)` rules, indexed by op and arg (an ALU node's
+//! rules by its ALU op's pre-filter key bit, without hashing the arg), each rule skipped
 //! without matching where the node's sources (or theirs) lack what its pattern needs:
 //! `pattern/prefilter.rs`), and [`graph_rewrite`] (one bottom-up pass over the post-order of
 //! `pattern/postorder.rs` that rebuilds every node from its rewritten sources, deduplicates
@@ -35,7 +36,7 @@ mod prefilter;
 pub(crate) use postorder::PostOrder;
 use postorder::{ptr_key, Positions};
 pub(crate) use prefilter::node_key;
-use prefilter::{needed_src_keys, SrcNeed};
+use prefilter::{alu_slot, alu_slot_of, needed_src_keys, SrcNeed, ALU_SLOTS};
 
 /// The most rule results [`graph_rewrite`] keeps rewriting at once before it reports a rule set
 /// that does not terminate (a chain of results each rewritten again).
@@ -398,6 +399,10 @@ pub struct PatternMatcher {
     by_arg: HashMap<(UOps, ArgKey), Vec<usize>, FxBuild>,
     /// op (by its enum position) -> rule indices, for rules without an arg.
     by_op: Vec<Vec<usize>>,
+    /// Per ALU op with a key bit of its own (by its `prefilter::alu_slot`): the rules for that
+    /// arg followed by the arg-agnostic ALU rules, the order `rewrite` tries them in (an ALU
+    /// node's rules without hashing its arg).
+    by_alu: Vec<Vec<usize>>,
     /// Per rule, what its pattern needs of a node's sources and theirs ([`SrcNeed`]): a node
     /// whose sources lack it cannot match, so the rule is skipped without matching.
     need: Vec<SrcNeed>,
@@ -436,6 +441,17 @@ impl PatternMatcher {
         }
         pm.need = rules.iter().map(|(p, _)| needed_src_keys(p)).collect();
         pm.rules = rules;
+        pm.by_alu = vec![vec![]; ALU_SLOTS];
+        for ((op, key), ids) in &pm.by_arg {
+            if let (UOps::ALU, ArgKey::Alu(a)) = (op, key) {
+                if let Some(slot) = alu_slot_of(*a) {
+                    pm.by_alu[slot] = ids.clone();
+                }
+            }
+        }
+        for ids in &mut pm.by_alu {
+            ids.extend_from_slice(&pm.by_op[UOps::ALU as usize]);
+        }
         Ok(pm)
     }
 
@@ -456,6 +472,10 @@ impl PatternMatcher {
         if self.ops_with_rules & 1 << (u.op() as u32) == 0 {
             return None;
         }
+        // an ALU node of an op with a key bit: its rules, in order, without hashing its arg
+        if let Some(ids) = alu_slot(u.key()).and_then(|s| self.by_alu.get(s)) {
+            return self.first_result(u, ids.iter());
+        }
         let specific: &[usize] = if self.ops_with_arg_rules & 1 << (u.op() as u32) == 0 {
             &[]
         } else {
@@ -464,7 +484,12 @@ impl PatternMatcher {
                 .map_or(&[], Vec::as_slice)
         };
         let generic: &[usize] = self.by_op.get(u.op() as usize).map_or(&[], Vec::as_slice);
-        let ids = specific.iter().chain(generic);
+        self.first_result(u, specific.iter().chain(generic))
+    }
+
+    /// The first result of the rules `ids` (in order) for `u`.
+    #[inline]
+    fn first_result<'i>(&self, u: &UOp, ids: impl Iterator<Item = &'i usize>) -> Option<UOp> {
         // made for the first rule the pre-filter lets through (most nodes have none)
         let mut store: Option<Match> = None;
         for &i in ids {
@@ -518,6 +543,11 @@ impl Done {
         self.get_ref(n).is_some()
     }
     fn insert(&mut self, n: UOp, r: UOp) {
+        if self.by_ptr.capacity() == 0 {
+            // rule results come with new nodes in proportion to the graph (about 0.4 per input
+            // node in rewrite-heavy kernels): sized once instead of doubling from empty
+            self.by_ptr.reserve(self.results.capacity() / 2);
+        }
         self.by_ptr.insert(ptr_key(&n), (n, r));
     }
 }

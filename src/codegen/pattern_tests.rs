@@ -248,6 +248,44 @@ fn declining_rule_lets_the_next_one_try() {
     assert_eq!(m.rewrite(&cf(1.0)), Some(UOp::cnst(dtypes::int32, 7)));
 }
 
+/// An ALU node tries the rules for its ALU op, then the arg-agnostic ALU rules, each in list
+/// order (through the per-ALU-op table, and through the arg index for an ALU op without a key
+/// bit of its own).
+#[test]
+fn alu_rules_are_tried_specific_first_in_list_order() {
+    use std::sync::Mutex;
+    let tried = Arc::new(Mutex::new(Vec::new()));
+    let log = |i: usize| {
+        let tried = tried.clone();
+        rule(move |_| {
+            tried.lock().unwrap().push(i);
+            None
+        })
+    };
+    let sum = UArg::Alu(Op::Reduce(crate::ops::ReduceOps::SUM));
+    let m = pm(vec![
+        (UPat::op(UOps::ALU), log(0)),
+        (UPat::alu_any(BinaryOps::ADD), log(1)),
+        (UPat::alu_any(BinaryOps::MUL), log(2)),
+        (UPat::op(UOps::ALU), log(3)),
+        (UPat::alu_any(BinaryOps::ADD), log(4)),
+        (UPat::op(UOps::ALU).arg(sum.clone()), log(5)),
+        (UPat::op(UOps::ALU), log(6)),
+    ]);
+    let node = |arg: UArg| UOp::new(UOps::ALU, Some(dtypes::float32), [cf(1.0), cf(2.0)], arg);
+    let cases = [
+        (UArg::Alu(BinaryOps::ADD.into()), vec![1, 4, 0, 3, 6]),
+        (UArg::Alu(BinaryOps::MUL.into()), vec![2, 0, 3, 6]),
+        (UArg::Alu(BinaryOps::MAX.into()), vec![0, 3, 6]),
+        (sum, vec![5, 0, 3, 6]),
+    ];
+    for (arg, want) in cases {
+        tried.lock().unwrap().clear();
+        assert_eq!(m.rewrite(&node(arg.clone())), None);
+        assert_eq!(*tried.lock().unwrap(), want, "{arg:?}");
+    }
+}
+
 #[test]
 fn rule_without_op_is_an_error() {
     assert!(PatternMatcher::new(vec![(UPat::var("x"), ident())]).is_err());

@@ -101,6 +101,23 @@ fn alu_bit(op: Op) -> u64 {
     1 << (ALU_BITS + i)
 }
 
+/// The ALU ops with a key bit of their own (the rest share the last bit, [`ALU_SLOTS`]).
+pub(super) const ALU_SLOTS: usize = 20;
+
+/// The position of `op`'s ALU bit (`0..ALU_SLOTS`) when it has a bit of its own.
+pub(super) fn alu_slot_of(op: Op) -> Option<usize> {
+    let i = (alu_bit(op).trailing_zeros() - ALU_BITS) as usize;
+    (i < ALU_SLOTS).then_some(i)
+}
+
+/// The position of the ALU bit in the [`node_key`] `key` of an ALU node whose ALU op has a bit
+/// of its own (`None` for any other node).
+#[inline]
+pub(super) fn alu_slot(key: u64) -> Option<usize> {
+    let bits = (key >> ALU_BITS) & ((1 << ALU_SLOTS) - 1);
+    (bits != 0).then(|| bits.trailing_zeros() as usize)
+}
+
 /// The bit of the constant in [`KEYED_CONSTS`] that `v` equals as a Python number (one at most),
 /// or 0.
 fn const_bits(v: ConstValue) -> u64 {
