@@ -127,12 +127,11 @@ impl HostMemory {
         let head = start.next_multiple_of(HUGE_ALIGN) - start;
         let tail = HUGE_ALIGN - head;
         let ptr = (start + head) as *mut u8;
+        // A failed unmap leaves an end mapped (a leak of at most 2 MiB, not a fault); a failed
+        // advice (THP off) leaves the block on small pages.
         // SAFETY: `[base, base + head)` and `[ptr + size, ptr + size + tail)` are the page-aligned
-        // ends of the mapping just made (head and tail are multiples of the page size, as `start`
-        // and HUGE_ALIGN are), outside the block kept; nothing refers to them. A failed unmap
-        // leaves them mapped (a leak of at most 2 MiB, not a fault). The advice changes only
-        // how the kernel backs the block's pages, never their contents; its failure (THP off)
-        // is harmless.
+        // ends of the mapping just made, outside the block kept, referred to by nothing; the
+        // advice changes only how the kernel backs the block's pages, never their contents.
         unsafe {
             if head > 0 {
                 libc::munmap(base, head);

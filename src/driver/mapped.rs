@@ -385,12 +385,12 @@ fn stream_copy(src: *const u8, dst: &mut [u8]) {
     let d = dst.as_mut_ptr();
     let head = ((d as usize).wrapping_neg() % 16).min(len);
     let body_end = head + (len - head) / 16 * 16;
+    // Every access stays below `len`: the head is at most `len`, the body stops at `body_end <=
+    // len` in 16-byte steps, the tail is `len - body_end`. `d + i` is 16-byte aligned in the
+    // body (i starts at `head`, which aligns it), as `_mm_stream_si128` requires.
     // SAFETY: the caller checked that `len` bytes from `src` are mapped and readable; `dst` is a
-    // distinct Rust buffer of `len` bytes, so no range overlaps. Every access stays below `len`:
-    // the head is at most `len`, the body stops at `body_end <= len` in 16-byte steps, the
-    // tail is `len - body_end`. `d + i` is 16-byte aligned in the body (i starts at `head`,
-    // which aligns it), as `_mm_stream_si128` requires; the loads are unaligned loads. SSE2
-    // is part of the x86_64 baseline, so the intrinsics are available on every x86_64 CPU.
+    // distinct Rust buffer of `len` bytes (no overlap); accesses are in bounds and aligned as
+    // argued above; SSE2 is part of the x86_64 baseline, so the intrinsics exist on every CPU.
     unsafe {
         std::ptr::copy_nonoverlapping(src, d, head);
         let mut i = head;
