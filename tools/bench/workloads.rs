@@ -146,7 +146,15 @@ impl Config {
                 "--copy-mib" => c.copy_bytes = ((num(v)? * 1048576.0) as usize).max(4096),
                 "--cold-runs" => c.cold_runs = num(v)? as usize,
                 "--warm-s" => c.warm_s = num(v)?,
-                "--flush-mib" => c.flush_mib = num(v)? as usize,
+                "--flush-mib" => {
+                    let mib = num(v)?;
+                    if !(0.0..=1048576.0).contains(&mib) {
+                        return Err(Error::InvalidArgument(format!(
+                            "workloads: --flush-mib {v}: expected 0 to 1048576 MiB"
+                        )));
+                    }
+                    c.flush_mib = mib as usize;
+                }
                 other => {
                     return Err(Error::InvalidArgument(format!(
                         "workloads: unknown option {other} (--workloads, --devices, --threads, \
