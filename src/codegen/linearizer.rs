@@ -118,7 +118,13 @@ impl Lin {
             self.render_reduce_block(ri, &mut accs, &mut loaded, &aliases)?;
         }
         let stores = self.render_final_block(&accs, &mut loaded)?;
-        let uops = uopgraph::linearize_for(&stores, self.k.opts.vector_alu, true)?;
+        let mut uops = uopgraph::linearize_for(&stores, self.k.opts.vector_alu, true)?;
+        // beyond 0.9.1: a CPU tile's right-hand-side strip goes through a stack buffer
+        let cpu = self.k.opts.vector_alu != crate::codegen::renderer::VectorAlu::None;
+        if self.k.wide_vectors && cpu && !self.k.opts.has_local {
+            uops = uopgraph::stage_strips(uops)?;
+            uopgraph::type_verify(&uops)?;
+        }
         if crate::helpers::debug() >= 5 {
             println!("{}", crate::codegen::uop_serial::print_uops(&uops));
         }

@@ -29,8 +29,10 @@ use crate::ops::{BinaryOps, Op, TernaryOps};
 use crate::{bail, ensure, Result};
 
 mod lanes;
+mod stage;
 mod vectorize;
 mod verify;
+pub use stage::{stage_strips, STAGE_MAX_BYTES};
 use vectorize::vectorize_alus_in;
 pub use vectorize::{allows as vector_alu_allows, vectorize_alus};
 pub use verify::type_verify;

@@ -655,3 +655,7 @@ fn cpu_tile_multiply_adds_fold_into_vector_alus() {
         assert_eq!(reduce_body_alus(&mut scalar), (0, 2 * lanes));
     }
 }
+
+#[cfg(test)]
+#[path = "stage_tests.rs"]
+mod stage;

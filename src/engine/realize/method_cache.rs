@@ -38,9 +38,9 @@ use super::runners::{compile_program, CompiledRunner};
 use super::Runner;
 
 /// The knobs that change which opts `get_kernel` applies (or how a kernel lowers and renders:
-/// `CPU_REDUCE_LANES`, and `VECALU`, which gates the vector ALU fold and the lane accumulators),
-/// so each is part of the cache key.
-pub const OPT_KNOBS: [&str; 13] = [
+/// `CPU_REDUCE_LANES`, `CPU_STAGE`, which gates the CPU tile's staged strip, and `VECALU`, which
+/// gates the vector ALU fold and the lane accumulators), so each is part of the cache key.
+pub const OPT_KNOBS: [&str; 14] = [
     "BEAM",
     "NOOPT",
     "TC",
@@ -53,6 +53,7 @@ pub const OPT_KNOBS: [&str; 13] = [
     "CPU_TILE",
     "CPU_REDUCE",
     "CPU_REDUCE_LANES",
+    "CPU_STAGE",
     "VECALU",
 ];
 
@@ -75,6 +76,7 @@ fn opt_knobs() -> [i64; OPT_KNOBS.len()] {
         k(10),
         k(11),
         k(12),
+        k(13),
     ];
     std::array::from_fn(|i| KNOBS[i].get())
 }

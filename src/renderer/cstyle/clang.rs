@@ -85,6 +85,8 @@ impl ClangRenderer {
                 buffer_suffix: " restrict".into(),
                 arg_int_prefix: "const int".into(),
                 smem_prefix_for_cast: true,
+                // the staging buffer of `codegen/uopgraph/stage.rs`: a cache line per row start
+                smem_align: "__attribute__((aligned(64))) ".into(),
                 split_outer_loop: true,
                 scalar_lane_loads: true,
                 transposed_rows: true,

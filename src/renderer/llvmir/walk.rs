@@ -439,7 +439,8 @@ impl<'a> Walk<'a> {
                 self.r.insert(u.clone(), cat!("@", g).into());
             }
             Flavour::Cpu => {
-                emit!(self; "  %", g, " = alloca ", arr, ", align 16");
+                // the staging buffer of `codegen/uopgraph/stage.rs`: rows start on cache lines
+                emit!(self; "  %", g, " = alloca ", arr, ", align 64");
                 self.r.insert(u.clone(), cat!("%", g).into());
             }
         }
