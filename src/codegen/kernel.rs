@@ -25,6 +25,7 @@ use crate::shape::symbolic::py_gt;
 use crate::shape::{strides_for_shape, Node, ShapeTracker, Sint};
 use crate::{bail, ensure, Error, Result};
 
+pub mod cpu_conv;
 pub mod cpu_reduce;
 pub mod cpu_tile;
 mod heuristics;

@@ -193,12 +193,7 @@ impl Kernel {
         {
             return Ok(None);
         }
-        let Some(full) = self
-            .full_shape()
-            .iter()
-            .map(|s| s.as_int().and_then(|v| usize::try_from(v).ok()))
-            .collect::<Option<Vec<usize>>>()
-        else {
+        let Some(full) = self.int_shape() else {
             return Ok(None);
         };
         let Some(strides) = self.int_strides()? else {
@@ -227,7 +222,7 @@ impl Kernel {
     /// Every buffer's strides as integers where a single expression gives them (None: a float32
     /// memory buffer is required everywhere; an input behind several views may leave some
     /// unknown, which the tile then does not use).
-    fn int_strides(&self) -> Result<Option<Vec<Vec<Option<i64>>>>> {
+    pub(super) fn int_strides(&self) -> Result<Option<Vec<Vec<Option<i64>>>>> {
         let mut out = vec![];
         for (i, b) in self.bufs.iter().enumerate() {
             match b {
@@ -243,7 +238,7 @@ impl Kernel {
 
     /// The output's vectors start at multiples of `lanes`: one unmasked view, an offset and
     /// every stride but the unit one divisible by `lanes` (reduce dims have stride 0).
-    fn output_aligned(&self, strides: &[i64], fr: usize, lanes: usize) -> Result<bool> {
+    pub(super) fn output_aligned(&self, strides: &[i64], fr: usize, lanes: usize) -> Result<bool> {
         let st = self.st(0)?;
         let [v] = &st.views[..] else {
             return Ok(false);

@@ -40,7 +40,7 @@ use super::Runner;
 /// The knobs that change which opts `get_kernel` applies (or how a kernel lowers and renders:
 /// `CPU_REDUCE_LANES`, `CPU_STAGE`, which gates the CPU tile's staged strip, and `VECALU`, which
 /// gates the vector ALU fold and the lane accumulators), so each is part of the cache key.
-pub const OPT_KNOBS: [&str; 14] = [
+pub const OPT_KNOBS: [&str; 15] = [
     "BEAM",
     "NOOPT",
     "TC",
@@ -51,6 +51,7 @@ pub const OPT_KNOBS: [&str; 14] = [
     "MV_ROWS_PER_THREAD",
     "NOLOCALS",
     "CPU_TILE",
+    "CPU_CONV",
     "CPU_REDUCE",
     "CPU_REDUCE_LANES",
     "CPU_STAGE",
@@ -77,6 +78,7 @@ fn opt_knobs() -> [i64; OPT_KNOBS.len()] {
         k(11),
         k(12),
         k(13),
+        k(14),
     ];
     std::array::from_fn(|i| KNOBS[i].get())
 }
@@ -193,8 +195,9 @@ pub fn get_kernel(renderer: &dyn Renderer, ast: &[LazyOp]) -> Result<Kernel> {
     k.required_optimizations()?;
     if getenv("NOOPT", 0) == 0 {
         // beyond 0.9.1: a CPU matmul gets the CPU tile instead of the heuristics (`CPU_TILE=0`),
-        // a CPU reduction several accumulators (`CPU_REDUCE=0`)
-        let used_tc = if k.apply_cpu_tile()? || k.apply_cpu_reduce()? {
+        // a CPU conv the conv tile (`CPU_CONV=0`), a CPU reduction several accumulators
+        // (`CPU_REDUCE=0`)
+        let used_tc = if k.apply_cpu_tile()? || k.apply_cpu_conv()? || k.apply_cpu_reduce()? {
             false
         } else {
             k.apply_default_opts()?
