@@ -5,6 +5,10 @@
 //!   4), written as LLVM IR and built by rawgrad's own LLVM device (compiled in process, loaded by
 //!   its ELF loader), run on 1 thread and on all of them (each thread runs the whole loop).
 //!   GFLOP/s counts 2 flops per lane per FMA.
+//! - Mul+add: the same loop with each FMA written as an `fmul` then an `fadd` (no fast-math
+//!   flags, so nothing fuses them): the rate of a kernel that keeps INTERP's unfused rounding, as
+//!   rawgrad's CPU kernels do (a multiply-add is two instructions, so on a machine with as many
+//!   FMA as ADD pipes this is half the FMA ceiling). GFLOP/s counts 2 flops per lane per pair.
 //! - Copy: `copy_from_slice` of a buffer (256 MiB by default) into another, split in contiguous
 //!   chunks across 1 or all threads (`std::thread::scope`). GB/s counts bytes read plus bytes
 //!   written, as the workloads' memory estimates do.
@@ -23,12 +27,25 @@ use crate::dispatch::Stats;
 /// Accumulators in the FMA loop (enough independent chains to cover FMA latency x pipes).
 const ACCS: usize = 12;
 
+/// Accumulators of the mul+add loop: with 32 vector registers (AVX-512) twice as many (on this
+/// 2-core AVX-512 VM this loop ran 94 GFLOP/s with 12 and 114 with 24; a C loop of either,
+/// `-ffp-contract=off`, 113-116).
+fn muladd_accs(w: usize) -> usize {
+    if w >= 16 {
+        2 * ACCS
+    } else {
+        ACCS
+    }
+}
+
 /// Measured ceilings for one thread count.
 #[derive(Clone, Copy, Debug)]
 pub struct Ceilings {
     pub threads: usize,
     /// GFLOP/s of the FMA loop on all `threads` together (`None` without libLLVM).
     pub fma: Option<Stats>,
+    /// GFLOP/s of the unfused multiply-then-add loop (`None` without libLLVM).
+    pub muladd: Option<Stats>,
     /// GB/s (read + written) of the copy (`None` when not measured).
     pub copy: Option<Stats>,
 }
@@ -44,9 +61,11 @@ fn lanes(features: &str) -> usize {
     }
 }
 
-/// The FMA loop: `acc_j = fma(acc_j, m, c)` for `vals[0]` iterations, then the lanes' sum of all
-/// accumulators stored at `out[core]` (so nothing is dead).
-fn fma_ir(w: usize, opaque: bool) -> String {
+/// The FMA loop: `acc_j = fma(acc_j, m, c)` (with `fused` false, `acc_j * m` then `+ c`) for
+/// `vals[0]` iterations, then the lanes' sum of all accumulators stored at `out[core]` (so nothing
+/// is dead).
+fn fma_ir(w: usize, opaque: bool, fused: bool) -> String {
+    let accs = if fused { ACCS } else { muladd_accs(w) };
     let v = format!("<{w} x float>");
     let splat = |x: &str| format!("<{}>", vec![format!("float {x}"); w].join(", "));
     let (pp, p32, pf, p8) = if opaque {
@@ -63,25 +82,29 @@ fn fma_ir(w: usize, opaque: bool) -> String {
         "loop:".into(),
         "  %i = phi i32 [0, %entry], [%i.next, %loop]".into(),
     ];
-    for j in 0..ACCS {
+    for j in 0..accs {
         let init = splat(&format!("{:.1}", 1.0 + j as f64));
         l.push(format!(
             "  %a{j} = phi {v} [{init}, %entry], [%b{j}, %loop]"
         ));
     }
-    for j in 0..ACCS {
-        l.push(format!(
-            "  %b{j} = call {v} @llvm.fma.v{w}f32({v} %a{j}, {v} {}, {v} {})",
-            splat("0.5"),
-            splat("1.0")
-        ));
+    for j in 0..accs {
+        let (m, c) = (splat("0.5"), splat("1.0"));
+        if fused {
+            l.push(format!(
+                "  %b{j} = call {v} @llvm.fma.v{w}f32({v} %a{j}, {v} {m}, {v} {c})"
+            ));
+        } else {
+            l.push(format!("  %m{j} = fmul {v} %a{j}, {m}"));
+            l.push(format!("  %b{j} = fadd {v} %m{j}, {c}"));
+        }
     }
     l.push("  %i.next = add i32 %i, 1".into());
     l.push("  %more = icmp slt i32 %i.next, %n".into());
     l.push("  br i1 %more, label %loop, label %exit".into());
     l.push("exit:".into());
     let mut acc = "%b0".to_string();
-    for j in 1..ACCS {
+    for j in 1..accs {
         l.push(format!("  %s{j} = fadd {v} {acc}, %b{j}"));
         acc = format!("%s{j}");
     }
@@ -99,8 +122,9 @@ fn fma_ir(w: usize, opaque: bool) -> String {
     l.join("\n") + "\n"
 }
 
-/// GFLOP/s of the FMA loop on `threads` threads, `repeats` times (`None` without libLLVM).
-pub fn fma(threads: usize, repeats: usize) -> Result<Option<Stats>> {
+/// GFLOP/s of the FMA loop (`fused` false: the mul+add loop) on `threads` threads, `repeats`
+/// times (`None` without libLLVM).
+pub fn fma(threads: usize, repeats: usize, fused: bool) -> Result<Option<Stats>> {
     let compiler = match LLVMCompiler::new() {
         Ok(c) => c,
         Err(e) => {
@@ -109,13 +133,14 @@ pub fn fma(threads: usize, repeats: usize) -> Result<Option<Stats>> {
         }
     };
     let w = lanes(&compiler.llvm().host_features());
-    let obj = compiler.compile(&fma_ir(w, compiler.llvm().opaque_pointers()))?;
+    let obj = compiler.compile(&fma_ir(w, compiler.llvm().opaque_pointers(), fused))?;
     let prg = compiler.runtime().load("fma_ceiling", &obj)?;
     let h = HostAllocator;
     let out = h.alloc(4 * threads.max(1), &BufferOptions::default())?;
     let _g = Context::new(&[("CLANG_THREADS", threads as i64)]);
     let iters: i64 = 2_000_000;
-    let flops = (threads * ACCS * w * 2) as f64 * iters as f64;
+    let accs = if fused { ACCS } else { muladd_accs(w) };
+    let flops = (threads * accs * w * 2) as f64 * iters as f64;
     let global = Some([threads, 1, 1]);
     prg.call(
         std::slice::from_ref(&out),
@@ -167,7 +192,8 @@ pub fn measure(
         .map(|&threads| {
             Ok(Ceilings {
                 threads,
-                fma: fma(threads, repeats)?,
+                fma: fma(threads, repeats, true)?,
+                muladd: fma(threads, repeats, false)?,
                 copy: Some(copy(threads, copy_bytes, repeats)),
             })
         })
@@ -181,6 +207,7 @@ pub fn unmeasured(thread_counts: &[usize]) -> Vec<Ceilings> {
         .map(|&threads| Ceilings {
             threads,
             fma: None,
+            muladd: None,
             copy: None,
         })
         .collect()

@@ -420,9 +420,12 @@ fn table(cfg: &Config, ceil: &[Ceilings], rows: &[Row]) -> String {
         }
     );
     for c in ceil {
-        let fma = c.fma.map_or("not measured".to_string(), |f| {
-            format!("{:.1} GFLOP/s [{:.1}-{:.1}]", f.median, f.p10, f.p90)
-        });
+        let gflops = |s: Option<Stats>| {
+            s.map_or("not measured".to_string(), |f| {
+                format!("{:.1} GFLOP/s [{:.1}-{:.1}]", f.median, f.p10, f.p90)
+            })
+        };
+        let (fma, muladd) = (gflops(c.fma), gflops(c.muladd));
         let copy = c.copy.map_or("not measured".to_string(), |x| {
             format!(
                 "{:.1} GB/s [{:.1}-{:.1}] (read+write, {} MiB)",
@@ -434,7 +437,8 @@ fn table(cfg: &Config, ceil: &[Ceilings], rows: &[Row]) -> String {
         });
         let _ = writeln!(
             out,
-            "ceilings, {} thread(s): FMA {fma}; copy {copy}",
+            "ceilings, {} thread(s): FMA {fma}; mul+add {muladd} (unfused, the kernels' \
+             rounding); copy {copy}",
             c.threads
         );
     }

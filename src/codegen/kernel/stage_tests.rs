@@ -87,7 +87,8 @@ fn a_matmul_tile_reads_its_strip_from_the_stage() {
 }
 
 /// No stage: with `CPU_STAGE=0`, on INTERP's CPU opts (no vector ALUs: not a CPU renderer), and
-/// where the strip would pass `STAGE_MAX_BYTES` (4096 reduce steps of the tile's columns).
+/// where the strip would pass `STAGE_MAX_BYTES` (twice the reduce steps of the deepest strip that
+/// fits, which is staged).
 #[test]
 fn no_stage_where_it_does_not_apply() {
     use crate::codegen::uopgraph::STAGE_MAX_BYTES;
@@ -102,8 +103,9 @@ fn no_stage_where_it_does_not_apply() {
     };
     assert_eq!(stage_size(&tiled_uops(&matmul(256), &cpu_interp)), None);
     let cols = super::super::cpu_tile::host_tile().cols();
-    assert!(cols * 4096 * 4 > STAGE_MAX_BYTES);
-    let long = tiled_uops(&matmul_mnk(64, 64, 4096), &clang());
+    let deepest = i64::try_from(STAGE_MAX_BYTES / 4 / cols).unwrap();
+    let long = tiled_uops(&matmul_mnk(64, 64, 2 * deepest), &clang());
     assert_eq!(stage_size(&long), None);
-    assert!(stage_size(&tiled_uops(&matmul_mnk(64, 64, 1024), &clang())).is_some());
+    let fits = tiled_uops(&matmul_mnk(64, 64, deepest), &clang());
+    assert_eq!(stage_size(&fits), Some(STAGE_MAX_BYTES / 4));
 }

@@ -96,6 +96,10 @@ fn worker(rx: Receiver<(Arc<Job>, i32)>) {
     }
 }
 
+/// A worker's stack: room for a kernel's staging buffer (`codegen/uopgraph/stage.rs`, up to
+/// `STAGE_MAX_BYTES`) and the kernel's own frame.
+const WORKER_STACK: usize = 4 << 20;
+
 fn pool() -> &'static Pool {
     static POOL: OnceLock<Pool> = OnceLock::new();
     POOL.get_or_init(|| {
@@ -106,6 +110,7 @@ fn pool() -> &'static Pool {
             let rx = rx.clone();
             let spawned = std::thread::Builder::new()
                 .name(format!("rawgrad-clang-{i}"))
+                .stack_size(WORKER_STACK)
                 .spawn(move || worker(rx));
             if spawned.is_ok() {
                 workers += 1;

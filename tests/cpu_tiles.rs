@@ -1,6 +1,9 @@
-//! The CPU conv tile (`codegen/kernel/cpu_conv.rs`, beyond tinygrad 0.9.1): which opts
-//! `get_kernel` gives a conv2d on the CPU devices, and that the tiled kernels give INTERP's bits
-//! (and the bits of 0.9.1's opts, `CPU_CONV=0`) on CLANG and LLVM, padding and bias included.
+//! The CPU tiles through the Tensor API (beyond tinygrad 0.9.1): the conv tile
+//! (`codegen/kernel/cpu_conv.rs`: which opts `get_kernel` gives a conv2d on the CPU devices, and
+//! that the tiled kernels give INTERP's bits, and the bits of 0.9.1's opts, `CPU_CONV=0`, on
+//! CLANG and LLVM, padding and bias included), and a matmul tile whose staged strip
+//! (`codegen/uopgraph/stage.rs`) takes the largest stack buffer, run on the calling thread and
+//! the pool's workers.
 
 mod tensor_common;
 use rawgrad::codegen::kernel::cpu_conv::{CONV_CHANNELS, CONV_LANES};
@@ -102,5 +105,32 @@ fn the_conv_tile_gives_interps_bits() {
                 "{dev} with 0.9.1's opts (nan {nan})"
             );
         }
+    }
+}
+
+/// A (16, K) @ (K, 64) matmul whose strip is the deepest that is staged (`STAGE_MAX_BYTES` of
+/// stack), on CLANG and LLVM with every core (the calling thread runs share 0, the pool's workers
+/// the rest) and with one, gives the bits of the unoptimized kernel on INTERP.
+#[test]
+fn the_deepest_staged_strip_gives_interps_bits() {
+    use rawgrad::codegen::kernel::cpu_tile::host_tile;
+    use rawgrad::codegen::uopgraph::STAGE_MAX_BYTES;
+    let k = STAGE_MAX_BYTES / 4 / host_tile().cols();
+    let run = |dev: &str, threads: Option<i64>| {
+        let _d = on(dev);
+        let _t = threads.map(|n| Context::new(&[("CLANG_THREADS", n)]));
+        let a = Tensor::from_vec(values(16 * k, 4), &[16, k]).unwrap();
+        let b = Tensor::from_vec(values(k * 64, 5), &[k, 64]).unwrap();
+        let out = a.matmul(&b).unwrap().to_vec::<f32>().unwrap();
+        out.iter().map(|v| v.to_bits()).collect::<Vec<u32>>()
+    };
+    // INTERP unoptimized: its heuristics group a reduce this long across local threads, a
+    // different order of the sum; the tile keeps the unoptimized order
+    let noopt = Context::new(&[("NOOPT", 1)]);
+    let want = run("INTERP", None);
+    drop(noopt);
+    for dev in cpu_devices().into_iter().filter(|d| *d != "INTERP") {
+        assert_eq!(run(dev, None), want, "{dev}, every core");
+        assert_eq!(run(dev, Some(1)), want, "{dev}, the calling thread");
     }
 }
