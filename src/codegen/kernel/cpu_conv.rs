@@ -27,7 +27,6 @@
 use super::opts::{Opt, OptOps};
 use super::Kernel;
 use crate::helpers::getenv;
-use crate::ops::{Op, ReduceOps};
 use crate::Result;
 
 /// Lanes of the output's unit-stride axis.
@@ -63,31 +62,13 @@ impl Kernel {
 
     /// The tile's opts for this kernel, or None when it does not fit.
     fn cpu_conv_opts(&self) -> Result<Option<Vec<Opt>>> {
-        let fr = self.first_reduce();
-        let one_sum = self.reduceops.len() == 1
-            && self.reduceops[0].op() == Op::Reduce(ReduceOps::SUM)
-            && self.outbufs.len() == 1;
-        if self.opts.has_local
-            || !self.opts.supports_float4
-            || !one_sum
-            || !self.applied_opts.is_empty()
-            || self.upcasted > 0
-            || fr + 2 > self.shape_len()
-        {
-            return Ok(None);
-        }
-        let Some(full) = self.int_shape() else {
+        let Some(s) = self.one_sum_shape()? else {
             return Ok(None);
         };
-        let Some(strides) = self.int_strides()? else {
-            return Ok(None);
-        };
-        let out: Option<Vec<i64>> = strides[0].iter().copied().collect();
-        let Some(out) = out else { return Ok(None) };
-        if !self.output_aligned(&out, fr, CONV_LANES)? {
+        if s.fr + 2 > self.shape_len() || !self.output_aligned(&s.out, s.fr, CONV_LANES)? {
             return Ok(None);
         }
-        let Some((n, y, m)) = conv_axes(&full, &strides, fr) else {
+        let Some((n, y, m)) = conv_axes(&s.full, &s.strides, s.fr) else {
             return Ok(None);
         };
         let mut opts = vec![Opt::new(OptOps::UPCAST, n, CONV_LANES)];
@@ -96,8 +77,8 @@ impl Kernel {
         }
         opts.push(Opt::new(OptOps::UPCAST, m, CONV_CHANNELS));
         let last = self.shape_len() - 1;
-        if full[last] <= MAX_TAPS {
-            opts.push(Opt::new(OptOps::UNROLL, last - fr, 0));
+        if s.full[last] <= MAX_TAPS {
+            opts.push(Opt::new(OptOps::UNROLL, last - s.fr, 0));
         }
         Ok(Some(opts))
     }

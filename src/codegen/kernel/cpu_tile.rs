@@ -102,6 +102,15 @@ pub fn host_tiles() -> Vec<Tile> {
     }]
 }
 
+/// A kernel as the CPU tiles see it ([`Kernel::one_sum_shape`]): the first reduce dim, the full
+/// shape, every buffer's strides (None where a view leaves one unknown), the output's strides.
+pub(super) struct SumShape {
+    pub fr: usize,
+    pub full: Vec<usize>,
+    pub strides: Vec<Vec<Option<i64>>>,
+    pub out: Vec<i64>,
+}
+
 /// The preferred tile of this host (the first of [`host_tiles`]).
 pub fn host_tile() -> Tile {
     host_tiles()[0]
@@ -178,30 +187,48 @@ impl Kernel {
         Ok(())
     }
 
-    /// The (n, m) axes of the tile, or None when the kernel is not one it fits.
-    fn cpu_tile_axes(&self, tile: &Tile) -> Result<Option<(usize, usize)>> {
+    /// What the CPU tiles (this one and `cpu_conv.rs`) read of a kernel they may fit: None
+    /// unless it is a single-output SUM reduce with no opts yet, on a device without locals that
+    /// has vectors, with integer sizes, float32 buffers and an output whose strides are known.
+    pub(super) fn one_sum_shape(&self) -> Result<Option<SumShape>> {
         let one_sum = self.reduceops.len() == 1
             && self.reduceops[0].op() == Op::Reduce(ReduceOps::SUM)
             && self.outbufs.len() == 1;
-        let fr = self.first_reduce();
         if self.opts.has_local
             || !self.opts.supports_float4
             || !one_sum
             || !self.applied_opts.is_empty()
             || self.upcasted > 0
-            || fr + 1 != self.shape_len()
         {
             return Ok(None);
         }
-        let Some(full) = self.int_shape() else {
-            return Ok(None);
-        };
-        let Some(strides) = self.int_strides()? else {
+        let (Some(full), Some(strides)) = (self.int_shape(), self.int_strides()?) else {
             return Ok(None);
         };
         let out: Option<Vec<i64>> = strides[0].iter().copied().collect();
-        let Some(out) = out else { return Ok(None) };
-        if full[fr] % tile.unroll != 0 || !self.output_aligned(&out, fr, tile.lanes)? {
+        Ok(out.map(|out| SumShape {
+            fr: self.first_reduce(),
+            full,
+            strides,
+            out,
+        }))
+    }
+
+    /// The (n, m) axes of the tile, or None when the kernel is not one it fits.
+    fn cpu_tile_axes(&self, tile: &Tile) -> Result<Option<(usize, usize)>> {
+        let Some(shape) = self.one_sum_shape()? else {
+            return Ok(None);
+        };
+        let SumShape {
+            fr,
+            full,
+            strides,
+            out,
+        } = shape;
+        if fr + 1 != self.shape_len()
+            || full[fr] % tile.unroll != 0
+            || !self.output_aligned(&out, fr, tile.lanes)?
+        {
             return Ok(None);
         }
         let bcast = |a: usize| strides[1..].iter().any(|s| s[a] == Some(0));
