@@ -8,14 +8,19 @@
 //! one 8-lane vector: the output width), with AVX-512 two rows of another output axis the
 //! weights broadcast (`UPCAST(y, 2)`), 8 of an output axis the input broadcasts (`UPCAST(m, 8)`:
 //! output channels), and the last reduce dim unrolled when it has at most [`MAX_TAPS`] steps (the
-//! kernel's width). That is 8 (16 with AVX-512) vector accumulators in place of 4 of 4 lanes.
-//! The kernel is marked [`Kernel::wide_vectors`] so the 8 lanes make one vector.
+//! kernel's width; on LLVM the one before it too, the kernel's height). That is 8 (16 with
+//! AVX-512) vector accumulators in place of 4 of 4 lanes. The kernel is marked
+//! [`Kernel::wide_vectors`] so the 8 lanes make one vector.
 //!
 //! Measured on this 2-core AVX-512 VM (W5: conv2d 1x64x56x56 with 64x64x3x3, padding 1). `bench
 //! workloads --workloads W5 --devices CLANG,LLVM --threads 1 --repeats 5`, steady ms with
-//! `CPU_CONV=0` then 1: CLANG 11.4 -> 5.1, LLVM 10.0 -> 9.1. The kernel alone on two threads
-//! (`time_linearizer`, best of 5), CLANG: 0.9.1's opts 6.1-6.4 ms, this tile 2.9, without the
-//! two rows 3.2, without `wide_vectors` 15.4 (the 8 lanes then go as two float4 halves).
+//! `CPU_CONV=0` then 1: CLANG 11.4 -> 5.0, LLVM 10.0 -> 6.0 (LLVM's compile of the kernel 15 ->
+//! 35 ms of CPU). The kernel alone on two threads (`time_linearizer`, best of 5): CLANG 0.9.1's
+//! opts 5.5-6.4 ms, this tile 2.3-2.9, with the height unrolled too 2.5, without the two rows
+//! 3.2, without `wide_vectors` 15.4 (the 8 lanes then go as two float4 halves); LLVM 0.9.1's
+//! opts 5.1-5.3, the width unrolled only 4.3-4.6, the height too 2.9: LLVM spills 7 of the 16
+//! accumulators to the stack each iteration (its asm, `bench codegen --dump` then `bench llvmc
+//! --asm`), and with 9 taps an iteration instead of 3 that costs a third as much per product.
 //! Each output's products are still added in the reduce order (the unroll keeps the taps'
 //! order), so the results are the unoptimized kernel's bits.
 //!
@@ -26,6 +31,7 @@
 
 use super::opts::{Opt, OptOps};
 use super::Kernel;
+use crate::codegen::renderer::VectorAlu;
 use crate::helpers::getenv;
 use crate::Result;
 
@@ -76,9 +82,16 @@ impl Kernel {
             opts.push(Opt::new(OptOps::UPCAST, y, 2));
         }
         opts.push(Opt::new(OptOps::UPCAST, m, CONV_CHANNELS));
+        // the taps: along the width, and on LLVM along the height too (the unroll order keeps
+        // the sum's order; the last dim first, so the earlier one's index stays put)
         let last = self.shape_len() - 1;
-        if s.full[last] <= MAX_TAPS {
-            opts.push(Opt::new(OptOps::UNROLL, last - s.fr, 0));
+        let llvm = self.opts.vector_alu == VectorAlu::Llvm;
+        let taps = if llvm { 2 } else { 1 };
+        for d in (s.fr..=last).rev().take(taps) {
+            if s.full[d] > MAX_TAPS {
+                break;
+            }
+            opts.push(Opt::new(OptOps::UNROLL, d - s.fr, 0));
         }
         Ok(Some(opts))
     }
