@@ -316,7 +316,8 @@ fn substitute(
     done.get(idx).cloned().unwrap_or_else(|| idx.clone())
 }
 
-/// The new list, and the nodes already in it (a node is emitted once; CONSTs go to the front).
+/// The new list, and the nodes already in it (each node goes in once; a new node's CONST and ALU
+/// sources not yet in it go just before it).
 struct Emitter {
     list: Vec<UOp>,
     seen: UOpMap<()>,
@@ -337,7 +338,7 @@ impl Emitter {
         }
     }
 
-    /// Append a new node after any of its CONST sources not yet in the list.
+    /// Append a new node after its CONST and ALU sources not yet in the list.
     fn emit(&mut self, u: &UOp) {
         for s in u.src() {
             if s.op() == UOps::CONST {
