@@ -39,7 +39,7 @@ use crate::Result;
 pub const CONV_LANES: usize = 8;
 /// Output channels (an axis the input broadcasts) a tile takes.
 pub const CONV_CHANNELS: usize = 8;
-/// The most steps of the last reduce dim that get unrolled.
+/// The most steps of a reduce dim that gets unrolled (the kernel's width; on LLVM its height too).
 pub const MAX_TAPS: usize = 4;
 
 impl Kernel {
