@@ -27,11 +27,11 @@ use crate::dispatch::Stats;
 /// Accumulators in the FMA loop (enough independent chains to cover FMA latency x pipes).
 const ACCS: usize = 12;
 
-/// Accumulators of the mul+add loop: with 32 vector registers (AVX-512) twice as many (on this
-/// 2-core AVX-512 VM this loop ran 94 GFLOP/s with 12 and 114 with 24; a C loop of either,
-/// `-ffp-contract=off`, 113-116).
-fn muladd_accs(w: usize) -> usize {
-    if w >= 16 {
+/// Accumulators of the loop: [`ACCS`] for the FMA loop; for the mul+add loop, with 32 vector
+/// registers (AVX-512), twice as many (on this 2-core AVX-512 VM that loop ran 94 GFLOP/s with 12
+/// and 114 with 24; a C loop of either, `-ffp-contract=off`, 113-116).
+fn loop_accs(w: usize, fused: bool) -> usize {
+    if !fused && w >= 16 {
         2 * ACCS
     } else {
         ACCS
@@ -65,7 +65,7 @@ fn lanes(features: &str) -> usize {
 /// `vals[0]` iterations, then the lanes' sum of all accumulators stored at `out[core]` (so nothing
 /// is dead).
 fn fma_ir(w: usize, opaque: bool, fused: bool) -> String {
-    let accs = if fused { ACCS } else { muladd_accs(w) };
+    let accs = loop_accs(w, fused);
     let v = format!("<{w} x float>");
     let splat = |x: &str| format!("<{}>", vec![format!("float {x}"); w].join(", "));
     let (pp, p32, pf, p8) = if opaque {
@@ -139,7 +139,7 @@ pub fn fma(threads: usize, repeats: usize, fused: bool) -> Result<Option<Stats>>
     let out = h.alloc(4 * threads.max(1), &BufferOptions::default())?;
     let _g = Context::new(&[("CLANG_THREADS", threads as i64)]);
     let iters: i64 = 2_000_000;
-    let accs = if fused { ACCS } else { muladd_accs(w) };
+    let accs = loop_accs(w, fused);
     let flops = (threads * accs * w * 2) as f64 * iters as f64;
     let global = Some([threads, 1, 1]);
     prg.call(
