@@ -53,6 +53,8 @@ struct Plan {
     loads: Vec<(UOp, i64)>,
     /// Lanes in one staged row (one reduce step).
     width: i64,
+    /// The nodes placed inside the enclosing loop (position `outer` on).
+    inside: UOpMap<()>,
 }
 
 /// `uops` with the right-hand-side strip staged where [`plan`] finds one, else `uops` unchanged.
@@ -119,7 +121,11 @@ fn plan(uops: &[UOp]) -> Option<Plan> {
         width += i64::from(u.dtype()?.count);
     }
     let bytes = width.checked_mul(k)?.checked_mul(4)?;
-    if loads.is_empty() || bytes > STAGE_MAX_BYTES as i64 || !rebuildable(uops, r1, &loads) {
+    if loads.is_empty() || bytes > STAGE_MAX_BYTES as i64 {
+        return None;
+    }
+    let inside: UOpMap<()> = uops[r1..].iter().map(|u| (u.clone(), ())).collect();
+    if !rebuildable(&inside, &loads) {
         return None;
     }
     Some(Plan {
@@ -128,6 +134,7 @@ fn plan(uops: &[UOp]) -> Option<Plan> {
         trips: k,
         loads,
         width,
+        inside,
     })
 }
 
@@ -150,10 +157,10 @@ fn stageable(u: &UOp, reduce: &UOp, outer: &UOp) -> bool {
         && !idx.has_parent(outer)
 }
 
-/// Every node of the loads' indexes placed inside the enclosing loop is a pure int computation
-/// (an ALU, a CONST, or the reduce RANGE itself), so it can be computed again in the staging loop.
-fn rebuildable(uops: &[UOp], outer: usize, loads: &[(UOp, i64)]) -> bool {
-    let inside: UOpMap<()> = uops[outer..].iter().map(|u| (u.clone(), ())).collect();
+/// Every node of the loads' indexes placed inside the enclosing loop (`inside`) is a pure int
+/// computation (an ALU, a CONST, or the reduce RANGE itself), so it can be computed again in the
+/// staging loop.
+fn rebuildable(inside: &UOpMap<()>, loads: &[(UOp, i64)]) -> bool {
     let mut stack: Vec<&UOp> = loads.iter().map(|(l, _)| &l.src()[1]).collect();
     while let Some(u) = stack.pop() {
         if !inside.contains_key(u) {
@@ -230,11 +237,11 @@ fn emit_copy_loop(uops: &[UOp], p: &Plan, stage: &UOp, out: &mut Emitter) {
         next_idx.max().unwrap_or(0) + 1,
         false,
     );
-    let mut done = hoist_invariants(p, uops, out);
+    let mut done = hoist_invariants(p, out);
     out.emit(&copy_loop);
     done.insert(p.reduce.clone(), copy_loop.clone());
     for (load, off) in &p.loads {
-        let idx = substitute(&load.src()[1], &mut done, uops, p.outer, out);
+        let idx = substitute(&load.src()[1], &mut done, &p.inside, out);
         let value = UOp::new(
             UOps::LOAD,
             load.dtype(),
@@ -258,10 +265,9 @@ fn rebuilt(u: &UOp, map: &UOpMap<UOp>) -> UOp {
     UOp::new(u.op(), u.dtype(), src, u.arg().clone())
 }
 
-/// The nodes of the staged loads' indexes placed inside the enclosing loop (position `outer` on),
+/// The nodes of the staged loads' indexes placed inside the enclosing loop (in `inside`),
 /// sources first.
-fn inside_post_order(uops: &[UOp], outer: usize, roots: &[&UOp]) -> Vec<UOp> {
-    let inside: UOpMap<()> = uops[outer..].iter().map(|u| (u.clone(), ())).collect();
+fn inside_post_order(inside: &UOpMap<()>, roots: &[&UOp]) -> Vec<UOp> {
     let mut seen: UOpMap<()> = UOpMap::default();
     let mut order = vec![];
     let mut stack: Vec<(UOp, bool)> = roots.iter().map(|u| ((*u).clone(), false)).collect();
@@ -283,11 +289,15 @@ fn inside_post_order(uops: &[UOp], outer: usize, roots: &[&UOp]) -> Vec<UOp> {
 /// Emit, before the staging loop, the index nodes inside the enclosing loop that do not depend
 /// on the reduce loop (so a later use outside the staging loop still sees them); returns them
 /// mapped to themselves.
-fn hoist_invariants(p: &Plan, uops: &[UOp], out: &mut Emitter) -> UOpMap<UOp> {
+fn hoist_invariants(p: &Plan, out: &mut Emitter) -> UOpMap<UOp> {
     let roots: Vec<&UOp> = p.loads.iter().map(|(l, _)| &l.src()[1]).collect();
     let mut done: UOpMap<UOp> = UOpMap::default();
-    for u in inside_post_order(uops, p.outer, &roots) {
-        if u != p.reduce && !u.has_parent(&p.reduce) {
+    // sources come first, and only nodes inside the enclosing loop can read the reduce loop
+    let mut varies: UOpMap<()> = UOpMap::default();
+    for u in inside_post_order(&p.inside, &roots) {
+        if u == p.reduce || u.src().iter().any(|s| varies.contains_key(s)) {
+            varies.insert(u, ());
+        } else {
             out.emit(&u);
             done.insert(u.clone(), u);
         }
@@ -298,14 +308,8 @@ fn hoist_invariants(p: &Plan, uops: &[UOp], out: &mut Emitter) -> UOpMap<UOp> {
 /// `idx` for the staging loop: the nodes inside the enclosing loop that depend on the reduce
 /// loop built again with it replaced through `done` (which maps it to the staging loop), emitted
 /// sources first.
-fn substitute(
-    idx: &UOp,
-    done: &mut UOpMap<UOp>,
-    uops: &[UOp],
-    outer: usize,
-    out: &mut Emitter,
-) -> UOp {
-    for u in inside_post_order(uops, outer, &[idx]) {
+fn substitute(idx: &UOp, done: &mut UOpMap<UOp>, inside: &UOpMap<()>, out: &mut Emitter) -> UOp {
+    for u in inside_post_order(inside, &[idx]) {
         if done.contains_key(&u) {
             continue;
         }
