@@ -67,6 +67,9 @@ pub struct CStyleLanguage {
     pub scalar_lane_loads: bool,
     /// Keep the 8 row accumulators of a row sum in one vector (`cstyle/row_transpose.rs`).
     pub transposed_rows: bool,
+    /// Write large contiguous float4 outputs with non-temporal stores
+    /// (`renderer/llvmir/stream_store.rs`; the helpers `rg_stream_f4`, `rg_stream_fence`).
+    pub stream_stores: bool,
 }
 
 /// What a rendered kernel needs in front of it (includes, typedefs, helpers).
@@ -324,6 +327,8 @@ struct State {
     lanes: UOpMap<Vec<String>>,
     /// The loops rendered with transposed row accumulators.
     rows: row_transpose::Plan,
+    /// The stores written through `rg_stream_f4` (`renderer/llvmir/stream_store.rs`).
+    streams: UOpMap<()>,
 }
 
 impl State {
@@ -426,6 +431,7 @@ pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Res
         whole_used: UOpMap::default(),
         lanes: UOpMap::default(),
         rows: row_transpose::Plan::default(),
+        streams: UOpMap::default(),
     };
     let mut child_count: UOpMap<usize> =
         UOpMap::with_capacity_and_hasher(uops.len(), Default::default());
@@ -455,6 +461,9 @@ pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Res
         None
     };
     st.needs.kernel_modifier = l.kernel_modifier(uops);
+    if l.lang().stream_stores {
+        st.streams = crate::renderer::llvmir::stream_store::streaming_stores(uops);
+    }
     for (i, u) in uops.iter().enumerate() {
         let n = child_count.get(u).copied().unwrap_or(0);
         render_uop(l, &mut st, u, n, split == Some(i)).map_err(|e| {
@@ -469,6 +478,10 @@ pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Res
                 e.message()
             ))
         })?;
+    }
+    if !st.streams.is_empty() {
+        // the streaming stores are visible before the kernel's completion is
+        st.kk("rg_stream_fence();");
     }
     let mut params = std::mem::take(&mut st.params);
     params.sort_by(|a, b| {
@@ -524,6 +537,20 @@ fn render_store_uop<L: CStyle + ?Sized>(l: &L, st: &mut State, u: &UOp) -> Resul
         src_name(&st.r, u, 2)?,
     );
     let local = u.src()[0].op() == UOps::DEFINE_LOCAL;
+    if st.streams.contains_key(u) {
+        st.needs.helpers.insert("rg_stream");
+        let line = cat!(
+            "rg_stream_f4(",
+            buf,
+            "+",
+            strip_parens(idx),
+            ", (rg_v4sf)(",
+            val,
+            "));"
+        );
+        st.kk(&line);
+        return Ok(());
+    }
     let s = l.render_store(
         buf,
         src_dtype(u, 0)?,

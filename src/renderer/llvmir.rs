@@ -71,6 +71,7 @@ mod memory;
 pub mod nvptx;
 pub(crate) mod prefetch;
 mod share;
+pub(crate) mod stream_store;
 mod types;
 mod walk;
 mod wmma;
@@ -458,6 +459,10 @@ impl Renderer for LLVMRenderer {
             out.push_str(l);
             out.push('\n');
         };
+        if !w.streams.is_empty() {
+            // the streaming stores are visible before the kernel's completion is (`stream_store.rs`)
+            line("  call void @llvm.x86.sse.sfence()");
+        }
         line("  ret void");
         line("}");
         if let Some(e) = &entry {

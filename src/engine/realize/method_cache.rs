@@ -38,9 +38,10 @@ use super::runners::{compile_program, CompiledRunner};
 use super::Runner;
 
 /// The knobs that change which opts `get_kernel` applies (or how a kernel lowers and renders:
-/// `CPU_REDUCE_LANES`, `CPU_STAGE`, which gates the CPU tile's staged strip, and `VECALU`, which
-/// gates the vector ALU fold and the lane accumulators), so each is part of the cache key.
-pub const OPT_KNOBS: [&str; 15] = [
+/// `CPU_REDUCE_LANES`, `CPU_STAGE`, which gates the CPU tile's staged strip, `CPU_STREAM`, which
+/// gates the streaming stores, and `VECALU`, which gates the vector ALU fold and the lane
+/// accumulators), so each is part of the cache key.
+pub const OPT_KNOBS: [&str; 16] = [
     "BEAM",
     "NOOPT",
     "TC",
@@ -55,6 +56,7 @@ pub const OPT_KNOBS: [&str; 15] = [
     "CPU_REDUCE",
     "CPU_REDUCE_LANES",
     "CPU_STAGE",
+    "CPU_STREAM",
     "VECALU",
 ];
 
@@ -79,6 +81,7 @@ fn opt_knobs() -> [i64; OPT_KNOBS.len()] {
         k(12),
         k(13),
         k(14),
+        k(15),
     ];
     std::array::from_fn(|i| KNOBS[i].get())
 }

@@ -23,6 +23,9 @@
 //! - a row sum over 8 rows at once keeps its 8 accumulators in one `float8` fed by a shuffle
 //!   transpose of the rows' float4 loads, with a prefetch of long row streams
 //!   (`cstyle/row_transpose.rs`; the same bits).
+//! - a large contiguous float4 output goes through `rg_stream_f4` (a non-temporal store where the
+//!   address is 16-byte aligned) and the kernel ends with `rg_stream_fence()` (`sfence`), on
+//!   x86-64 (`renderer/llvmir/stream_store.rs`; the same bits).
 //! - multi-core: when the kernel's outermost loop is a non-reduce RANGE that holds every store, it
 //!   runs only the slice `[N*core/ncores, N*(core+1)/ncores)` of its `N` iterations, with `core`
 //!   and `ncores` as two extra trailing parameters. Every kernel also gets the fixed-ABI entry point
@@ -90,6 +93,7 @@ impl ClangRenderer {
                 split_outer_loop: true,
                 scalar_lane_loads: true,
                 transposed_rows: true,
+                stream_stores: true,
                 ..CStyleLanguage::default()
             },
         }
@@ -145,6 +149,33 @@ const HALF_TYPEDEF: &str = "#if defined(__clang__) && __clang_major__ < 15
 typedef __fp16 half;
 #else
 typedef _Float16 half;
+#endif";
+
+/// The streaming store of a float4 (`renderer/llvmir/stream_store.rs`): `movntps` when the
+/// address is 16-byte aligned (gcc's and clang's builtins), else a plain 16-byte copy; and the
+/// `sfence` that orders those stores before whatever the thread writes next (the CPU pool's
+/// completion flag). Plain stores and no fence off x86-64.
+const STREAM_HELPERS: &str = "#ifndef RG_STREAM
+#define RG_STREAM
+typedef float rg_v4sf __attribute__((vector_size(16)));
+static inline void rg_stream_f4(float *p, rg_v4sf v) {
+#if defined(__x86_64__)
+  if (((unsigned long)p & 15ul) == 0) {
+#if defined(__clang__)
+    __builtin_nontemporal_store(v, (rg_v4sf *)p);
+#else
+    __builtin_ia32_movntps(p, v);
+#endif
+    return;
+  }
+#endif
+  __builtin_memcpy(p, &v, 16);
+}
+static inline void rg_stream_fence(void) {
+#if defined(__x86_64__)
+  __builtin_ia32_sfence();
+#endif
+}
 #endif";
 
 const BF16_HELPERS: &str = "#ifndef RG_BF16_HELPERS
@@ -206,6 +237,8 @@ fn preamble(needs: &Needs) -> Vec<String> {
             out.push(fmax_helper_src(t));
         } else if *h == "rg_exp2f" {
             out.push(crate::renderer::exp2::c_helper());
+        } else if *h == "rg_stream" {
+            out.push(STREAM_HELPERS.to_string());
         }
     }
     if needs.bf16 {

@@ -239,12 +239,35 @@ impl Walk<'_> {
         }
         let (ptr, pt) = self.elem_ptr(&buf, &idx, access, &name)?;
         let align = bd.itemsize();
+        if gate.is_none() && self.streams.contains_key(u) {
+            self.stream_store(n, &name, &cat!(mt, " ", v), &cat!(pt, " ", ptr), align);
+            return Ok(());
+        }
         emit!(self; "  store ", mt, " ", v, ", ", pt, " ", ptr, ", align ", align);
         if gate.is_some() {
             emit!(self; "  br label %store_", n, ".end");
             self.label(cat!("store_", n, ".end"));
         }
         Ok(())
+    }
+
+    /// A streaming store (`stream_store.rs`) of `value` (type and value) to `ptr` (type and
+    /// pointer): `movntps` (a non-temporal store, 16-byte aligned) when the address is aligned,
+    /// else the plain store of `align`.
+    fn stream_store(&mut self, n: usize, name: &str, value: &str, ptr: &str, align: usize) {
+        self.decls
+            .insert("declare void @llvm.x86.sse.sfence()".into());
+        emit!(self; "  ", name, ".pi = ptrtoint ", ptr, " to i64");
+        emit!(self; "  ", name, ".lo = and i64 ", name, ".pi, 15");
+        emit!(self; "  ", name, ".al = icmp eq i64 ", name, ".lo, 0");
+        emit!(self; "  br i1 ", name, ".al, label %store_", n, ".nt, label %store_", n, ".pl");
+        self.label(cat!("store_", n, ".nt"));
+        emit!(self; "  store ", value, ", ", ptr, ", align 16, !nontemporal !{i32 1}");
+        emit!(self; "  br label %store_", n, ".end");
+        self.label(cat!("store_", n, ".pl"));
+        emit!(self; "  store ", value, ", ", ptr, ", align ", align);
+        emit!(self; "  br label %store_", n, ".end");
+        self.label(cat!("store_", n, ".end"));
     }
 
     pub(super) fn cast_uop(&mut self, u: &UOp) -> Result<()> {

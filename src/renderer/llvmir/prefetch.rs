@@ -109,7 +109,7 @@ impl Open {
 }
 
 /// The iteration count of a loop with constant bounds.
-fn trip_count(range: &UOp) -> Option<i64> {
+pub(super) fn trip_count(range: &UOp) -> Option<i64> {
     match range.src() {
         [a, b] => int_const(b)?.checked_sub(int_const(a)?),
         _ => None,
@@ -141,7 +141,7 @@ fn streams(load: &UOp, range: &UOp, memo: &mut UOpMap<Option<i64>>, trip: i64) -
 
 /// The coefficient of the counter `range` in the integer expression `u` when `u` is linear in
 /// it (`Some(0)`: `u` does not depend on it); `None` when it is not linear or not known.
-fn coef(u: &UOp, range: &UOp, memo: &mut UOpMap<Option<i64>>) -> Option<i64> {
+pub(super) fn coef(u: &UOp, range: &UOp, memo: &mut UOpMap<Option<i64>>) -> Option<i64> {
     if u == range {
         return Some(1);
     }

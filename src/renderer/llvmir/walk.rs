@@ -99,6 +99,8 @@ pub(super) struct Walk<'a> {
     pub(super) exp2_outlined: UOpMap<()>,
     /// The streaming loads of reduce loops, prefetched (CPU flavour; `prefetch.rs`).
     pub(super) prefetch: UOpMap<()>,
+    /// The stores written with `movntps` where aligned (CPU flavour on x86-64; `stream_store.rs`).
+    pub(super) streams: UOpMap<()>,
 }
 
 /// Accumulators each loop must carry: for every PHI, the loops open at the PHI that were opened
@@ -215,6 +217,10 @@ impl<'a> Walk<'a> {
             },
             prefetch: match flavour {
                 Flavour::Cpu => super::prefetch::streaming_loads(uops),
+                _ => UOpMap::default(),
+            },
+            streams: match flavour {
+                Flavour::Cpu => super::stream_store::streaming_stores(uops),
                 _ => UOpMap::default(),
             },
         })
