@@ -51,6 +51,8 @@ struct Plan {
     trips: i64,
     /// The staged loads in order, each with its lane offset in a staged row.
     loads: Vec<(UOp, i64)>,
+    /// Each staged load's lane offset (the same as `loads`, by node).
+    offsets: UOpMap<i64>,
     /// Lanes in one staged row (one reduce step).
     width: i64,
     /// The nodes placed inside the enclosing loop (position `outer` on).
@@ -112,11 +114,13 @@ fn plan(uops: &[UOp]) -> Option<Plan> {
         return None;
     }
     let mut loads: Vec<(UOp, i64)> = vec![];
+    let mut offsets: UOpMap<i64> = UOpMap::default();
     let mut width = 0i64;
     for u in &uops[r2 + 1..e2] {
-        if !stageable(u, &reduce, &outer) || loads.iter().any(|(l, _)| l == u) {
+        if offsets.contains_key(u) || !stageable(u, &reduce, &outer) {
             continue;
         }
+        offsets.insert(u.clone(), width);
         loads.push((u.clone(), width));
         width += i64::from(u.dtype()?.count);
     }
@@ -133,6 +137,7 @@ fn plan(uops: &[UOp]) -> Option<Plan> {
         reduce,
         trips: k,
         loads,
+        offsets,
         width,
         inside,
     })
@@ -208,7 +213,7 @@ fn apply(uops: &[UOp], p: &Plan) -> Vec<UOp> {
         if i == p.outer {
             emit_copy_loop(uops, p, &stage, &mut out);
         }
-        if let Some((_, off)) = p.loads.iter().find(|(l, _)| l == u) {
+        if let Some(off) = p.offsets.get(u) {
             let at = row(&p.reduce, p.width, *off);
             let staged = UOp::load(&stage, &at, u.dtype().unwrap_or(elem));
             out.emit(&staged);
