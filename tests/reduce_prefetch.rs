@@ -13,14 +13,11 @@
 
 mod tensor_common;
 
-use rawgrad::codegen::kernel::Kernel;
-use rawgrad::engine::realize::get_kernel;
-use rawgrad::ops::LazyOp;
 use rawgrad::renderer::cstyle::ClangRenderer;
 use rawgrad::renderer::llvmir::LLVMRenderer;
 use rawgrad::renderer::Renderer;
 use rawgrad::Tensor;
-use tensor_common::{check, cpu_devices, on};
+use tensor_common::{asts, cpu_devices, on, rendered};
 
 /// (rows, row length): 8 rows at once with a loop of float4 loads (16x1028, 24x256, 8x4100),
 /// 4 rows (12x40), rows by neither (7x36) and a length that does not divide by 4 (9x1030). No
@@ -111,17 +108,7 @@ fn prefetched_reductions_give_the_interpreters_bits() {
 
 /// The source of each kernel of `t`'s schedule rendered by `r` (opts from `get_kernel`).
 fn sources(r: &dyn Renderer, t: &Tensor) -> Vec<String> {
-    let asts: Vec<Vec<LazyOp>> = check(&[t], &[], true)
-        .into_iter()
-        .map(|si| si.ast.clone())
-        .collect();
-    asts.iter()
-        .map(|ast| {
-            let mut k: Kernel = get_kernel(r, ast).unwrap();
-            let uops = k.linearize_as("k").unwrap().uops.clone();
-            r.render("k", &uops).unwrap()
-        })
-        .collect()
+    rendered(r, &asts(t))
 }
 
 /// The LLVM CPU IR of each kernel of `t`'s schedule.

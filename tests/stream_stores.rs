@@ -8,39 +8,17 @@
 
 mod tensor_common;
 
-use rawgrad::codegen::kernel::Kernel;
 use rawgrad::device::BufferOptions;
 use rawgrad::engine::realize::get_kernel;
-use rawgrad::ops::LazyOp;
 use rawgrad::renderer::cstyle::ClangRenderer;
 use rawgrad::renderer::llvmir::LLVMRenderer;
-use rawgrad::renderer::Renderer;
 use rawgrad::runtime::builtin::open_device;
 use rawgrad::Tensor;
-use tensor_common::{check, cpu_devices, on};
+use tensor_common::{asts, cpu_devices, on, rendered};
 
 /// 8192 x 1024 float32: 32 MiB, the smallest output that streams.
 const ROWS: usize = 8192;
 const COLS: usize = 1024;
-
-/// The ASTs of `t`'s schedule.
-fn asts(t: &Tensor) -> Vec<Vec<LazyOp>> {
-    check(&[t], &[], true)
-        .into_iter()
-        .map(|si| si.ast.clone())
-        .collect()
-}
-
-/// The source of each kernel of `asts` rendered by `r` (opts from `get_kernel`).
-fn sources(r: &dyn Renderer, asts: &[Vec<LazyOp>]) -> Vec<String> {
-    asts.iter()
-        .map(|ast| {
-            let mut k: Kernel = get_kernel(r, ast).unwrap();
-            let uops = k.linearize_as("k").unwrap().uops.clone();
-            r.render("k", &uops).unwrap()
-        })
-        .collect()
-}
 
 fn fma_like(rows: usize) -> Tensor {
     let x = || Tensor::empty(&[rows, COLS]).unwrap();
@@ -72,10 +50,10 @@ fn only_large_contiguous_float4_outputs_stream() {
     } else {
         (0, 0)
     };
-    let c = sources(&clang, &big).remove(0);
+    let c = rendered(&clang, &big).remove(0);
     assert_eq!(clang_streams(&c), want, "{c}");
     for opaque in [true, false] {
-        let ir = sources(&LLVMRenderer::cpu(opaque), &big).remove(0);
+        let ir = rendered(&LLVMRenderer::cpu(opaque), &big).remove(0);
         assert_eq!(llvm_streams(&ir), want, "{ir}");
         if want.0 > 0 {
             assert!(ir.contains("declare void @llvm.x86.sse.sfence()"), "{ir}");
@@ -97,10 +75,10 @@ fn only_large_contiguous_float4_outputs_stream() {
             .unwrap(),
     );
     for t in [&small, &sum, &mm] {
-        for s in sources(&clang, t) {
+        for s in rendered(&clang, t) {
             assert_eq!(clang_streams(&s), (0, 0), "{s}");
         }
-        for ir in sources(&LLVMRenderer::cpu(true), t) {
+        for ir in rendered(&LLVMRenderer::cpu(true), t) {
             assert_eq!(llvm_streams(&ir), (0, 0), "{ir}");
         }
     }

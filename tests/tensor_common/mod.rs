@@ -124,3 +124,25 @@ pub fn check_close(t: &Tensor, want: &reference::R, atol: f64, rtol: f64, what: 
     assert_eq!(t.shape(), want.shape, "{what}: shape");
     reference::assert_close(&get(t), &want.data, atol, rtol, what);
 }
+
+/// The ASTs of `t`'s schedule (load ops filtered out).
+pub fn asts(t: &Tensor) -> Vec<Vec<rawgrad::ops::LazyOp>> {
+    check(&[t], &[], true)
+        .into_iter()
+        .map(|si| si.ast.clone())
+        .collect()
+}
+
+/// The source of each kernel of `asts` rendered by `r` (opts from `get_kernel`, named `k`).
+pub fn rendered(
+    r: &dyn rawgrad::renderer::Renderer,
+    asts: &[Vec<rawgrad::ops::LazyOp>],
+) -> Vec<String> {
+    asts.iter()
+        .map(|ast| {
+            let mut k = rawgrad::engine::realize::get_kernel(r, ast).unwrap();
+            let uops = k.linearize_as("k").unwrap().uops.clone();
+            r.render("k", &uops).unwrap()
+        })
+        .collect()
+}
