@@ -1,6 +1,6 @@
 //! The CPU tiles through the Tensor API (beyond tinygrad 0.9.1): the conv tile
-//! (`codegen/kernel/cpu_conv.rs`: which opts `get_kernel` gives a conv2d on the CPU devices, and
-//! that the tiled kernels give INTERP's bits, and the bits of 0.9.1's opts, `CPU_CONV=0`, on
+//! (`codegen/kernel/cpu_conv.rs`: which opts `get_kernel` gives a conv2d on the CPU devices, that
+//! its weights are not staged, and that the tiled kernels give INTERP's bits, and the bits of 0.9.1's opts, `CPU_CONV=0`, on
 //! CLANG and LLVM, padding and bias included), and a matmul tile whose staged strip
 //! (`codegen/uopgraph/stage.rs`) takes the largest stack buffer, run on the calling thread and
 //! the pool's workers.
@@ -88,6 +88,11 @@ fn a_conv_gets_the_tile_on_the_cpu_devices() {
             want.push(Opt::new(OptOps::UNROLL, 1, 0));
         }
         assert_eq!(k.applied_opts, want, "{dev}");
+        // the weights move 9 elements per input channel: a compact strip, not staged
+        let mut k = k;
+        let uops = k.linearize().unwrap().uops.clone();
+        let src = d.renderer.render("k", &uops).unwrap();
+        assert!(!src.contains("stage"), "{dev}: {src}");
         let _off = Context::new(&[("CPU_CONV", 0)]);
         let k = get_kernel(&*d.renderer, ast).unwrap();
         assert!(!k.wide_vectors, "{dev}");

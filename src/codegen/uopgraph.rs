@@ -29,6 +29,7 @@ use crate::ops::{BinaryOps, Op, TernaryOps};
 use crate::{bail, ensure, Result};
 
 mod lanes;
+pub mod linear;
 mod stage;
 mod vectorize;
 mod verify;

@@ -28,9 +28,14 @@
 //! thread that runs the kernel: the CPU pool's workers get 4 MiB stacks for it, and a thread that
 //! calls a CPU kernel itself needs that much room (Rust's threads have 2 MiB, a main thread 8).
 //!
-//! Not guaranteed: the buffer size limit is chosen for this machine's 2 MiB L2, not searched; a kernel with more than one reduce loop, a
-//! symbolic bound or a strip over the limit is left as it is. `CPU_STAGE=0` turns the pass off.
+//! A load whose address moves less than a cache line per reduce step ([`MIN_ROW_STRIDE`]) reads a
+//! strip that is compact already, and is left in place (the conv tile's weights).
+//!
+//! Not guaranteed: the buffer size limit is chosen for this machine's 2 MiB L2, not searched; a
+//! kernel with more than one reduce loop, a symbolic bound or a strip over the limit is left as it
+//! is. `CPU_STAGE=0` turns the pass off.
 
+use super::linear::coef;
 use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
 use crate::dtype::{dtypes, ConstValue};
 use crate::ops::BinaryOps;
@@ -38,6 +43,13 @@ use crate::Result;
 
 /// The largest staging buffer, in bytes (on the stack of the thread running the kernel).
 pub const STAGE_MAX_BYTES: usize = 512 * 1024;
+
+/// The shortest step, in float32 elements (a 64-byte cache line), that a staged load's address
+/// takes per reduce step: a strip whose rows lie closer is compact in memory already. W5's conv
+/// tile on LLVM reads its weights 9 elements apart per input channel; staging them cost 3-4% of
+/// steady time and 8 ms of compile (`bench workloads --workloads W5 --devices LLVM`, `CPU_STAGE=1`
+/// then 0: 5.27-5.38 / 5.12-5.13 ms, compile 28.9 / 20.7 ms).
+const MIN_ROW_STRIDE: i64 = 16;
 
 /// The name of the staging buffer.
 const STAGE_NAME: &str = "stage";
@@ -144,7 +156,8 @@ fn plan(uops: &[UOp]) -> Option<Plan> {
 }
 
 /// An ungated float32 load of a read-only global buffer whose index depends on `reduce` and not
-/// on `outer`.
+/// on `outer`, and whose rows are not already compact: a reduce step moves its address by at
+/// least [`MIN_ROW_STRIDE`] elements, or by an amount the index does not show linearly.
 fn stageable(u: &UOp, reduce: &UOp, outer: &UOp) -> bool {
     let [buf, idx] = u.src() else { return false };
     let read_only = matches!(
@@ -160,6 +173,7 @@ fn stageable(u: &UOp, reduce: &UOp, outer: &UOp) -> bool {
         && u.dtype().is_some_and(|d| d.scalar() == dtypes::float32)
         && idx.has_parent(reduce)
         && !idx.has_parent(outer)
+        && coef(idx, reduce, &mut UOpMap::default()).map_or(true, |c| c.abs() >= MIN_ROW_STRIDE)
 }
 
 /// Every node of the loads' indexes placed inside the enclosing loop (`inside`) is a pure int
