@@ -55,6 +55,14 @@ fn pair(u: &UOp, range: &UOp, memo: &mut UOpMap<Option<i64>>) -> Option<(i64, i6
     }
 }
 
+/// The iteration count of a loop with constant bounds.
+pub fn trip_count(range: &UOp) -> Option<i64> {
+    match range.src() {
+        [a, b] => int_const(b)?.checked_sub(int_const(a)?),
+        _ => None,
+    }
+}
+
 /// The value of an integer CONST.
 pub fn int_const(u: &UOp) -> Option<i64> {
     match u.const_value()? {

@@ -35,9 +35,9 @@
 //! kernel with more than one reduce loop, a symbolic bound or a strip over the limit is left as it
 //! is. `CPU_STAGE=0` turns the pass off.
 
-use super::linear::coef;
+use super::linear::{coef, int_const, trip_count};
 use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
-use crate::dtype::{dtypes, ConstValue};
+use crate::dtype::dtypes;
 use crate::ops::BinaryOps;
 use crate::Result;
 
@@ -82,18 +82,10 @@ pub fn stage_strips(uops: Vec<UOp>) -> Result<Vec<UOp>> {
     }
 }
 
-/// The int value of a CONST.
-fn int_const(u: &UOp) -> Option<i64> {
-    match (u.op(), u.const_value()) {
-        (UOps::CONST, Some(ConstValue::Int(v))) => i64::try_from(v).ok(),
-        _ => None,
-    }
-}
-
 /// The constant trip count of a RANGE starting at 0.
 fn trips(r: &UOp) -> Option<i64> {
-    let [s, e] = r.src() else { return None };
-    (int_const(s)? == 0).then_some(int_const(e)?)
+    let starts_at_zero = int_const(r.src().first()?)? == 0;
+    starts_at_zero.then_some(trip_count(r)?)
 }
 
 /// Position of the ENDRANGE of the RANGE at `start`.

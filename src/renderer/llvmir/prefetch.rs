@@ -32,8 +32,7 @@
 //! Not guaranteed: the distance is measured on this machine, not searched; a prefetch past the end
 //! of a buffer is harmless to the program (it never faults) but may fetch a line it will not use.
 
-pub(super) use crate::codegen::uopgraph::linear::coef;
-use crate::codegen::uopgraph::linear::int_const;
+use crate::codegen::uopgraph::linear::{coef, trip_count};
 use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
 
 /// How far ahead of a streaming load its prefetch reads, in bytes.
@@ -105,14 +104,6 @@ impl Open {
                 .loads
                 .iter()
                 .all(|l| streams(l, &self.range, &mut memo, trip))
-    }
-}
-
-/// The iteration count of a loop with constant bounds.
-pub(super) fn trip_count(range: &UOp) -> Option<i64> {
-    match range.src() {
-        [a, b] => int_const(b)?.checked_sub(int_const(a)?),
-        _ => None,
     }
 }
 

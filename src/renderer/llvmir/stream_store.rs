@@ -36,7 +36,7 @@
 //! a larger last-level cache would want a larger one); the next kernel reads a streamed output
 //! from memory.
 
-use super::prefetch::{coef, trip_count};
+use crate::codegen::uopgraph::linear::{coef, trip_count};
 use crate::codegen::uops::{UOp, UOpMap, UOps};
 use crate::dtype::Scalar;
 
