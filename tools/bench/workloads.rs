@@ -435,10 +435,16 @@ fn table(cfg: &Config, ceil: &[Ceilings], rows: &[Row]) -> String {
                 cfg.copy_bytes >> 20
             )
         });
+        let read = c.read.map_or("not measured".to_string(), |x| {
+            format!(
+                "{:.1} GB/s [{:.1}-{:.1}] (read only)",
+                x.median, x.p10, x.p90
+            )
+        });
         let _ = writeln!(
             out,
             "ceilings, {} thread(s): FMA {fma}; mul+add {muladd} (unfused, the kernels' \
-             rounding); copy {copy}",
+             rounding); copy {copy}; read {read}",
             c.threads
         );
     }
