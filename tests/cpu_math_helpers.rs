@@ -10,13 +10,19 @@
 //!   reduce large enough for the CPU reduce opts (8 rows, unroll 4), give INTERP's bits (NaN
 //!   matches any NaN): NaN propagates, +0 is above -0.
 //!
+//! - CLANG asks gcc for 512-bit vectors in a kernel that calls `rg_exp2f` (a pragma for gcc on
+//!   x86-64 only; `CPU_WIDE=0` drops it) and in no other; a softmax over rows with NaN, ±inf and
+//!   ±0 gives unoptimized INTERP's bits either way.
+//!
 //! Each case runs on CLANG and LLVM (LLVM skipped, and said so, without libLLVM).
 
 mod tensor_common;
 
+use rawgrad::helpers::Context;
+use rawgrad::renderer::cstyle::ClangRenderer;
 use rawgrad::runtime::builtin::open_device;
 use rawgrad::{Result, Tensor};
-use tensor_common::on;
+use tensor_common::{asts, on, rendered};
 
 fn devices() -> Vec<&'static str> {
     let mut out = vec![];
@@ -210,5 +216,72 @@ fn max_reduce_with_specials_gives_interps_bits() {
     for d in devices() {
         let got = max_last_axis(&data, &[rows, cols], d).unwrap();
         assert_same(&got, &want, &format!("{d} reduce"));
+    }
+}
+
+const WIDE: &str = "#pragma GCC target(\"prefer-vector-width=512\")";
+
+/// 64 rows of 1024: W6's softmax at a smaller height (the same opts per row), with NaN, ±inf
+/// and ±0 in some rows, the rest spread over [-40, 40).
+fn softmax_input() -> Vec<f32> {
+    let mut v: Vec<f32> = (0..64 * 1024u32)
+        .map(|i| (i.wrapping_mul(2_654_435_761) >> 8) as f32 / (1u32 << 24) as f32 * 80.0 - 40.0)
+        .collect();
+    for (row, x) in [
+        (1, f32::NAN),
+        (2, f32::INFINITY),
+        (3, f32::NEG_INFINITY),
+        (4, 0.0),
+        (5, -0.0),
+    ] {
+        for k in [0, 517, 1023] {
+            v[row * 1024 + k] = x;
+        }
+    }
+    v
+}
+
+fn softmax_on(xs: &[f32], device: &str) -> Result<Vec<u32>> {
+    let _g = on(device);
+    let t = Tensor::from_slice_on(xs, &[64, 1024], device)?.softmax(-1)?;
+    let v = t.to_vec::<f32>()?;
+    Ok(v.iter()
+        .map(|x| if x.is_nan() { 0x7fc0_0000 } else { x.to_bits() })
+        .collect())
+}
+
+#[test]
+fn exp_kernels_ask_gcc_for_wide_vectors_and_keep_interps_bits() {
+    let xs = softmax_input();
+    // INTERP unoptimized: its heuristics group a row this long across local threads, a different
+    // order of the sum; the CPU devices' row opts keep the unoptimized order
+    let noopt = Context::new(&[("NOOPT", 1)]);
+    let want = softmax_on(&xs, "INTERP").unwrap();
+    drop(noopt);
+    for wide in [1, 0] {
+        let _w = Context::new(&[("CPU_WIDE", wide)]);
+        let _d = on("CLANG");
+        let t = Tensor::from_slice_on(&xs, &[64, 1024], "CLANG").unwrap();
+        let srcs = rendered(&ClangRenderer::new(), &asts(&t.softmax(-1).unwrap()));
+        assert_eq!(srcs.len(), 3, "max, exp-sum, exp-divide");
+        for s in &srcs {
+            let exp = s.contains("rg_exp2f(");
+            assert_eq!(s.contains(WIDE), exp && wide == 1, "CPU_WIDE={wide}:\n{s}");
+            if s.contains(WIDE) {
+                let (pragma, helper) = (s.find(WIDE).unwrap(), s.find("rg_exp2f").unwrap());
+                assert!(pragma < helper, "the pragma goes before the helper:\n{s}");
+                assert!(
+                    s.contains("#if defined(__GNUC__) && !defined(__clang__)"),
+                    "{s}"
+                );
+            }
+        }
+        assert_eq!(srcs.iter().filter(|s| s.contains("rg_exp2f(")).count(), 2);
+        let got = softmax_on(&xs, "CLANG").unwrap();
+        let bad = got.iter().zip(&want).position(|(g, w)| g != w);
+        assert_eq!(
+            bad, None,
+            "CPU_WIDE={wide}: softmax bits differ from INTERP"
+        );
     }
 }

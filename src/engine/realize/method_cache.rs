@@ -39,9 +39,9 @@ use super::Runner;
 
 /// The knobs that change which opts `get_kernel` applies (or how a kernel lowers and renders:
 /// `CPU_REDUCE_LANES`, `CPU_STAGE`, which gates the CPU tile's staged strip, `CPU_STREAM`, which
-/// gates the streaming stores, and `VECALU`, which gates the vector ALU fold and the lane
-/// accumulators), so each is part of the cache key.
-pub const OPT_KNOBS: [&str; 16] = [
+/// gates the streaming stores, `CPU_WIDE`, which gates CLANG's wide-vector pragma, and `VECALU`,
+/// which gates the vector ALU fold and the lane accumulators), so each is part of the cache key.
+pub const OPT_KNOBS: [&str; 17] = [
     "BEAM",
     "NOOPT",
     "TC",
@@ -57,6 +57,7 @@ pub const OPT_KNOBS: [&str; 16] = [
     "CPU_REDUCE_LANES",
     "CPU_STAGE",
     "CPU_STREAM",
+    "CPU_WIDE",
     "VECALU",
 ];
 
@@ -82,6 +83,7 @@ fn opt_knobs() -> [i64; OPT_KNOBS.len()] {
         k(13),
         k(14),
         k(15),
+        k(16),
     ];
     std::array::from_fn(|i| KNOBS[i].get())
 }

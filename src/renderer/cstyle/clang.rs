@@ -224,6 +224,19 @@ fn fmax_helper(d: DType) -> &'static str {
     }
 }
 
+/// gcc's vector width for a kernel that calls `rg_exp2f`: 512 bits where the target has them. The
+/// helper computes in double, so gcc's default preference on AVX-512 hosts (256 bits) leaves 4
+/// lanes per vector, and W6's exp kernels vectorized with 2 of them. The pragma goes before the
+/// helpers, so they inline as before; clang and other targets never see it.
+pub const WIDE_VECTORS: &str = "#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#pragma GCC target(\"prefer-vector-width=512\")
+#endif";
+
+/// Whether the kernel's source gets [`WIDE_VECTORS`]: it calls `rg_exp2f` and `CPU_WIDE` is not 0.
+fn wide_vectors(needs: &Needs) -> bool {
+    needs.helpers.contains("rg_exp2f") && crate::helpers::getenv("CPU_WIDE", 1) != 0
+}
+
 fn preamble(needs: &Needs) -> Vec<String> {
     let mut out = vec![];
     if needs.math {
@@ -231,6 +244,9 @@ fn preamble(needs: &Needs) -> Vec<String> {
     }
     if needs.half {
         out.push(HALF_TYPEDEF.to_string());
+    }
+    if wide_vectors(needs) {
+        out.push(WIDE_VECTORS.to_string());
     }
     for h in &needs.helpers {
         if let Some(t) = h.strip_prefix("rg_fmax_") {
