@@ -16,6 +16,7 @@ mod codegen;
 mod dispatch;
 mod jit;
 mod llvmc;
+mod streams;
 mod workloads;
 
 use std::fmt::Display;

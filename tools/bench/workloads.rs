@@ -435,16 +435,17 @@ fn table(cfg: &Config, ceil: &[Ceilings], rows: &[Row]) -> String {
                 cfg.copy_bytes >> 20
             )
         });
-        let read = c.read.map_or("not measured".to_string(), |x| {
-            format!(
-                "{:.1} GB/s [{:.1}-{:.1}] (read only)",
-                x.median, x.p10, x.p90
-            )
-        });
+        let gbs = |s: Option<Stats>, what: &str| {
+            s.map_or("not measured".to_string(), |x| {
+                format!("{:.1} GB/s [{:.1}-{:.1}] ({what})", x.median, x.p10, x.p90)
+            })
+        };
+        let read = gbs(c.read, "read only");
+        let triad = gbs(c.triad, "a*b+c, 3 read + 1 written");
         let _ = writeln!(
             out,
             "ceilings, {} thread(s): FMA {fma}; mul+add {muladd} (unfused, the kernels' \
-             rounding); copy {copy}; read {read}",
+             rounding); copy {copy}; read {read}; triad {triad}",
             c.threads
         );
     }
