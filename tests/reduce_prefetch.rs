@@ -4,7 +4,8 @@
 //! every row stream (one `llvm.prefetch` per load of the reduce loop, typed and opaque pointers
 //! alike); a matmul, a column sum and an elementwise kernel get none. The CLANG kernel of a row
 //! sum over 8 rows at once keeps the 8 accumulators in one `float8` fed by a shuffle transpose of
-//! the rows' float4 loads (and prefetches rows of 4 KiB or more); a row max, a variance, a column
+//! the rows' float4 loads, or of float4 values computed from them (a variance's squares), and
+//! prefetches rows of 4 KiB or more; a row max, softmax's sum of scalar exponentials, a column
 //! sum and a matmul keep their scalar code. Neither changes a bit: row sums (one kernel shape per
 //! row count and length, lengths whose prefetches reach past the buffer's end included),
 //! layernorm and softmax over rows holding NaN, infinities, signed zeros and denormals give
@@ -188,11 +189,22 @@ fn clang_row_sums_keep_8_rows_in_one_transposed_vector_accumulator() {
         assert_eq!(transposed_adds(&s), 4, "{rows}x{c}: {s}");
         assert_eq!(s.matches("__builtin_prefetch(").count(), prefetches, "{s}");
     }
-    // layernorm: the mean takes the form; the variance (a sum of squares) and the normalizing
-    // elementwise kernel do not
+    // layernorm: the mean and the variance (a sum of the float4 squares computed in the loop)
+    // take the form, each prefetching its 8 row streams; the normalizing elementwise kernel
+    // does not; so do the shapes of the bit-exact test with 8 rows of float4 loads
     let ln = src(x(64, 1024).layernorm(-1, 1e-5).unwrap());
     let counts: Vec<usize> = ln.iter().map(|s| transposed_adds(s)).collect();
-    assert_eq!(counts, vec![4, 0, 0], "{ln:?}");
+    assert_eq!(counts, vec![4, 4, 0], "{ln:?}");
+    assert!(ln[1].contains("float4 alu18 = (alu17*alu17);"), "{}", ln[1]);
+    assert_eq!(ln[1].matches("__builtin_prefetch(").count(), 8, "{}", ln[1]);
+    for (rows, c) in [(16, 1028), (24, 256), (8, 4100)] {
+        let ln = src(x(rows, c).layernorm(-1, 1e-5).unwrap());
+        assert_eq!(transposed_adds(&ln[1]), 4, "{rows}x{c}: {}", ln[1]);
+    }
+    // softmax: its sum adds scalar exponentials, not the lanes of a float4: scalar chains
+    for s in src(x(64, 1024).softmax(-1).unwrap()) {
+        assert_eq!(transposed_adds(&s), 0, "{s}");
+    }
     // a row max (no vector MAX in C), 4 rows, a column sum and a matmul keep their scalar code
     let others = [
         x(64, 1024).max_axis(1, false).unwrap(),

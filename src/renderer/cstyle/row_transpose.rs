@@ -1,8 +1,9 @@
 //! Transposed row accumulators (beyond tinygrad 0.9.1; `CStyleLanguage::transposed_rows`, the
 //! CLANG dialect): the reduce loop of a row sum that `codegen/kernel/cpu_reduce.rs` gives 8 rows
-//! at once, each row's own float accumulator fed one float4 load of that row per iteration
-//! (`acc = v[3]+(v[2]+(v[1]+(v[0]+acc)))`), keeps the 8 accumulators in one `float8` across the
-//! loop: each iteration loads the 8 rows as float4 vectors, transposes them with
+//! at once, each row's own float accumulator fed the 4 lanes of one float4 per iteration (a load
+//! of that row, or a vector ALU value computed in the loop such as a variance's squares:
+//! `acc = v[3]+(v[2]+(v[1]+(v[0]+acc)))`), keeps the 8 accumulators in one `float8` across the
+//! loop: each iteration takes the 8 rows' float4 vectors, transposes them with
 //! `__builtin_shufflevector` (two rows per 8-lane vector, 4 unpacks, 4 two-source shuffles:
 //! `vinsertf128`, `vunpck*ps`, `vshufps` on AVX) into 4 vectors whose lane `r` is row `r`'s
 //! element `k`, and adds them to the accumulator in `k` order. Lane `r` then adds exactly the values
@@ -10,26 +11,30 @@
 //! the scalar chains (vector adds are lane-wise IEEE adds, `-ffp-contract=off`). The scalar
 //! accumulators get the lanes back after the loop, where the stores read them.
 //!
-//! When the loop's loads are all long contiguous streams (`renderer/llvmir/prefetch.rs`'s choice,
-//! shared with LLVM), each row load is also followed by `__builtin_prefetch` of the address
-//! [`PREFETCH_BYTES`] ahead: only a hint, the same bits.
+//! When the loop's loads (the group's own, or all the loads in the loop when the rows are computed
+//! values) are all long contiguous streams (`renderer/llvmir/prefetch.rs`'s choice, shared with
+//! LLVM), each is also followed by `__builtin_prefetch` of the address [`PREFETCH_BYTES`] ahead:
+//! only a hint, the same bits.
 //!
 //! Why: gcc builds the 8 scalar chains' 8-wide adds from scalar loads with gathers (W2's sum,
 //! 4096x4096, ran 2.53-2.59 ms in a C harness where the plain shuffles with the prefetch ran
 //! 1.90; module doc of `cpu_reduce.rs`). Measured again here (harness, best of 40 alternated, a
 //! loaded 2-core AVX-512 VM): scalar chains 4.46-4.67 ms, this form 2.78-3.14, with the prefetch
-//! 2.45-2.74 (2 KiB ahead: no better).
+//! 2.45-2.74 (2 KiB ahead: no better). The variance's sum of squares in the same form (W10, 8192
+//! rows of 1024): W10 steady ms 5.74-5.94 -> 4.82-4.93 on one thread, 2.88-2.94 -> 2.46-2.52 on
+//! two, in `bench workloads`.
 //!
 //! Owns: the choice of the loops ([`plan`]: an innermost reduce RANGE whose PHIs include exactly
 //! 8 float accumulators each updated only by such a 4-add chain over the 4 lanes of one ungated
-//! float4 load, each step's operand order the same in all 8, no IF in the loop, the accumulators
+//! float4 load of a global buffer or one float4 ALU value, each step's operand order the same in
+//! all 8, no IF in the loop, the accumulators
 //! read nowhere else in the loop) and the lines this form adds: the vector accumulator before the
 //! loop ([`open`]), the prefetches ([`after_load`]), the transpose and adds in place of the 8
 //! PHI assignments ([`phi`]) and the lanes back after the loop ([`close`]).
 //!
-//! Not guaranteed: other shapes (4 rows, unrolls other than 4, a MAX, a chain over computed values
-//! such as a variance's squares or softmax's exponentials) keep their scalar chains; the prefetch
-//! distance is LLVM's, measured on another machine.
+//! Not guaranteed: other shapes (4 rows, unrolls other than 4, a MAX, a chain over scalars such
+//! as softmax's exponentials, which C computes one lane at a time) keep their scalar chains; the
+//! prefetch distance is LLVM's, measured on another machine.
 
 use super::{name_of, CStyle, State};
 use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
@@ -49,8 +54,8 @@ const LANES: usize = 4;
 struct Group {
     /// The accumulators, in lane order.
     accs: Vec<UOp>,
-    /// The float4 load feeding each accumulator.
-    loads: Vec<UOp>,
+    /// The float4 feeding each accumulator (a load, or a vector ALU value).
+    vecs: Vec<UOp>,
     /// The PHI after which the transpose and adds are written (the group's last in the list).
     last_phi: UOp,
     /// Per lane step: the load's lane is the ADD's right operand (`acc+v`, else `v+acc`).
@@ -72,7 +77,10 @@ pub(super) struct Plan {
 impl Plan {
     /// The loads that must render as one vector load (not lane loads).
     pub(super) fn loads(&self) -> impl Iterator<Item = &UOp> {
-        self.groups.iter().flat_map(|g| g.loads.iter())
+        self.groups
+            .iter()
+            .flat_map(|g| g.vecs.iter())
+            .filter(|u| u.op() == UOps::LOAD)
     }
     /// Whether `u` is one of the group PHIs (which write no assignment of their own).
     pub(super) fn is_phi(&self, u: &UOp) -> bool {
@@ -144,16 +152,23 @@ fn add_group(
     let idx = p.groups.len();
     for f in &found {
         p.by_phi.insert(f.0.clone(), idx);
-        if found.iter().all(|g| streams.contains_key(&g.2)) {
-            p.prefetch.insert(f.2.clone(), ());
-        }
+    }
+    // the loads the rows read: the group's own, or those its computed values read in the loop
+    let loads: Vec<&UOp> = if found.iter().all(|f| f.2.op() == UOps::LOAD) {
+        found.iter().map(|f| &f.2).collect()
+    } else {
+        uops[s..e].iter().filter(|u| u.op() == UOps::LOAD).collect()
+    };
+    if loads.iter().all(|l| streams.contains_key(l)) {
+        p.prefetch
+            .extend(loads.into_iter().map(|l| (l.clone(), ())));
     }
     p.by_range.insert(uops[s].clone(), idx);
     p.groups.push(Group {
         acc_first: found[0].3,
         last_phi: found[ROWS - 1].0.clone(),
         accs: found.iter().map(|f| f.1.clone()).collect(),
-        loads: found.iter().map(|f| f.2.clone()).collect(),
+        vecs: found.iter().map(|f| f.2.clone()).collect(),
         vacc: String::new(),
     });
 }
@@ -162,9 +177,9 @@ fn is_f32(u: &UOp, count: u16) -> bool {
     u.dtype() == Some(DType::new(Scalar::Float32).vec(count))
 }
 
-/// `phi` as `PHI(acc, v3+(v2+(v1+(v0+acc))))` over the lanes of one ungated float4 load, each
-/// ADD and the accumulator read by nothing else: (acc, load, per step whether `acc` is the left
-/// operand).
+/// `phi` as `PHI(acc, v3+(v2+(v1+(v0+acc))))` over the lanes of one ungated float4 load of a
+/// global buffer or one float4 ALU value, each ADD and the accumulator read by nothing else:
+/// (acc, that float4, per step whether `acc` is the left operand).
 fn chain(phi: &UOp, children: &UOpMap<usize>) -> Option<(UOp, UOp, [bool; LANES])> {
     let [acc, top] = phi.src() else { return None };
     let used = |u: &UOp, n: usize| children.get(u) == Some(&n);
@@ -194,9 +209,11 @@ fn chain(phi: &UOp, children: &UOpMap<usize>) -> Option<(UOp, UOp, [bool; LANES]
         x = inner.clone();
     }
     let load = load?;
-    let plain = load.op() == UOps::LOAD && load.src().len() <= 3 && is_f32(&load, LANES as u16);
     let global = load.src().first().map(UOp::op) == Some(UOps::DEFINE_GLOBAL);
-    (x == *acc && plain && global).then_some((acc.clone(), load, order))
+    let plain = load.op() == UOps::LOAD && load.src().len() <= 3 && global;
+    let vector_alu = load.op() == UOps::ALU;
+    let ok = is_f32(&load, LANES as u16) && (plain || vector_alu);
+    (x == *acc && ok).then_some((acc.clone(), load, order))
 }
 
 /// Before the RANGE `u`: the vector accumulator of its group, from the scalar ones.
@@ -246,7 +263,7 @@ pub(super) fn phi<L: CStyle + ?Sized>(l: &L, st: &mut State, u: &UOp) -> Result<
     let group = st.rows.groups[g].clone();
     let t = l.render_dtype(DType::new(Scalar::Float32).vec(ROWS as u16), &mut st.needs)?;
     let v = group
-        .loads
+        .vecs
         .iter()
         .map(|x| st.get(x))
         .collect::<Result<Vec<_>>>()?;
