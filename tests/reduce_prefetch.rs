@@ -6,7 +6,9 @@
 //! sum over 8 rows at once keeps the 8 accumulators in one `float8` fed by a shuffle transpose of
 //! the rows' float4 loads, or of float4 values computed from them (a variance's squares), and
 //! prefetches rows of 4 KiB or more; a row max, softmax's sum of scalar exponentials, a column
-//! sum and a matmul keep their scalar code. Neither changes a bit: row sums (one kernel shape per
+//! sum and a matmul keep their scalar code. The LLVM kernels of row sums and layernorm's mean and
+//! variance carry the same 8 accumulators as one `<8 x float>` phi fed by the same transpose
+//! (`llvmir/rows.rs`); `CPU_ROWS=0` keeps the scalar chains on both. Neither changes a bit: row sums (one kernel shape per
 //! row count and length, lengths whose prefetches reach past the buffer's end included),
 //! layernorm and softmax over rows holding NaN, infinities, signed zeros and denormals give
 //! INTERP's bits on CLANG and LLVM, and the row sums equal a host sum that adds each row's values
@@ -220,5 +222,82 @@ fn clang_row_sums_keep_8_rows_in_one_transposed_vector_accumulator() {
             assert!(!s.contains("__builtin_shufflevector"), "{s}");
             assert!(!s.contains("__builtin_prefetch"), "{s}");
         }
+    }
+}
+
+/// The transposed form's vector adds in an LLVM CPU IR (4 per iteration of a loop in the form).
+fn llvm_transposed_adds(ir: &str) -> usize {
+    ir.lines()
+        .filter(|l| l.contains(" = fadd <8 x float> %rows"))
+        .count()
+}
+
+#[test]
+fn llvm_row_sums_keep_8_rows_in_one_vector_phi() {
+    let _d = on("CLANG");
+    let x = |rows: usize, c: usize| Tensor::empty(&[rows, c]).unwrap();
+    for opaque in [true, false] {
+        let irs = |t: Tensor| llvm_irs(&t, opaque);
+        // a row sum: one <8 x float> header phi, 4 vector adds, the lanes back after the loop
+        let ir = irs(x(64, 1024).sum_axis(1, false).unwrap()).remove(0);
+        assert_eq!(llvm_transposed_adds(&ir), 4, "{ir}");
+        assert_eq!(ir.matches(" = phi <8 x float> ").count(), 1, "{ir}");
+        assert_eq!(
+            ir.matches(" = extractelement <8 x float> %rows.acc")
+                .count(),
+            8,
+            "{ir}"
+        );
+        assert!(
+            !ir.contains(" = phi float "),
+            "no scalar accumulator phi is left: {ir}"
+        );
+        // layernorm: the mean and the variance take the form, the elementwise kernel does not;
+        // so do the shapes of the bit-exact test with 8 rows of float4 loads
+        let ln = irs(x(64, 1024).layernorm(-1, 1e-5).unwrap());
+        let counts: Vec<usize> = ln.iter().map(|s| llvm_transposed_adds(s)).collect();
+        assert_eq!(counts, vec![4, 4, 0], "{ln:?}");
+        for (rows, c) in [(16, 1028), (24, 256), (8, 4100)] {
+            for s in &irs(x(rows, c).layernorm(-1, 1e-5).unwrap())[..2] {
+                assert_eq!(llvm_transposed_adds(s), 4, "{rows}x{c}: {s}");
+            }
+        }
+        // a row max, 4 rows, a column sum and a matmul keep their own accumulators
+        for t in [
+            x(64, 1024).max_axis(1, false).unwrap(),
+            x(12, 40).sum_axis(1, false).unwrap(),
+            x(64, 1024).sum_axis(0, false).unwrap(),
+            x(64, 1024)
+                .matmul(&Tensor::empty(&[1024, 64]).unwrap())
+                .unwrap(),
+        ] {
+            for s in irs(t) {
+                assert_eq!(llvm_transposed_adds(&s), 0, "{s}");
+            }
+        }
+    }
+}
+
+/// `CPU_ROWS=0` keeps the scalar chains on both renderers (and the bits: the bit-exact test
+/// above runs with the form, this one without it).
+#[test]
+fn cpu_rows_0_keeps_the_scalar_chains() {
+    let _k = rawgrad::helpers::Context::new(&[("CPU_ROWS", 0)]);
+    let _d = on("CLANG");
+    let t = Tensor::empty(&[64, 1024])
+        .unwrap()
+        .layernorm(-1, 1e-5)
+        .unwrap();
+    for s in sources(&ClangRenderer::new(), &t) {
+        assert_eq!(transposed_adds(&s), 0, "{s}");
+    }
+    for s in llvm_irs(&t, true) {
+        assert_eq!(llvm_transposed_adds(&s), 0, "{s}");
+    }
+    drop(_d);
+    let devs = cpu_devices();
+    let interp = run(devs[0], 16, 1028);
+    for d in &devs[1..] {
+        assert_eq!(run(d, 16, 1028), interp, "{d} with CPU_ROWS=0");
     }
 }

@@ -326,7 +326,7 @@ struct State {
     /// The lane names of each vector load rendered as lane loads.
     lanes: UOpMap<Vec<String>>,
     /// The loops rendered with transposed row accumulators.
-    rows: row_transpose::Plan,
+    rows: crate::renderer::llvmir::rows::Plan,
     /// The stores written through `rg_stream_f4` (`renderer/llvmir/stream_store.rs`).
     streams: UOpMap<()>,
 }
@@ -430,7 +430,7 @@ pub fn render_cstyle<L: CStyle + ?Sized>(l: &L, name: &str, uops: &[UOp]) -> Res
         needs: Needs::default(),
         whole_used: UOpMap::default(),
         lanes: UOpMap::default(),
-        rows: row_transpose::Plan::default(),
+        rows: crate::renderer::llvmir::rows::Plan::default(),
         streams: UOpMap::default(),
     };
     let mut child_count: UOpMap<usize> =

@@ -70,6 +70,7 @@ mod index;
 mod memory;
 pub mod nvptx;
 pub(crate) mod prefetch;
+pub(crate) mod rows;
 mod share;
 pub(crate) mod stream_store;
 mod types;

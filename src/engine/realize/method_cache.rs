@@ -39,9 +39,10 @@ use super::Runner;
 
 /// The knobs that change which opts `get_kernel` applies (or how a kernel lowers and renders:
 /// `CPU_REDUCE_LANES`, `CPU_STAGE`, which gates the CPU tile's staged strip, `CPU_STREAM`, which
-/// gates the streaming stores, `CPU_WIDE`, which gates CLANG's wide-vector pragma, and `VECALU`,
-/// which gates the vector ALU fold and the lane accumulators), so each is part of the cache key.
-pub const OPT_KNOBS: [&str; 17] = [
+/// gates the streaming stores, `CPU_WIDE`, which gates CLANG's wide-vector pragma, `CPU_ROWS`,
+/// which gates the transposed row accumulators, and `VECALU`, which gates the vector ALU fold and
+/// the lane accumulators), so each is part of the cache key.
+pub const OPT_KNOBS: [&str; 18] = [
     "BEAM",
     "NOOPT",
     "TC",
@@ -58,6 +59,7 @@ pub const OPT_KNOBS: [&str; 17] = [
     "CPU_STAGE",
     "CPU_STREAM",
     "CPU_WIDE",
+    "CPU_ROWS",
     "VECALU",
 ];
 
@@ -84,6 +86,7 @@ fn opt_knobs() -> [i64; OPT_KNOBS.len()] {
         k(14),
         k(15),
         k(16),
+        k(17),
     ];
     std::array::from_fn(|i| KNOBS[i].get())
 }

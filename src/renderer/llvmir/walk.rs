@@ -25,6 +25,8 @@ use super::share;
 use super::types::{literal, mem, reg};
 use super::Flavour;
 
+mod rows;
+
 /// Append one line to `$w.body` from pieces ([`crate::renderer::text::Piece`]) and end it.
 macro_rules! emit {
     ($w:expr; $($p:expr),+ $(,)?) => {{
@@ -46,6 +48,8 @@ struct Loop {
     phi_line: usize,
     /// Carried accumulators: (acc, header phi name, value on entry).
     accs: Vec<(UOp, String, Rc<str>)>,
+    /// Carried vector accumulators of transposed row groups (`walk/rows.rs`).
+    vaccs: Vec<rows::VAcc>,
 }
 
 /// A kernel parameter.
@@ -99,6 +103,8 @@ pub(super) struct Walk<'a> {
     pub(super) exp2_outlined: UOpMap<()>,
     /// The streaming loads of reduce loops, prefetched (CPU flavour; `prefetch.rs`).
     pub(super) prefetch: UOpMap<()>,
+    /// The loops whose 8 row accumulators ride as one vector (CPU flavour; `rows.rs`).
+    pub(super) rows: super::rows::Plan,
     /// The stores written with `movntps` where aligned (CPU flavour on x86-64; `stream_store.rs`).
     pub(super) streams: UOpMap<()>,
 }
@@ -219,6 +225,10 @@ impl<'a> Walk<'a> {
                 Flavour::Cpu => super::prefetch::streaming_loads(uops),
                 _ => UOpMap::default(),
             },
+            rows: match flavour {
+                Flavour::Cpu => super::rows::plan(uops, &super::rows::child_counts(uops)),
+                _ => Default::default(),
+            },
             streams: match flavour {
                 Flavour::Cpu => super::stream_store::streaming_stores(uops),
                 _ => UOpMap::default(),
@@ -295,6 +305,10 @@ impl<'a> Walk<'a> {
 
     /// Render one UOp at list position `i`.
     pub fn uop(&mut self, i: usize, u: &UOp) -> Result<()> {
+        if self.rows.chain.contains_key(u) {
+            // a transposed row group's chain: its adds are the group's vector adds
+            return Ok(());
+        }
         match u.op() {
             UOps::DEFINE_GLOBAL => self.define_global(u),
             UOps::DEFINE_VAR => self.define_var(u),
@@ -532,8 +546,11 @@ impl<'a> Walk<'a> {
     }
 
     fn phi(&mut self, u: &UOp) -> Result<()> {
-        let v = self.src(u, 1)?;
         let (root, lane) = phi_target(u)?;
+        if let Some(&g) = self.rows.by_phi.get(u) {
+            return self.row_phi(u, g, root);
+        }
+        let v = self.src(u, 1)?;
         self.acc_phis
             .entry(root.clone())
             .or_default()
@@ -571,6 +588,7 @@ impl<'a> Walk<'a> {
             let entry = self.val(&acc)?;
             accs.push((acc, cat!("%acc", k, ".", n), entry));
         }
+        let vaccs = self.open_rows(u, n, &mut accs)?;
         emit!(self; "  br label %loop_header_", n);
         let pre_block = self.cur_block.clone();
         self.label(cat!("loop_header_", n));
@@ -590,6 +608,7 @@ impl<'a> Walk<'a> {
             pre_block,
             phi_line,
             accs,
+            vaccs,
         });
         Ok(())
     }
@@ -667,6 +686,9 @@ impl<'a> Walk<'a> {
                 " ]"
             ));
         }
+        for va in &lp.vaccs {
+            phis.push(Self::row_header_phi(va, &lp.pre_block, &latch)?);
+        }
         let mut text = phis.join("\n");
         text.push('\n');
         self.body.insert_str(lp.phi_line, &text);
@@ -691,6 +713,6 @@ impl<'a> Walk<'a> {
             }
             self.r.insert(acc, phi.into());
         }
-        Ok(())
+        self.close_rows(lp.vaccs)
     }
 }
