@@ -159,6 +159,17 @@ fn llvm_cpu_reduce_loops_prefetch_their_row_streams_only() {
     }
 }
 
+/// A row max, a sum of 4 rows, a column sum and a matmul: reductions outside the transposed form.
+fn scalar_chain_kernels() -> [Tensor; 4] {
+    let x = |rows: usize, c: usize| Tensor::empty(&[rows, c]).unwrap();
+    [
+        x(64, 1024).max_axis(1, false).unwrap(),
+        x(12, 40).sum_axis(1, false).unwrap(),
+        x(64, 1024).sum_axis(0, false).unwrap(),
+        x(64, 1024).matmul(&x(1024, 64)).unwrap(),
+    ]
+}
+
 /// The transposed form's vector adds in a CLANG source (4 per iteration of a loop in the form).
 fn transposed_adds(src: &str) -> usize {
     src.lines()
@@ -208,15 +219,7 @@ fn clang_row_sums_keep_8_rows_in_one_transposed_vector_accumulator() {
         assert_eq!(transposed_adds(&s), 0, "{s}");
     }
     // a row max (no vector MAX in C), 4 rows, a column sum and a matmul keep their scalar code
-    let others = [
-        x(64, 1024).max_axis(1, false).unwrap(),
-        x(12, 40).sum_axis(1, false).unwrap(),
-        x(64, 1024).sum_axis(0, false).unwrap(),
-        x(64, 1024)
-            .matmul(&Tensor::empty(&[1024, 64]).unwrap())
-            .unwrap(),
-    ];
-    for t in others {
+    for t in scalar_chain_kernels() {
         for s in src(t) {
             assert_eq!(transposed_adds(&s), 0, "{s}");
             assert!(!s.contains("__builtin_shufflevector"), "{s}");
@@ -263,14 +266,7 @@ fn llvm_row_sums_keep_8_rows_in_one_vector_phi() {
             }
         }
         // a row max, 4 rows, a column sum and a matmul keep their own accumulators
-        for t in [
-            x(64, 1024).max_axis(1, false).unwrap(),
-            x(12, 40).sum_axis(1, false).unwrap(),
-            x(64, 1024).sum_axis(0, false).unwrap(),
-            x(64, 1024)
-                .matmul(&Tensor::empty(&[1024, 64]).unwrap())
-                .unwrap(),
-        ] {
+        for t in scalar_chain_kernels() {
             for s in irs(t) {
                 assert_eq!(llvm_transposed_adds(&s), 0, "{s}");
             }

@@ -75,10 +75,10 @@ fn fma_ir(w: usize, opaque: bool, fused: bool) -> String {
     let accs = loop_accs(w, fused);
     let v = format!("<{w} x float>");
     let splat = |x: &str| format!("<{}>", vec![format!("float {x}"); w].join(", "));
-    let (pp, p32, pf, p8) = if opaque {
-        ("ptr", "ptr", "ptr", "ptr")
+    let (pp, p32) = if opaque {
+        ("ptr", "ptr")
     } else {
-        ("i8**", "i32*", "float*", "i8*")
+        ("i8**", "i32*")
     };
     let mut l = vec![
         format!("declare {v} @llvm.fma.v{w}f32({v}, {v}, {v})"),
@@ -116,17 +116,28 @@ fn fma_ir(w: usize, opaque: bool, fused: bool) -> String {
         acc = format!("%s{j}");
     }
     l.push(format!("  %r = extractelement {v} {acc}, i32 0"));
-    l.push(format!("  %o8 = load {p8}, {pp} %bufs"));
-    if opaque {
-        l.push("  %o = getelementptr float, ptr %o8, i32 %core".into());
-    } else {
-        l.push("  %of = bitcast i8* %o8 to float*".into());
-        l.push("  %o = getelementptr float, float* %of, i32 %core".into());
-    }
-    l.push(format!("  store float %r, {pf} %o"));
+    l.extend(store_per_core("float", opaque));
     l.push("  ret void".into());
     l.push("}".into());
     l.join("\n") + "\n"
+}
+
+/// The lines that store `%r` (of scalar type `t`) at `((t*) bufs[0])[core]`.
+pub fn store_per_core(t: &str, opaque: bool) -> Vec<String> {
+    if opaque {
+        vec![
+            "  %o8 = load ptr, ptr %bufs".into(),
+            format!("  %o = getelementptr {t}, ptr %o8, i32 %core"),
+            format!("  store {t} %r, ptr %o"),
+        ]
+    } else {
+        vec![
+            "  %o8 = load i8*, i8** %bufs".into(),
+            format!("  %of = bitcast i8* %o8 to {t}*"),
+            format!("  %o = getelementptr {t}, {t}* %of, i32 %core"),
+            format!("  store {t} %r, {t}* %o"),
+        ]
+    }
 }
 
 /// GFLOP/s of the FMA loop (`fused` false: the mul+add loop) on `threads` threads, `repeats`

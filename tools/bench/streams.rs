@@ -101,7 +101,7 @@ fn entry(s: Stream, v: &str, opaque: bool) -> Vec<String> {
 /// The read loop's body and exit: the lanes' wrapping sum of its accumulators at `out[core]`.
 fn read_body(w: usize, opaque: bool) -> Vec<String> {
     let v = format!("<{w} x i32>");
-    let [pp, p32, p8, vp] = ptrs(opaque, &v);
+    let vp = &ptrs(opaque, &v)[3];
     let mut l = vec![];
     for j in 0..READ_ACCS {
         l.push(format!(
@@ -122,14 +122,7 @@ fn read_body(w: usize, opaque: bool) -> Vec<String> {
     l.push(format!(
         "  %r = call i32 @llvm.vector.reduce.add.v{w}i32({v} %sum)"
     ));
-    l.push(format!("  %o8 = load {p8}, {pp} %bufs"));
-    if opaque {
-        l.push("  %o = getelementptr i32, ptr %o8, i32 %core".into());
-    } else {
-        l.push("  %of = bitcast i8* %o8 to i32*".into());
-        l.push("  %o = getelementptr i32, i32* %of, i32 %core".into());
-    }
-    l.push(format!("  store i32 %r, {p32} %o"));
+    l.extend(crate::ceilings::store_per_core("i32", opaque));
     l
 }
 
