@@ -2,9 +2,10 @@
 //! `uops_to_llvm_ir`, in rawgrad's own form).
 //!
 //! Owns: SSA names (`%val0`, `%alu1`, `%cast2`, `%ridx0`, `%acc0.1`...), basic blocks for loops
-//! (`loop_header_N` with a phi for the counter and for every accumulator the loop carries,
-//! `loop_body_N`, `loop_latch_N`, `loop_exit_N`), IF blocks, gated stores (`store_N`), loads and
-//! stores with their memory conversions, and the ALU table (in `alu.rs`).
+//! (`loop_header_N` with a phi for the counter and for every accumulator the loop carries, the 8
+//! of a transposed row group as one `<8 x float>` phi (`walk/rows.rs`), `loop_body_N`,
+//! `loop_latch_N`, `loop_exit_N`), IF blocks, gated stores (`store_N`), loads and stores with
+//! their memory conversions, and the ALU table (in `alu.rs`).
 //!
 //! Loops are while-loops (a loop whose range is empty runs no iteration, unlike 0.9.1's do-while
 //! blocks). After a loop, an accumulator and every PHI of it read the loop header's phi.
