@@ -37,7 +37,7 @@
 use super::{name_of, CStyle, State};
 use crate::codegen::uops::{UOp, UOpMap};
 use crate::dtype::{DType, Scalar};
-use crate::renderer::llvmir::prefetch::PREFETCH_BYTES;
+use crate::renderer::llvmir::prefetch::{streaming_loads, PREFETCH_BYTES};
 use crate::renderer::llvmir::rows::{self, transpose_masks, Plan, ROWS};
 use crate::renderer::text::cat;
 use crate::Result;
@@ -47,7 +47,7 @@ pub(super) fn plan<L: CStyle + ?Sized>(l: &L, uops: &[UOp], children: &UOpMap<us
     if !l.lang().transposed_rows {
         return Plan::default();
     }
-    rows::plan(uops, children)
+    rows::plan(uops, children, &streaming_loads(uops))
 }
 
 /// Before the RANGE `u`: the vector accumulator of its group, from the scalar ones.

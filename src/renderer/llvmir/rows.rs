@@ -23,8 +23,6 @@ use crate::codegen::uops::{UArg, UOp, UOpMap, UOps};
 use crate::dtype::{DType, Scalar};
 use crate::ops::{BinaryOps, Op};
 
-use super::prefetch::streaming_loads;
-
 /// Rows kept in one vector accumulator.
 pub const ROWS: usize = 8;
 /// Lanes of each row's float4 (the reduce unroll).
@@ -105,13 +103,13 @@ pub fn child_counts(uops: &[UOp]) -> UOpMap<usize> {
     out
 }
 
-/// The loops of `uops` that take the form (module doc); empty when `CPU_ROWS=0`.
-pub fn plan(uops: &[UOp], children: &UOpMap<usize>) -> Plan {
+/// The loops of `uops` that take the form (module doc); empty when `CPU_ROWS=0`. `streams`:
+/// the list's streaming loads (`prefetch::streaming_loads`).
+pub fn plan(uops: &[UOp], children: &UOpMap<usize>, streams: &UOpMap<()>) -> Plan {
     let mut p = Plan::default();
     if crate::helpers::getenv("CPU_ROWS", 1) == 0 {
         return p;
     }
-    let streams = streaming_loads(uops);
     let mut open: Option<(usize, bool)> = None;
     for (i, u) in uops.iter().enumerate() {
         match u.op() {
@@ -121,7 +119,7 @@ pub fn plan(uops: &[UOp], children: &UOpMap<usize>) -> Plan {
                 if let Some((s, false)) = open.take() {
                     let is_reduce = uops[s].range_arg().is_some_and(|(_, _, red)| red);
                     if is_reduce && u.src().first() == Some(&uops[s]) {
-                        add_group(&mut p, uops, (s, i), children, &streams);
+                        add_group(&mut p, uops, (s, i), children, streams);
                     }
                 }
             }

@@ -194,6 +194,14 @@ impl<'a> Walk<'a> {
             Flavour::Cpu => super::index::index_only(uops),
             _ => UOpMap::default(),
         };
+        let prefetch = match flavour {
+            Flavour::Cpu => super::prefetch::streaming_loads(uops),
+            _ => UOpMap::default(),
+        };
+        let rows = match flavour {
+            Flavour::Cpu => super::rows::plan(uops, &super::rows::child_counts(uops), &prefetch),
+            _ => Default::default(),
+        };
         Ok(Walk {
             flavour,
             opaque,
@@ -222,14 +230,8 @@ impl<'a> Walk<'a> {
                 Flavour::Cpu => super::exp2::outlined(uops),
                 _ => UOpMap::default(),
             },
-            prefetch: match flavour {
-                Flavour::Cpu => super::prefetch::streaming_loads(uops),
-                _ => UOpMap::default(),
-            },
-            rows: match flavour {
-                Flavour::Cpu => super::rows::plan(uops, &super::rows::child_counts(uops)),
-                _ => Default::default(),
-            },
+            prefetch,
+            rows,
             streams: match flavour {
                 Flavour::Cpu => super::stream_store::streaming_stores(uops),
                 _ => UOpMap::default(),
