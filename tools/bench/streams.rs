@@ -158,13 +158,16 @@ fn latch() -> Vec<String> {
 /// The whole module of loop `s` over vectors of `w` lanes.
 fn stream_ir(s: Stream, w: usize, opaque: bool) -> String {
     let [pp, p32, ..] = ptrs(opaque, "");
-    let mut l = vec![
-        format!("declare i32 @llvm.vector.reduce.add.v{w}i32(<{w} x i32>)"),
-        format!(
-            "define void @{}_ceiling_rg({pp} %bufs, {p32} %vals, i32 %core, i32 %ncores) {{",
-            s.name()
-        ),
-    ];
+    let mut l = vec![];
+    if s == Stream::Read {
+        l.push(format!(
+            "declare i32 @llvm.vector.reduce.add.v{w}i32(<{w} x i32>)"
+        ));
+    }
+    l.push(format!(
+        "define void @{}_ceiling_rg({pp} %bufs, {p32} %vals, i32 %core, i32 %ncores) {{",
+        s.name()
+    ));
     let lane = if s == Stream::Read { "i32" } else { "float" };
     l.extend(entry(s, &format!("<{w} x {lane}>"), opaque));
     l.push("loop:".into());

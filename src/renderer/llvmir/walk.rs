@@ -49,8 +49,8 @@ struct Loop {
     phi_line: usize,
     /// Carried accumulators: (acc, header phi name, value on entry).
     accs: Vec<(UOp, String, Rc<str>)>,
-    /// Carried vector accumulators of transposed row groups (`walk/rows.rs`).
-    vaccs: Vec<rows::VAcc>,
+    /// The carried vector accumulator of a transposed row group (`walk/rows.rs`).
+    vacc: Option<rows::VAcc>,
 }
 
 /// A kernel parameter.
@@ -591,7 +591,7 @@ impl<'a> Walk<'a> {
             let entry = self.val(&acc)?;
             accs.push((acc, cat!("%acc", k, ".", n), entry));
         }
-        let vaccs = self.open_rows(u, n, &mut accs)?;
+        let vacc = self.open_rows(u, n, &mut accs)?;
         emit!(self; "  br label %loop_header_", n);
         let pre_block = self.cur_block.clone();
         self.label(cat!("loop_header_", n));
@@ -611,7 +611,7 @@ impl<'a> Walk<'a> {
             pre_block,
             phi_line,
             accs,
-            vaccs,
+            vacc,
         });
         Ok(())
     }
@@ -689,7 +689,7 @@ impl<'a> Walk<'a> {
                 " ]"
             ));
         }
-        for va in &lp.vaccs {
+        if let Some(va) = &lp.vacc {
             phis.push(Self::row_header_phi(va, &lp.pre_block, &latch)?);
         }
         let mut text = phis.join("\n");
@@ -716,6 +716,6 @@ impl<'a> Walk<'a> {
             }
             self.r.insert(acc, phi.into());
         }
-        self.close_rows(lp.vaccs)
+        self.close_rows(lp.vacc)
     }
 }

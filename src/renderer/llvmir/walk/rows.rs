@@ -45,9 +45,9 @@ impl Walk<'_> {
         u: &UOp,
         n: usize,
         accs: &mut Vec<(UOp, String, Rc<str>)>,
-    ) -> Result<Vec<VAcc>> {
+    ) -> Result<Option<VAcc>> {
         let Some(&g) = self.rows.by_range.get(u) else {
-            return Ok(vec![]);
+            return Ok(None);
         };
         let group = &self.rows.groups[g];
         let members = group.accs.clone();
@@ -61,12 +61,12 @@ impl Walk<'_> {
         }
         let phi = cat!("%rows.acc", n);
         self.rows.groups[g].vacc = phi.clone();
-        Ok(vec![VAcc {
+        Ok(Some(VAcc {
             group: g,
             phi,
             entry: cur,
             next: None,
-        }])
+        }))
     }
 
     /// A group PHI: noted for after the loop; at the group's last, the transpose and the adds.
@@ -116,11 +116,10 @@ impl Walk<'_> {
             .loops
             .last_mut()
             .ok_or_else(|| Error::Codegen("a transposed row group outside its loop".into()))?;
-        let va = lp
-            .vaccs
-            .iter_mut()
-            .find(|va| va.group == g)
-            .ok_or_else(|| Error::Codegen("a transposed row group's PHI in another loop".into()))?;
+        let va =
+            lp.vacc.as_mut().filter(|va| va.group == g).ok_or_else(|| {
+                Error::Codegen("a transposed row group's PHI in another loop".into())
+            })?;
         va.next = Some(acc);
         Ok(())
     }
@@ -137,8 +136,8 @@ impl Walk<'_> {
     }
 
     /// After the loop: each accumulator of the group, and every PHI of it, is its lane.
-    pub(super) fn close_rows(&mut self, vaccs: Vec<VAcc>) -> Result<()> {
-        for va in vaccs {
+    pub(super) fn close_rows(&mut self, vacc: Option<VAcc>) -> Result<()> {
+        if let Some(va) = vacc {
             let accs = self.rows.groups[va.group].accs.clone();
             for (r, acc) in accs.into_iter().enumerate() {
                 let name = self.ssa("acc");
